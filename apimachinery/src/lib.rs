@@ -1,0 +1,18 @@
+//! Kubernetes API machinery as pure functions over `serde_json::Value`.
+
+pub mod patch;
+pub mod quantity;
+pub mod schema;
+pub mod schema_check;
+pub mod selector;
+pub mod validation;
+
+#[cfg(test)]
+pub(crate) mod testdata;
+
+pub use patch::{PatchError, json_patch, merge_patch, strategic_merge_patch};
+pub use quantity::{Quantity, QuantityError, format_bytes, format_cpu_milli, parse_quantity};
+pub use schema::Definitions;
+pub use schema_check::{type_errors, unknown_fields};
+pub use selector::{FieldSelector, LabelSelector, SelectorError};
+pub use validation::{FieldError, FieldErrorKind};

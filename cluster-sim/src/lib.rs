@@ -1,0 +1,1 @@
+//! The simulated member-cluster fleet: filled by the "cluster-sim" issue.

@@ -1,0 +1,133 @@
+//! `Cluster`: a member cluster joined to the federation, and what Meridian knows of it.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{Condition, NamespacedName};
+
+/// How to reach a member cluster and where it sits.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "federation.meridian.dev",
+    version = "v1alpha1",
+    kind = "Cluster",
+    status = "ClusterStatus",
+    shortname = "fc"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSpec {
+    /// The member's API server URL, e.g. `https://10.0.0.10:6443`.
+    pub api_endpoint: String,
+    /// Base64-encoded PEM bundle of the member's CA; TLS is always verified against it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
+    /// The Secret in the federation that holds the member's credentials (`token`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<NamespacedName>,
+    /// Region of the cluster, used by affinity, spread and DNS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Zone of the cluster, used by affinity, spread and DNS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// Taints that keep workloads away unless their policy tolerates them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+}
+
+/// A taint on a member cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Taint {
+    /// Taint key.
+    pub key: String,
+    /// Taint value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// `NoSchedule` or `NoExecute`.
+    pub effect: String,
+}
+
+/// What the cluster controller last observed of a member.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStatus {
+    /// `Ready` (and related) conditions with reasons and probe times.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The member's Kubernetes version, e.g. `v1.34.2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_version: Option<String>,
+    /// API groups/versions and resources the member serves.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub api_enablements: Vec<ApiEnablement>,
+    /// Node counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<NodeSummary>,
+    /// Capacity of the member's Ready nodes and what is already requested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_summary: Option<ResourceSummary>,
+    /// Address of the member's lb-agent, once it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lb_agent: Option<LbAgentStatus>,
+}
+
+/// One group/version served by a member and its resources.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiEnablement {
+    /// `group/version`, or `v1` for the core group.
+    pub group_version: String,
+    /// Plural resource names served under it.
+    #[serde(default)]
+    pub resources: Vec<String>,
+}
+
+/// Node counts of a member.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeSummary {
+    /// All nodes.
+    pub total: i64,
+    /// Nodes whose Ready condition is True.
+    pub ready: i64,
+}
+
+/// Resource quantities (Kubernetes notation: `cpu: "500m"`, `memory: 4Gi`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ResourceList {
+    /// CPU quantity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<String>,
+    /// Memory quantity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// Pod count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<String>,
+}
+
+/// Capacity summary of a member's Ready nodes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceSummary {
+    /// Sum of allocatable over Ready nodes.
+    #[serde(default)]
+    pub allocatable: ResourceList,
+    /// Sum of requests of scheduled, non-terminated pods on Ready nodes.
+    #[serde(default)]
+    pub allocated: ResourceList,
+    /// The largest free slot on any single Ready node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub largest_free: Option<ResourceList>,
+}
+
+/// Where a member's lb-agent answers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LbAgentStatus {
+    /// Address reachable from the other members.
+    pub address: String,
+    /// Port of its DNS responder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_port: Option<i32>,
+}

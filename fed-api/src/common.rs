@@ -1,0 +1,63 @@
+//! Small value types shared by several kinds: conditions, selectors, references.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A condition in the Kubernetes style (`type`, `status`, `reason`, `message`, times).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Type of the condition, e.g. `Ready` or `Scheduled`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// A CamelCase reason for the last transition.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Human-readable detail.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// When the condition was last checked (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_probe_time: Option<String>,
+    /// When `status` last changed (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+}
+
+/// A label selector (`matchLabels` and `matchExpressions`), as in Kubernetes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelSelector {
+    /// Labels that must all be present with these values.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub match_labels: BTreeMap<String, String>,
+    /// Set-based requirements, all of which must hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+/// One set-based requirement of a [`LabelSelector`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelSelectorRequirement {
+    /// The label key.
+    pub key: String,
+    /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
+    pub operator: String,
+    /// Values for `In` and `NotIn`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+/// A reference to a namespaced object by namespace and name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct NamespacedName {
+    /// Namespace of the object.
+    pub namespace: String,
+    /// Name of the object.
+    pub name: String,
+}

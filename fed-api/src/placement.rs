@@ -1,0 +1,115 @@
+//! `Placement`: the scheduler's decision for one federated workload and its per-cluster state.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::Condition;
+
+/// Where one federated workload runs.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "federation.meridian.dev",
+    version = "v1alpha1",
+    kind = "Placement",
+    namespaced,
+    status = "PlacementStatus"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementSpec {
+    /// The federated workload this placement is for.
+    pub resource: WorkloadReference,
+    /// The scheduler's decision; empty means unscheduled.
+    #[serde(default)]
+    pub dest_clusters: Vec<TargetCluster>,
+}
+
+/// Identifies the federated workload.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadReference {
+    /// `apps/v1`.
+    pub api_version: String,
+    /// `Deployment` or `ReplicaSet`.
+    pub kind: String,
+    /// Name of the workload (same namespace as the Placement).
+    pub name: String,
+    /// UID of the workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
+/// One cluster's share.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TargetCluster {
+    /// Member cluster name.
+    pub cluster: String,
+    /// Replicas that cluster runs.
+    pub replicas: i32,
+}
+
+/// Observed state of the placement.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementStatus {
+    /// `Scheduled` and `Propagated` conditions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Per-cluster status of the pushed sub-object.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<ClusterWorkloadStatus>,
+    /// Replicas that fit nowhere, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unschedulable: Option<Unschedulable>,
+}
+
+/// Status of the workload in one member cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterWorkloadStatus {
+    /// Member cluster name.
+    pub cluster: String,
+    /// Desired replicas there.
+    #[serde(default)]
+    pub replicas: i32,
+    /// Ready replicas there.
+    #[serde(default)]
+    pub ready_replicas: i32,
+    /// Available replicas there.
+    #[serde(default)]
+    pub available_replicas: i32,
+    /// Updated replicas there.
+    #[serde(default)]
+    pub updated_replicas: i32,
+    /// Generation of the sub-object the member has observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Last successful sync (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sync_time: Option<String>,
+    /// Last error, empty when in sync.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+}
+
+/// Replicas that could not be placed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Unschedulable {
+    /// How many.
+    pub replicas: i32,
+    /// Why, per cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<ClusterReason>,
+}
+
+/// Why one cluster did not take (more) replicas.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClusterReason {
+    /// Member cluster name.
+    pub cluster: String,
+    /// CamelCase reason, e.g. `InsufficientCapacity`.
+    pub reason: String,
+    /// Detail.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}

@@ -1,0 +1,763 @@
+//! Federation v1's replica planner, reproduced number for number.
+//!
+//! Federation v1 read `federation.kubernetes.io/replica-set-preferences` from a
+//! ReplicaSet/Deployment and divided its replicas with a planner whose exact behaviour
+//! users depended on. The facts reproduced here:
+//! - clusters without an entry use the `"*"` entry; with neither they get 0;
+//! - clusters are ordered by weight (descending), then by the 32-bit FNV-1 hash of the
+//!   cluster name followed by the workload key (`namespace/name`), so single-replica
+//!   workloads do not all land on the alphabetically first cluster;
+//! - first every cluster gets `min(minReplicas, remaining, capacity)` in that order (note:
+//!   not capped by `maxReplicas`);
+//! - with `rebalance: false`, replicas currently running above that minimum are kept
+//!   (bounded by `maxReplicas`, capacity and what remains) before anything else;
+//! - the rest is handed out in rounds: each still-open cluster gets
+//!   `ceil(remaining_at_round_start × weight / Σweights)`, less what it already keeps from
+//!   the previous step, capped by the replicas left, `maxReplicas` and capacity; clusters
+//!   that hit a cap close. Rounds stop when nothing changes or nothing remains;
+//! - `overflow` reports, per capacity-capped cluster, how many more it would have taken
+//!   (with `rebalance: false`, trimmed to what stayed unplaced).
+//!
+//! Where two clusters tie on weight and hash (practically never) we order by name, so
+//! the result never depends on input order.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// The annotation Federation v1 read preferences from.
+pub const PREFERENCES_ANNOTATION: &str = "federation.kubernetes.io/replica-set-preferences";
+
+/// Why the preferences annotation was rejected.
+#[derive(Debug, Error)]
+pub enum PreferencesError {
+    /// Not valid JSON of the expected shape.
+    #[error("not valid replica-set-preferences JSON")]
+    Json(#[source] serde_json::Error),
+    /// Negative numbers were given.
+    #[error("cluster {cluster:?}: {field} must not be negative")]
+    Negative {
+        /// The cluster entry.
+        cluster: String,
+        /// The field.
+        field: &'static str,
+    },
+}
+
+/// `ReplicaAllocationPreferences`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Preferences {
+    /// Whether running replicas may be moved to reach the preferred layout.
+    #[serde(default)]
+    pub rebalance: bool,
+    /// Per cluster name, or `"*"` for all others.
+    #[serde(default)]
+    pub clusters: BTreeMap<String, ClusterPreferences>,
+}
+
+/// `ClusterPreferences`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterPreferences {
+    /// Replicas the cluster should get first.
+    #[serde(default)]
+    pub min_replicas: i64,
+    /// Upper bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replicas: Option<i64>,
+    /// Relative weight of the rest.
+    #[serde(default)]
+    pub weight: i64,
+}
+
+impl Preferences {
+    /// Parses the annotation value.
+    pub fn parse(json: &str) -> Result<Self, PreferencesError> {
+        let p: Self = serde_json::from_str(json).map_err(PreferencesError::Json)?;
+        for (name, c) in &p.clusters {
+            let neg = |field| PreferencesError::Negative {
+                cluster: name.clone(),
+                field,
+            };
+            if c.min_replicas < 0 {
+                return Err(neg("minReplicas"));
+            }
+            if c.weight < 0 {
+                return Err(neg("weight"));
+            }
+            if c.max_replicas.is_some_and(|m| m < 0) {
+                return Err(neg("maxReplicas"));
+            }
+        }
+        Ok(p)
+    }
+
+    /// The entry governing `cluster`, if any.
+    pub fn for_cluster(&self, cluster: &str) -> Option<&ClusterPreferences> {
+        self.clusters
+            .get(cluster)
+            .or_else(|| self.clusters.get("*"))
+    }
+}
+
+/// What the planner decided.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Replicas per available cluster (including zeros), by name.
+    pub plan: BTreeMap<String, i64>,
+    /// Replicas that would have gone to capacity-capped clusters.
+    pub overflow: BTreeMap<String, i64>,
+}
+
+/// 32-bit FNV-1 (multiply, then xor) over the concatenated bytes.
+fn fnv1_32(parts: &[&[u8]]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for part in parts {
+        for &b in *part {
+            h = h.wrapping_mul(0x0100_0193);
+            h ^= u32::from(b);
+        }
+    }
+    h
+}
+
+struct Named<'a> {
+    name: &'a str,
+    idx: usize,
+    hash: u32,
+    pref: ClusterPreferences,
+}
+
+/// Plans `replicas` over `available` clusters like Federation v1's `Planner.Plan`.
+/// `current` and `capacity` are keyed by cluster name; a missing capacity is unbounded.
+pub fn plan(
+    prefs: &Preferences,
+    replicas: i64,
+    available: &[&str],
+    current: &HashMap<&str, i64>,
+    capacity: &HashMap<&str, i64>,
+    key: &str,
+) -> Plan {
+    let cur: Vec<Option<i64>> = available.iter().map(|n| current.get(n).copied()).collect();
+    let cap: Vec<Option<i64>> = available.iter().map(|n| capacity.get(n).copied()).collect();
+    let (planned, overflow) = plan_indexed(prefs, replicas, available, &cur, &cap, key);
+    let mut out = Plan::default();
+    for (i, name) in available.iter().enumerate() {
+        out.plan.insert((*name).to_owned(), planned[i]);
+        if let Some(o) = overflow[i] {
+            out.overflow.insert((*name).to_owned(), o);
+        }
+    }
+    out
+}
+
+/// [`plan`] over parallel slices (no maps, for the hot path): returns planned replicas and
+/// overflow per index of `available`.
+pub(crate) fn plan_indexed(
+    prefs: &Preferences,
+    replicas: i64,
+    available: &[&str],
+    current: &[Option<i64>],
+    capacity: &[Option<i64>],
+    key: &str,
+) -> (Vec<i64>, Vec<Option<i64>>) {
+    let mut result: Vec<i64> = vec![0; available.len()];
+    let mut overflow: Vec<Option<i64>> = vec![None; available.len()];
+    let mut list: Vec<Named<'_>> = Vec::with_capacity(available.len());
+    let mut hasher_input = Vec::with_capacity(64);
+    for (idx, &name) in available.iter().enumerate() {
+        if let Some(p) = prefs.for_cluster(name) {
+            hasher_input.clear();
+            hasher_input.extend_from_slice(name.as_bytes());
+            hasher_input.extend_from_slice(key.as_bytes());
+            list.push(Named {
+                name,
+                idx,
+                hash: fnv1_32(&[&hasher_input]),
+                pref: *p,
+            });
+        }
+    }
+    list.sort_by(|a, b| {
+        b.pref
+            .weight
+            .cmp(&a.pref.weight)
+            .then(a.hash.cmp(&b.hash))
+            .then(a.name.cmp(b.name))
+    });
+
+    let mut planned: Vec<i64> = vec![0; list.len()];
+    let cap = |n: &Named<'_>| capacity[n.idx];
+    let mut remaining = replicas;
+
+    for (i, n) in list.iter().enumerate() {
+        let mut min = n.pref.min_replicas.min(remaining);
+        if let Some(c) = cap(n) {
+            min = min.min(c);
+        }
+        remaining -= min;
+        planned[i] = min;
+    }
+
+    // Replicas kept from the current layout, to be consumed before new ones are given.
+    let mut preallocated: Vec<i64> = vec![0; list.len()];
+    if !prefs.rebalance {
+        for (i, n) in list.iter().enumerate() {
+            if let Some(count) = current[n.idx]
+                && count > planned[i]
+            {
+                let mut target = count;
+                if let Some(max) = n.pref.max_replicas {
+                    target = target.min(max);
+                }
+                if let Some(c) = cap(n) {
+                    target = target.min(c);
+                }
+                let extra = (target - planned[i]).min(remaining).max(0);
+                remaining -= extra;
+                preallocated[i] = extra;
+                planned[i] += extra;
+            }
+        }
+    }
+
+    let mut open: Vec<usize> = (0..list.len()).collect();
+    let mut modified = true;
+    while modified && remaining > 0 {
+        modified = false;
+        let weight_sum: i64 = open.iter().map(|&i| list[i].pref.weight).sum();
+        if weight_sum <= 0 {
+            break;
+        }
+        let this_round = i128::from(remaining);
+        let mut still_open = Vec::with_capacity(open.len());
+        for &i in &open {
+            let n = &list[i];
+            let start = planned[i];
+            let w = i128::from(n.pref.weight);
+            let ws = i128::from(weight_sum);
+            // Rounded up, as the original does; i128 avoids its silent overflow.
+            let share = i64::try_from((this_round * w + ws - 1) / ws).unwrap_or(i64::MAX);
+            let mut extra = share.min(remaining);
+
+            let used_prealloc = extra.min(preallocated[i]);
+            preallocated[i] -= used_prealloc;
+            extra -= used_prealloc;
+            if used_prealloc > 0 {
+                modified = true;
+            }
+
+            let mut total = start + extra;
+            let mut full = false;
+            if let Some(max) = n.pref.max_replicas
+                && total > max
+            {
+                total = max;
+                full = true;
+            }
+            if let Some(c) = cap(n)
+                && total > c
+            {
+                overflow[n.idx] = Some(total - c);
+                total = c;
+                full = true;
+            }
+            if !full {
+                still_open.push(i);
+            }
+            remaining -= total - start;
+            planned[i] = total;
+            if total > start {
+                modified = true;
+            }
+        }
+        open = still_open;
+    }
+
+    for (i, n) in list.iter().enumerate() {
+        result[n.idx] = planned[i];
+    }
+    if !prefs.rebalance {
+        for o in &mut overflow {
+            *o = o.map(|v| v.min(remaining)).filter(|&v| v > 0);
+        }
+    }
+    (result, overflow)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prefs(rebalance: bool, entries: &[(&str, i64, i64, Option<i64>)]) -> Preferences {
+        Preferences {
+            rebalance,
+            clusters: entries
+                .iter()
+                .map(|&(n, weight, min_replicas, max_replicas)| {
+                    (
+                        n.to_owned(),
+                        ClusterPreferences {
+                            weight,
+                            min_replicas,
+                            max_replicas,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn map<'a>(pairs: &[(&'a str, i64)]) -> HashMap<&'a str, i64> {
+        pairs.iter().copied().collect()
+    }
+
+    fn btree(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
+        pairs.iter().map(|&(k, v)| (k.to_owned(), v)).collect()
+    }
+
+    /// (prefs, replicas, clusters, current, capacity, want plan, want overflow)
+    type Case<'a> = (
+        Preferences,
+        i64,
+        &'a [&'a str],
+        &'a [(&'a str, i64)],
+        &'a [(&'a str, i64)],
+        &'a [(&'a str, i64)],
+        &'a [(&'a str, i64)],
+    );
+
+    fn check(cases: Vec<Case<'_>>) {
+        for (i, (p, replicas, clusters, current, capacity, want, want_overflow)) in
+            cases.into_iter().enumerate()
+        {
+            let got = plan(&p, replicas, clusters, &map(current), &map(capacity), "");
+            assert_eq!(got.plan, btree(want), "case {i}: plan");
+            assert_eq!(got.overflow, btree(want_overflow), "case {i}: overflow");
+        }
+    }
+
+    const ABC: &[&str] = &["A", "B", "C"];
+    const AB: &[&str] = &["A", "B"];
+
+    #[test]
+    fn equal_weights_hash_ordered() {
+        let star = || prefs(false, &[("*", 1, 0, None)]);
+        check(vec![
+            (
+                star(),
+                50,
+                ABC,
+                &[],
+                &[],
+                &[("A", 16), ("B", 17), ("C", 17)],
+                &[],
+            ),
+            (star(), 50, AB, &[], &[], &[("A", 25), ("B", 25)], &[]),
+            (star(), 1, AB, &[], &[], &[("A", 0), ("B", 1)], &[]),
+            (
+                star(),
+                1,
+                &["A", "B", "C", "D"],
+                &[],
+                &[],
+                &[("A", 0), ("B", 0), ("C", 0), ("D", 1)],
+                &[],
+            ),
+            (star(), 1, &["A"], &[], &[], &[("A", 1)], &[]),
+            (star(), 1, &[], &[], &[], &[], &[]),
+        ]);
+    }
+
+    #[test]
+    fn rebalance_false_keeps_current() {
+        let star = || prefs(false, &[("*", 1, 0, None)]);
+        check(vec![
+            (
+                star(),
+                50,
+                ABC,
+                &[("C", 30)],
+                &[],
+                &[("A", 10), ("B", 10), ("C", 30)],
+                &[],
+            ),
+            (
+                star(),
+                50,
+                AB,
+                &[("A", 30)],
+                &[],
+                &[("A", 30), ("B", 20)],
+                &[],
+            ),
+            (
+                star(),
+                15,
+                AB,
+                &[("A", 0), ("B", 8)],
+                &[],
+                &[("A", 7), ("B", 8)],
+                &[],
+            ),
+            (
+                star(),
+                15,
+                AB,
+                &[("A", 1), ("B", 8)],
+                &[],
+                &[("A", 7), ("B", 8)],
+                &[],
+            ),
+            (
+                star(),
+                15,
+                AB,
+                &[("A", 4), ("B", 8)],
+                &[],
+                &[("A", 7), ("B", 8)],
+                &[],
+            ),
+            (
+                star(),
+                15,
+                AB,
+                &[("A", 5), ("B", 8)],
+                &[],
+                &[("A", 7), ("B", 8)],
+                &[],
+            ),
+            (
+                star(),
+                15,
+                AB,
+                &[("A", 6), ("B", 8)],
+                &[],
+                &[("A", 7), ("B", 8)],
+                &[],
+            ),
+            (
+                star(),
+                15,
+                AB,
+                &[("A", 7), ("B", 8)],
+                &[],
+                &[("A", 7), ("B", 8)],
+                &[],
+            ),
+            (
+                star(),
+                500_000,
+                AB,
+                &[("A", 300_000)],
+                &[],
+                &[("A", 300_000), ("B", 200_000)],
+                &[],
+            ),
+            (
+                star(),
+                50,
+                AB,
+                &[("A", 10)],
+                &[],
+                &[("A", 25), ("B", 25)],
+                &[],
+            ),
+            // Federation v1's own known imperfection (its issue #31816), reproduced.
+            (
+                star(),
+                50,
+                AB,
+                &[("A", 10), ("B", 70)],
+                &[],
+                &[("A", 0), ("B", 50)],
+                &[],
+            ),
+            (star(), 1, AB, &[("A", 30)], &[], &[("A", 1), ("B", 0)], &[]),
+            (
+                star(),
+                50,
+                AB,
+                &[("A", 10), ("B", 20)],
+                &[],
+                &[("A", 25), ("B", 25)],
+                &[],
+            ),
+        ]);
+    }
+
+    #[test]
+    fn capacity_and_overflow() {
+        check(vec![
+            (
+                prefs(true, &[("*", 1, 0, None)]),
+                50,
+                ABC,
+                &[],
+                &[("C", 10)],
+                &[("A", 20), ("B", 20), ("C", 10)],
+                &[("C", 7)],
+            ),
+            (
+                prefs(true, &[("A", 10_000, 0, None), ("B", 1, 0, None)]),
+                50,
+                &["B", "C"],
+                &[],
+                &[("B", 10)],
+                &[("B", 10), ("C", 0)],
+                &[("B", 40)],
+            ),
+            (
+                prefs(true, &[("A", 1, 0, None), ("B", 2, 0, None)]),
+                60,
+                ABC,
+                &[],
+                &[("B", 10)],
+                &[("A", 50), ("B", 10), ("C", 0)],
+                &[("B", 30)],
+            ),
+            (
+                prefs(
+                    true,
+                    &[
+                        ("A", 10_000, 0, Some(10)),
+                        ("B", 1, 0, None),
+                        ("C", 1, 0, Some(21)),
+                        ("D", 1, 0, Some(10)),
+                    ],
+                ),
+                71,
+                &["A", "B", "C", "D"],
+                &[],
+                &[("C", 10)],
+                &[("A", 10), ("B", 41), ("C", 10), ("D", 10)],
+                &[("C", 11)],
+            ),
+            (
+                prefs(false, &[("A", 1, 0, None), ("B", 1, 0, None)]),
+                60,
+                ABC,
+                &[],
+                &[("A", 10), ("B", 10)],
+                &[("A", 10), ("B", 10), ("C", 0)],
+                &[("A", 20), ("B", 20)],
+            ),
+            (
+                prefs(false, &[("A", 1, 0, None), ("B", 5, 0, None)]),
+                60,
+                ABC,
+                &[],
+                &[("B", 10)],
+                &[("A", 50), ("B", 10), ("C", 0)],
+                &[],
+            ),
+            (
+                prefs(false, &[("*", 0, 20, None)]),
+                50,
+                ABC,
+                &[],
+                &[("B", 10)],
+                &[("A", 20), ("B", 10), ("C", 20)],
+                &[],
+            ),
+            (
+                prefs(true, &[("*", 1, 20, None)]),
+                60,
+                AB,
+                &[],
+                &[("B", 10)],
+                &[("A", 50), ("B", 10)],
+                &[("B", 15)],
+            ),
+        ]);
+    }
+
+    #[test]
+    fn min_max_weight() {
+        let n = None;
+        check(vec![
+            (
+                prefs(false, &[("*", 0, 2, n)]),
+                50,
+                ABC,
+                &[],
+                &[],
+                &[("A", 2), ("B", 2), ("C", 2)],
+                &[],
+            ),
+            (
+                prefs(false, &[("*", 0, 20, n)]),
+                50,
+                ABC,
+                &[],
+                &[],
+                &[("A", 10), ("B", 20), ("C", 20)],
+                &[],
+            ),
+            (
+                prefs(false, &[("*", 0, 20, n), ("A", 1, 100, n)]),
+                50,
+                ABC,
+                &[],
+                &[],
+                &[("A", 50), ("B", 0), ("C", 0)],
+                &[],
+            ),
+            (
+                prefs(false, &[("*", 1, 10, Some(12))]),
+                50,
+                ABC,
+                &[],
+                &[],
+                &[("A", 12), ("B", 12), ("C", 12)],
+                &[],
+            ),
+            (
+                prefs(false, &[("*", 1, 0, Some(2))]),
+                50,
+                ABC,
+                &[],
+                &[],
+                &[("A", 2), ("B", 2), ("C", 2)],
+                &[],
+            ),
+            (
+                prefs(false, &[("*", 0, 0, Some(2))]),
+                50,
+                ABC,
+                &[],
+                &[],
+                &[("A", 0), ("B", 0), ("C", 0)],
+                &[],
+            ),
+            (
+                prefs(false, &[("A", 1, 0, n), ("B", 2, 0, n)]),
+                60,
+                ABC,
+                &[],
+                &[],
+                &[("A", 20), ("B", 40), ("C", 0)],
+                &[],
+            ),
+            (
+                prefs(false, &[("A", 10_000, 0, n), ("B", 1, 0, n)]),
+                50,
+                ABC,
+                &[],
+                &[],
+                &[("A", 50), ("B", 0), ("C", 0)],
+                &[],
+            ),
+            (
+                prefs(false, &[("A", 10_000, 0, n), ("B", 1, 0, n)]),
+                50,
+                &["B", "C"],
+                &[],
+                &[],
+                &[("B", 50), ("C", 0)],
+                &[],
+            ),
+            (
+                prefs(
+                    false,
+                    &[("A", 10_000, 0, Some(10)), ("B", 1, 0, n), ("C", 1, 0, n)],
+                ),
+                50,
+                ABC,
+                &[],
+                &[],
+                &[("A", 10), ("B", 20), ("C", 20)],
+                &[],
+            ),
+            (
+                prefs(
+                    false,
+                    &[
+                        ("A", 10_000, 0, Some(10)),
+                        ("B", 1, 0, n),
+                        ("C", 1, 0, Some(10)),
+                    ],
+                ),
+                50,
+                ABC,
+                &[],
+                &[],
+                &[("A", 10), ("B", 30), ("C", 10)],
+                &[],
+            ),
+            (
+                prefs(
+                    false,
+                    &[
+                        ("A", 10_000, 0, Some(10)),
+                        ("B", 1, 0, n),
+                        ("C", 1, 0, Some(21)),
+                        ("D", 1, 0, Some(10)),
+                    ],
+                ),
+                71,
+                &["A", "B", "C", "D"],
+                &[],
+                &[],
+                &[("A", 10), ("B", 30), ("C", 21), ("D", 10)],
+                &[],
+            ),
+            (
+                prefs(
+                    false,
+                    &[
+                        ("A", 10_000, 0, Some(10)),
+                        ("B", 1, 0, n),
+                        ("C", 1, 0, Some(21)),
+                        ("D", 1, 0, Some(10)),
+                        ("E", 1, 0, n),
+                    ],
+                ),
+                91,
+                &["A", "B", "C", "D", "E"],
+                &[],
+                &[],
+                &[("A", 10), ("B", 25), ("C", 21), ("D", 10), ("E", 25)],
+                &[],
+            ),
+        ]);
+    }
+
+    #[test]
+    fn hash_uses_workload_key() {
+        // Single replica over equal weights goes to the smallest FNV-1(name + key): the key
+        // changes which cluster that is, spreading single-replica workloads around.
+        let p = prefs(false, &[("*", 1, 0, None)]);
+        let winners: std::collections::BTreeSet<String> = (0..20)
+            .map(|i| {
+                let got = plan(
+                    &p,
+                    1,
+                    &["A", "B", "C", "D"],
+                    &HashMap::new(),
+                    &HashMap::new(),
+                    &format!("ns/app-{i}"),
+                );
+                got.plan.into_iter().find(|(_, v)| *v == 1).unwrap().0
+            })
+            .collect();
+        assert!(winners.len() > 1, "{winners:?}");
+        assert_eq!(fnv1_32(&[b""]), 0x811c_9dc5);
+        assert_eq!(fnv1_32(&[b"a"]), 0x050c_5d7e);
+    }
+
+    #[test]
+    fn parse_annotation() {
+        let p = Preferences::parse(r#"{"rebalance": true, "clusters": {"eu-west-1": {"weight": 2, "minReplicas": 1}, "*": {"weight": 1, "maxReplicas": 20}}}"#).unwrap();
+        assert!(p.rebalance);
+        assert_eq!(p.for_cluster("eu-west-1").unwrap().weight, 2);
+        assert_eq!(p.for_cluster("other").unwrap().max_replicas, Some(20));
+        assert!(Preferences::parse("{").is_err());
+        assert!(matches!(
+            Preferences::parse(r#"{"clusters": {"a": {"weight": -1}}}"#),
+            Err(PreferencesError::Negative { .. })
+        ));
+    }
+}

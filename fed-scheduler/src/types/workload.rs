@@ -1,0 +1,185 @@
+//! The federated workload being placed: identity, labels, replicas and pod shape.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::quantity::{self, QuantityError};
+
+/// Why a workload object could not be read.
+#[derive(Debug, Error)]
+pub enum WorkloadError {
+    /// A required field was missing or had the wrong type.
+    #[error("workload field {0} is missing or malformed")]
+    Field(&'static str),
+    /// A resource request is not a valid quantity.
+    #[error("container {container:?} request {resource}")]
+    Quantity {
+        /// Container name.
+        container: String,
+        /// `cpu` or `memory`.
+        resource: &'static str,
+        /// Parse failure.
+        #[source]
+        source: QuantityError,
+    },
+}
+
+/// Requests of one pod of the workload.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodRequests {
+    /// Milli-CPU.
+    pub cpu_milli: u64,
+    /// Bytes.
+    pub memory_bytes: u64,
+}
+
+/// A federated Deployment/ReplicaSet, reduced to what placement needs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Workload {
+    /// e.g. `apps/v1`.
+    pub api_version: String,
+    /// e.g. `Deployment`.
+    pub kind: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Labels, for policy label selectors.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations (Federation v1 preferences live here).
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    /// Desired total replicas.
+    pub replicas: u32,
+    /// Requests of one pod.
+    #[serde(default)]
+    pub requests: PodRequests,
+}
+
+impl PodRequests {
+    /// From Kubernetes quantity strings.
+    pub fn parse(cpu: &str, memory: &str) -> Result<Self, QuantityError> {
+        Ok(Self {
+            cpu_milli: quantity::parse_cpu_milli(cpu)?,
+            memory_bytes: quantity::parse_units(memory)?,
+        })
+    }
+}
+
+impl Workload {
+    /// Reads a Deployment/ReplicaSet object's JSON. Pod requests are the sum over
+    /// containers, or the largest init container if that is bigger (as kube-scheduler does).
+    pub fn from_object(obj: &serde_json::Value) -> Result<Self, WorkloadError> {
+        let str_field = |v: &serde_json::Value, f: &'static str| {
+            v.as_str().map(str::to_owned).ok_or(WorkloadError::Field(f))
+        };
+        let meta = &obj["metadata"];
+        let map = |v: &serde_json::Value,
+                   f: &'static str|
+         -> Result<BTreeMap<String, String>, WorkloadError> {
+            if v.is_null() {
+                return Ok(BTreeMap::new());
+            }
+            serde_json::from_value(v.clone()).map_err(|_| WorkloadError::Field(f))
+        };
+        let replicas = match &obj["spec"]["replicas"] {
+            serde_json::Value::Null => 1,
+            v => v
+                .as_u64()
+                .and_then(|r| u32::try_from(r).ok())
+                .ok_or(WorkloadError::Field("spec.replicas"))?,
+        };
+        let pod = &obj["spec"]["template"]["spec"];
+        let sum = |list: &serde_json::Value, max: bool| -> Result<PodRequests, WorkloadError> {
+            let mut acc = PodRequests::default();
+            for c in list.as_array().map(Vec::as_slice).unwrap_or_default() {
+                let name = c["name"].as_str().unwrap_or_default();
+                let req = &c["resources"]["requests"];
+                let read = |key: &'static str, parse: fn(&str) -> Result<u64, QuantityError>| {
+                    req[key].as_str().map_or(Ok(0), |s| {
+                        parse(s).map_err(|source| WorkloadError::Quantity {
+                            container: name.to_owned(),
+                            resource: key,
+                            source,
+                        })
+                    })
+                };
+                let cpu = read("cpu", quantity::parse_cpu_milli)?;
+                let mem = read("memory", quantity::parse_units)?;
+                if max {
+                    acc.cpu_milli = acc.cpu_milli.max(cpu);
+                    acc.memory_bytes = acc.memory_bytes.max(mem);
+                } else {
+                    acc.cpu_milli += cpu;
+                    acc.memory_bytes += mem;
+                }
+            }
+            Ok(acc)
+        };
+        let main = sum(&pod["containers"], false)?;
+        let init = sum(&pod["initContainers"], true)?;
+        Ok(Self {
+            api_version: str_field(&obj["apiVersion"], "apiVersion")?,
+            kind: str_field(&obj["kind"], "kind")?,
+            namespace: meta["namespace"].as_str().unwrap_or_default().to_owned(),
+            name: str_field(&meta["name"], "metadata.name")?,
+            labels: map(&meta["labels"], "metadata.labels")?,
+            annotations: map(&meta["annotations"], "metadata.annotations")?,
+            replicas,
+            requests: PodRequests {
+                cpu_milli: main.cpu_milli.max(init.cpu_milli),
+                memory_bytes: main.memory_bytes.max(init.memory_bytes),
+            },
+        })
+    }
+
+    /// `namespace/name`, the key Federation v1 hashed for its tie-break.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_deployment() {
+        let obj = serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"}},
+            "spec": {"replicas": 4, "template": {"spec": {
+                "initContainers": [{"name": "init", "resources": {"requests": {"cpu": "2"}}}],
+                "containers": [
+                    {"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+                    {"name": "b", "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}}},
+                    {"name": "c"}
+                ]}}}
+        });
+        let w = Workload::from_object(&obj).unwrap();
+        assert_eq!(w.replicas, 4);
+        assert_eq!(
+            w.requests,
+            PodRequests {
+                cpu_milli: 2000,
+                memory_bytes: 1536 << 20
+            }
+        );
+        assert_eq!(w.key(), "shop/web");
+        assert_eq!(w.labels["app"], "web");
+
+        let bad = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"},
+            "spec": {"template": {"spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "x"}}}]}}}});
+        assert!(matches!(
+            Workload::from_object(&bad),
+            Err(WorkloadError::Quantity { .. })
+        ));
+        let no_replicas = serde_json::json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "x"}});
+        assert_eq!(Workload::from_object(&no_replicas).unwrap().replicas, 1);
+    }
+}

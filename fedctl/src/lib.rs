@@ -1,0 +1,1 @@
+//! The `fedctl` CLI: filled by the "Cluster membership" and "Workload propagation" issues.

@@ -1,0 +1,608 @@
+//! The watch cache: every object of every served resource in memory as ready-to-send JSON,
+//! a bounded history of recent events per resource, and a broadcast that all watchers of a
+//! resource share, fed by one store watch.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use meridian_store::{Event as StoreEvent, EventKind, KeyValue, Revision, Storage, StoreError};
+use serde_json::{Map, Value};
+use tokio::sync::{Notify, broadcast, watch};
+
+use crate::object;
+use crate::registry::{Registry, ResourceDef};
+
+/// How many events each resource keeps for watches that resume from a resourceVersion.
+pub const HISTORY_PER_RESOURCE: usize = 10_000;
+/// How far a watcher may fall behind the live stream before it is closed (it then resumes).
+const BROADCAST_CAPACITY: usize = 8192;
+
+/// One object as the cache holds it.
+#[derive(Debug)]
+pub struct Cached {
+    /// Storage key.
+    pub key: Arc<str>,
+    /// `metadata.namespace` (empty for cluster-scoped).
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// The resourceVersion (store revision of its last write, or of its deletion).
+    pub rv: Revision,
+    /// The object as JSON with `resourceVersion` set.
+    pub bytes: Bytes,
+    /// `metadata.labels`.
+    pub labels: Map<String, Value>,
+    /// Uids in `metadata.ownerReferences`.
+    pub owners: Vec<String>,
+}
+
+impl Cached {
+    /// The object parsed back into a value.
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.bytes).unwrap_or(Value::Null)
+    }
+
+    /// The value a field selector asks for.
+    pub fn field(&self, field: &str) -> Option<String> {
+        match field {
+            "metadata.name" => Some(self.name.clone()),
+            "metadata.namespace" => Some(self.namespace.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// Kind of a watch event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Created (or first seen).
+    Added,
+    /// Changed.
+    Modified,
+    /// Removed.
+    Deleted,
+}
+
+impl EventType {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change to one object.
+#[derive(Debug)]
+pub struct CacheEvent {
+    /// Its revision.
+    pub rv: Revision,
+    /// Added, modified or deleted.
+    pub kind: EventType,
+    /// The object after the change (for deletes, the last state).
+    pub obj: Arc<Cached>,
+    /// The object before the change.
+    pub prev: Option<Arc<Cached>>,
+    frame: OnceLock<Bytes>,
+}
+
+impl CacheEvent {
+    /// The JSON watch frame, built once and shared by every watcher.
+    pub fn frame(&self) -> Bytes {
+        self.frame
+            .get_or_init(|| watch_frame(self.kind.as_str(), &self.obj.bytes))
+            .clone()
+    }
+}
+
+/// `{"type":T,"object":OBJ}\n`.
+pub fn watch_frame(kind: &str, obj: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(obj.len() + 32);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    out.extend_from_slice(obj);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
+}
+
+struct ResourceState {
+    objects: BTreeMap<Arc<str>, Arc<Cached>>,
+    history: VecDeque<Arc<CacheEvent>>,
+    /// Every event after this revision is in `history`.
+    horizon: Revision,
+    tx: broadcast::Sender<Arc<CacheEvent>>,
+}
+
+/// The cache of one resource.
+pub struct ResourceCache {
+    state: RwLock<ResourceState>,
+}
+
+/// What a watcher starts with: events to replay, then a live receiver.
+pub struct Subscription {
+    /// Events after the requested revision, already in the cache.
+    pub backlog: Vec<Arc<CacheEvent>>,
+    /// Live events (may repeat the backlog's last revisions: skip those `<=` it).
+    pub live: broadcast::Receiver<Arc<CacheEvent>>,
+    /// The cache's revision when the subscription was made.
+    pub revision: Revision,
+}
+
+/// Errors starting a watch.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchStartError {
+    /// The revision is older than the history kept.
+    #[error("too old resource version: {requested} ({horizon})")]
+    TooOld {
+        /// Requested revision.
+        requested: Revision,
+        /// Oldest revision one can resume from.
+        horizon: Revision,
+    },
+}
+
+/// A page of a list.
+pub struct Page {
+    /// Matching objects in key order.
+    pub items: Vec<Arc<Cached>>,
+    /// Revision the page was read at.
+    pub revision: Revision,
+    /// Key to continue after, when `limit` cut the list.
+    pub next: Option<Arc<str>>,
+    /// How many matching objects remain after this page (when cut).
+    pub remaining: usize,
+}
+
+/// Signals for the in-server controllers (garbage collector, namespace deleter).
+#[derive(Default)]
+pub struct Signals {
+    /// Owner uids whose dependents need a look.
+    pub owners: Mutex<HashSet<String>>,
+    /// Namespaces whose deletion needs a look.
+    pub namespaces: Mutex<HashSet<String>>,
+    /// Woken whenever either set gains an entry.
+    pub notify: Notify,
+}
+
+/// Indexes the garbage collector uses: live uids and dependents by owner uid.
+#[derive(Default)]
+pub struct OwnerIndex {
+    /// uid -> key of every live object.
+    pub uids: HashMap<String, Arc<str>>,
+    /// owner uid -> keys of objects naming it.
+    pub dependents: HashMap<String, HashSet<Arc<str>>>,
+}
+
+/// The cache of every resource.
+pub struct Cache {
+    registry: Registry,
+    resources: HashMap<String, Arc<ResourceCache>>,
+    revision: watch::Sender<Revision>,
+    /// Ownership indexes for garbage collection.
+    pub owners: Mutex<OwnerIndex>,
+    /// Work signals for the in-server controllers.
+    pub signals: Signals,
+    history_limit: usize,
+}
+
+fn to_cached(kv: &KeyValue, rv: Revision) -> Option<Arc<Cached>> {
+    let mut v: Value = match serde_json::from_slice(&kv.value) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::error!(key = %kv.key, error = %e, "stored value is not JSON; skipped");
+            return None;
+        }
+    };
+    object::set_resource_version(&mut v, rv);
+    let bytes = Bytes::from(serde_json::to_vec(&v).ok()?);
+    let meta = object::meta(&v);
+    Some(Arc::new(Cached {
+        key: kv.key.clone(),
+        namespace: object::namespace(&v).to_string(),
+        name: object::name(&v).to_string(),
+        uid: object::uid(&v).to_string(),
+        rv,
+        bytes,
+        labels: meta
+            .get("labels")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default(),
+        owners: object::owner_uids(&v),
+    }))
+}
+
+impl Cache {
+    /// Loads every object from the store and starts following its changes.
+    pub async fn start(
+        registry: Registry,
+        store: Arc<dyn Storage>,
+        history_limit: usize,
+    ) -> Result<Arc<Self>, StoreError> {
+        let list = store.list("/").await?;
+        let mut resources = HashMap::new();
+        for def in registry.all() {
+            let (tx, _) = broadcast::channel(BROADCAST_CAPACITY);
+            resources.insert(
+                def.prefix(),
+                Arc::new(ResourceCache {
+                    state: RwLock::new(ResourceState {
+                        objects: BTreeMap::new(),
+                        history: VecDeque::new(),
+                        horizon: list.revision,
+                        tx,
+                    }),
+                }),
+            );
+        }
+        let cache = Arc::new(Self {
+            registry,
+            resources,
+            revision: watch::channel(list.revision).0,
+            owners: Mutex::new(OwnerIndex::default()),
+            signals: Signals::default(),
+            history_limit: history_limit.max(1),
+        });
+        for kv in &list.items {
+            let Some(rc) = cache.resource_for_key(&kv.key) else {
+                continue;
+            };
+            if let Some(c) = to_cached(kv, kv.mod_revision) {
+                cache.index_put(&c, None);
+                rc.state
+                    .write()
+                    .expect("cache lock")
+                    .objects
+                    .insert(c.key.clone(), c);
+            }
+        }
+        // Orphans left by a crash between an owner's delete and its dependents' deletes.
+        {
+            let idx = cache.owners.lock().expect("owner index");
+            let missing: Vec<String> = idx
+                .dependents
+                .keys()
+                .filter(|u| !idx.uids.contains_key(*u))
+                .cloned()
+                .collect();
+            drop(idx);
+            cache.signal_owners(missing);
+        }
+        let follower = cache.clone();
+        tokio::spawn(async move { follower.follow(store, list.revision).await });
+        Ok(cache)
+    }
+
+    fn resource_for_key(&self, key: &str) -> Option<&Arc<ResourceCache>> {
+        let def = self.registry.for_key(key)?;
+        self.resources.get(&def.prefix())
+    }
+
+    /// The cache of one resource.
+    pub fn resource(&self, def: &ResourceDef) -> &Arc<ResourceCache> {
+        self.resources
+            .get(&def.prefix())
+            .expect("every registered resource has a cache")
+    }
+
+    /// The revision the cache has caught up to.
+    pub fn revision(&self) -> Revision {
+        *self.revision.borrow()
+    }
+
+    /// Waits until the cache has applied every write up to `rev` (bounded by `timeout`).
+    pub async fn wait_for(&self, rev: Revision, timeout: Duration) -> bool {
+        let mut rx = self.revision.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|r| *r >= rev))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    async fn follow(self: Arc<Self>, store: Arc<dyn Storage>, mut from: Revision) {
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            match store.watch("/", from).await {
+                Ok(mut stream) => {
+                    while let Some(ev) = stream.next().await {
+                        match ev {
+                            Ok(ev) => {
+                                backoff = Duration::from_millis(50);
+                                from = ev.revision();
+                                self.apply(&ev);
+                            }
+                            Err(StoreError::Closed) => return,
+                            Err(e) => {
+                                tracing::warn!(error = %e, "store watch ended; resuming");
+                                break;
+                            }
+                        }
+                    }
+                }
+                Err(StoreError::Closed) => return,
+                Err(StoreError::Compacted { .. }) => {
+                    tracing::error!(from, "store history compacted under the cache; reloading");
+                    match self.reload(&*store).await {
+                        Ok(rev) => from = rev,
+                        Err(e) => tracing::error!(error = %e, "reload failed"),
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "store watch failed; retrying"),
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    /// Replaces every resource's contents with a fresh store listing, emitting the differences.
+    async fn reload(&self, store: &dyn Storage) -> Result<Revision, StoreError> {
+        let list = store.list("/").await?;
+        let fresh: HashMap<&str, &KeyValue> = list.items.iter().map(|kv| (&*kv.key, kv)).collect();
+        // Deletions for keys that vanished, puts for everything else.
+        for rc in self.resources.values() {
+            let gone: Vec<Arc<Cached>> = {
+                let st = rc.state.read().expect("cache lock");
+                st.objects
+                    .values()
+                    .filter(|c| !fresh.contains_key(&*c.key))
+                    .cloned()
+                    .collect()
+            };
+            for c in gone {
+                let kv = KeyValue {
+                    key: c.key.clone(),
+                    value: c.bytes.clone(),
+                    create_revision: 0,
+                    mod_revision: list.revision,
+                };
+                self.apply(&StoreEvent {
+                    kind: EventKind::Delete,
+                    kv,
+                    prev: None,
+                });
+            }
+        }
+        for kv in &list.items {
+            self.apply(&StoreEvent {
+                kind: EventKind::Put,
+                kv: kv.clone(),
+                prev: None,
+            });
+        }
+        self.revision.send_replace(list.revision);
+        Ok(list.revision)
+    }
+
+    fn apply(&self, ev: &StoreEvent) {
+        let rev = ev.revision();
+        if let Some(rc) = self.resource_for_key(&ev.kv.key)
+            && let Some(obj) = to_cached(&ev.kv, rev)
+        {
+            let mut st = rc.state.write().expect("cache lock");
+            let (kind, prev) = match ev.kind {
+                EventKind::Put => {
+                    let prev = st.objects.insert(obj.key.clone(), obj.clone());
+                    let kind = if prev.is_some() {
+                        EventType::Modified
+                    } else {
+                        EventType::Added
+                    };
+                    (kind, prev)
+                }
+                EventKind::Delete => (EventType::Deleted, st.objects.remove(&obj.key)),
+            };
+            let event = Arc::new(CacheEvent {
+                rv: rev,
+                kind,
+                obj: obj.clone(),
+                prev: prev.clone(),
+                frame: OnceLock::new(),
+            });
+            st.history.push_back(event.clone());
+            while st.history.len() > self.history_limit {
+                if let Some(old) = st.history.pop_front() {
+                    st.horizon = old.rv;
+                }
+            }
+            let _ = st.tx.send(event);
+            drop(st);
+            match kind {
+                EventType::Deleted => self.index_delete(&obj),
+                _ => self.index_put(&obj, prev.as_deref()),
+            }
+            if kind == EventType::Deleted && !obj.namespace.is_empty() {
+                self.signal_namespace(&obj.namespace);
+            }
+        }
+        self.revision.send_replace(rev);
+    }
+
+    fn index_put(&self, obj: &Arc<Cached>, prev: Option<&Cached>) {
+        let mut idx = self.owners.lock().expect("owner index");
+        if !obj.uid.is_empty() {
+            idx.uids.insert(obj.uid.clone(), obj.key.clone());
+        }
+        if let Some(p) = prev {
+            for o in &p.owners {
+                if let Some(set) = idx.dependents.get_mut(o) {
+                    set.remove(&p.key);
+                    if set.is_empty() {
+                        idx.dependents.remove(o);
+                    }
+                }
+            }
+        }
+        let mut missing = Vec::new();
+        for o in &obj.owners {
+            idx.dependents
+                .entry(o.clone())
+                .or_default()
+                .insert(obj.key.clone());
+            if !idx.uids.contains_key(o) {
+                missing.push(o.clone());
+            }
+        }
+        drop(idx);
+        // Owners that are deleting (orphan/foreground) or gone need the collector.
+        let deleting = obj.bytes.windows(19).any(|w| w == b"\"deletionTimestamp\"");
+        if deleting {
+            missing.push(obj.uid.clone());
+        }
+        self.signal_owners(missing);
+    }
+
+    fn index_delete(&self, obj: &Cached) {
+        let mut idx = self.owners.lock().expect("owner index");
+        if idx.uids.get(&obj.uid).is_some_and(|k| *k == obj.key) {
+            idx.uids.remove(&obj.uid);
+        }
+        for o in &obj.owners {
+            if let Some(set) = idx.dependents.get_mut(o) {
+                set.remove(&obj.key);
+                if set.is_empty() {
+                    idx.dependents.remove(o);
+                }
+            }
+        }
+        let has_dependents = idx.dependents.contains_key(&obj.uid);
+        drop(idx);
+        if has_dependents {
+            self.signal_owners(vec![obj.uid.clone()]);
+        }
+        // A deleted dependent may unblock a foreground-deleting owner.
+        self.signal_owners(obj.owners.clone());
+    }
+
+    /// Asks the garbage collector to look at these owner uids.
+    pub fn signal_owners(&self, uids: Vec<String>) {
+        let uids: Vec<String> = uids.into_iter().filter(|u| !u.is_empty()).collect();
+        if uids.is_empty() {
+            return;
+        }
+        self.signals.owners.lock().expect("signals").extend(uids);
+        self.signals.notify.notify_one();
+    }
+
+    /// Asks the namespace controller to look at a namespace.
+    pub fn signal_namespace(&self, ns: &str) {
+        self.signals
+            .namespaces
+            .lock()
+            .expect("signals")
+            .insert(ns.to_string());
+        self.signals.notify.notify_one();
+    }
+
+    /// The registry this cache serves.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+}
+
+impl ResourceCache {
+    /// One object.
+    pub fn get(&self, key: &str) -> Option<Arc<Cached>> {
+        self.state
+            .read()
+            .expect("cache lock")
+            .objects
+            .get(key)
+            .cloned()
+    }
+
+    /// Objects under `prefix` matching `filter`, starting after `after`, at most `limit`.
+    pub fn list(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: Option<usize>,
+        revision: Revision,
+        filter: impl Fn(&Cached) -> bool,
+    ) -> Page {
+        use std::ops::Bound;
+        let st = self.state.read().expect("cache lock");
+        let start: Bound<&str> = match after {
+            Some(k) => Bound::Excluded(k),
+            None => Bound::Included(prefix),
+        };
+        let mut items = Vec::new();
+        let mut next = None;
+        let mut remaining = 0;
+        for (k, c) in st
+            .objects
+            .range::<str, _>((start, Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+        {
+            if !filter(c) {
+                continue;
+            }
+            if limit.is_some_and(|l| items.len() >= l) {
+                if next.is_none() {
+                    next = items.last().map(|c: &Arc<Cached>| c.key.clone());
+                }
+                remaining += 1;
+                continue;
+            }
+            let _ = k;
+            items.push(c.clone());
+        }
+        Page {
+            items,
+            revision,
+            next,
+            remaining,
+        }
+    }
+
+    /// Starts a watch after `rev`: the events already past it, then the live stream.
+    pub fn subscribe(&self, rev: Revision) -> Result<Subscription, WatchStartError> {
+        let st = self.state.read().expect("cache lock");
+        if rev < st.horizon {
+            return Err(WatchStartError::TooOld {
+                requested: rev,
+                horizon: st.horizon,
+            });
+        }
+        let live = st.tx.subscribe();
+        let start = st.history.partition_point(|e| e.rv <= rev);
+        let backlog = st.history.iter().skip(start).cloned().collect();
+        Ok(Subscription {
+            backlog,
+            live,
+            revision: st.history.back().map_or(st.horizon, |e| e.rv),
+        })
+    }
+
+    /// Every object now, and a live receiver positioned right after them.
+    pub fn snapshot_and_subscribe(&self) -> (Vec<Arc<Cached>>, Subscription) {
+        let st = self.state.read().expect("cache lock");
+        let live = st.tx.subscribe();
+        let objects = st.objects.values().cloned().collect();
+        let revision = st.history.back().map_or(st.horizon, |e| e.rv);
+        (
+            objects,
+            Subscription {
+                backlog: Vec::new(),
+                live,
+                revision,
+            },
+        )
+    }
+
+    /// Number of objects held.
+    pub fn len(&self) -> usize {
+        self.state.read().expect("cache lock").objects.len()
+    }
+
+    /// Whether no object is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,232 @@
+//! The `federation-apiserver` command: flags (named as kube-apiserver names them), first-start
+//! credential generation in `--data-dir`, and the serving loop.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+use meridian_store::Storage;
+
+use crate::auth::{TokenAuthenticator, UserInfo};
+use crate::pki::{self, Authority};
+
+/// Meridian's federation API server.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "federation-apiserver", version)]
+pub struct Args {
+    /// Port to serve HTTPS on (0 picks a free port).
+    #[arg(long, env = "MERIDIAN_SECURE_PORT", default_value_t = 6443)]
+    pub secure_port: u16,
+    /// Address to listen on.
+    #[arg(long, env = "MERIDIAN_BIND_ADDRESS", default_value = "127.0.0.1")]
+    pub bind_address: IpAddr,
+    /// Address clients use to reach this server (added to the serving certificate).
+    #[arg(long, env = "MERIDIAN_ADVERTISE_ADDRESS")]
+    pub advertise_address: Option<String>,
+    /// Static bearer tokens, kube-apiserver format: token,user,uid,"group1,group2".
+    #[arg(long)]
+    pub token_auth_file: Option<PathBuf>,
+    /// CA bundle that signs accepted client certificates (default: the generated CA).
+    #[arg(long)]
+    pub client_ca_file: Option<PathBuf>,
+    /// Serving certificate (default: generated in --data-dir).
+    #[arg(long, requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Serving key (default: generated in --data-dir).
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Directory for the store, credentials and admin.kubeconfig.
+    #[arg(long, env = "MERIDIAN_DATA_DIR", default_value = "meridian-data")]
+    pub data_dir: PathBuf,
+    /// `embedded` (durable, in --data-dir) or `memory` (lost on exit).
+    #[arg(long, default_value = "embedded", value_parser = ["embedded", "memory"])]
+    pub storage_backend: String,
+    /// Events kept per resource for watches that resume from a resourceVersion.
+    #[arg(long, default_value_t = crate::cache::HISTORY_PER_RESOURCE)]
+    pub watch_history: usize,
+    /// Write the address actually bound (useful with --secure-port 0) to this file.
+    #[arg(long)]
+    pub address_file: Option<PathBuf>,
+}
+
+/// What start-up produced.
+pub struct Started {
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// Path of the admin kubeconfig.
+    pub kubeconfig: PathBuf,
+}
+
+fn ensure_dir(p: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(p)
+        .with_context(|| format!("creating {}", p.display()))
+}
+
+/// Loads or generates CA, serving certificate and admin token in `data_dir/pki`.
+struct Credentials {
+    cert_pem: String,
+    key_pem: String,
+    client_ca_pem: Option<String>,
+    ca_for_clients: Option<String>,
+    admin_token: String,
+}
+
+fn credentials(args: &Args) -> anyhow::Result<Credentials> {
+    let dir = args.data_dir.join("pki");
+    ensure_dir(&dir)?;
+    let ca_crt = dir.join("ca.crt");
+    let ca_key = dir.join("ca.key");
+    let ca = if ca_crt.exists() && ca_key.exists() {
+        Authority::from_pem(&pki::read(&ca_crt)?, &pki::read(&ca_key)?)?
+    } else {
+        let ca = Authority::generate()?;
+        pki::write_private(&ca_key, &ca.key_pem())?;
+        pki::write_private(&ca_crt, &ca.cert_pem)?;
+        ca
+    };
+    let (cert_pem, key_pem, serving_ca) = match (&args.tls_cert_file, &args.tls_private_key_file) {
+        (Some(c), Some(k)) => (pki::read(c)?, pki::read(k)?, None),
+        _ => {
+            let sans: Vec<String> = args.advertise_address.iter().cloned().collect();
+            let (crt, key, sans_file) = (
+                dir.join("apiserver.crt"),
+                dir.join("apiserver.key"),
+                dir.join("apiserver.sans"),
+            );
+            let wanted = sans.join(",");
+            let current = std::fs::read_to_string(&sans_file).unwrap_or_default();
+            if !(crt.exists() && key.exists()) || current != wanted {
+                let s = ca.serving_cert(&sans)?;
+                pki::write_private(&key, &s.key_pem)?;
+                pki::write_private(&crt, &s.cert_pem)?;
+                pki::write_private(&sans_file, &wanted)?;
+            }
+            (
+                pki::read(&crt)?,
+                pki::read(&key)?,
+                Some(ca.cert_pem.clone()),
+            )
+        }
+    };
+    let client_ca_pem = match &args.client_ca_file {
+        Some(p) => Some(pki::read(p)?),
+        None => Some(ca.cert_pem.clone()),
+    };
+    let token_file = dir.join("admin.token");
+    let admin_token = match std::fs::read_to_string(&token_file) {
+        Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
+        _ => {
+            let bytes: [u8; 32] = rand::random();
+            let t: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            pki::write_private(&token_file, &t)?;
+            t
+        }
+    };
+    Ok(Credentials {
+        cert_pem,
+        key_pem,
+        client_ca_pem,
+        ca_for_clients: serving_ca,
+        admin_token,
+    })
+}
+
+/// A kubeconfig for one user of one server.
+pub fn kubeconfig(server: &str, ca_pem: Option<&str>, token: &str, name: &str) -> String {
+    use base64::Engine;
+    let ca = ca_pem
+        .map(|p| {
+            format!(
+                "    certificate-authority-data: {}\n",
+                base64::engine::general_purpose::STANDARD.encode(p)
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {server}\n{ca}contexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}-admin\ncurrent-context: {name}\nusers:\n- name: {name}-admin\n  user:\n    token: {token}\n"
+    )
+}
+
+/// Starts the server; returns once it is listening, leaving it running in the background
+/// until `shutdown` is set.
+pub async fn start(
+    args: &Args,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<(Started, Arc<dyn Storage>)> {
+    ensure_dir(&args.data_dir)?;
+    let creds = credentials(args)?;
+    let mut tokens = match &args.token_auth_file {
+        Some(p) => TokenAuthenticator::load(p)?,
+        None => TokenAuthenticator::default(),
+    };
+    tokens.add(
+        creds.admin_token.clone(),
+        UserInfo {
+            name: "admin".into(),
+            uid: "admin".into(),
+            groups: vec!["system:masters".into()],
+        },
+    );
+    let store: Arc<dyn Storage> = match args.storage_backend.as_str() {
+        "memory" => Arc::new(meridian_store::MemoryStore::new()),
+        _ => {
+            let dir = args.data_dir.join("store");
+            ensure_dir(&dir)?;
+            let s = tokio::task::spawn_blocking(move || meridian_store::EmbeddedStore::open(&dir))
+                .await?
+                .context("opening the embedded store")?;
+            Arc::new(s)
+        }
+    };
+    let registry = crate::kinds::federation_registry();
+    let (engine, openapi) =
+        crate::server::build_engine(registry, store.clone(), args.watch_history).await?;
+    let listener =
+        crate::server::bind(SocketAddr::new(args.bind_address, args.secure_port)).await?;
+    let addr = listener.local_addr()?;
+    let host = args.advertise_address.clone().unwrap_or_else(|| {
+        if args.bind_address.is_unspecified() {
+            "127.0.0.1".into()
+        } else {
+            args.bind_address.to_string()
+        }
+    });
+    let server_url = if host.contains(':') {
+        format!("https://[{host}]:{}", addr.port())
+    } else {
+        format!("https://{host}:{}", addr.port())
+    };
+    let api = crate::server::api_server(engine, openapi, tokens, format!("{host}:{}", addr.port()));
+    let tls = crate::server::tls_config(
+        &creds.cert_pem,
+        &creds.key_pem,
+        creds.client_ca_pem.as_deref(),
+    )?;
+    let kubeconfig_path = args.data_dir.join("admin.kubeconfig");
+    pki::write_private(
+        &kubeconfig_path,
+        &kubeconfig(
+            &server_url,
+            creds.ca_for_clients.as_deref(),
+            &creds.admin_token,
+            "meridian",
+        ),
+    )?;
+    if let Some(f) = &args.address_file {
+        pki::write_private(f, &addr.to_string())?;
+    }
+    tokio::spawn(crate::server::serve(listener, tls, api, shutdown));
+    Ok((
+        Started {
+            addr,
+            kubeconfig: std::fs::canonicalize(&kubeconfig_path).unwrap_or(kubeconfig_path),
+        },
+        store,
+    ))
+}

@@ -1,0 +1,767 @@
+//! The generic REST engine: create, read, update, patch and delete for any registered kind,
+//! with Kubernetes' metadata rules, optimistic concurrency, finalizers and dry runs.
+//! HTTP handlers and the in-server controllers both call it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apimachinery::schema::Definitions;
+use bytes::Bytes;
+use meridian_store::{Revision, Storage, StoreError};
+use serde_json::{Value, json};
+
+use crate::cache::{Cache, Cached};
+use crate::object;
+use crate::registry::{Registry, ResourceDef};
+use crate::status::{ApiError, Cause};
+
+/// How long a read waits for the cache to catch up with the store.
+const CONSISTENT_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often a patch or finalizer update is retried on a concurrent write.
+const CONFLICT_RETRIES: usize = 8;
+
+/// kubectl's `fieldValidation` query parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FieldValidation {
+    /// Unknown fields are an error.
+    Strict,
+    /// Unknown fields are reported as warnings.
+    #[default]
+    Warn,
+    /// Unknown fields are dropped silently.
+    Ignore,
+}
+
+/// Options common to writes.
+#[derive(Clone, Debug, Default)]
+pub struct WriteOptions {
+    /// `dryRun=All`: do everything but store.
+    pub dry_run: bool,
+    /// Unknown-field handling.
+    pub field_validation: FieldValidation,
+}
+
+/// The subresource a write targets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The object itself (status changes ignored where a status subresource exists).
+    Main,
+    /// `/status`: only status changes.
+    Status,
+}
+
+/// A patch body and its type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatchType {
+    /// `application/merge-patch+json`.
+    Merge,
+    /// `application/json-patch+json`.
+    Json,
+    /// `application/strategic-merge-patch+json`.
+    Strategic,
+}
+
+/// `DeleteOptions` that matter here.
+#[derive(Clone, Debug, Default)]
+pub struct DeleteOptions {
+    /// `Orphan`, `Background` or `Foreground`.
+    pub propagation: Option<String>,
+    /// `preconditions.uid`.
+    pub uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `dryRun=All`.
+    pub dry_run: bool,
+}
+
+/// The result of a write.
+pub struct Written {
+    /// The object as stored (or as it would be, for dry runs).
+    pub obj: Value,
+    /// Warnings for the `Warning` header.
+    pub warnings: Vec<String>,
+}
+
+/// The result of a delete.
+pub struct Deleted {
+    /// The object: deleted, or still present with `deletionTimestamp` set.
+    pub obj: Value,
+    /// Whether the object is gone now (else finalizers hold it).
+    pub gone: bool,
+}
+
+/// The engine behind one API server (or one simulated cluster).
+pub struct Engine {
+    /// Served kinds.
+    pub registry: Registry,
+    /// Durable storage.
+    pub store: Arc<dyn Storage>,
+    /// The watch cache.
+    pub cache: Arc<Cache>,
+    /// OpenAPI definitions for strategic merge patch and field validation.
+    pub definitions: Arc<Definitions>,
+}
+
+fn store_error(def: &ResourceDef, name: &str, e: StoreError) -> ApiError {
+    match e {
+        StoreError::AlreadyExists { .. } => ApiError::already_exists(def.plural, def.group, name),
+        StoreError::NotFound { .. } => ApiError::not_found(def.plural, def.group, name),
+        StoreError::Conflict { .. } => ApiError::stale(def.plural, def.group, name),
+        other => {
+            tracing::error!(error = %other, "storage failure");
+            ApiError::internal(format!("storage failure: {other}"))
+        }
+    }
+}
+
+fn encode(obj: &Value) -> Result<Bytes, ApiError> {
+    // The revision is the resourceVersion: never store a stale copy of it.
+    let mut copy = obj.clone();
+    if let Some(m) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+    }
+    serde_json::to_vec(&copy)
+        .map(Bytes::from)
+        .map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// Five random characters from Kubernetes' `generateName` alphabet.
+fn random_suffix() -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// The object without metadata and status: what `generation` tracks.
+fn spec_part(obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("metadata");
+        m.remove("status");
+        m.remove("apiVersion");
+        m.remove("kind");
+    }
+    v
+}
+
+fn parse_rv(s: &str) -> Result<Revision, ApiError> {
+    s.parse::<Revision>().map_err(|_| {
+        ApiError::bad_request(format!(
+            "invalid resourceVersion \"{s}\": must be an integer"
+        ))
+    })
+}
+
+impl Engine {
+    /// Waits until the cache reflects every write acknowledged so far.
+    pub async fn sync(&self) -> Result<(), ApiError> {
+        let rev = self.store.current_revision();
+        if self.cache.wait_for(rev, CONSISTENT_READ_TIMEOUT).await {
+            Ok(())
+        } else {
+            Err(ApiError::timeout(
+                "the watch cache did not catch up with storage in time",
+            ))
+        }
+    }
+
+    /// The current object at `key`, consistent with every acknowledged write.
+    pub async fn current(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Arc<Cached>, ApiError> {
+        self.sync().await?;
+        self.cache
+            .resource(def)
+            .get(&def.key(namespace, name))
+            .ok_or_else(|| ApiError::not_found(def.plural, def.group, name))
+    }
+
+    fn check_kind(&self, def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
+        if !obj.is_object() {
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
+        }
+        let want = def.api_version();
+        match obj.get("apiVersion").and_then(Value::as_str) {
+            None | Some("") => obj["apiVersion"] = Value::from(want.clone()),
+            Some(v) if v == want => {}
+            Some(v) => {
+                return Err(ApiError::bad_request(format!(
+                    "the API version in the data ({v}) does not match the expected API version ({want})"
+                )));
+            }
+        }
+        match obj.get("kind").and_then(Value::as_str) {
+            None | Some("") => obj["kind"] = Value::from(def.kind),
+            Some(k) if k == def.kind => {}
+            Some(k) => {
+                return Err(ApiError::bad_request(format!(
+                    "the kind in the data ({k}) does not match the expected kind ({})",
+                    def.kind
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Unknown-field and type checks; returns warnings (Warn) or fails (Strict).
+    fn check_fields(
+        &self,
+        def: &ResourceDef,
+        obj: &Value,
+        mode: FieldValidation,
+    ) -> Result<Vec<String>, ApiError> {
+        let mut warnings = Vec::new();
+        if mode != FieldValidation::Ignore && !def.definition.is_empty() {
+            let unknown =
+                apimachinery::schema_check::unknown_fields(obj, &self.definitions, def.definition);
+            if !unknown.is_empty() {
+                let msgs: Vec<String> = unknown
+                    .iter()
+                    .map(|p| format!("unknown field \"{}\"", p.trim_start_matches('.')))
+                    .collect();
+                if mode == FieldValidation::Strict {
+                    let causes = unknown
+                        .iter()
+                        .map(|p| Cause {
+                            reason: "FieldValueInvalid".into(),
+                            message: format!("unknown field \"{}\"", p.trim_start_matches('.')),
+                            field: p.trim_start_matches('.').to_string(),
+                        })
+                        .collect();
+                    return Err(ApiError::bad_request_fields(
+                        format!("strict decoding error: {}", msgs.join(", ")),
+                        causes,
+                    ));
+                }
+                warnings = msgs;
+            }
+        }
+        def.hooks
+            .check_types(obj)
+            .map_err(|e| ApiError::bad_request(format!("{} in body is invalid: {e}", def.kind)))?;
+        Ok(warnings)
+    }
+
+    fn validate(
+        &self,
+        def: &ResourceDef,
+        obj: &Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let causes = def.hooks.validate(obj, old);
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::invalid(
+                def.kind,
+                def.group,
+                object::name(obj),
+                causes,
+            ))
+        }
+    }
+
+    async fn check_namespace(&self, def: &ResourceDef, ns: &str) -> Result<(), ApiError> {
+        if !def.namespaced {
+            return Ok(());
+        }
+        let Some(ns_def) = self.registry.lookup("", "v1", "namespaces") else {
+            return Ok(());
+        };
+        let Some(nsobj) = self.cache.resource(ns_def).get(&ns_def.key("", ns)) else {
+            return Err(ApiError::not_found("namespaces", "", ns));
+        };
+        if nsobj
+            .bytes
+            .windows(19)
+            .any(|w| w == b"\"deletionTimestamp\"")
+        {
+            return Err(ApiError::forbidden(format!(
+                "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                def.qualified(),
+                ""
+            )));
+        }
+        Ok(())
+    }
+
+    /// Creates an object in `namespace` (empty for cluster-scoped kinds).
+    pub async fn create(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        mut obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<Written, ApiError> {
+        self.check_kind(def, &mut obj)?;
+        let warnings = self.check_fields(def, &obj, opts.field_validation)?;
+        {
+            let meta = object::meta_mut(&mut obj);
+            if def.namespaced {
+                match meta.get("namespace").and_then(Value::as_str) {
+                    None | Some("") => {
+                        meta.insert("namespace".into(), Value::from(namespace));
+                    }
+                    Some(ns) if ns == namespace => {}
+                    Some(_) => {
+                        return Err(ApiError::bad_request(
+                            "the namespace of the provided object does not match the namespace sent on the request",
+                        ));
+                    }
+                }
+            } else {
+                meta.remove("namespace");
+            }
+            let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
+            if name.is_empty()
+                && let Some(prefix) = meta.get("generateName").and_then(Value::as_str)
+                && !prefix.is_empty()
+            {
+                let generated = format!("{prefix}{}", random_suffix());
+                meta.insert("name".into(), Value::from(generated));
+            }
+            meta.insert("uid".into(), Value::from(uuid::Uuid::new_v4().to_string()));
+            meta.insert("creationTimestamp".into(), Value::from(object::now()));
+            for f in [
+                "resourceVersion",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "managedFields",
+                "selfLink",
+            ] {
+                meta.remove(f);
+            }
+            if def.tracks_generation {
+                meta.insert("generation".into(), Value::from(1));
+            } else {
+                meta.remove("generation");
+            }
+        }
+        if def.status_subresource
+            && let Some(m) = obj.as_object_mut()
+        {
+            m.remove("status");
+        }
+        def.hooks.prepare_create(&mut obj);
+        def.hooks.default(&mut obj);
+        self.validate(def, &obj, None)?;
+        let name = object::name(&obj).to_string();
+        self.check_namespace(def, namespace).await?;
+        if opts.dry_run {
+            if self
+                .cache
+                .resource(def)
+                .get(&def.key(namespace, &name))
+                .is_some()
+            {
+                return Err(ApiError::already_exists(def.plural, def.group, &name));
+            }
+            return Ok(Written { obj, warnings });
+        }
+        let kv = self
+            .store
+            .create(&def.key(namespace, &name), encode(&obj)?)
+            .await
+            .map_err(|e| store_error(def, &name, e))?;
+        object::set_resource_version(&mut obj, kv.mod_revision);
+        Ok(Written { obj, warnings })
+    }
+
+    /// Builds the object an update would store from the current one and the request body.
+    fn merge_update(
+        &self,
+        def: &ResourceDef,
+        target: Target,
+        old: &Value,
+        mut new: Value,
+    ) -> Result<Value, ApiError> {
+        self.check_kind(def, &mut new)?;
+        if object::name(&new) != object::name(old) {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({})",
+                object::name(&new),
+                object::name(old)
+            )));
+        }
+        if def.namespaced {
+            let ns = object::namespace(&new);
+            if !ns.is_empty() && ns != object::namespace(old) {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+        }
+        let mut out = match target {
+            Target::Status => {
+                // Only status changes through /status.
+                let mut out = old.clone();
+                out["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+                if out["status"].is_null()
+                    && let Some(m) = out.as_object_mut()
+                {
+                    m.remove("status");
+                }
+                return Ok(out);
+            }
+            Target::Main => {
+                if def.status_subresource {
+                    match old.get("status") {
+                        Some(s) => new["status"] = s.clone(),
+                        None => {
+                            if let Some(m) = new.as_object_mut() {
+                                m.remove("status");
+                            }
+                        }
+                    }
+                }
+                new
+            }
+        };
+        let old_meta = object::meta(old).clone();
+        let meta = object::meta_mut(&mut out);
+        // System fields come from the stored object, never from the client.
+        for f in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "namespace",
+        ] {
+            match old_meta.get(f) {
+                Some(v) => meta.insert(f.into(), v.clone()),
+                None => meta.remove(f),
+            };
+        }
+        meta.remove("managedFields");
+        meta.remove("selfLink");
+        // A deleting object may lose finalizers but not gain them.
+        if old_meta.contains_key("deletionTimestamp") {
+            let old_f: Vec<Value> = old_meta
+                .get("finalizers")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if let Some(nf) = meta.get("finalizers").and_then(Value::as_array)
+                && nf.iter().any(|f| !old_f.contains(f))
+            {
+                return Err(ApiError::invalid(
+                    def.kind,
+                    def.group,
+                    object::name(old),
+                    vec![crate::kinds::validate::forbidden(
+                        "metadata.finalizers",
+                        "no new finalizers can be added if the object is being deleted",
+                    )],
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Stores `new` over `old` (rules applied), or deletes it when its last finalizer went.
+    async fn commit_update(
+        &self,
+        def: &ResourceDef,
+        old: &Cached,
+        old_value: &Value,
+        mut new: Value,
+        target: Target,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        if target == Target::Main {
+            def.hooks.default(&mut new);
+        }
+        self.validate(def, &new, Some(old_value))?;
+        if def.tracks_generation && spec_part(&new) != spec_part(old_value) {
+            let g = object::meta(old_value)
+                .get("generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            object::meta_mut(&mut new).insert("generation".into(), Value::from(g + 1));
+        }
+        let mut cmp_old = old_value.clone();
+        object::set_resource_version(&mut cmp_old, old.rv);
+        object::set_resource_version(&mut new, old.rv);
+        if new == cmp_old {
+            // A no-op write leaves the resourceVersion alone, as Kubernetes does.
+            return Ok(new);
+        }
+        if opts.dry_run {
+            return Ok(new);
+        }
+        if object::is_deleting(&new)
+            && object::finalizers(&new).is_empty()
+            && !self.held_by_spec(&new)
+        {
+            let res = self
+                .store
+                .delete(&old.key, Some(old.rv))
+                .await
+                .map_err(|e| store_error(def, &old.name, e))?;
+            object::set_resource_version(&mut new, res.revision);
+            return Ok(new);
+        }
+        let kv = self
+            .store
+            .update(&old.key, encode(&new)?, old.rv)
+            .await
+            .map_err(|e| store_error(def, &old.name, e))?;
+        object::set_resource_version(&mut new, kv.mod_revision);
+        Ok(new)
+    }
+
+    /// Namespaces are held by `spec.finalizers` as well as metadata finalizers.
+    fn held_by_spec(&self, obj: &Value) -> bool {
+        obj.get("kind").and_then(Value::as_str) == Some("Namespace")
+            && obj
+                .pointer("/spec/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty())
+    }
+
+    /// Replaces an object (PUT).
+    pub async fn update(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+        body: Value,
+        target: Target,
+        opts: &WriteOptions,
+    ) -> Result<Written, ApiError> {
+        let warnings = self.check_fields(def, &body, opts.field_validation)?;
+        let old = self.current(def, namespace, name).await?;
+        let rv = match object::meta_str(&body, "resourceVersion") {
+            None | Some("") => {
+                return Err(ApiError::invalid(
+                    def.kind,
+                    def.group,
+                    name,
+                    vec![crate::kinds::validate::invalid(
+                        "metadata.resourceVersion",
+                        &Value::from(0),
+                        "must be specified for an update",
+                    )],
+                ));
+            }
+            Some(s) => parse_rv(s)?,
+        };
+        if rv != old.rv {
+            return Err(ApiError::stale(def.plural, def.group, name));
+        }
+        let old_value = old.value();
+        let new = self.merge_update(def, target, &old_value, body)?;
+        let obj = self
+            .commit_update(def, &old, &old_value, new, target, opts)
+            .await?;
+        Ok(Written { obj, warnings })
+    }
+
+    /// Applies a patch, retrying on concurrent writes unless the patch pins a resourceVersion.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn patch(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        patch: &Value,
+        target: Target,
+        opts: &WriteOptions,
+    ) -> Result<Written, ApiError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let old = self.current(def, namespace, name).await?;
+            let old_value = old.value();
+            let patched = self.apply_patch(def, &old_value, patch_type, patch)?;
+            let warnings = self.check_fields(def, &patched, opts.field_validation)?;
+            let pinned = object::meta_str(&patched, "resourceVersion")
+                .filter(|s| !s.is_empty())
+                .map(parse_rv)
+                .transpose()?;
+            if let Some(rv) = pinned
+                && rv != old.rv
+            {
+                return Err(ApiError::stale(def.plural, def.group, name));
+            }
+            let new = self.merge_update(def, target, &old_value, patched)?;
+            match self
+                .commit_update(def, &old, &old_value, new, target, opts)
+                .await
+            {
+                Err(e) if e.code == 409 && pinned.is_none() && attempt < CONFLICT_RETRIES => {
+                    continue;
+                }
+                Err(e) => return Err(e),
+                Ok(obj) => return Ok(Written { obj, warnings }),
+            }
+        }
+    }
+
+    fn apply_patch(
+        &self,
+        def: &ResourceDef,
+        old: &Value,
+        patch_type: PatchType,
+        patch: &Value,
+    ) -> Result<Value, ApiError> {
+        let mut base = old.clone();
+        // The stored copy carries its resourceVersion; a patch may pin a different one.
+        match patch_type {
+            PatchType::Merge => {
+                if !patch.is_object() {
+                    return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+                }
+                apimachinery::patch::merge_patch(&mut base, patch);
+                Ok(base)
+            }
+            PatchType::Json => apimachinery::patch::json_patch(&base, patch).map_err(|e| {
+                ApiError::bad_request(format!("the JSON patch could not be applied: {e}"))
+            }),
+            PatchType::Strategic => {
+                if def.definition.is_empty() || def.group == fed_api::GROUP {
+                    return Err(ApiError::unsupported_media_type(format!(
+                        "strategic merge patch is not supported for {}; use a merge patch (--type merge) or a JSON patch",
+                        def.qualified()
+                    )));
+                }
+                if !patch.is_object() {
+                    return Err(ApiError::bad_request(
+                        "a strategic merge patch must be a JSON object",
+                    ));
+                }
+                apimachinery::patch::strategic_merge_patch(
+                    &base,
+                    patch,
+                    &self.definitions,
+                    def.definition,
+                )
+                .map_err(|e| {
+                    ApiError::bad_request(format!(
+                        "the strategic merge patch could not be applied: {e}"
+                    ))
+                })
+            }
+        }
+    }
+
+    /// Deletes an object, honouring finalizers, preconditions and propagation.
+    pub async fn delete(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Deleted, ApiError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let old = self.current(def, namespace, name).await?;
+            let mut obj = old.value();
+            if let Some(uid) = &opts.uid
+                && *uid != old.uid
+            {
+                return Err(ApiError::conflict(
+                    def.plural,
+                    def.group,
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        old.uid
+                    ),
+                ));
+            }
+            if let Some(rv) = &opts.resource_version
+                && parse_rv(rv)? != old.rv
+            {
+                return Err(ApiError::conflict(
+                    def.plural,
+                    def.group,
+                    name,
+                    &format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                        old.rv
+                    ),
+                ));
+            }
+            let mut finalizers = object::finalizers(&obj);
+            let extra = match opts.propagation.as_deref() {
+                Some("Orphan") => Some("orphan"),
+                Some("Foreground") => Some("foregroundDeletion"),
+                Some("Background") | None => None,
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "unsupported propagationPolicy \"{other}\": must be Orphan, Background or Foreground"
+                    )));
+                }
+            };
+            let has_dependents = self
+                .cache
+                .owners
+                .lock()
+                .expect("owner index")
+                .dependents
+                .contains_key(&old.uid);
+            if let Some(f) = extra
+                && has_dependents
+                && !finalizers.iter().any(|x| x == f)
+            {
+                finalizers.push(f.to_string());
+            }
+            let is_namespace = def.kind == "Namespace" && def.group.is_empty();
+            let held = !finalizers.is_empty() || is_namespace;
+            if held {
+                if object::is_deleting(&obj) && finalizers == object::finalizers(&obj) {
+                    // Already being deleted: nothing more to do.
+                    return Ok(Deleted { obj, gone: false });
+                }
+                let meta = object::meta_mut(&mut obj);
+                if !meta.contains_key("deletionTimestamp") {
+                    meta.insert("deletionTimestamp".into(), Value::from(object::now()));
+                    meta.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+                }
+                if !finalizers.is_empty() {
+                    meta.insert("finalizers".into(), json!(finalizers));
+                }
+                if is_namespace {
+                    obj["status"] = json!({"phase": "Terminating"});
+                }
+                if opts.dry_run {
+                    return Ok(Deleted { obj, gone: false });
+                }
+                match self.store.update(&old.key, encode(&obj)?, old.rv).await {
+                    Ok(kv) => {
+                        object::set_resource_version(&mut obj, kv.mod_revision);
+                        if is_namespace {
+                            self.cache.signal_namespace(name);
+                        }
+                        return Ok(Deleted { obj, gone: false });
+                    }
+                    Err(StoreError::Conflict { .. }) if attempt < CONFLICT_RETRIES => continue,
+                    Err(e) => return Err(store_error(def, name, e)),
+                }
+            }
+            if opts.dry_run {
+                return Ok(Deleted { obj, gone: true });
+            }
+            match self.store.delete(&old.key, Some(old.rv)).await {
+                Ok(res) => {
+                    object::set_resource_version(&mut obj, res.revision);
+                    return Ok(Deleted { obj, gone: true });
+                }
+                Err(StoreError::Conflict { .. }) if attempt < CONFLICT_RETRIES => continue,
+                Err(e) => return Err(store_error(def, name, e)),
+            }
+        }
+    }
+}

@@ -1,0 +1,421 @@
+//! `apps/v1` Deployment and ReplicaSet, with the pod-template rules they share.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use serde_json::{Value, json};
+
+use super::validate::{self, NameRule, invalid, not_supported, required};
+use super::{FnHooks, default_at, int_at, no_prepare, typed};
+use crate::registry::{Column, ResourceDef};
+use crate::status::Cause;
+
+/// Pod-spec defaults kubectl users see on a real cluster.
+pub fn default_pod_spec(spec: &mut Value) {
+    default_at(spec, &["restartPolicy"], json!("Always"));
+    default_at(spec, &["terminationGracePeriodSeconds"], json!(30));
+    default_at(spec, &["dnsPolicy"], json!("ClusterFirst"));
+    default_at(spec, &["securityContext"], json!({}));
+    default_at(spec, &["schedulerName"], json!("default-scheduler"));
+    for list in ["containers", "initContainers"] {
+        if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
+            for c in cs {
+                let image = c.get("image").and_then(Value::as_str).unwrap_or("");
+                // Kubernetes pulls `:latest` (or untagged) images always.
+                let last = image.rsplit('/').next().unwrap_or("");
+                let policy =
+                    if image.contains('@') || (last.contains(':') && !last.ends_with(":latest")) {
+                        "IfNotPresent"
+                    } else {
+                        "Always"
+                    };
+                default_at(c, &["imagePullPolicy"], json!(policy));
+                default_at(
+                    c,
+                    &["terminationMessagePath"],
+                    json!("/dev/termination-log"),
+                );
+                default_at(c, &["terminationMessagePolicy"], json!("File"));
+                default_at(c, &["resources"], json!({}));
+                if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
+                    for p in ports {
+                        default_at(p, &["protocol"], json!("TCP"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Validates `spec.template` of a workload at `field` (e.g. `spec.template`).
+pub fn validate_template(obj: &Value, errs: &mut Vec<Cause>) {
+    let Some(tpl) = obj.pointer("/spec/template") else {
+        errs.push(required("spec.template"));
+        return;
+    };
+    let containers = tpl.pointer("/spec/containers").and_then(Value::as_array);
+    match containers {
+        None => errs.push(required("spec.template.spec.containers")),
+        Some(cs) if cs.is_empty() => errs.push(required("spec.template.spec.containers")),
+        Some(cs) => {
+            let mut names = HashSet::new();
+            for (i, c) in cs.iter().enumerate() {
+                let f = |x: &str| format!("spec.template.spec.containers[{i}].{x}");
+                match c.get("name").and_then(Value::as_str) {
+                    None | Some("") => errs.push(required(&f("name"))),
+                    Some(n) => {
+                        if let Err(msgs) = apimachinery::validation::dns1123_label(n) {
+                            for m in msgs {
+                                errs.push(invalid(&f("name"), &c["name"], &m));
+                            }
+                        }
+                        if !names.insert(n.to_string()) {
+                            errs.push(validate::duplicate(&f("name"), &c["name"]));
+                        }
+                    }
+                }
+                if c.get("image")
+                    .and_then(Value::as_str)
+                    .is_none_or(|s| s.trim().is_empty())
+                {
+                    errs.push(required(&f("image")));
+                }
+                let mut port_names = HashSet::new();
+                for (j, p) in c
+                    .get("ports")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                {
+                    let pf = |x: &str| format!("spec.template.spec.containers[{i}].ports[{j}].{x}");
+                    match p.get("containerPort").and_then(Value::as_i64) {
+                        Some(n) if (1..=65535).contains(&n) => {}
+                        Some(_) => errs.push(invalid(
+                            &pf("containerPort"),
+                            &p["containerPort"],
+                            "must be between 1 and 65535, inclusive",
+                        )),
+                        None => errs.push(required(&pf("containerPort"))),
+                    }
+                    if let Some(n) = p.get("name").and_then(Value::as_str)
+                        && !port_names.insert(n.to_string())
+                    {
+                        errs.push(validate::duplicate(&pf("name"), &p["name"]));
+                    }
+                    if let Some(proto) = p.get("protocol").and_then(Value::as_str)
+                        && !["TCP", "UDP", "SCTP"].contains(&proto)
+                    {
+                        errs.push(not_supported(
+                            &pf("protocol"),
+                            &p["protocol"],
+                            &["SCTP", "TCP", "UDP"],
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    if let Some(rp) = tpl.pointer("/spec/restartPolicy")
+        && rp.as_str() != Some("Always")
+    {
+        errs.push(not_supported(
+            "spec.template.spec.restartPolicy",
+            rp,
+            &["Always"],
+        ));
+    }
+}
+
+/// Validates the selector and that it matches the template labels.
+fn validate_selector(obj: &Value, errs: &mut Vec<Cause>) {
+    let Some(sel) = obj.pointer("/spec/selector") else {
+        errs.push(required("spec.selector"));
+        return;
+    };
+    let parsed = match apimachinery::selector::LabelSelector::from_json(sel) {
+        Ok(s) => s,
+        Err(e) => {
+            errs.push(invalid("spec.selector", sel, &e.to_string()));
+            return;
+        }
+    };
+    if parsed.is_empty() {
+        errs.push(invalid(
+            "spec.selector",
+            sel,
+            "empty selector is invalid for deployment",
+        ));
+        return;
+    }
+    let empty = serde_json::Map::new();
+    let labels = obj
+        .pointer("/spec/template/metadata/labels")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    if !parsed.matches(labels) {
+        errs.push(invalid(
+            "spec.template.metadata.labels",
+            &Value::Object(labels.clone()),
+            "`selector` does not match template `labels`",
+        ));
+    }
+}
+
+fn validate_workload(o: &Value, old: Option<&Value>) -> Vec<Cause> {
+    let mut errs = validate::metadata(o, NameRule::Subdomain, true);
+    errs.extend(validate::min_int(o, "/spec/replicas", "spec.replicas", 0));
+    errs.extend(validate::min_int(
+        o,
+        "/spec/minReadySeconds",
+        "spec.minReadySeconds",
+        0,
+    ));
+    validate_selector(o, &mut errs);
+    validate_template(o, &mut errs);
+    if let Some(old) = old {
+        errs.extend(validate::immutable(
+            o,
+            old,
+            "/spec/selector",
+            "spec.selector",
+        ));
+    }
+    errs
+}
+
+fn validate_deployment(o: &Value, old: Option<&Value>) -> Vec<Cause> {
+    let mut errs = validate_workload(o, old);
+    errs.extend(validate::min_int(
+        o,
+        "/spec/revisionHistoryLimit",
+        "spec.revisionHistoryLimit",
+        0,
+    ));
+    if let Some(ty) = o.pointer("/spec/strategy/type") {
+        match ty.as_str() {
+            Some("RollingUpdate") => {}
+            Some("Recreate") => {
+                if o.pointer("/spec/strategy/rollingUpdate")
+                    .is_some_and(|v| !v.is_null())
+                {
+                    errs.push(validate::forbidden(
+                        "spec.strategy.rollingUpdate",
+                        "may not be specified when strategy `type` is 'Recreate'",
+                    ));
+                }
+            }
+            _ => errs.push(not_supported(
+                "spec.strategy.type",
+                ty,
+                &["Recreate", "RollingUpdate"],
+            )),
+        }
+    }
+    if let (Some(p), Some(m)) = (
+        o.pointer("/spec/progressDeadlineSeconds")
+            .and_then(Value::as_i64),
+        o.pointer("/spec/minReadySeconds").and_then(Value::as_i64),
+    ) && p <= m
+    {
+        errs.push(invalid(
+            "spec.progressDeadlineSeconds",
+            &Value::from(p),
+            "must be greater than minReadySeconds",
+        ));
+    }
+    errs
+}
+
+fn default_deployment(o: &mut Value) {
+    default_at(o, &["spec", "replicas"], json!(1));
+    let recreate = o.pointer("/spec/strategy/type").and_then(Value::as_str) == Some("Recreate");
+    if !recreate {
+        default_at(o, &["spec", "strategy", "type"], json!("RollingUpdate"));
+        default_at(
+            o,
+            &["spec", "strategy", "rollingUpdate", "maxUnavailable"],
+            json!("25%"),
+        );
+        default_at(
+            o,
+            &["spec", "strategy", "rollingUpdate", "maxSurge"],
+            json!("25%"),
+        );
+    }
+    default_at(o, &["spec", "revisionHistoryLimit"], json!(10));
+    default_at(o, &["spec", "progressDeadlineSeconds"], json!(600));
+    if let Some(spec) = o.pointer_mut("/spec/template/spec") {
+        default_pod_spec(spec);
+    }
+}
+
+fn default_replicaset(o: &mut Value) {
+    default_at(o, &["spec", "replicas"], json!(1));
+    if let Some(spec) = o.pointer_mut("/spec/template/spec") {
+        default_pod_spec(spec);
+    }
+}
+
+fn images(o: &Value, field: &str) -> Value {
+    let v: Vec<&str> = o
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get(field).and_then(Value::as_str))
+        .collect();
+    Value::from(v.join(","))
+}
+
+fn selector_string(o: &Value) -> Value {
+    let sel = o.pointer("/spec/selector").cloned().unwrap_or(Value::Null);
+    match apimachinery::selector::LabelSelector::from_json(&sel) {
+        Ok(s) => Value::from(s.to_string()),
+        Err(_) => Value::from(""),
+    }
+}
+
+fn wide_columns() -> Vec<Column> {
+    vec![
+        Column {
+            name: "Containers",
+            type_: "string",
+            format: "",
+            description: "Names of each container in the template",
+            priority: 1,
+            cell: |o| images(o, "name"),
+        },
+        Column {
+            name: "Images",
+            type_: "string",
+            format: "",
+            description: "Images referenced by each container in the template",
+            priority: 1,
+            cell: |o| images(o, "image"),
+        },
+        Column {
+            name: "Selector",
+            type_: "string",
+            format: "",
+            description: "Label selector for pods",
+            priority: 1,
+            cell: selector_string,
+        },
+    ]
+}
+
+/// `apps/v1` Deployment.
+pub fn deployments() -> ResourceDef {
+    let mut columns = vec![
+        Column {
+            name: "Ready",
+            type_: "string",
+            format: "",
+            description: "Number of ready pods over desired",
+            priority: 0,
+            cell: |o| {
+                let ready = o
+                    .pointer("/status/readyReplicas")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                let want = o
+                    .pointer("/spec/replicas")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                Value::from(format!("{ready}/{want}"))
+            },
+        },
+        Column {
+            name: "Up-to-date",
+            type_: "integer",
+            format: "",
+            description: "Replicas updated to the current template",
+            priority: 0,
+            cell: |o| int_at(o, "/status/updatedReplicas"),
+        },
+        Column {
+            name: "Available",
+            type_: "integer",
+            format: "",
+            description: "Replicas available to users",
+            priority: 0,
+            cell: |o| int_at(o, "/status/availableReplicas"),
+        },
+    ];
+    columns.extend(wide_columns());
+    ResourceDef {
+        group: "apps",
+        version: "v1",
+        kind: "Deployment",
+        plural: "deployments",
+        singular: "deployment",
+        namespaced: true,
+        short_names: &["deploy"],
+        categories: &["all"],
+        definition: "io.k8s.api.apps.v1.Deployment",
+        status_subresource: true,
+        scale_subresource: true,
+        tracks_generation: true,
+        columns,
+        hooks: Arc::new(FnHooks {
+            default: default_deployment,
+            validate: validate_deployment,
+            check_types: typed::<Deployment>,
+            prepare_create: no_prepare,
+        }),
+    }
+}
+
+/// `apps/v1` ReplicaSet.
+pub fn replicasets() -> ResourceDef {
+    let mut columns = vec![
+        Column {
+            name: "Desired",
+            type_: "integer",
+            format: "",
+            description: "Desired replicas",
+            priority: 0,
+            cell: |o| int_at(o, "/spec/replicas"),
+        },
+        Column {
+            name: "Current",
+            type_: "integer",
+            format: "",
+            description: "Observed replicas",
+            priority: 0,
+            cell: |o| int_at(o, "/status/replicas"),
+        },
+        Column {
+            name: "Ready",
+            type_: "integer",
+            format: "",
+            description: "Ready replicas",
+            priority: 0,
+            cell: |o| int_at(o, "/status/readyReplicas"),
+        },
+    ];
+    columns.extend(wide_columns());
+    ResourceDef {
+        group: "apps",
+        version: "v1",
+        kind: "ReplicaSet",
+        plural: "replicasets",
+        singular: "replicaset",
+        namespaced: true,
+        short_names: &["rs"],
+        categories: &["all"],
+        definition: "io.k8s.api.apps.v1.ReplicaSet",
+        status_subresource: true,
+        scale_subresource: true,
+        tracks_generation: true,
+        columns,
+        hooks: Arc::new(FnHooks {
+            default: default_replicaset,
+            validate: validate_workload,
+            check_types: typed::<ReplicaSet>,
+            prepare_create: no_prepare,
+        }),
+    }
+}

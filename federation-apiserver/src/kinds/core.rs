@@ -1,0 +1,539 @@
+//! Core (`v1`) kinds and `coordination.k8s.io` Lease.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret, Service};
+use serde_json::{Value, json};
+
+use super::validate::{self, NameRule, invalid, not_supported, required};
+use super::{FnHooks, default_at, int_at, no_default, no_prepare, str_at, typed};
+use crate::registry::{Column, ResourceDef};
+use crate::status::Cause;
+
+fn def(
+    kind: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    namespaced: bool,
+    short: &'static [&'static str],
+    hooks: FnHooks,
+    columns: Vec<Column>,
+) -> ResourceDef {
+    ResourceDef {
+        group: "",
+        version: "v1",
+        kind,
+        plural,
+        singular,
+        namespaced,
+        short_names: short,
+        categories: &[],
+        definition: "",
+        status_subresource: false,
+        scale_subresource: false,
+        tracks_generation: false,
+        columns,
+        hooks: Arc::new(hooks),
+    }
+}
+
+/// `v1` Namespace.
+pub fn namespaces() -> ResourceDef {
+    let mut d = def(
+        "Namespace",
+        "namespaces",
+        "namespace",
+        false,
+        &["ns"],
+        FnHooks {
+            default: no_default,
+            validate: |o, _| validate::metadata(o, NameRule::Label, false),
+            check_types: typed::<Namespace>,
+            prepare_create: |o| {
+                let name = crate::object::name(o).to_string();
+                default_at(o, &["spec", "finalizers"], json!(["kubernetes"]));
+                o["status"] = json!({"phase": "Active"});
+                let labels = crate::object::meta_mut(o)
+                    .entry("labels")
+                    .or_insert_with(|| json!({}));
+                if let Some(l) = labels.as_object_mut() {
+                    l.insert("kubernetes.io/metadata.name".into(), Value::from(name));
+                }
+            },
+        },
+        vec![Column {
+            name: "Status",
+            type_: "string",
+            format: "",
+            description: "The phase of the namespace",
+            priority: 0,
+            cell: |o| str_at(o, "/status/phase"),
+        }],
+    );
+    d.definition = "io.k8s.api.core.v1.Namespace";
+    d.status_subresource = true;
+    d
+}
+
+fn default_service(o: &mut Value) {
+    default_at(o, &["spec", "type"], json!("ClusterIP"));
+    default_at(o, &["spec", "sessionAffinity"], json!("None"));
+    if let Some(ports) = o.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
+        for p in ports {
+            default_at(p, &["protocol"], json!("TCP"));
+            if p.get("targetPort").is_none_or(Value::is_null) {
+                let port = p.get("port").cloned().unwrap_or(Value::Null);
+                p["targetPort"] = port;
+            }
+        }
+    }
+}
+
+fn validate_service(o: &Value, old: Option<&Value>) -> Vec<Cause> {
+    let mut errs = validate::metadata(o, NameRule::Dns1035, true);
+    let ty = o
+        .pointer("/spec/type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP");
+    const TYPES: &[&str] = &["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"];
+    if !TYPES.contains(&ty) {
+        errs.push(not_supported("spec.type", &Value::from(ty), TYPES));
+    }
+    let ports = o.pointer("/spec/ports").and_then(Value::as_array);
+    if ty != "ExternalName" && ports.is_none_or(|p| p.is_empty()) {
+        errs.push(required("spec.ports"));
+    }
+    let many = ports.is_some_and(|p| p.len() > 1);
+    let mut names = std::collections::HashSet::new();
+    for (i, p) in ports.into_iter().flatten().enumerate() {
+        let f = |x: &str| format!("spec.ports[{i}].{x}");
+        match p.get("port").and_then(Value::as_i64) {
+            Some(n) if (1..=65535).contains(&n) => {}
+            Some(_) => errs.push(invalid(
+                &f("port"),
+                &p["port"],
+                "must be between 1 and 65535, inclusive",
+            )),
+            None => errs.push(required(&f("port"))),
+        }
+        let name = p.get("name").and_then(Value::as_str).unwrap_or("");
+        if many && name.is_empty() {
+            errs.push(required(&f("name")));
+        }
+        if !name.is_empty() && !names.insert(name.to_string()) {
+            errs.push(validate::duplicate(&f("name"), &p["name"]));
+        }
+        if let Some(proto) = p.get("protocol").and_then(Value::as_str)
+            && !["TCP", "UDP", "SCTP"].contains(&proto)
+        {
+            errs.push(not_supported(
+                &f("protocol"),
+                &p["protocol"],
+                &["SCTP", "TCP", "UDP"],
+            ));
+        }
+        if let Some(tp) = p.get("targetPort") {
+            let ok = match tp {
+                Value::Number(n) => n.as_i64().is_some_and(|n| (1..=65535).contains(&n)),
+                Value::String(s) => validate::dns1035_label(s).is_ok() || s.len() <= 15,
+                _ => false,
+            };
+            if !ok {
+                errs.push(invalid(
+                    &f("targetPort"),
+                    tp,
+                    "must be a port number or name",
+                ));
+            }
+        }
+    }
+    if let Some(old) = old
+        && let (Some(a), Some(b)) = (
+            o.pointer("/spec/clusterIP").and_then(Value::as_str),
+            old.pointer("/spec/clusterIP").and_then(Value::as_str),
+        )
+        && a != b
+    {
+        errs.push(invalid(
+            "spec.clusterIP",
+            &Value::from(a),
+            "field is immutable",
+        ));
+    }
+    errs
+}
+
+fn ports_cell(o: &Value) -> Value {
+    let ports: Vec<String> = o
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+            let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+            match p.get("nodePort").and_then(Value::as_i64) {
+                Some(np) => format!("{port}:{np}/{proto}"),
+                None => format!("{port}/{proto}"),
+            }
+        })
+        .collect();
+    Value::from(if ports.is_empty() {
+        "<none>".to_string()
+    } else {
+        ports.join(",")
+    })
+}
+
+/// `v1` Service.
+pub fn services() -> ResourceDef {
+    let mut d = def(
+        "Service",
+        "services",
+        "service",
+        true,
+        &["svc"],
+        FnHooks {
+            default: default_service,
+            validate: validate_service,
+            check_types: typed::<Service>,
+            prepare_create: no_prepare,
+        },
+        vec![
+            Column {
+                name: "Type",
+                type_: "string",
+                format: "",
+                description: "The type of the service",
+                priority: 0,
+                cell: |o| str_at(o, "/spec/type"),
+            },
+            Column {
+                name: "Cluster-IP",
+                type_: "string",
+                format: "",
+                description: "The cluster IP of the service",
+                priority: 0,
+                cell: |o| {
+                    let ip = o
+                        .pointer("/spec/clusterIP")
+                        .and_then(Value::as_str)
+                        .unwrap_or("<none>");
+                    Value::from(ip)
+                },
+            },
+            Column {
+                name: "External-IP",
+                type_: "string",
+                format: "",
+                description: "Load-balancer addresses of the service",
+                priority: 0,
+                cell: |o| {
+                    let ips: Vec<&str> = o
+                        .pointer("/status/loadBalancer/ingress")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|i| i.get("ip").or(i.get("hostname")).and_then(Value::as_str))
+                        .collect();
+                    let ty = o
+                        .pointer("/spec/type")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    Value::from(match (ips.is_empty(), ty) {
+                        (false, _) => ips.join(","),
+                        (true, "LoadBalancer") => "<pending>".into(),
+                        _ => "<none>".into(),
+                    })
+                },
+            },
+            Column {
+                name: "Port(s)",
+                type_: "string",
+                format: "",
+                description: "The ports of the service",
+                priority: 0,
+                cell: ports_cell,
+            },
+            Column {
+                name: "Selector",
+                type_: "string",
+                format: "",
+                description: "The pod selector",
+                priority: 1,
+                cell: |o| selector_cell(o.pointer("/spec/selector")),
+            },
+        ],
+    );
+    d.definition = "io.k8s.api.core.v1.Service";
+    d.status_subresource = true;
+    d.categories = &["all"];
+    d
+}
+
+/// `k=v,k2=v2` or `<none>` for a map selector.
+pub fn selector_cell(sel: Option<&Value>) -> Value {
+    let parts: Vec<String> = sel
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+        .collect();
+    Value::from(if parts.is_empty() {
+        "<none>".into()
+    } else {
+        parts.join(",")
+    })
+}
+
+fn data_keys(o: &Value, field: &str, errs: &mut Vec<Cause>) {
+    if let Some(m) = o.get(field).and_then(Value::as_object) {
+        for k in m.keys() {
+            let ok = !k.is_empty()
+                && k.len() <= 253
+                && k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
+            if !ok {
+                errs.push(invalid(
+                    field,
+                    &Value::from(k.as_str()),
+                    "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
+                ));
+            }
+        }
+    }
+}
+
+fn count_data(o: &Value) -> Value {
+    let n = ["data", "binaryData"]
+        .iter()
+        .filter_map(|f| o.get(*f).and_then(Value::as_object))
+        .map(|m| m.len())
+        .sum::<usize>();
+    Value::from(n)
+}
+
+/// `v1` ConfigMap.
+pub fn configmaps() -> ResourceDef {
+    let mut d = def(
+        "ConfigMap",
+        "configmaps",
+        "configmap",
+        true,
+        &["cm"],
+        FnHooks {
+            default: no_default,
+            validate: |o, _| {
+                let mut errs = validate::metadata(o, NameRule::Subdomain, true);
+                data_keys(o, "data", &mut errs);
+                data_keys(o, "binaryData", &mut errs);
+                errs
+            },
+            check_types: typed::<ConfigMap>,
+            prepare_create: no_prepare,
+        },
+        vec![Column {
+            name: "Data",
+            type_: "integer",
+            format: "",
+            description: "Number of data keys",
+            priority: 0,
+            cell: count_data,
+        }],
+    );
+    d.definition = "io.k8s.api.core.v1.ConfigMap";
+    d
+}
+
+fn default_secret(o: &mut Value) {
+    use base64::Engine;
+    default_at(o, &["type"], json!("Opaque"));
+    // stringData is write-only: fold it into data, as Kubernetes does.
+    if let Some(Value::Object(sd)) = o.as_object_mut().and_then(|m| m.remove("stringData")) {
+        let data = o
+            .as_object_mut()
+            .expect("object")
+            .entry("data")
+            .or_insert_with(|| json!({}));
+        if data.is_null() {
+            *data = json!({});
+        }
+        if let Some(d) = data.as_object_mut() {
+            for (k, v) in sd {
+                let s = v.as_str().unwrap_or("").as_bytes().to_vec();
+                d.insert(
+                    k,
+                    Value::from(base64::engine::general_purpose::STANDARD.encode(s)),
+                );
+            }
+        }
+    }
+}
+
+/// `v1` Secret.
+pub fn secrets() -> ResourceDef {
+    let mut d = def(
+        "Secret",
+        "secrets",
+        "secret",
+        true,
+        &[],
+        FnHooks {
+            default: default_secret,
+            validate: |o, _| {
+                use base64::Engine;
+                let mut errs = validate::metadata(o, NameRule::Subdomain, true);
+                data_keys(o, "data", &mut errs);
+                for (k, v) in o
+                    .get("data")
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flatten()
+                {
+                    let ok = v.as_str().is_some_and(|s| {
+                        base64::engine::general_purpose::STANDARD.decode(s).is_ok()
+                    });
+                    if !ok {
+                        errs.push(invalid(
+                            &format!("data[{k}]"),
+                            &json!("<hidden>"),
+                            "must be base64-encoded",
+                        ));
+                    }
+                }
+                errs
+            },
+            check_types: typed::<Secret>,
+            prepare_create: no_prepare,
+        },
+        vec![
+            Column {
+                name: "Type",
+                type_: "string",
+                format: "",
+                description: "The type of the secret",
+                priority: 0,
+                cell: |o| str_at(o, "/type"),
+            },
+            Column {
+                name: "Data",
+                type_: "integer",
+                format: "",
+                description: "Number of data keys",
+                priority: 0,
+                cell: count_data,
+            },
+        ],
+    );
+    d.definition = "io.k8s.api.core.v1.Secret";
+    d
+}
+
+/// `v1` Event.
+pub fn events() -> ResourceDef {
+    let mut d = def(
+        "Event",
+        "events",
+        "event",
+        true,
+        &["ev"],
+        FnHooks {
+            default: |o| {
+                default_at(o, &["type"], json!("Normal"));
+                default_at(o, &["count"], json!(1));
+            },
+            validate: |o, _| {
+                let mut errs = validate::metadata(o, NameRule::Subdomain, true);
+                if o.pointer("/involvedObject/kind").is_none() {
+                    errs.push(required("involvedObject"));
+                }
+                errs
+            },
+            check_types: typed::<Event>,
+            prepare_create: no_prepare,
+        },
+        vec![
+            Column {
+                name: "Type",
+                type_: "string",
+                format: "",
+                description: "Normal or Warning",
+                priority: 0,
+                cell: |o| str_at(o, "/type"),
+            },
+            Column {
+                name: "Reason",
+                type_: "string",
+                format: "",
+                description: "Why the event happened",
+                priority: 0,
+                cell: |o| str_at(o, "/reason"),
+            },
+            Column {
+                name: "Object",
+                type_: "string",
+                format: "",
+                description: "The object the event is about",
+                priority: 0,
+                cell: |o| {
+                    let kind = o
+                        .pointer("/involvedObject/kind")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    let name = o
+                        .pointer("/involvedObject/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    Value::from(format!("{}/{name}", kind.to_lowercase()))
+                },
+            },
+            Column {
+                name: "Count",
+                type_: "integer",
+                format: "",
+                description: "How often it happened",
+                priority: 1,
+                cell: |o| int_at(o, "/count"),
+            },
+            Column {
+                name: "Message",
+                type_: "string",
+                format: "",
+                description: "What happened",
+                priority: 0,
+                cell: |o| str_at(o, "/message"),
+            },
+        ],
+    );
+    d.definition = "io.k8s.api.core.v1.Event";
+    d
+}
+
+/// `coordination.k8s.io/v1` Lease.
+pub fn leases() -> ResourceDef {
+    let mut d = def(
+        "Lease",
+        "leases",
+        "lease",
+        true,
+        &[],
+        FnHooks {
+            default: no_default,
+            validate: |o, _| validate::metadata(o, NameRule::Subdomain, true),
+            check_types: typed::<Lease>,
+            prepare_create: no_prepare,
+        },
+        vec![Column {
+            name: "Holder",
+            type_: "string",
+            format: "",
+            description: "The current holder",
+            priority: 0,
+            cell: |o| str_at(o, "/spec/holderIdentity"),
+        }],
+    );
+    d.group = "coordination.k8s.io";
+    d.definition = "io.k8s.api.coordination.v1.Lease";
+    d
+}

@@ -1,0 +1,558 @@
+//! Meridian's own kinds: Cluster, PropagationPolicy and Placement.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::validate::{self, NameRule, invalid, not_supported, required};
+use super::{FnHooks, int_at, no_default, no_prepare, str_at};
+use crate::registry::{Column, ResourceDef};
+use crate::status::Cause;
+
+fn def(
+    kind: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    namespaced: bool,
+    short: &'static [&'static str],
+    hooks: FnHooks,
+    columns: Vec<Column>,
+) -> ResourceDef {
+    ResourceDef {
+        group: fed_api::GROUP,
+        version: fed_api::VERSION,
+        kind,
+        plural,
+        singular,
+        namespaced,
+        short_names: short,
+        categories: &["meridian"],
+        definition: "",
+        status_subresource: true,
+        scale_subresource: false,
+        tracks_generation: true,
+        columns,
+        hooks: Arc::new(hooks),
+    }
+}
+
+/// Deserializes `spec` and `status` into the Rust types to report type errors.
+fn typed_parts<S: serde::de::DeserializeOwned, T: serde::de::DeserializeOwned>(
+    o: &Value,
+) -> Result<(), String> {
+    if let Some(spec) = o.get("spec") {
+        S::deserialize(spec).map_err(|e| format!("spec: {e}"))?;
+    }
+    if let Some(status) = o.get("status").filter(|s| !s.is_null()) {
+        T::deserialize(status).map_err(|e| format!("status: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Parses a quantity into milli-units for display, if valid.
+fn milli(q: Option<&Value>) -> Option<i64> {
+    let s = q?.as_str()?;
+    apimachinery::quantity::parse_quantity(s)
+        .ok()
+        .map(|q| q.as_milli() as i64)
+}
+
+fn capacity_cell(o: &Value, resource: &str) -> Value {
+    let alloc = milli(o.pointer(&format!("/status/resourceSummary/allocatable/{resource}")));
+    let used = milli(o.pointer(&format!("/status/resourceSummary/allocated/{resource}")));
+    let Some(alloc) = alloc else {
+        return Value::from("<unknown>");
+    };
+    let avail = alloc - used.unwrap_or(0);
+    let fmt = |m: i64| {
+        if resource == "cpu" {
+            apimachinery::quantity::format_cpu_milli(m)
+        } else {
+            apimachinery::quantity::format_bytes(m / 1000)
+        }
+    };
+    Value::from(format!("{}/{}", fmt(avail), fmt(alloc)))
+}
+
+fn ready_cell(o: &Value) -> Value {
+    let ready = o
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+        .and_then(|c| c.get("status").and_then(Value::as_str))
+        .unwrap_or("Unknown");
+    Value::from(ready)
+}
+
+fn validate_cluster(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
+    let mut errs = validate::metadata(o, NameRule::Subdomain, false);
+    match o.pointer("/spec/apiEndpoint").and_then(Value::as_str) {
+        None | Some("") => errs.push(required("spec.apiEndpoint")),
+        Some(url) if !url.starts_with("https://") => errs.push(invalid(
+            "spec.apiEndpoint",
+            &Value::from(url),
+            "must be an https:// URL",
+        )),
+        Some(_) => {}
+    }
+    for (i, t) in o
+        .pointer("/spec/taints")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if t.get("key")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            errs.push(required(&format!("spec.taints[{i}].key")));
+        }
+        let effect = t.get("effect").cloned().unwrap_or(Value::Null);
+        if !matches!(effect.as_str(), Some("NoSchedule" | "NoExecute")) {
+            errs.push(not_supported(
+                &format!("spec.taints[{i}].effect"),
+                &effect,
+                &["NoExecute", "NoSchedule"],
+            ));
+        }
+    }
+    errs
+}
+
+/// `Cluster` (cluster-scoped).
+pub fn clusters() -> ResourceDef {
+    let mut d = def(
+        "Cluster",
+        "clusters",
+        "cluster",
+        false,
+        &["fc"],
+        FnHooks {
+            default: no_default,
+            validate: validate_cluster,
+            check_types: typed_parts::<fed_api::ClusterSpec, fed_api::ClusterStatus>,
+            prepare_create: no_prepare,
+        },
+        vec![
+            Column {
+                name: "Ready",
+                type_: "string",
+                format: "",
+                description: "Whether the cluster answers its health probes",
+                priority: 0,
+                cell: ready_cell,
+            },
+            Column {
+                name: "Region",
+                type_: "string",
+                format: "",
+                description: "Region of the cluster",
+                priority: 0,
+                cell: |o| str_at(o, "/spec/region"),
+            },
+            Column {
+                name: "Zone",
+                type_: "string",
+                format: "",
+                description: "Zone of the cluster",
+                priority: 0,
+                cell: |o| str_at(o, "/spec/zone"),
+            },
+            Column {
+                name: "Version",
+                type_: "string",
+                format: "",
+                description: "Kubernetes version of the member",
+                priority: 0,
+                cell: |o| str_at(o, "/status/kubernetesVersion"),
+            },
+            Column {
+                name: "Nodes",
+                type_: "string",
+                format: "",
+                description: "Ready nodes over all nodes",
+                priority: 0,
+                cell: |o| {
+                    if o.pointer("/status/nodes").is_none() {
+                        return Value::from("");
+                    }
+                    let r = int_at(o, "/status/nodes/ready");
+                    let t = int_at(o, "/status/nodes/total");
+                    Value::from(format!("{r}/{t}"))
+                },
+            },
+            Column {
+                name: "CPU(avail/alloc)",
+                type_: "string",
+                format: "",
+                description: "Available over allocatable CPU of Ready nodes",
+                priority: 0,
+                cell: |o| capacity_cell(o, "cpu"),
+            },
+            Column {
+                name: "Mem(avail/alloc)",
+                type_: "string",
+                format: "",
+                description: "Available over allocatable memory of Ready nodes",
+                priority: 0,
+                cell: |o| capacity_cell(o, "memory"),
+            },
+            Column {
+                name: "Endpoint",
+                type_: "string",
+                format: "",
+                description: "API endpoint of the member",
+                priority: 1,
+                cell: |o| str_at(o, "/spec/apiEndpoint"),
+            },
+        ],
+    );
+    d.definition = "dev.meridian.federation.v1alpha1.Cluster";
+    d
+}
+
+fn validate_policy(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
+    let mut errs = validate::metadata(o, NameRule::Subdomain, true);
+    let sels = o
+        .pointer("/spec/resourceSelectors")
+        .and_then(Value::as_array);
+    if sels.is_none_or(|s| s.is_empty()) {
+        errs.push(required("spec.resourceSelectors"));
+    }
+    for (i, s) in sels.into_iter().flatten().enumerate() {
+        for f in ["apiVersion", "kind"] {
+            if s.get(f).and_then(Value::as_str).is_none_or(str::is_empty) {
+                errs.push(required(&format!("spec.resourceSelectors[{i}].{f}")));
+            }
+        }
+        if let Some(ls) = s.get("labelSelector") {
+            errs.extend(validate::label_selector(
+                ls,
+                &format!("spec.resourceSelectors[{i}].labelSelector"),
+            ));
+        }
+    }
+    let p = "/spec/placement";
+    if let Some(ls) = o.pointer(&format!("{p}/clusterAffinity/labelSelector")) {
+        errs.extend(validate::label_selector(
+            ls,
+            "spec.placement.clusterAffinity.labelSelector",
+        ));
+    }
+    for (i, t) in o
+        .pointer(&format!("{p}/clusterTolerations"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if let Some(op) = t.get("operator")
+            && !matches!(op.as_str(), Some("Equal" | "Exists"))
+        {
+            errs.push(not_supported(
+                &format!("spec.placement.clusterTolerations[{i}].operator"),
+                op,
+                &["Equal", "Exists"],
+            ));
+        }
+        if let Some(e) = t.get("effect")
+            && !matches!(e.as_str(), Some("NoSchedule" | "NoExecute" | ""))
+        {
+            errs.push(not_supported(
+                &format!("spec.placement.clusterTolerations[{i}].effect"),
+                e,
+                &["NoExecute", "NoSchedule"],
+            ));
+        }
+    }
+    for (i, s) in o
+        .pointer(&format!("{p}/spreadConstraints"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let f = |x: &str| format!("spec.placement.spreadConstraints[{i}].{x}");
+        let by = s.get("spreadByField").cloned().unwrap_or(Value::Null);
+        if !matches!(by.as_str(), Some("region" | "zone" | "cluster")) {
+            errs.push(not_supported(
+                &f("spreadByField"),
+                &by,
+                &["cluster", "region", "zone"],
+            ));
+        }
+        let min = s.get("minGroups").and_then(Value::as_i64);
+        let max = s.get("maxGroups").and_then(Value::as_i64);
+        if min.is_some_and(|m| m < 0) {
+            errs.push(invalid(
+                &f("minGroups"),
+                &s["minGroups"],
+                "must be greater than or equal to 0",
+            ));
+        }
+        if let (Some(a), Some(b)) = (min, max)
+            && a > b
+        {
+            errs.push(invalid(
+                &f("maxGroups"),
+                &s["maxGroups"],
+                "must be greater than or equal to minGroups",
+            ));
+        }
+    }
+    if let Some(rs) = o.pointer(&format!("{p}/replicaScheduling")) {
+        let ty = rs.get("type").cloned().unwrap_or(Value::Null);
+        if !matches!(ty.as_str(), Some("Duplicated" | "Divided")) {
+            errs.push(not_supported(
+                "spec.placement.replicaScheduling.type",
+                &ty,
+                &["Divided", "Duplicated"],
+            ));
+        }
+        if let Some(d) = rs.get("division")
+            && !matches!(d.as_str(), Some("StaticWeight" | "DynamicWeight"))
+        {
+            errs.push(not_supported(
+                "spec.placement.replicaScheduling.division",
+                d,
+                &["DynamicWeight", "StaticWeight"],
+            ));
+        }
+        for (i, w) in rs
+            .get("weights")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            if w.get("weight")
+                .and_then(Value::as_i64)
+                .is_none_or(|n| n < 0)
+            {
+                errs.push(invalid(
+                    &format!("spec.placement.replicaScheduling.weights[{i}].weight"),
+                    w.get("weight").unwrap_or(&Value::Null),
+                    "must be greater than or equal to 0",
+                ));
+            }
+        }
+        let mut seen = HashSet::new();
+        for (i, c) in rs
+            .get("clusters")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let f = |x: &str| format!("spec.placement.replicaScheduling.clusters[{i}].{x}");
+            if let Some(n) = c.get("name").and_then(Value::as_str)
+                && !seen.insert(n.to_string())
+            {
+                errs.push(validate::duplicate(&f("name"), &c["name"]));
+            }
+            let min = c.get("minReplicas").and_then(Value::as_i64);
+            let max = c.get("maxReplicas").and_then(Value::as_i64);
+            if min.is_some_and(|m| m < 0) {
+                errs.push(invalid(
+                    &f("minReplicas"),
+                    &c["minReplicas"],
+                    "must be greater than or equal to 0",
+                ));
+            }
+            if let (Some(a), Some(b)) = (min, max)
+                && a > b
+            {
+                errs.push(invalid(
+                    &f("maxReplicas"),
+                    &c["maxReplicas"],
+                    "must be greater than or equal to minReplicas",
+                ));
+            }
+        }
+    }
+    errs.extend(validate::min_int(
+        o,
+        &format!("{p}/failover/tolerationSeconds"),
+        "spec.placement.failover.tolerationSeconds",
+        0,
+    ));
+    errs
+}
+
+/// `PropagationPolicy` (namespaced).
+pub fn propagation_policies() -> ResourceDef {
+    let mut d = def(
+        "PropagationPolicy",
+        "propagationpolicies",
+        "propagationpolicy",
+        true,
+        &["pp"],
+        FnHooks {
+            default: no_default,
+            validate: validate_policy,
+            check_types: typed_parts::<fed_api::PropagationPolicySpec, Value>,
+            prepare_create: no_prepare,
+        },
+        vec![
+            Column {
+                name: "Priority",
+                type_: "integer",
+                format: "",
+                description: "Priority among matching policies",
+                priority: 0,
+                cell: |o| int_at(o, "/spec/priority"),
+            },
+            Column {
+                name: "Scheduling",
+                type_: "string",
+                format: "",
+                description: "Duplicated or Divided (and how)",
+                priority: 0,
+                cell: |o| {
+                    let ty = o
+                        .pointer("/spec/placement/replicaScheduling/type")
+                        .and_then(Value::as_str);
+                    let div = o
+                        .pointer("/spec/placement/replicaScheduling/division")
+                        .and_then(Value::as_str);
+                    Value::from(match (ty, div) {
+                        (Some(t), Some(d)) if t == "Divided" => format!("{t}/{d}"),
+                        (Some(t), _) => t.to_string(),
+                        _ => "Duplicated".into(),
+                    })
+                },
+            },
+        ],
+    );
+    d.definition = "dev.meridian.federation.v1alpha1.PropagationPolicy";
+    d.status_subresource = false;
+    d
+}
+
+fn validate_placement(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
+    let mut errs = validate::metadata(o, NameRule::Subdomain, true);
+    for f in ["apiVersion", "kind", "name"] {
+        if o.pointer(&format!("/spec/resource/{f}"))
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            errs.push(required(&format!("spec.resource.{f}")));
+        }
+    }
+    let mut seen = HashSet::new();
+    for (i, t) in o
+        .pointer("/spec/destClusters")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let c = t.get("cluster").cloned().unwrap_or(Value::Null);
+        match c.as_str() {
+            None | Some("") => errs.push(required(&format!("spec.destClusters[{i}].cluster"))),
+            Some(n) => {
+                if !seen.insert(n.to_string()) {
+                    errs.push(validate::duplicate(
+                        &format!("spec.destClusters[{i}].cluster"),
+                        &c,
+                    ));
+                }
+            }
+        }
+        errs.extend(validate::min_int(
+            t,
+            "/replicas",
+            &format!("spec.destClusters[{i}].replicas"),
+            0,
+        ));
+    }
+    errs
+}
+
+/// `Placement` (namespaced).
+pub fn placements() -> ResourceDef {
+    let mut d = def(
+        "Placement",
+        "placements",
+        "placement",
+        true,
+        &["pl"],
+        FnHooks {
+            default: no_default,
+            validate: validate_placement,
+            check_types: typed_parts::<fed_api::PlacementSpec, fed_api::PlacementStatus>,
+            prepare_create: no_prepare,
+        },
+        vec![
+            Column {
+                name: "Workload",
+                type_: "string",
+                format: "",
+                description: "The federated workload",
+                priority: 0,
+                cell: |o| {
+                    let k = o
+                        .pointer("/spec/resource/kind")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    let n = o
+                        .pointer("/spec/resource/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    Value::from(format!("{}/{n}", k.to_lowercase()))
+                },
+            },
+            Column {
+                name: "Clusters",
+                type_: "string",
+                format: "",
+                description: "Replicas per destination cluster",
+                priority: 0,
+                cell: |o| {
+                    let parts: Vec<String> = o
+                        .pointer("/spec/destClusters")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .map(|t| {
+                            format!(
+                                "{}:{}",
+                                t.get("cluster").and_then(Value::as_str).unwrap_or(""),
+                                t.get("replicas").and_then(Value::as_i64).unwrap_or(0)
+                            )
+                        })
+                        .collect();
+                    Value::from(if parts.is_empty() {
+                        "<none>".into()
+                    } else {
+                        parts.join(",")
+                    })
+                },
+            },
+            Column {
+                name: "Scheduled",
+                type_: "string",
+                format: "",
+                description: "The Scheduled condition",
+                priority: 0,
+                cell: |o| {
+                    let s = o
+                        .pointer("/status/conditions")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .find(|c| c.get("type").and_then(Value::as_str) == Some("Scheduled"))
+                        .and_then(|c| c.get("status").and_then(Value::as_str))
+                        .unwrap_or("Unknown");
+                    Value::from(s)
+                },
+            },
+        ],
+    );
+    d.definition = "dev.meridian.federation.v1alpha1.Placement";
+    d
+}

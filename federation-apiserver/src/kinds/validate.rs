@@ -1,0 +1,213 @@
+//! Validation shared by kinds: object names, labels, annotations, label selectors.
+
+use apimachinery::validation;
+use serde_json::Value;
+
+use crate::object;
+use crate::status::Cause;
+
+/// A `FieldValueInvalid` cause.
+pub fn invalid(field: &str, value: &Value, why: &str) -> Cause {
+    let shown = match value {
+        Value::String(s) => format!("\"{s}\""),
+        other => other.to_string(),
+    };
+    Cause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: {shown}: {why}"),
+        field: field.into(),
+    }
+}
+
+/// A `FieldValueRequired` cause.
+pub fn required(field: &str) -> Cause {
+    Cause {
+        reason: "FieldValueRequired".into(),
+        message: "Required value".into(),
+        field: field.into(),
+    }
+}
+
+/// A `FieldValueNotSupported` cause.
+pub fn not_supported(field: &str, value: &Value, allowed: &[&str]) -> Cause {
+    let list: Vec<String> = allowed.iter().map(|a| format!("\"{a}\"")).collect();
+    Cause {
+        reason: "FieldValueNotSupported".into(),
+        message: format!(
+            "Unsupported value: {value}: supported values: {}",
+            list.join(", ")
+        ),
+        field: field.into(),
+    }
+}
+
+/// A `FieldValueForbidden` cause.
+pub fn forbidden(field: &str, why: &str) -> Cause {
+    Cause {
+        reason: "FieldValueForbidden".into(),
+        message: format!("Forbidden: {why}"),
+        field: field.into(),
+    }
+}
+
+/// A `FieldValueDuplicate` cause.
+pub fn duplicate(field: &str, value: &Value) -> Cause {
+    Cause {
+        reason: "FieldValueDuplicate".into(),
+        message: format!("Duplicate value: {value}"),
+        field: field.into(),
+    }
+}
+
+/// How an object's name must look.
+#[derive(Clone, Copy)]
+pub enum NameRule {
+    /// RFC 1123 subdomain (most kinds).
+    Subdomain,
+    /// RFC 1123 label (Namespaces).
+    Label,
+    /// RFC 1035 label (Services: must start with a letter).
+    Dns1035,
+}
+
+/// Validates `metadata`: name, namespace, labels, annotations, owner references.
+pub fn metadata(obj: &Value, rule: NameRule, namespaced: bool) -> Vec<Cause> {
+    let mut errs = Vec::new();
+    let meta = object::meta(obj);
+    let name = object::name(obj);
+    if name.is_empty() {
+        if meta.get("generateName").is_none() {
+            errs.push(Cause {
+                reason: "FieldValueRequired".into(),
+                message: "name or generateName is required".into(),
+                field: "metadata.name".into(),
+            });
+        }
+    } else {
+        let res = match rule {
+            NameRule::Subdomain => validation::dns1123_subdomain(name),
+            NameRule::Label => validation::dns1123_label(name),
+            NameRule::Dns1035 => dns1035_label(name),
+        };
+        if let Err(msgs) = res {
+            for m in msgs {
+                errs.push(invalid("metadata.name", &Value::from(name), &m));
+            }
+        }
+    }
+    if namespaced && object::namespace(obj).is_empty() {
+        errs.push(required("metadata.namespace"));
+    }
+    if let Some(labels) = meta.get("labels") {
+        match labels.as_object() {
+            Some(map) => {
+                for (k, v) in map {
+                    if let Err(msgs) = validation::label_key(k) {
+                        for m in msgs {
+                            errs.push(invalid("metadata.labels", &Value::from(k.as_str()), &m));
+                        }
+                    }
+                    match v.as_str() {
+                        Some(s) => {
+                            if let Err(msgs) = validation::label_value(s) {
+                                for m in msgs {
+                                    errs.push(invalid(&format!("metadata.labels.{k}"), v, &m));
+                                }
+                            }
+                        }
+                        None => errs.push(invalid(
+                            &format!("metadata.labels.{k}"),
+                            v,
+                            "must be a string",
+                        )),
+                    }
+                }
+            }
+            None if labels.is_null() => {}
+            None => errs.push(invalid("metadata.labels", labels, "must be an object")),
+        }
+    }
+    if let Some(ann) = meta.get("annotations").and_then(Value::as_object) {
+        let mut total = 0usize;
+        for (k, v) in ann {
+            total += k.len() + v.as_str().map_or(0, str::len);
+            if let Err(msgs) = validation::label_key(k) {
+                for m in msgs {
+                    errs.push(invalid(
+                        "metadata.annotations",
+                        &Value::from(k.as_str()),
+                        &m,
+                    ));
+                }
+            }
+            if !v.is_string() {
+                errs.push(invalid(
+                    &format!("metadata.annotations.{k}"),
+                    v,
+                    "must be a string",
+                ));
+            }
+        }
+        if total > 256 * 1024 {
+            errs.push(Cause {
+                reason: "FieldValueTooLong".into(),
+                message: "Too long: must have at most 262144 bytes".into(),
+                field: "metadata.annotations".into(),
+            });
+        }
+    }
+    if let Some(refs) = meta.get("ownerReferences").and_then(Value::as_array) {
+        for (i, r) in refs.iter().enumerate() {
+            for f in ["apiVersion", "kind", "name", "uid"] {
+                if r.get(f).and_then(Value::as_str).is_none_or(str::is_empty) {
+                    errs.push(required(&format!("metadata.ownerReferences[{i}].{f}")));
+                }
+            }
+        }
+    }
+    errs
+}
+
+/// RFC 1035 label: like an RFC 1123 label but starting with a letter.
+pub fn dns1035_label(name: &str) -> Result<(), Vec<String>> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(vec!["a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')".into()])
+    }
+}
+
+/// Validates a metav1.LabelSelector object at `field`.
+pub fn label_selector(sel: &Value, field: &str) -> Vec<Cause> {
+    match apimachinery::selector::LabelSelector::from_json(sel) {
+        Ok(_) => Vec::new(),
+        Err(e) => vec![invalid(field, sel, &e.to_string())],
+    }
+}
+
+/// Validates that an integer field, if present, is at least `min`.
+pub fn min_int(obj: &Value, pointer: &str, field: &str, min: i64) -> Option<Cause> {
+    let v = obj.pointer(pointer)?;
+    match v.as_i64() {
+        Some(n) if n >= min => None,
+        Some(_) => Some(invalid(
+            field,
+            v,
+            &format!("must be greater than or equal to {min}"),
+        )),
+        None => Some(invalid(field, v, "must be an integer")),
+    }
+}
+
+/// The value at `field` must not change on update.
+pub fn immutable(obj: &Value, old: &Value, pointer: &str, field: &str) -> Option<Cause> {
+    let (a, b) = (obj.pointer(pointer), old.pointer(pointer));
+    (a != b).then(|| invalid(field, a.unwrap_or(&Value::Null), "field is immutable"))
+}

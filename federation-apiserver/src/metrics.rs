@@ -1,0 +1,94 @@
+//! Prometheus metrics of the API server: requests by verb/resource/code, latency, watchers,
+//! storage commit latency.
+
+use std::sync::atomic::AtomicI64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// Labels of a request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// Kubernetes verb (get, list, watch, create, update, patch, delete, ...).
+    pub verb: String,
+    /// Resource plural, or the non-resource path.
+    pub resource: String,
+    /// HTTP status code.
+    pub code: u16,
+}
+
+/// Labels of a latency observation.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LatencyLabels {
+    /// Kubernetes verb.
+    pub verb: String,
+    /// Resource plural.
+    pub resource: String,
+}
+
+/// All metrics of one server.
+pub struct Metrics {
+    registry: Registry,
+    /// Requests served.
+    pub requests: Family<RequestLabels, Counter>,
+    /// Request latency (seconds; watches excluded).
+    pub latency: Family<LatencyLabels, Histogram>,
+    /// Open watches.
+    pub watchers: Gauge<i64, AtomicI64>,
+    /// Latency of store writes (seconds).
+    pub storage_write: Histogram,
+}
+
+fn buckets() -> impl Iterator<Item = f64> {
+    [
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+    ]
+    .into_iter()
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("meridian_apiserver");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let latency =
+            Family::<LatencyLabels, Histogram>::new_with_constructor(|| Histogram::new(buckets()));
+        let watchers = Gauge::<i64, AtomicI64>::default();
+        let storage_write = Histogram::new(buckets());
+        registry.register(
+            "requests",
+            "API requests by verb, resource and code",
+            requests.clone(),
+        );
+        registry.register(
+            "request_duration_seconds",
+            "API request latency by verb and resource (watches excluded)",
+            latency.clone(),
+        );
+        registry.register("watchers", "Open watch streams", watchers.clone());
+        registry.register(
+            "storage_write_duration_seconds",
+            "Latency of durable store writes",
+            storage_write.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            latency,
+            watchers,
+            storage_write,
+        }
+    }
+}
+
+impl Metrics {
+    /// The Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}

@@ -1,0 +1,192 @@
+//! The served kinds: names, scope, subresources, table columns and per-kind hooks
+//! (defaulting, validation), looked up by URL segments or by key prefix.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::status::Cause;
+
+/// Per-kind behaviour the generic REST engine calls.
+pub trait KindHooks: Send + Sync {
+    /// Fills defaults, as Kubernetes' defaulters do, before validation.
+    fn default(&self, _obj: &mut Value) {}
+    /// Field-level validation; `old` is set on update.
+    fn validate(&self, _obj: &Value, _old: Option<&Value>) -> Vec<Cause> {
+        Vec::new()
+    }
+    /// Checks the body against the kind's typed shape (wrong types are 400s).
+    fn check_types(&self, _obj: &Value) -> Result<(), String> {
+        Ok(())
+    }
+    /// Adjusts a new object before it is stored (e.g. a Namespace's finalizer and phase).
+    fn prepare_create(&self, _obj: &mut Value) {}
+}
+
+/// Hooks that do nothing: kinds without special rules.
+pub struct NoHooks;
+impl KindHooks for NoHooks {}
+
+/// One column of `kubectl get` output.
+pub struct Column {
+    /// Column title (kubectl upper-cases it).
+    pub name: &'static str,
+    /// `string`, `integer`, `number`, `boolean` or `date`.
+    pub type_: &'static str,
+    /// `name` for the name column, else empty.
+    pub format: &'static str,
+    /// What the column shows.
+    pub description: &'static str,
+    /// 0 always shown, 1 with `-o wide`.
+    pub priority: u8,
+    /// Computes the cell from the object.
+    pub cell: fn(&Value) -> Value,
+}
+
+/// A served resource.
+pub struct ResourceDef {
+    /// API group, empty for core.
+    pub group: &'static str,
+    /// Version, e.g. `v1`.
+    pub version: &'static str,
+    /// Kind, e.g. `Deployment`.
+    pub kind: &'static str,
+    /// URL plural, e.g. `deployments`.
+    pub plural: &'static str,
+    /// Lower-case singular.
+    pub singular: &'static str,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+    /// `kubectl` short names.
+    pub short_names: &'static [&'static str],
+    /// Categories such as `all`.
+    pub categories: &'static [&'static str],
+    /// OpenAPI definition name of the kind.
+    pub definition: &'static str,
+    /// Whether a `status` subresource exists (main writes then ignore status).
+    pub status_subresource: bool,
+    /// Whether a `scale` subresource exists.
+    pub scale_subresource: bool,
+    /// Whether `metadata.generation` tracks spec changes.
+    pub tracks_generation: bool,
+    /// Table columns after NAME (and before AGE, which is added for every kind).
+    pub columns: Vec<Column>,
+    /// Per-kind hooks.
+    pub hooks: Arc<dyn KindHooks>,
+}
+
+impl ResourceDef {
+    /// `apiVersion` of objects of this kind.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The storage key prefix of every object of this resource.
+    pub fn prefix(&self) -> String {
+        let g = if self.group.is_empty() {
+            "core"
+        } else {
+            self.group
+        };
+        format!("/{g}/{}/", self.plural)
+    }
+
+    /// The storage key prefix of a namespace's objects (or all, for `None`).
+    pub fn namespace_prefix(&self, namespace: Option<&str>) -> String {
+        match namespace {
+            Some(ns) if self.namespaced => format!("{}{ns}/", self.prefix()),
+            _ => self.prefix(),
+        }
+    }
+
+    /// The storage key of one object.
+    pub fn key(&self, namespace: &str, name: &str) -> String {
+        if self.namespaced {
+            format!("{}{namespace}/{name}", self.prefix())
+        } else {
+            format!("{}{name}", self.prefix())
+        }
+    }
+
+    /// `deployments.apps`-style name used in messages.
+    pub fn qualified(&self) -> String {
+        crate::status::qualified(self.plural, self.group)
+    }
+
+    /// The `List` kind.
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+}
+
+/// All served resources.
+#[derive(Clone, Default)]
+pub struct Registry {
+    defs: Vec<Arc<ResourceDef>>,
+    by_url: HashMap<(String, String, String), Arc<ResourceDef>>,
+    by_prefix: HashMap<String, Arc<ResourceDef>>,
+}
+
+impl Registry {
+    /// A registry of the given resources.
+    pub fn new(defs: Vec<ResourceDef>) -> Self {
+        let mut r = Self::default();
+        for d in defs {
+            let d = Arc::new(d);
+            r.by_url.insert(
+                (d.group.into(), d.version.into(), d.plural.into()),
+                d.clone(),
+            );
+            r.by_prefix.insert(d.prefix(), d.clone());
+            r.defs.push(d);
+        }
+        r
+    }
+
+    /// Every resource, in registration order.
+    pub fn all(&self) -> &[Arc<ResourceDef>] {
+        &self.defs
+    }
+
+    /// The resource at `/apis/{group}/{version}/{plural}`.
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<ResourceDef>> {
+        self.by_url
+            .get(&(group.to_string(), version.to_string(), plural.to_string()))
+    }
+
+    /// The resource owning a storage key.
+    pub fn for_key(&self, key: &str) -> Option<&Arc<ResourceDef>> {
+        // "/group/plural/..." -> "/group/plural/"
+        let mut slashes = key.match_indices('/').map(|(i, _)| i);
+        let third = slashes.nth(2)?;
+        self.by_prefix.get(&key[..=third])
+    }
+
+    /// The resource for a kind (for owner references and GC).
+    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<&Arc<ResourceDef>> {
+        self.defs
+            .iter()
+            .find(|d| d.kind == kind && d.api_version() == api_version)
+    }
+
+    /// Groups in first-seen order with their versions.
+    pub fn groups(&self) -> Vec<(&'static str, Vec<&'static str>)> {
+        let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+        for d in &self.defs {
+            match out.iter_mut().find(|(g, _)| *g == d.group) {
+                Some((_, vs)) => {
+                    if !vs.contains(&d.version) {
+                        vs.push(d.version)
+                    }
+                }
+                None => out.push((d.group, vec![d.version])),
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,214 @@
+//! Serving: TLS (rustls) over TCP with HTTP/1.1 and HTTP/2, per-connection client
+//! certificate identity, and assembly of an engine + cache + controllers over a store.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use meridian_store::Storage;
+use rustls::ServerConfig as TlsConfig;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::api::{ApiServer, DEFAULT_MAX_BODY};
+use crate::auth::TokenAuthenticator;
+use crate::cache::Cache;
+use crate::engine::Engine;
+use crate::metrics::Metrics;
+use crate::openapi::OpenApi;
+use crate::registry::Registry;
+
+/// How long a client may take to finish the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Errors building TLS or the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// Certificates or keys could not be parsed or used.
+    #[error("TLS configuration: {0}")]
+    Tls(String),
+    /// The store could not be read at start.
+    #[error("loading the store: {0}")]
+    Store(#[from] meridian_store::StoreError),
+    /// Binding the listener failed.
+    #[error("binding {addr}: {source}")]
+    Bind {
+        /// Address.
+        addr: SocketAddr,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Parses PEM certificates.
+pub fn parse_certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, ServeError> {
+    rustls_pemfile::certs(&mut pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ServeError::Tls(format!("certificate PEM: {e}")))
+}
+
+/// Parses one PEM private key.
+pub fn parse_key(pem: &str) -> Result<PrivateKeyDer<'static>, ServeError> {
+    rustls_pemfile::private_key(&mut pem.as_bytes())
+        .map_err(|e| ServeError::Tls(format!("private key PEM: {e}")))?
+        .ok_or_else(|| ServeError::Tls("no private key in PEM".into()))
+}
+
+/// A rustls server config: serving cert/key, optional client CA (client certs optional, so
+/// bearer tokens still work), ALPN h2 and http/1.1.
+pub fn tls_config(
+    cert_pem: &str,
+    key_pem: &str,
+    client_ca_pem: Option<&str>,
+) -> Result<Arc<TlsConfig>, ServeError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = TlsConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ServeError::Tls(e.to_string()))?;
+    let builder = match client_ca_pem {
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in parse_certs(ca)? {
+                roots
+                    .add(c)
+                    .map_err(|e| ServeError::Tls(format!("client CA: {e}")))?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| ServeError::Tls(format!("client CA: {e}")))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut cfg = builder
+        .with_single_cert(parse_certs(cert_pem)?, parse_key(key_pem)?)
+        .map_err(|e| ServeError::Tls(e.to_string()))?;
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(cfg))
+}
+
+/// Builds the engine over a store: loads the cache, starts the in-server controllers.
+pub async fn build_engine(
+    registry: Registry,
+    store: Arc<dyn Storage>,
+    watch_history: usize,
+) -> Result<(Arc<Engine>, Arc<OpenApi>), ServeError> {
+    let openapi = Arc::new(OpenApi::build(&registry));
+    let cache = Cache::start(registry.clone(), store.clone(), watch_history).await?;
+    let engine = Arc::new(Engine {
+        registry,
+        store,
+        cache,
+        definitions: Arc::new(apimachinery::schema::Definitions::new(
+            openapi.definitions().clone(),
+        )),
+    });
+    tokio::spawn(crate::gc::run(engine.clone()));
+    Ok((engine, openapi))
+}
+
+/// Assembles the request handler.
+pub fn api_server(
+    engine: Arc<Engine>,
+    openapi: Arc<OpenApi>,
+    tokens: TokenAuthenticator,
+    advertise: String,
+) -> Arc<ApiServer> {
+    Arc::new(ApiServer {
+        engine,
+        openapi,
+        tokens,
+        metrics: Arc::new(Metrics::default()),
+        advertise,
+        max_body: DEFAULT_MAX_BODY,
+        version: "v1.34.0-meridian".into(),
+    })
+}
+
+/// Binds a listener.
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })
+}
+
+/// Accepts connections until `shutdown` turns true.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Arc<TlsConfig>,
+    api: Arc<ApiServer>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    continue;
+                }
+            },
+            _ = async { let _ = shutdown.wait_for(|s| *s).await; } => return,
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let api = api.clone();
+        let mut conn_shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            let user = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(|c| crate::auth::identity_from_cert(c));
+            let svc = service_fn(move |req| {
+                let api = api.clone();
+                let user = user.clone();
+                async move { Ok::<_, std::convert::Infallible>(api.handle(req, user).await) }
+            });
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(30));
+            builder
+                .http2()
+                .timer(TokioTimer::new())
+                .max_concurrent_streams(4096)
+                .keep_alive_interval(Some(Duration::from_secs(30)));
+            let conn = builder.serve_connection(TokioIo::new(tls), svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!(%peer, error = %e, "connection ended with an error");
+                    }
+                }
+                _ = async { let _ = conn_shutdown.wait_for(|s| *s).await; } => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,83 @@
+//! Server-side printing: `meta.k8s.io/v1` Tables, as `kubectl get` asks for them.
+
+use serde_json::{Value, json};
+
+use crate::cache::Cached;
+use crate::object;
+use crate::registry::ResourceDef;
+
+/// Whether an `Accept` header asks for a Table.
+pub fn wants_table(accept: &str) -> bool {
+    accept.split(',').any(|part| {
+        let p = part.replace(' ', "");
+        p.contains("as=Table") && p.contains("g=meta.k8s.io")
+    })
+}
+
+fn column_definitions(def: &ResourceDef) -> Vec<Value> {
+    let mut cols = vec![json!({
+        "name": "Name", "type": "string", "format": "name", "priority": 0,
+        "description": "Name must be unique within a namespace.",
+    })];
+    for c in &def.columns {
+        cols.push(json!({
+            "name": c.name, "type": c.type_, "format": c.format,
+            "priority": c.priority, "description": c.description,
+        }));
+    }
+    cols.push(json!({
+        "name": "Age", "type": "string", "format": "", "priority": 0,
+        "description": "Time since the object was created.",
+    }));
+    cols
+}
+
+/// One row for one object.
+pub fn row(def: &ResourceDef, obj: &Value) -> Value {
+    let mut cells = vec![Value::from(object::name(obj))];
+    for c in &def.columns {
+        cells.push((c.cell)(obj));
+    }
+    cells.push(Value::from(
+        object::meta_str(obj, "creationTimestamp")
+            .map(object::age)
+            .unwrap_or_else(|| "<unknown>".into()),
+    ));
+    json!({
+        "cells": cells,
+        "object": {
+            "kind": "PartialObjectMetadata",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": obj.get("metadata").cloned().unwrap_or(json!({})),
+        },
+    })
+}
+
+/// A Table of `items`.
+pub fn table(def: &ResourceDef, items: &[std::sync::Arc<Cached>], list_meta: Value) -> Value {
+    let rows: Vec<Value> = items.iter().map(|c| row(def, &c.value())).collect();
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": list_meta,
+        "columnDefinitions": column_definitions(def),
+        "rows": rows,
+    })
+}
+
+/// A Table of one object (GET of an item, or one watch event).
+pub fn single(def: &ResourceDef, obj: &Value, with_columns: bool) -> Value {
+    let rv = object::meta_str(obj, "resourceVersion").unwrap_or("");
+    let mut t = json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": rv},
+        "rows": [row(def, obj)],
+    });
+    if with_columns {
+        t["columnDefinitions"] = Value::Array(column_definitions(def));
+    } else {
+        t["columnDefinitions"] = json!([]);
+    }
+    t
+}

@@ -1,0 +1,269 @@
+//! End-to-end: kubectl 1.37 (installed by tools/install-kubectl.sh) against the real server.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use common::Server;
+
+struct Kubectl {
+    bin: std::path::PathBuf,
+    kubeconfig: std::path::PathBuf,
+}
+
+impl Kubectl {
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.kubeconfig.parent().unwrap())
+            .args(args);
+        c
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("running kubectl")
+    }
+    /// Runs and requires success, returning stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+    fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut a = args.to_vec();
+        a.extend(["-o", "json"]);
+        serde_json::from_str(&self.ok(&a)).expect("kubectl -o json")
+    }
+}
+
+fn example(name: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples")
+            .join(name),
+    )
+    .expect("example file")
+}
+
+#[test]
+fn kubectl_user_flow() {
+    let (server, dir) = Server::start(&[]);
+    let k = Kubectl {
+        bin: common::kubectl_path(),
+        kubeconfig: server.kubeconfig.clone(),
+    };
+
+    let resources = k.ok(&["api-resources"]);
+    for kind in [
+        "deployments",
+        "replicasets",
+        "services",
+        "configmaps",
+        "clusters",
+        "propagationpolicies",
+        "placements",
+        "leases",
+    ] {
+        assert!(
+            resources.contains(kind),
+            "api-resources lacks {kind}:\n{resources}"
+        );
+    }
+
+    let app = dir.path().join("app.yaml");
+    std::fs::write(&app, example("app.yaml")).unwrap();
+    let app = app.to_str().unwrap();
+    let out = k.ok(&["apply", "-f", app]);
+    assert!(out.contains("deployment.apps/web created"), "{out}");
+    k.ok(&["annotate", "deploy/web", "-n", "shop", "team=blue"]);
+
+    // Second apply with a new image and port: a merge that keeps what others set.
+    let edited = dir.path().join("app2.yaml");
+    std::fs::write(
+        &edited,
+        example("app.yaml")
+            .replace("nginx:1.27", "nginx:1.28")
+            .replace("containerPort: 80", "containerPort: 8080"),
+    )
+    .unwrap();
+    let edited = edited.to_str().unwrap();
+    let out = k.ok(&["apply", "-f", edited]);
+    assert!(out.contains("deployment.apps/web configured"), "{out}");
+    assert!(out.contains("configmap/web-config unchanged"), "{out}");
+    let d = k.json(&["get", "deploy", "web", "-n", "shop"]);
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["image"], "nginx:1.28");
+    assert_eq!(
+        c["ports"],
+        serde_json::json!([{"containerPort": 8080, "protocol": "TCP"}])
+    );
+    assert_eq!(c["envFrom"][0]["configMapRef"]["name"], "web-config");
+    assert_eq!(d["metadata"]["annotations"]["team"], "blue");
+    assert_eq!(d["metadata"]["generation"], 2);
+
+    // diff against the first version shows the image change and exits 1.
+    let diff = k.run(&["diff", "-f", app]);
+    assert_eq!(
+        diff.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&diff.stderr)
+    );
+    assert!(String::from_utf8_lossy(&diff.stdout).contains("nginx:1.27"));
+
+    // get -w streams a change.
+    let mut watcher = k
+        .cmd(&["get", "deploy", "-A", "-w", "--no-headers"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watcher.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.contains("web"), "{first}");
+    k.ok(&["scale", "deploy/web", "-n", "shop", "--replicas=5"]);
+    let second = lines.next().unwrap().unwrap();
+    assert!(second.contains("web") && second.contains("/5"), "{second}");
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+
+    let explain = k.ok(&["explain", "deployment.spec.replicas"]);
+    assert!(explain.contains("Number of desired pods"), "{explain}");
+    let explain = k.ok(&["explain", "clusters.spec"]);
+    assert!(explain.contains("apiEndpoint"), "{explain}");
+
+    // patch (strategic, merge, json), label, edit.
+    k.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "-n",
+        "shop",
+        "-p",
+        r#"{"spec":{"replicas":2}}"#,
+    ]);
+    k.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "-n",
+        "shop",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"labels":{"merged":"yes"}}}"#,
+    ]);
+    k.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "-n",
+        "shop",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/metadata/labels/json","value":"yes"}]"#,
+    ]);
+    k.ok(&["label", "deploy", "web", "-n", "shop", "tier=front"]);
+    let editor = dir.path().join("editor.sh");
+    std::fs::write(
+        &editor,
+        "#!/bin/sh\nsed -i 's/replicas: 2/replicas: 7/' \"$1\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let edit = k
+        .cmd(&["edit", "deploy/web", "-n", "shop"])
+        .env("KUBE_EDITOR", &editor)
+        .output()
+        .unwrap();
+    assert!(
+        edit.status.success(),
+        "{}",
+        String::from_utf8_lossy(&edit.stderr)
+    );
+    let d = k.json(&["get", "deploy", "web", "-n", "shop"]);
+    assert_eq!(d["spec"]["replicas"], 7);
+    for l in ["merged", "json", "tier"] {
+        assert!(
+            d["metadata"]["labels"].get(l).is_some(),
+            "label {l} missing"
+        );
+    }
+
+    let table = k.ok(&["get", "deploy", "-n", "shop"]);
+    assert!(
+        table.contains("READY") && table.contains("UP-TO-DATE") && table.contains("0/7"),
+        "{table}"
+    );
+
+    // Meridian kinds print their own columns.
+    let cluster = dir.path().join("cluster.yaml");
+    std::fs::write(&cluster, "apiVersion: federation.meridian.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: eu-west-1\nspec:\n  apiEndpoint: https://10.0.0.10:6443\n  region: eu-west\n  zone: eu-west-1a\n").unwrap();
+    k.ok(&["apply", "-f", cluster.to_str().unwrap()]);
+    let clusters = k.ok(&["get", "clusters"]);
+    assert!(
+        clusters.contains("REGION") && clusters.contains("eu-west-1a"),
+        "{clusters}"
+    );
+
+    // Client-side validation failures are reported, not applied.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        example("app.yaml").replace("replicas: 3", "replicas: 3\n  replicaz: 4"),
+    )
+    .unwrap();
+    let out = k.run(&["apply", "-f", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("replicaz"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // wait --for=delete returns once a finalizer-held object finally goes.
+    k.ok(&["create", "configmap", "held", "-n", "shop"]);
+    k.ok(&[
+        "patch",
+        "configmap",
+        "held",
+        "-n",
+        "shop",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
+    ]);
+    k.ok(&["delete", "configmap", "held", "-n", "shop", "--wait=false"]);
+    let mut waiter = k
+        .cmd(&[
+            "wait",
+            "--for=delete",
+            "configmap/held",
+            "-n",
+            "shop",
+            "--timeout=60s",
+        ])
+        .spawn()
+        .unwrap();
+    k.ok(&[
+        "patch",
+        "configmap",
+        "held",
+        "-n",
+        "shop",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    assert!(waiter.wait().unwrap().success());
+
+    let out = k.ok(&["delete", "-f", edited]);
+    assert!(out.contains("namespace \"shop\" deleted"), "{out}");
+    let gone = k.run(&["get", "ns", "shop"]);
+    let err = String::from_utf8_lossy(&gone.stderr);
+    assert!(!gone.status.success() && err.contains("NotFound"), "{err}");
+}
