@@ -525,21 +525,35 @@ impl ApiServer {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let limited = http_body_util::Limited::new(req.into_body(), self.max_body);
-        match tokio::time::timeout(BODY_TIMEOUT, limited.collect()).await {
-            Err(_) => Err(ApiError::bad_request("timed out reading the request body")),
-            Ok(Err(e)) => {
-                if e.downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some()
-                {
-                    Err(ApiError::too_large(self.max_body))
-                } else {
-                    Err(ApiError::bad_request(format!(
-                        "reading the request body: {e}"
-                    )))
+        let max = self.max_body;
+        let read = async move {
+            let mut body = std::pin::pin!(req.into_body());
+            let mut buf = bytes::BytesMut::new();
+            let mut seen = 0usize;
+            while let Some(frame) = body.as_mut().frame().await {
+                let frame = frame.map_err(|e| {
+                    let e: Box<dyn std::error::Error + Send + Sync> = e.into();
+                    ApiError::bad_request(format!("reading the request body: {e}"))
+                })?;
+                if let Ok(data) = frame.into_data() {
+                    seen += data.len();
+                    if seen <= max {
+                        buf.extend_from_slice(&data);
+                    } else if seen > 4 * max {
+                        // Stop draining: the client keeps sending far past the limit.
+                        break;
+                    }
                 }
             }
-            Ok(Ok(c)) => Ok(c.to_bytes()),
+            // Oversized bodies are drained (up to a bound) so the client reads the 413.
+            if seen > max {
+                return Err(ApiError::too_large(max));
+            }
+            Ok(buf.freeze())
+        };
+        match tokio::time::timeout(BODY_TIMEOUT, read).await {
+            Err(_) => Err(ApiError::bad_request("timed out reading the request body")),
+            Ok(r) => r,
         }
     }
 

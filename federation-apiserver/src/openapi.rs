@@ -28,8 +28,7 @@ const V3_REF: &str = "#/components/schemas/";
 const API_VERSION_DOC: &str = "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
 const KIND_DOC: &str = "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
 
-/// Patch types of built-in kinds; Meridian's kinds have no patch strategies, so (like
-/// custom resources upstream) they do not offer strategic merge patch.
+/// Patch types of built-in kinds and of Meridian's kinds.
 const PATCH_TYPES_BUILTIN: &[&str] = &[
     "application/json-patch+json",
     "application/merge-patch+json",
@@ -479,6 +478,128 @@ fn capitalize(s: &str) -> String {
         .map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
 }
 
+/// The request body a verb takes.
+#[derive(Clone, Copy)]
+enum BodyKind {
+    None,
+    Object,
+    Patch,
+    Delete,
+}
+
+/// The response body a verb returns.
+#[derive(Clone, Copy)]
+enum Response {
+    Object,
+    List,
+    Status,
+}
+
+/// What an operation does, whatever resource it is applied to.
+struct Verb {
+    method: &'static str,
+    action: &'static str,
+    /// First word of the operation id.
+    id: &'static str,
+    description: &'static str,
+    params: &'static [&'static Param],
+    body: BodyKind,
+    response: Response,
+    codes: &'static [&'static str],
+}
+
+const LIST: Verb = Verb {
+    method: "get",
+    action: "list",
+    id: "list",
+    description: "list or watch objects of kind",
+    params: LIST_PARAMS,
+    body: BodyKind::None,
+    response: Response::List,
+    codes: &["200"],
+};
+const CREATE: Verb = Verb {
+    method: "post",
+    action: "post",
+    id: "create",
+    description: "create a",
+    params: WRITE_PARAMS,
+    body: BodyKind::Object,
+    response: Response::Object,
+    codes: &["200", "201", "202"],
+};
+const DELETE_COLLECTION: Verb = Verb {
+    method: "delete",
+    action: "deletecollection",
+    id: "deleteCollection",
+    description: "delete collection of",
+    params: DELETE_COLLECTION_PARAMS,
+    body: BodyKind::Delete,
+    response: Response::Status,
+    codes: &["200"],
+};
+const READ: Verb = Verb {
+    method: "get",
+    action: "get",
+    id: "read",
+    description: "read the specified",
+    params: &[&PRETTY],
+    body: BodyKind::None,
+    response: Response::Object,
+    codes: &["200"],
+};
+const REPLACE: Verb = Verb {
+    method: "put",
+    action: "put",
+    id: "replace",
+    description: "replace the specified",
+    params: WRITE_PARAMS,
+    body: BodyKind::Object,
+    response: Response::Object,
+    codes: &["200", "201"],
+};
+const PATCH_VERB: Verb = Verb {
+    method: "patch",
+    action: "patch",
+    id: "patch",
+    description: "partially update the specified",
+    params: WRITE_PARAMS,
+    body: BodyKind::Patch,
+    response: Response::Object,
+    codes: &["200", "201"],
+};
+const DELETE: Verb = Verb {
+    method: "delete",
+    action: "delete",
+    id: "delete",
+    description: "delete a",
+    params: DELETE_PARAMS,
+    body: BodyKind::Delete,
+    response: Response::Status,
+    codes: &["200", "202"],
+};
+
+const COLLECTION_VERBS: &[&Verb] = &[&LIST, &CREATE, &DELETE_COLLECTION];
+const ITEM_VERBS: &[&Verb] = &[&READ, &REPLACE, &PATCH_VERB, &DELETE];
+const SUBRESOURCE_VERBS: &[&Verb] = &[&READ, &REPLACE, &PATCH_VERB];
+
+/// A URL of a resource and the object served there.
+struct Target {
+    path: String,
+    /// Has a `{name}` segment.
+    named: bool,
+    /// Has a `{namespace}` segment.
+    namespaced: bool,
+    /// Operation-id words around the kind: `Namespaced` before, `Status` after.
+    scope: &'static str,
+    suffix: &'static str,
+    /// Human name in descriptions, e.g. `Deployment` or `Deployment's scale`.
+    what: String,
+    object: String,
+    gvk: Value,
+    verbs: &'static [&'static Verb],
+}
+
 /// Every operation of one resource: collection, item and subresources.
 fn operations(d: &ResourceDef) -> Vec<Op> {
     let gv_path = if d.group.is_empty() {
@@ -494,210 +615,107 @@ fn operations(d: &ResourceDef) -> Vec<Op> {
     let collection = format!("/{gv_path}{ns}/{}", d.plural);
     let item = format!("{collection}/{{name}}");
     let kind_def = definition_name(d);
-    let list_def = format!("{kind_def}List");
-    let gv_id = id_part(d.group, d.version);
-    let scope = if d.namespaced { "Namespaced" } else { "" };
     let kind_gvk = gvk(d.group, d.version, d.kind);
+    let target = |path: String, named, suffix, what: String, verbs| Target {
+        path,
+        named,
+        namespaced: d.namespaced,
+        scope: if d.namespaced { "Namespaced" } else { "" },
+        suffix,
+        what,
+        object: kind_def.clone(),
+        gvk: kind_gvk.clone(),
+        verbs,
+    };
+    let mut targets = vec![
+        target(collection, false, "", d.kind.into(), COLLECTION_VERBS),
+        target(item.clone(), true, "", d.kind.into(), ITEM_VERBS),
+    ];
+    if d.namespaced {
+        targets.push(Target {
+            namespaced: false,
+            scope: "",
+            ..target(
+                format!("/{gv_path}/{}", d.plural),
+                false,
+                "ForAllNamespaces",
+                d.kind.into(),
+                &[&LIST],
+            )
+        });
+    }
+    if d.status_subresource {
+        let what = format!("{}'s status", d.kind);
+        targets.push(target(
+            format!("{item}/status"),
+            true,
+            "Status",
+            what,
+            SUBRESOURCE_VERBS,
+        ));
+    }
+    if d.scale_subresource {
+        let what = format!("{}'s scale", d.kind);
+        targets.push(Target {
+            object: SCALE.into(),
+            gvk: gvk("autoscaling", "v1", "Scale"),
+            ..target(
+                format!("{item}/scale"),
+                true,
+                "Scale",
+                what,
+                SUBRESOURCE_VERBS,
+            )
+        });
+    }
+
+    // Meridian's kinds have no patch strategies, so (like custom resources upstream)
+    // they do not offer strategic merge patch.
     let patch_types = if d.definition.starts_with("dev.meridian.") {
         PATCH_TYPES_CUSTOM
     } else {
         PATCH_TYPES_BUILTIN
     };
-    let path_params = |named: bool| -> Vec<&'static Param> {
-        let mut v: Vec<&'static Param> = Vec::new();
-        if named {
-            v.push(&NAME);
+    let id_gv = id_part(d.group, d.version);
+    let tag = gv_path
+        .trim_start_matches("apis/")
+        .trim_start_matches("api/")
+        .replace(['/', '.'], "_");
+    let mut ops = Vec::new();
+    for t in &targets {
+        for v in t.verbs {
+            let mut params: Vec<&'static Param> = Vec::new();
+            if t.named {
+                params.push(&NAME);
+            }
+            if t.namespaced {
+                params.push(&NAMESPACE);
+            }
+            params.extend_from_slice(v.params);
+            ops.push(Op {
+                gv_path: gv_path.clone(),
+                path: t.path.clone(),
+                method: v.method,
+                action: v.action,
+                id: format!("{}{id_gv}{}{}{}", v.id, t.scope, d.kind, t.suffix),
+                description: format!("{} {}", v.description, t.what),
+                gvk: t.gvk.clone(),
+                tag: tag.clone(),
+                params,
+                body: match v.body {
+                    BodyKind::None => None,
+                    BodyKind::Object => Some(Body::Object(t.object.clone())),
+                    BodyKind::Patch => Some(Body::Patch(patch_types)),
+                    BodyKind::Delete => Some(Body::Delete),
+                },
+                response: match v.response {
+                    Response::Object => t.object.clone(),
+                    Response::List => format!("{}List", t.object),
+                    Response::Status => STATUS.into(),
+                },
+                codes: v.codes,
+            });
         }
-        if d.namespaced {
-            v.push(&NAMESPACE);
-        }
-        v
-    };
-    let with = |named: bool, extra: &[&'static Param]| -> Vec<&'static Param> {
-        let mut v = path_params(named);
-        v.extend_from_slice(extra);
-        v
-    };
-    let op = |path: &str,
-              method: &'static str,
-              action: &'static str,
-              verb: &str,
-              suffix: &str,
-              description: String,
-              params: Vec<&'static Param>,
-              body: Option<Body>,
-              response: &str,
-              codes: &'static [&'static str]| Op {
-        gv_path: gv_path.clone(),
-        path: path.to_string(),
-        method,
-        action,
-        id: format!("{verb}{gv_id}{scope}{}{suffix}", d.kind),
-        description,
-        gvk: kind_gvk.clone(),
-        tag: gv_path
-            .trim_start_matches("apis/")
-            .trim_start_matches("api/")
-            .replace(['/', '.'], "_"),
-        params,
-        body,
-        response: response.to_string(),
-        codes,
-    };
-    let kind = d.kind;
-    let mut ops = vec![
-        op(
-            &collection,
-            "get",
-            "list",
-            "list",
-            "",
-            format!("list or watch objects of kind {kind}"),
-            with(false, LIST_PARAMS),
-            None,
-            &list_def,
-            &["200"],
-        ),
-        op(
-            &collection,
-            "post",
-            "post",
-            "create",
-            "",
-            format!("create a {kind}"),
-            with(false, WRITE_PARAMS),
-            Some(Body::Object(kind_def.clone())),
-            &kind_def,
-            &["200", "201", "202"],
-        ),
-        op(
-            &collection,
-            "delete",
-            "deletecollection",
-            "deleteCollection",
-            "",
-            format!("delete collection of {kind}"),
-            with(false, DELETE_COLLECTION_PARAMS),
-            Some(Body::Delete),
-            STATUS,
-            &["200"],
-        ),
-        op(
-            &item,
-            "get",
-            "get",
-            "read",
-            "",
-            format!("read the specified {kind}"),
-            with(true, &[&PRETTY]),
-            None,
-            &kind_def,
-            &["200"],
-        ),
-        op(
-            &item,
-            "put",
-            "put",
-            "replace",
-            "",
-            format!("replace the specified {kind}"),
-            with(true, WRITE_PARAMS),
-            Some(Body::Object(kind_def.clone())),
-            &kind_def,
-            &["200", "201"],
-        ),
-        op(
-            &item,
-            "patch",
-            "patch",
-            "patch",
-            "",
-            format!("partially update the specified {kind}"),
-            with(true, WRITE_PARAMS),
-            Some(Body::Patch(patch_types)),
-            &kind_def,
-            &["200", "201"],
-        ),
-        op(
-            &item,
-            "delete",
-            "delete",
-            "delete",
-            "",
-            format!("delete a {kind}"),
-            with(true, DELETE_PARAMS),
-            Some(Body::Delete),
-            STATUS,
-            &["200", "202"],
-        ),
-    ];
-    if d.namespaced {
-        // The cross-namespace list; its id has no scope word but a suffix.
-        let mut all = op(
-            &format!("/{gv_path}/{}", d.plural),
-            "get",
-            "list",
-            "list",
-            "ForAllNamespaces",
-            format!("list or watch objects of kind {kind}"),
-            LIST_PARAMS.to_vec(),
-            None,
-            &list_def,
-            &["200"],
-        );
-        all.id = format!("list{gv_id}{kind}ForAllNamespaces");
-        ops.push(all);
-    }
-    let mut sub = |name: &str, body_def: &str, gvk: Value, verb_kind: &str| {
-        let path = format!("{item}/{name}");
-        let suffix = capitalize(name);
-        for mut o in [
-            op(
-                &path,
-                "get",
-                "get",
-                "read",
-                &suffix,
-                format!("read {name} of the specified {verb_kind}"),
-                with(true, &[&PRETTY]),
-                None,
-                body_def,
-                &["200"],
-            ),
-            op(
-                &path,
-                "put",
-                "put",
-                "replace",
-                &suffix,
-                format!("replace {name} of the specified {verb_kind}"),
-                with(true, WRITE_PARAMS),
-                Some(Body::Object(body_def.to_string())),
-                body_def,
-                &["200", "201"],
-            ),
-            op(
-                &path,
-                "patch",
-                "patch",
-                "patch",
-                &suffix,
-                format!("partially update {name} of the specified {verb_kind}"),
-                with(true, WRITE_PARAMS),
-                Some(Body::Patch(patch_types)),
-                body_def,
-                &["200", "201"],
-            ),
-        ] {
-            o.gvk = gvk.clone();
-            ops.push(o);
-        }
-    };
-    if d.status_subresource {
-        sub("status", &kind_def, kind_gvk.clone(), kind);
-    }
-    if d.scale_subresource {
-        sub("scale", SCALE, gvk("autoscaling", "v1", "Scale"), kind);
     }
     ops
 }
@@ -894,24 +912,31 @@ fn collect_refs(v: &Value, acc: &mut BTreeSet<String>) {
     }
 }
 
-/// A v2 definition as a v3 component. Quantity takes upstream's v3 shape (a string
-/// or a number); everything else is converted schema by schema.
+/// A v2 definition as a v3 component. The v2 file spells IntOrString and Quantity
+/// as strings; v3 readers (validation) need the real alternatives, so they take the
+/// structural int-or-string shape and upstream's string-or-number shape. They stay
+/// components, referenced by name, because kubectl explain names a field's type
+/// after its ref.
 fn component_schema(name: &str, schema: &Value) -> Value {
-    if name == QUANTITY {
-        let description = schema.get("description").cloned().unwrap_or(Value::Null);
-        return json!({
+    let description = schema.get("description").cloned().unwrap_or(Value::Null);
+    match name {
+        INT_OR_STRING => json!({
+            "description": description,
+            "x-kubernetes-int-or-string": true,
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+        }),
+        QUANTITY => json!({
             "description": description,
             "oneOf": [{"type": "string"}, {"type": "number"}],
-        });
+        }),
+        _ => schema_v3(schema),
     }
-    schema_v3(schema)
 }
 
 /// Converts one v2 schema to v3 as Kubernetes does: refs point into
 /// `components/schemas`, and a ref with sibling keywords is wrapped in `allOf`
 /// (v3 ignores siblings of `$ref`, which would lose descriptions and, worse, the
-/// patch merge keys kubectl apply reads). IntOrString is inlined in the structural
-/// int-or-string form.
+/// patch merge keys kubectl apply reads).
 fn schema_v3(node: &Value) -> Value {
     let Some(obj) = node.as_object() else {
         return node.clone();
@@ -925,18 +950,11 @@ fn schema_v3(node: &Value) -> Value {
         return Value::Object(siblings);
     };
     let name = target.strip_prefix(V2_REF).unwrap_or(target);
-    let mut out = Map::new();
-    if name == INT_OR_STRING {
-        out.insert("x-kubernetes-int-or-string".into(), true.into());
-        out.insert(
-            "anyOf".into(),
-            json!([{"type": "integer"}, {"type": "string"}]),
-        );
-    } else if siblings.is_empty() {
+    if siblings.is_empty() {
         return schema_ref(name);
-    } else {
-        out.insert("allOf".into(), json!([schema_ref(name)]));
     }
+    let mut out = Map::new();
+    out.insert("allOf".into(), json!([schema_ref(name)]));
     out.extend(siblings);
     Value::Object(out)
 }
@@ -1018,7 +1036,11 @@ mod tests {
         assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");
         let max_surge =
             &schemas["io.k8s.api.apps.v1.RollingUpdateDeployment"]["properties"]["maxSurge"];
-        assert_eq!(max_surge["x-kubernetes-int-or-string"], true);
+        assert_eq!(
+            max_surge["allOf"][0]["$ref"],
+            format!("{V3_REF}{INT_OR_STRING}")
+        );
+        assert_eq!(schemas[INT_OR_STRING]["x-kubernetes-int-or-string"], true);
         assert!(schemas.contains_key(SCALE));
         assert!(!schemas.contains_key("io.k8s.api.core.v1.Node"));
 

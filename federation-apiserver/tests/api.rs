@@ -277,7 +277,7 @@ async fn watch_resumes_and_expires() {
     let gone = cms.watch(&WatchParams::default(), &rv0).await;
     let err = match gone {
         Err(e) => api_error(e),
-        Ok(mut s) => match s.try_next().await {
+        Ok(s) => match Box::pin(s).try_next().await {
             Ok(Some(WatchEvent::Error(e))) => {
                 kube::core::Status::failure(&e.message, &e.reason).with_code(e.code)
             }

@@ -91,9 +91,8 @@ impl Server {
     pub fn restart(&mut self) {
         self.kill9();
         let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
-        let next = Self::start_in(&self.dir.clone(), &extra);
-        let old = std::mem::replace(self, next);
-        std::mem::forget(old.child);
+        // The old process is dead; dropping its handle only reaps it.
+        *self = Self::start_in(&self.dir.clone(), &extra);
     }
 
     /// A raw HTTPS client trusting the server's CA, with an optional bearer token.
