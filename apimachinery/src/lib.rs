@@ -1,6 +1,7 @@
 //! Kubernetes API machinery as pure functions over `serde_json::Value`.
 
 pub mod patch;
+pub mod protobuf;
 pub mod quantity;
 pub mod schema;
 pub mod schema_check;

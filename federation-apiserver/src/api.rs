@@ -482,12 +482,8 @@ impl ApiServer {
                 let raw = self.read_bytes(req).await?;
                 let opts = delete_options(&raw, q)?;
                 let d = self.engine.delete(&def, ns, name, &opts).await?;
-                let code = if d.gone {
-                    StatusCode::OK
-                } else {
-                    StatusCode::OK
-                };
-                Ok(value_response(code, &d.obj))
+                // Kubernetes answers 200 with the object whether it is gone or finalizers hold it.
+                Ok(value_response(StatusCode::OK, &d.obj))
             }
             (Method::DELETE, None) => {
                 let raw = self.read_bytes(req).await?;

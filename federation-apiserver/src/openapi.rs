@@ -61,6 +61,7 @@ impl OpenApi {
         add_scale(&mut defs);
         for d in registry.all() {
             let name = definition_name(d);
+            // Meridian's schemas always come from the Rust types, never the vendored file.
             if d.definition.starts_with("dev.meridian.") || !defs.contains_key(&name) {
                 defs.insert(name.clone(), kind_schema(d));
             }

@@ -44,6 +44,9 @@ pub struct EmbeddedOptions {
     pub history_capacity: usize,
     /// The most write requests applied in one transaction (at least one).
     pub max_batch: usize,
+    /// Bytes of redb's page cache. Small by default: the API server keeps its own copy of
+    /// every object in memory, so a large page cache would hold everything twice.
+    pub cache_size: usize,
 }
 
 impl Default for EmbeddedOptions {
@@ -51,6 +54,7 @@ impl Default for EmbeddedOptions {
         EmbeddedOptions {
             history_capacity: 10_000,
             max_batch: 1024,
+            cache_size: 32 << 20,
         }
     }
 }
@@ -110,7 +114,10 @@ impl EmbeddedStore {
         let created = !path
             .try_exists()
             .map_err(backend("checking for the data file"))?;
-        let db = Database::create(&path).map_err(backend("opening the data file"))?;
+        let db = redb::Builder::new()
+            .set_cache_size(options.cache_size)
+            .create(&path)
+            .map_err(backend("opening the data file"))?;
         let revision = init(&db)?;
         tracing::info!(path = %path.display(), created, revision, "opened embedded store");
 

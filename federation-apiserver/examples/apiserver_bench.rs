@@ -1,0 +1,312 @@
+//! Load generator for the federation API server (release mode, real binary, embedded store,
+//! HTTPS over HTTP/2). Prints median and p99 figures:
+//!
+//! ```text
+//! cargo build --release -p federation-apiserver
+//! cargo run --release -p federation-apiserver --example apiserver_bench [-- --objects 100000]
+//! ```
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::{Value, json};
+
+type Sender = http2::SendRequest<Full<Bytes>>;
+
+struct Target {
+    authority: String,
+    token: String,
+    tls: Arc<rustls::ClientConfig>,
+}
+
+impl Target {
+    async fn connect(&self) -> Sender {
+        let tcp = tokio::net::TcpStream::connect(&self.authority).await.expect("connect");
+        tcp.set_nodelay(true).ok();
+        let tls = tokio_rustls::TlsConnector::from(self.tls.clone())
+            .connect(rustls::pki_types::ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .expect("tls");
+        let (sender, conn) = http2::Builder::new(TokioExecutor::new())
+            .initial_stream_window_size(8 << 20)
+            .initial_connection_window_size(32 << 20)
+            .handshake(TokioIo::new(tls))
+            .await
+            .expect("h2 handshake");
+        tokio::spawn(conn);
+        sender
+    }
+
+    fn request(&self, method: &str, path: &str, body: Vec<u8>, ct: &str) -> http::Request<Full<Bytes>> {
+        http::Request::builder()
+            .method(method)
+            .uri(format!("https://{}{path}", self.authority))
+            .header("authorization", format!("Bearer {}", self.token))
+            .header("content-type", ct)
+            .body(Full::new(Bytes::from(body)))
+            .unwrap()
+    }
+}
+
+async fn send(s: &mut Sender, req: http::Request<Full<Bytes>>) -> (u16, Bytes) {
+    s.ready().await.expect("ready");
+    let resp = s.send_request(req).await.expect("send");
+    let code = resp.status().as_u16();
+    (code, resp.into_body().collect().await.expect("body").to_bytes())
+}
+
+fn deployment(name: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "labels": {"app": "bench", "tier": "web"}},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "bench"}},
+            "template": {"metadata": {"labels": {"app": "bench"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.27",
+                    "ports": [{"containerPort": 80}],
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                    "env": [{"name": "MODE", "value": "production"}, {"name": "REGION", "value": "eu-west"}]}]}}}
+    }))
+    .unwrap()
+}
+
+/// The `"t":"<nanos>"` value in a watch frame.
+fn send_time(line: &[u8]) -> Option<f64> {
+    let key = b"\"t\":\"";
+    let start = line.windows(key.len()).position(|w| w == key)? + key.len();
+    let end = start + line[start..].iter().position(|b| *b == b'"')?;
+    std::str::from_utf8(&line[start..end]).ok()?.parse().ok()
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn rss_mb(pid: u32) -> f64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|k| k.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn start_server(dir: &std::path::Path) -> (Child, String) {
+    let exe = std::env::current_exe().unwrap();
+    let bin: PathBuf = exe.parent().unwrap().parent().unwrap().join("federation-apiserver");
+    assert!(bin.exists(), "build the server first: cargo build --release -p federation-apiserver ({})", bin.display());
+    let mut child = Command::new(bin)
+        .args(["--secure-port=0", &format!("--data-dir={}", dir.display())])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut url = String::new();
+    for l in lines.by_ref() {
+        let l = l.unwrap();
+        if let Some(u) = l.strip_prefix("federation-apiserver listening on https://") {
+            url = u.trim().to_string();
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    (child, url)
+}
+
+#[tokio::main]
+async fn main() {
+    let objects: usize = std::env::args()
+        .skip_while(|a| a != "--objects")
+        .nth(1)
+        .map(|v| v.parse().unwrap())
+        .unwrap_or(100_000);
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, authority) = start_server(dir.path());
+    let pid = child.id();
+    let ca = std::fs::read_to_string(dir.path().join("pki/ca.crt")).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pemfile::certs(&mut ca.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h2".to_vec()];
+    let t = Arc::new(Target {
+        authority,
+        token: std::fs::read_to_string(dir.path().join("pki/admin.token")).unwrap().trim().to_string(),
+        tls: Arc::new(tls),
+    });
+    let mut s = t.connect().await;
+    for ns in ["bench", "lat", "watch"] {
+        let body = serde_json::to_vec(&json!({"metadata": {"name": ns}})).unwrap();
+        assert_eq!(send(&mut s, t.request("POST", "/api/v1/namespaces", body, "application/json")).await.0, 201);
+    }
+
+    // 1. Durable creates/s with 64 concurrent clients (8 HTTP/2 connections).
+    let clients = 64;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let t = t.clone();
+        let per = objects / clients + usize::from(c < objects % clients);
+        tasks.push(tokio::spawn(async move {
+            let mut s = t.connect().await;
+            let mut lat = Vec::with_capacity(per);
+            for i in 0..per {
+                let t0 = Instant::now();
+                let req = t.request("POST", "/apis/apps/v1/namespaces/bench/deployments", deployment(&format!("d-{c}-{i}")), "application/json");
+                let (code, body) = send(&mut s, req).await;
+                assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+                lat.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+            lat
+        }));
+    }
+    let mut lat = Vec::new();
+    for task in tasks {
+        lat.extend(task.await.unwrap());
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "creates: {objects} Deployments, 64 clients: {:.0}/s; latency median {:.2} ms, p99 {:.2} ms",
+        objects as f64 / secs,
+        percentile(&mut lat, 0.5),
+        percentile(&mut lat, 0.99)
+    );
+    println!("server RSS with {objects} Deployments stored: {:.0} MB", rss_mb(pid));
+
+    // 2. LIST of every Deployment.
+    let mut list_times = Vec::new();
+    for _ in 0..5 {
+        let t0 = Instant::now();
+        let (code, body) = send(&mut s, t.request("GET", "/apis/apps/v1/namespaces/bench/deployments", vec![], "application/json")).await;
+        assert_eq!(code, 200);
+        let read = t0.elapsed().as_secs_f64() * 1e3;
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["items"].as_array().unwrap().len(), objects);
+        list_times.push(read);
+    }
+    println!(
+        "LIST {objects} Deployments ({:.0} MB): median {:.0} ms, max {:.0} ms (received; client JSON parse excluded)",
+        0.0f64.max(list_times.len() as f64 * 0.0) + {
+            let (_, b) = send(&mut s, t.request("GET", "/apis/apps/v1/namespaces/bench/deployments?resourceVersion=0", vec![], "application/json")).await;
+            b.len() as f64 / 1e6
+        },
+        percentile(&mut list_times.clone(), 0.5),
+        percentile(&mut list_times, 1.0)
+    );
+    println!("server RSS after LISTs: {:.0} MB", rss_mb(pid));
+
+    // 3. Create latency at a fixed 1,000 writes/s (open loop, 5 s).
+    let rate = 1000usize;
+    let total = rate * 5;
+    let conns: Vec<Sender> = futures::future::join_all((0..8).map(|_| t.connect())).await;
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for i in 0..total {
+        let due = start + Duration::from_micros((i * 1_000_000 / rate) as u64);
+        tokio::time::sleep_until(due.into()).await;
+        let mut s = conns[i % conns.len()].clone();
+        let t = t.clone();
+        handles.push(tokio::spawn(async move {
+            let req = t.request("POST", "/apis/apps/v1/namespaces/lat/deployments", deployment(&format!("l-{i}")), "application/json");
+            let (code, _) = send(&mut s, req).await;
+            assert_eq!(code, 201);
+            // Latency from the scheduled start, so queueing counts.
+            due.elapsed().as_secs_f64() * 1e3
+        }));
+    }
+    let mut lat: Vec<f64> = futures::future::join_all(handles).await.into_iter().map(Result::unwrap).collect();
+    println!(
+        "create latency at {rate}/s: median {:.2} ms, p99 {:.2} ms",
+        percentile(&mut lat, 0.5),
+        percentile(&mut lat, 0.99)
+    );
+
+    // 4. Watch fan-out: 1,000 watchers, 10,000 events; delay from write to delivery.
+    let watchers = 1000;
+    let events = 10_000;
+    let body = serde_json::to_vec(&json!({"metadata": {"name": "seed"}})).unwrap();
+    let (_, b) = send(&mut s, t.request("POST", "/api/v1/namespaces/watch/configmaps", body, "application/json")).await;
+    let rv = serde_json::from_slice::<Value>(&b).unwrap()["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let wconns: Vec<Sender> = futures::future::join_all((0..10).map(|_| t.connect())).await;
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(watchers);
+    let mut wtasks = Vec::new();
+    for w in 0..watchers {
+        let mut s = wconns[w % wconns.len()].clone();
+        let t = t.clone();
+        let rv = rv.clone();
+        let ready = ready_tx.clone();
+        wtasks.push(tokio::spawn(async move {
+            let req = t.request("GET", &format!("/api/v1/namespaces/watch/configmaps?watch=true&resourceVersion={rv}"), vec![], "application/json");
+            s.ready().await.unwrap();
+            let resp = s.send_request(req).await.unwrap();
+            ready.send(()).await.unwrap();
+            let mut body = resp.into_body();
+            let mut buf = Vec::new();
+            let mut delays = Vec::with_capacity(events);
+            while delays.len() < events {
+                let Some(frame) = body.frame().await else { break };
+                let Ok(data) = frame.unwrap().into_data() else { continue };
+                buf.extend_from_slice(&data);
+                let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as f64;
+                while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buf.drain(..=pos).collect();
+                    // Find the send time without a full parse: the client must not be the bottleneck.
+                    if let Some(sent) = send_time(&line) {
+                        delays.push((now - sent) / 1e6);
+                    }
+                }
+            }
+            delays
+        }));
+    }
+    for _ in 0..watchers {
+        ready_rx.recv().await.unwrap();
+    }
+    let writer_conns: Vec<Sender> = futures::future::join_all((0..4).map(|_| t.connect())).await;
+    let mut writes = Vec::new();
+    for wtr in 0..16 {
+        let mut s = writer_conns[wtr % writer_conns.len()].clone();
+        let t = t.clone();
+        writes.push(tokio::spawn(async move {
+            for i in 0..events / 16 {
+                let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+                let body = serde_json::to_vec(&json!({"metadata": {"name": format!("e-{wtr}-{i}")}, "data": {"t": now.to_string()}})).unwrap();
+                let (code, _) = send(&mut s, t.request("POST", "/api/v1/namespaces/watch/configmaps", body, "application/json")).await;
+                assert_eq!(code, 201);
+            }
+        }));
+    }
+    for w in writes {
+        w.await.unwrap();
+    }
+    let mut delays = Vec::new();
+    let mut complete = 0;
+    for w in wtasks {
+        let d = w.await.unwrap();
+        if d.len() == events {
+            complete += 1;
+        }
+        delays.extend(d);
+    }
+    println!(
+        "watch fan-out: {watchers} watchers x {events} events, {complete} watchers got all; delivery delay median {:.1} ms, p99 {:.1} ms",
+        percentile(&mut delays, 0.5),
+        percentile(&mut delays, 0.99)
+    );
+    println!("server RSS at the end: {:.0} MB", rss_mb(pid));
+    let _ = child.kill();
+    let _ = child.wait();
+}
