@@ -28,10 +28,15 @@ struct Target {
 
 impl Target {
     async fn connect(&self) -> Sender {
-        let tcp = tokio::net::TcpStream::connect(&self.authority).await.expect("connect");
+        let tcp = tokio::net::TcpStream::connect(&self.authority)
+            .await
+            .expect("connect");
         tcp.set_nodelay(true).ok();
         let tls = tokio_rustls::TlsConnector::from(self.tls.clone())
-            .connect(rustls::pki_types::ServerName::try_from("localhost").unwrap(), tcp)
+            .connect(
+                rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+                tcp,
+            )
             .await
             .expect("tls");
         let (sender, conn) = http2::Builder::new(TokioExecutor::new())
@@ -44,7 +49,13 @@ impl Target {
         sender
     }
 
-    fn request(&self, method: &str, path: &str, body: Vec<u8>, ct: &str) -> http::Request<Full<Bytes>> {
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        body: Vec<u8>,
+        ct: &str,
+    ) -> http::Request<Full<Bytes>> {
         http::Request::builder()
             .method(method)
             .uri(format!("https://{}{path}", self.authority))
@@ -59,7 +70,10 @@ async fn send(s: &mut Sender, req: http::Request<Full<Bytes>>) -> (u16, Bytes) {
     s.ready().await.expect("ready");
     let resp = s.send_request(req).await.expect("send");
     let code = resp.status().as_u16();
-    (code, resp.into_body().collect().await.expect("body").to_bytes())
+    (
+        code,
+        resp.into_body().collect().await.expect("body").to_bytes(),
+    )
 }
 
 fn deployment(name: &str) -> Vec<u8> {
@@ -100,8 +114,17 @@ fn rss_mb(pid: u32) -> f64 {
 
 fn start_server(dir: &std::path::Path) -> (Child, String) {
     let exe = std::env::current_exe().unwrap();
-    let bin: PathBuf = exe.parent().unwrap().parent().unwrap().join("federation-apiserver");
-    assert!(bin.exists(), "build the server first: cargo build --release -p federation-apiserver ({})", bin.display());
+    let bin: PathBuf = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("federation-apiserver");
+    assert!(
+        bin.exists(),
+        "build the server first: cargo build --release -p federation-apiserver ({})",
+        bin.display()
+    );
     let mut child = Command::new(bin)
         .args(["--secure-port=0", &format!("--data-dir={}", dir.display())])
         .env("RUST_LOG", "warn")
@@ -136,21 +159,34 @@ async fn main() {
     for c in rustls_pemfile::certs(&mut ca.as_bytes()) {
         roots.add(c.unwrap()).unwrap();
     }
-    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
     tls.alpn_protocols = vec![b"h2".to_vec()];
     let t = Arc::new(Target {
         authority,
-        token: std::fs::read_to_string(dir.path().join("pki/admin.token")).unwrap().trim().to_string(),
+        token: std::fs::read_to_string(dir.path().join("pki/admin.token"))
+            .unwrap()
+            .trim()
+            .to_string(),
         tls: Arc::new(tls),
     });
     let mut s = t.connect().await;
     for ns in ["bench", "lat", "watch"] {
         let body = serde_json::to_vec(&json!({"metadata": {"name": ns}})).unwrap();
-        assert_eq!(send(&mut s, t.request("POST", "/api/v1/namespaces", body, "application/json")).await.0, 201);
+        assert_eq!(
+            send(
+                &mut s,
+                t.request("POST", "/api/v1/namespaces", body, "application/json")
+            )
+            .await
+            .0,
+            201
+        );
     }
 
     // 1. Durable creates/s with 64 concurrent clients (8 HTTP/2 connections).
@@ -165,7 +201,12 @@ async fn main() {
             let mut lat = Vec::with_capacity(per);
             for i in 0..per {
                 let t0 = Instant::now();
-                let req = t.request("POST", "/apis/apps/v1/namespaces/bench/deployments", deployment(&format!("d-{c}-{i}")), "application/json");
+                let req = t.request(
+                    "POST",
+                    "/apis/apps/v1/namespaces/bench/deployments",
+                    deployment(&format!("d-{c}-{i}")),
+                    "application/json",
+                );
                 let (code, body) = send(&mut s, req).await;
                 assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
                 lat.push(t0.elapsed().as_secs_f64() * 1e3);
@@ -184,13 +225,25 @@ async fn main() {
         percentile(&mut lat, 0.5),
         percentile(&mut lat, 0.99)
     );
-    println!("server RSS with {objects} Deployments stored: {:.0} MB", rss_mb(pid));
+    println!(
+        "server RSS with {objects} Deployments stored: {:.0} MB",
+        rss_mb(pid)
+    );
 
     // 2. LIST of every Deployment.
     let mut list_times = Vec::new();
     for _ in 0..5 {
         let t0 = Instant::now();
-        let (code, body) = send(&mut s, t.request("GET", "/apis/apps/v1/namespaces/bench/deployments", vec![], "application/json")).await;
+        let (code, body) = send(
+            &mut s,
+            t.request(
+                "GET",
+                "/apis/apps/v1/namespaces/bench/deployments",
+                vec![],
+                "application/json",
+            ),
+        )
+        .await;
         assert_eq!(code, 200);
         let read = t0.elapsed().as_secs_f64() * 1e3;
         let v: Value = serde_json::from_slice(&body).unwrap();
@@ -200,7 +253,16 @@ async fn main() {
     println!(
         "LIST {objects} Deployments ({:.0} MB): median {:.0} ms, max {:.0} ms (received; client JSON parse excluded)",
         0.0f64.max(list_times.len() as f64 * 0.0) + {
-            let (_, b) = send(&mut s, t.request("GET", "/apis/apps/v1/namespaces/bench/deployments?resourceVersion=0", vec![], "application/json")).await;
+            let (_, b) = send(
+                &mut s,
+                t.request(
+                    "GET",
+                    "/apis/apps/v1/namespaces/bench/deployments?resourceVersion=0",
+                    vec![],
+                    "application/json",
+                ),
+            )
+            .await;
             b.len() as f64 / 1e6
         },
         percentile(&mut list_times.clone(), 0.5),
@@ -220,14 +282,23 @@ async fn main() {
         let mut s = conns[i % conns.len()].clone();
         let t = t.clone();
         handles.push(tokio::spawn(async move {
-            let req = t.request("POST", "/apis/apps/v1/namespaces/lat/deployments", deployment(&format!("l-{i}")), "application/json");
+            let req = t.request(
+                "POST",
+                "/apis/apps/v1/namespaces/lat/deployments",
+                deployment(&format!("l-{i}")),
+                "application/json",
+            );
             let (code, _) = send(&mut s, req).await;
             assert_eq!(code, 201);
             // Latency from the scheduled start, so queueing counts.
             due.elapsed().as_secs_f64() * 1e3
         }));
     }
-    let mut lat: Vec<f64> = futures::future::join_all(handles).await.into_iter().map(Result::unwrap).collect();
+    let mut lat: Vec<f64> = futures::future::join_all(handles)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
     println!(
         "create latency at {rate}/s: median {:.2} ms, p99 {:.2} ms",
         percentile(&mut lat, 0.5),
@@ -238,8 +309,20 @@ async fn main() {
     let watchers = 1000;
     let events = 10_000;
     let body = serde_json::to_vec(&json!({"metadata": {"name": "seed"}})).unwrap();
-    let (_, b) = send(&mut s, t.request("POST", "/api/v1/namespaces/watch/configmaps", body, "application/json")).await;
-    let rv = serde_json::from_slice::<Value>(&b).unwrap()["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let (_, b) = send(
+        &mut s,
+        t.request(
+            "POST",
+            "/api/v1/namespaces/watch/configmaps",
+            body,
+            "application/json",
+        ),
+    )
+    .await;
+    let rv = serde_json::from_slice::<Value>(&b).unwrap()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let wconns: Vec<Sender> = futures::future::join_all((0..10).map(|_| t.connect())).await;
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(watchers);
     let mut wtasks = Vec::new();
@@ -249,7 +332,12 @@ async fn main() {
         let rv = rv.clone();
         let ready = ready_tx.clone();
         wtasks.push(tokio::spawn(async move {
-            let req = t.request("GET", &format!("/api/v1/namespaces/watch/configmaps?watch=true&resourceVersion={rv}"), vec![], "application/json");
+            let req = t.request(
+                "GET",
+                &format!("/api/v1/namespaces/watch/configmaps?watch=true&resourceVersion={rv}"),
+                vec![],
+                "application/json",
+            );
             s.ready().await.unwrap();
             let resp = s.send_request(req).await.unwrap();
             ready.send(()).await.unwrap();
@@ -257,10 +345,17 @@ async fn main() {
             let mut buf = Vec::new();
             let mut delays = Vec::with_capacity(events);
             while delays.len() < events {
-                let Some(frame) = body.frame().await else { break };
-                let Ok(data) = frame.unwrap().into_data() else { continue };
+                let Some(frame) = body.frame().await else {
+                    break;
+                };
+                let Ok(data) = frame.unwrap().into_data() else {
+                    continue;
+                };
                 buf.extend_from_slice(&data);
-                let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as f64;
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as f64;
                 while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
                     let line: Vec<u8> = buf.drain(..=pos).collect();
                     // Find the send time without a full parse: the client must not be the bottleneck.

@@ -830,11 +830,7 @@ pub fn decode_body(raw: &[u8], content_type: &str) -> Result<Value, ApiError> {
         }
         "application/json" | "" | "*/*" => serde_json::from_slice(raw)
             .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?,
-        "application/vnd.kubernetes.protobuf" => {
-            return Err(ApiError::unsupported_media_type(
-                "protobuf bodies are not supported; send application/json",
-            ));
-        }
+        "application/vnd.kubernetes.protobuf" => decode_protobuf(raw)?,
         other => {
             return Err(ApiError::unsupported_media_type(format!(
                 "the body content type {other} is not supported; send application/json or application/yaml"
@@ -845,6 +841,48 @@ pub fn decode_body(raw: &[u8], content_type: &str) -> Result<Value, ApiError> {
         return Err(ApiError::bad_request("the request body must be an object"));
     }
     Ok(v)
+}
+
+/// The Kubernetes protobuf schema of the served native kinds (vendored, see tools/).
+fn proto_schema() -> &'static apimachinery::protobuf::ProtoSchema {
+    static SCHEMA: std::sync::OnceLock<apimachinery::protobuf::ProtoSchema> =
+        std::sync::OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let table: Value = serde_json::from_str(include_str!("../openapi/k8s-protobuf.json"))
+            .expect("vendored protobuf table is JSON");
+        apimachinery::protobuf::ProtoSchema::from_json(&table)
+            .expect("vendored protobuf table is valid")
+    })
+}
+
+/// Maps an apiVersion/kind to its definition name, from the schemas' group-version-kinds.
+fn proto_definition(api_version: &str, kind: &str) -> Option<String> {
+    let (group, version) = match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    };
+    let group = match group {
+        "core" => "",
+        g => g,
+    };
+    if kind == "DeleteOptions" {
+        return Some("io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions".into());
+    }
+    let prefix = if group.is_empty() {
+        format!("io.k8s.api.core.{version}.")
+    } else {
+        // apps -> apps, coordination.k8s.io -> coordination, rbac.authorization.k8s.io -> rbac
+        let short = group.split('.').next().unwrap_or(group);
+        format!("io.k8s.api.{short}.{version}.")
+    };
+    let name = format!("{prefix}{kind}");
+    proto_schema().contains(&name).then_some(name)
+}
+
+/// Decodes a Kubernetes protobuf body (as `kubectl create` sends for built-in kinds) to JSON.
+fn decode_protobuf(raw: &[u8]) -> Result<Value, ApiError> {
+    apimachinery::protobuf::decode_envelope(raw, proto_schema(), proto_definition)
+        .map_err(|e| ApiError::bad_request(format!("the protobuf body could not be decoded: {e}")))
 }
 
 fn patch_type(content_type: &str) -> Result<PatchType, ApiError> {
@@ -866,6 +904,8 @@ fn patch_type(content_type: &str) -> Result<PatchType, ApiError> {
 fn delete_options(raw: &[u8], q: &Query) -> Result<DeleteOptions, ApiError> {
     let body: Value = if raw.iter().all(u8::is_ascii_whitespace) {
         json!({})
+    } else if raw.starts_with(apimachinery::protobuf::MAGIC) {
+        decode_protobuf(raw)?
     } else {
         serde_json::from_slice(raw)
             .map_err(|e| ApiError::bad_request(format!("DeleteOptions are not valid JSON: {e}")))?

@@ -295,7 +295,12 @@ impl Decoder<'_> {
                     Value::Array(items)
                 }
                 Kind::Scalar(scalar) => match payloads.last() {
-                    Some(payload) => scalar_value(*scalar, *payload, &context)?,
+                    Some(payload) => match scalar_value(*scalar, *payload, &context)? {
+                        // Go writes every non-pointer string, empty or not; a JSON client
+                        // would have omitted it, and defaulting must see it as unset.
+                        Value::String(s) if s.is_empty() => continue,
+                        v => v,
+                    },
                     None => continue,
                 },
             };

@@ -263,9 +263,10 @@ fn deployment_with_special_types() {
 }
 
 #[test]
-fn zero_values_sent_by_go_are_kept() {
-    // Go writes non-pointer fields even when empty; they are on the wire, so
-    // they are in the JSON.
+fn empty_strings_are_dropped_and_other_zero_values_kept() {
+    // Go writes non-pointer fields even when empty. Empty strings are dropped so that
+    // defaulting sees them as unset; numeric zeros may be meaningful (pointer fields
+    // such as `replicas: 0`) and stay.
     let metadata = Enc::new()
         .str(1, "ns1")
         .str(2, "")
@@ -277,7 +278,7 @@ fn zero_values_sent_by_go_are_kept() {
         json!({
             "apiVersion": "v1",
             "kind": "Namespace",
-            "metadata": {"name": "ns1", "generateName": "", "generation": 0, "creationTimestamp": null}
+            "metadata": {"name": "ns1", "generation": 0, "creationTimestamp": null}
         })
     );
 }
