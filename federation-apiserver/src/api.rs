@@ -37,6 +37,10 @@ pub struct ApiServer {
     pub openapi: Arc<OpenApi>,
     /// Token authentication.
     pub tokens: TokenAuthenticator,
+    /// Further token sources (e.g. service-account tokens), tried in order.
+    pub token_sources: Vec<Arc<dyn crate::auth::TokenSource>>,
+    /// Authorization; `None` lets every authenticated user do everything.
+    pub authorizer: Option<Arc<dyn crate::auth::Authorizer>>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Address advertised in `/api`.
@@ -195,14 +199,19 @@ impl ApiServer {
             _ => {}
         }
         let user = cert_user.or_else(|| {
-            crate::auth::bearer(req.headers()).and_then(|t| self.tokens.authenticate(t))
+            let token = crate::auth::bearer(req.headers())?;
+            self.tokens.authenticate(token).or_else(|| {
+                self.token_sources
+                    .iter()
+                    .find_map(|s| s.authenticate(token))
+            })
         });
-        if user.is_none() {
+        let Some(user) = user else {
             return error_response(&ApiError::unauthorized());
-        }
+        };
         let q = Query::parse(req.uri().query());
         let start = Instant::now();
-        let (resp, verb, resource) = self.route(req, &segs, &q).await;
+        let (resp, verb, resource) = self.route(req, &segs, &q, &user).await;
         let code = resp.status().as_u16();
         self.metrics
             .requests
@@ -229,12 +238,28 @@ impl ApiServer {
         req: Request<B>,
         segs: &[&str],
         q: &Query,
+        user: &UserInfo,
     ) -> (Response<Body>, &'static str, String)
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let get = req.method() == Method::GET;
+        let is_resource = matches!(segs, ["api", "v1", _, ..] | ["apis", _, _, _, ..]);
+        if !is_resource && let Some(authz) = &self.authorizer {
+            let attrs = crate::auth::Attributes {
+                verb: req.method().as_str().to_lowercase(),
+                path: req.uri().path().to_string(),
+                ..Default::default()
+            };
+            if let Err(msg) = authz.authorize(user, &attrs) {
+                return (
+                    error_response(&ApiError::forbidden(msg)),
+                    "get",
+                    String::new(),
+                );
+            }
+        }
         let non_resource = |r: Response<Body>| (r, "get", String::new());
         let not_found =
             |p: &[&str]| error_response(&ApiError::no_route(&format!("/{}", p.join("/"))));
@@ -284,8 +309,8 @@ impl ApiServer {
                 Some(v) => value_response(StatusCode::OK, &v),
                 None => not_found(segs),
             }),
-            ["api", "v1", rest @ ..] => self.resource_request(req, "", "v1", rest, q).await,
-            ["apis", g, v, rest @ ..] => self.resource_request(req, g, v, rest, q).await,
+            ["api", "v1", rest @ ..] => self.resource_request(req, "", "v1", rest, q, user).await,
+            ["apis", g, v, rest @ ..] => self.resource_request(req, g, v, rest, q, user).await,
             _ => (not_found(segs), "other", String::new()),
         }
     }
@@ -326,6 +351,7 @@ impl ApiServer {
         version: &str,
         rest: &[&str],
         q: &Query,
+        user: &UserInfo,
     ) -> (Response<Body>, &'static str, String)
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
@@ -341,6 +367,20 @@ impl ApiServer {
         };
         let verb = verb_of(req.method(), &rp, q);
         let resource = rp.def.plural.to_string();
+        if let Some(authz) = &self.authorizer {
+            let attrs = crate::auth::Attributes {
+                verb: verb.to_string(),
+                group: rp.def.group.to_string(),
+                resource: resource.clone(),
+                subresource: rp.sub.unwrap_or("").to_string(),
+                namespace: rp.namespace.unwrap_or("").to_string(),
+                name: rp.name.unwrap_or("").to_string(),
+                path: String::new(),
+            };
+            if let Err(msg) = authz.authorize(user, &attrs) {
+                return (error_response(&ApiError::forbidden(msg)), verb, resource);
+            }
+        }
         let resp = match self.dispatch(req, &rp, q).await {
             Ok(r) => r,
             Err(e) => error_response(&e),
@@ -577,7 +617,7 @@ impl ApiServer {
             ),
             None => None,
         };
-        let field = field_selector(q)?;
+        let field = field_selector(def, q)?;
         let limit = match q.get("limit").filter(|s| !s.is_empty()) {
             Some(l) => Some(
                 l.parse::<usize>()
@@ -684,7 +724,7 @@ impl ApiServer {
             ),
             None => None,
         };
-        let field = field_selector(q)?;
+        let field = field_selector(def, q)?;
         self.engine.sync().await?;
         let page = self.engine.cache.resource(def).list(
             &def.namespace_prefix(ns),
@@ -804,14 +844,19 @@ impl ApiServer {
     }
 }
 
-fn field_selector(q: &Query) -> Result<Option<apimachinery::selector::FieldSelector>, ApiError> {
+pub(crate) fn field_selector(
+    def: &ResourceDef,
+    q: &Query,
+) -> Result<Option<apimachinery::selector::FieldSelector>, ApiError> {
     let Some(s) = q.get("fieldSelector").filter(|s| !s.is_empty()) else {
         return Ok(None);
     };
     let f = apimachinery::selector::FieldSelector::parse(s)
         .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
     for name in f.fields() {
-        if !matches!(name, "metadata.name" | "metadata.namespace") {
+        let served = matches!(name, "metadata.name" | "metadata.namespace")
+            || def.field_selectors.iter().any(|(n, _)| *n == name);
+        if !served {
             return Err(ApiError::bad_request(format!(
                 "field label not supported: {name}"
             )));

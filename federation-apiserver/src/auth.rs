@@ -204,3 +204,68 @@ mod tests {
         assert_eq!(u.groups, vec!["system:masters"]);
     }
 }
+
+/// A source of identities for bearer tokens beyond the static token file.
+pub trait TokenSource: Send + Sync {
+    /// The user a token belongs to, if it is valid.
+    fn authenticate(&self, token: &str) -> Option<UserInfo>;
+}
+
+/// What a request wants to do, as an authorizer sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Attributes {
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`.
+    pub verb: String,
+    /// API group (empty for core).
+    pub group: String,
+    /// Resource plural; empty for non-resource requests.
+    pub resource: String,
+    /// Subresource, e.g. `status`.
+    pub subresource: String,
+    /// Namespace, empty for cluster-scoped or all-namespace requests.
+    pub namespace: String,
+    /// Object name, when the request names one.
+    pub name: String,
+    /// The URL path, for non-resource requests.
+    pub path: String,
+}
+
+/// Decides whether a user may do something.
+pub trait Authorizer: Send + Sync {
+    /// `Ok` to allow, `Err(reason)` to deny.
+    fn authorize(&self, user: &UserInfo, attrs: &Attributes) -> Result<(), String>;
+}
+
+/// The Kubernetes wording of a denial.
+pub fn forbidden_message(user: &UserInfo, a: &Attributes) -> String {
+    if a.resource.is_empty() {
+        return format!(
+            "forbidden: User \"{}\" cannot {} path \"{}\"",
+            user.name, a.verb, a.path
+        );
+    }
+    let resource = if a.subresource.is_empty() {
+        a.resource.clone()
+    } else {
+        format!("{}/{}", a.resource, a.subresource)
+    };
+    let what = if a.group.is_empty() {
+        a.resource.clone()
+    } else {
+        format!("{}.{}", a.resource, a.group)
+    };
+    let named = if a.name.is_empty() {
+        what
+    } else {
+        format!("{what} \"{}\"", a.name)
+    };
+    let scope = if a.namespace.is_empty() {
+        "at the cluster scope".to_string()
+    } else {
+        format!("in the namespace \"{}\"", a.namespace)
+    };
+    format!(
+        "{named} is forbidden: User \"{}\" cannot {} resource \"{resource}\" in API group \"{}\" {scope}",
+        user.name, a.verb, a.group
+    )
+}

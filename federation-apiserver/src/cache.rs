@@ -39,6 +39,10 @@ pub struct Cached {
     pub labels: Map<String, Value>,
     /// Uids in `metadata.ownerReferences`.
     pub owners: Vec<String>,
+    /// Values of the kind's extra field selectors, in [`ResourceDef::field_selectors`] order.
+    pub fields: Box<[String]>,
+    /// The kind's field selector names (shared, static).
+    pub field_names: &'static [(&'static str, &'static str)],
 }
 
 impl Cached {
@@ -52,7 +56,11 @@ impl Cached {
         match field {
             "metadata.name" => Some(self.name.clone()),
             "metadata.namespace" => Some(self.namespace.clone()),
-            _ => None,
+            other => self
+                .field_names
+                .iter()
+                .position(|(n, _)| *n == other)
+                .and_then(|i| self.fields.get(i).cloned()),
         }
     }
 }
@@ -193,7 +201,7 @@ pub struct Cache {
     history_limit: usize,
 }
 
-fn to_cached(kv: &KeyValue, rv: Revision) -> Option<Arc<Cached>> {
+fn to_cached(def: &ResourceDef, kv: &KeyValue, rv: Revision) -> Option<Arc<Cached>> {
     let mut v: Value = match serde_json::from_slice(&kv.value) {
         Ok(v) => v,
         Err(e) => {
@@ -217,7 +225,22 @@ fn to_cached(kv: &KeyValue, rv: Revision) -> Option<Arc<Cached>> {
             .cloned()
             .unwrap_or_default(),
         owners: object::owner_uids(&v),
+        fields: def
+            .field_selectors
+            .iter()
+            .map(|(_, ptr)| field_string(v.pointer(ptr)))
+            .collect(),
+        field_names: def.field_selectors,
     }))
+}
+
+/// A field's value as a field selector compares it (absent is empty).
+fn field_string(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
 }
 
 impl Cache {
@@ -252,10 +275,10 @@ impl Cache {
             history_limit: history_limit.max(1),
         });
         for kv in &list.items {
-            let Some(rc) = cache.resource_for_key(&kv.key) else {
+            let Some((def, rc)) = cache.resource_for_key(&kv.key) else {
                 continue;
             };
-            if let Some(c) = to_cached(kv, kv.mod_revision) {
+            if let Some(c) = to_cached(def, kv, kv.mod_revision) {
                 cache.index_put(&c, None);
                 rc.state
                     .write()
@@ -281,9 +304,9 @@ impl Cache {
         Ok(cache)
     }
 
-    fn resource_for_key(&self, key: &str) -> Option<&Arc<ResourceCache>> {
+    fn resource_for_key(&self, key: &str) -> Option<(&Arc<ResourceDef>, &Arc<ResourceCache>)> {
         let def = self.registry.for_key(key)?;
-        self.resources.get(&def.prefix())
+        Some((def, self.resources.get(&def.prefix())?))
     }
 
     /// The cache of one resource.
@@ -382,8 +405,8 @@ impl Cache {
 
     fn apply(&self, ev: &StoreEvent) {
         let rev = ev.revision();
-        if let Some(rc) = self.resource_for_key(&ev.kv.key)
-            && let Some(obj) = to_cached(&ev.kv, rev)
+        if let Some((def, rc)) = self.resource_for_key(&ev.kv.key)
+            && let Some(obj) = to_cached(def, &ev.kv, rev)
         {
             let mut st = rc.state.write().expect("cache lock");
             let (kind, prev) = match ev.kind {

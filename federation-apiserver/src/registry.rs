@@ -70,6 +70,8 @@ pub struct ResourceDef {
     pub scale_subresource: bool,
     /// Whether `metadata.generation` tracks spec changes.
     pub tracks_generation: bool,
+    /// Field selectors served beyond `metadata.name`/`metadata.namespace`: (field, JSON pointer).
+    pub field_selectors: &'static [(&'static str, &'static str)],
     /// Table columns after NAME (and before AGE, which is added for every kind).
     pub columns: Vec<Column>,
     /// Per-kind hooks.

@@ -126,6 +126,8 @@ pub fn api_server(
         engine,
         openapi,
         tokens,
+        token_sources: Vec::new(),
+        authorizer: None,
         metrics: Arc::new(Metrics::default()),
         advertise,
         max_body: DEFAULT_MAX_BODY,

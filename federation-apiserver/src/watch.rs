@@ -102,13 +102,7 @@ pub fn serve(
         ),
         None => None,
     };
-    let field = match q.get("fieldSelector").filter(|s| !s.is_empty()) {
-        Some(s) => Some(
-            apimachinery::selector::FieldSelector::parse(s)
-                .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?,
-        ),
-        None => None,
-    };
+    let field = crate::api::field_selector(&def, q)?;
     let filter = Filter {
         label,
         field,

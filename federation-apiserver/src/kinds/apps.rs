@@ -358,6 +358,7 @@ pub fn deployments() -> ResourceDef {
         status_subresource: true,
         scale_subresource: true,
         tracks_generation: true,
+        field_selectors: &[],
         columns,
         hooks: Arc::new(FnHooks {
             default: default_deployment,
@@ -410,6 +411,7 @@ pub fn replicasets() -> ResourceDef {
         status_subresource: true,
         scale_subresource: true,
         tracks_generation: true,
+        field_selectors: &[],
         columns,
         hooks: Arc::new(FnHooks {
             default: default_replicaset,

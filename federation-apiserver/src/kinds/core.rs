@@ -11,7 +11,7 @@ use super::{FnHooks, default_at, int_at, no_default, no_prepare, str_at, typed};
 use crate::registry::{Column, ResourceDef};
 use crate::status::Cause;
 
-fn def(
+pub(crate) fn def(
     kind: &'static str,
     plural: &'static str,
     singular: &'static str,
@@ -33,6 +33,7 @@ fn def(
         status_subresource: false,
         scale_subresource: false,
         tracks_generation: false,
+        field_selectors: &[],
         columns,
         hooks: Arc::new(hooks),
     }
@@ -507,6 +508,23 @@ pub fn events() -> ResourceDef {
         ],
     );
     d.definition = "io.k8s.api.core.v1.Event";
+    // `kubectl describe` finds an object's events with these.
+    d.field_selectors = &[
+        ("involvedObject.kind", "/involvedObject/kind"),
+        ("involvedObject.namespace", "/involvedObject/namespace"),
+        ("involvedObject.name", "/involvedObject/name"),
+        ("involvedObject.uid", "/involvedObject/uid"),
+        ("involvedObject.apiVersion", "/involvedObject/apiVersion"),
+        (
+            "involvedObject.resourceVersion",
+            "/involvedObject/resourceVersion",
+        ),
+        ("involvedObject.fieldPath", "/involvedObject/fieldPath"),
+        ("reason", "/reason"),
+        ("reportingComponent", "/reportingComponent"),
+        ("source", "/source/component"),
+        ("type", "/type"),
+    ];
     d
 }
 

@@ -32,6 +32,7 @@ fn def(
         status_subresource: true,
         scale_subresource: false,
         tracks_generation: true,
+        field_selectors: &[],
         columns,
         hooks: Arc::new(hooks),
     }

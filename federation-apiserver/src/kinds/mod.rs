@@ -4,6 +4,7 @@
 pub mod apps;
 pub mod core;
 pub mod federation;
+pub mod member;
 pub mod validate;
 
 use serde_json::Value;
@@ -25,6 +26,27 @@ pub fn federation_registry() -> Registry {
         federation::propagation_policies(),
         federation::placements(),
     ])
+}
+
+/// The kinds a member cluster serves (what `cluster-sim` simulates).
+pub fn member_registry() -> Registry {
+    let mut defs = vec![
+        core::namespaces(),
+        member::nodes(),
+        member::pods(),
+        core::services(),
+        member::endpoints(),
+        core::configmaps(),
+        core::secrets(),
+        member::service_accounts(),
+        core::events(),
+        apps::deployments(),
+        apps::replicasets(),
+        member::endpoint_slices(),
+        core::leases(),
+    ];
+    defs.extend(member::rbac_kinds());
+    Registry::new(defs)
 }
 
 /// Checks a body against a typed Rust shape, reporting the first type error.
