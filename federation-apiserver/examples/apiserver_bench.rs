@@ -146,11 +146,15 @@ fn start_server(dir: &std::path::Path) -> (Child, String) {
 
 #[tokio::main]
 async fn main() {
-    let objects: usize = std::env::args()
-        .skip_while(|a| a != "--objects")
-        .nth(1)
-        .map(|v| v.parse().unwrap())
-        .unwrap_or(100_000);
+    let arg = |name: &str, default: usize| -> usize {
+        std::env::args()
+            .skip_while(|a| a != name)
+            .nth(1)
+            .map(|v| v.parse().unwrap())
+            .unwrap_or(default)
+    };
+    let objects = arg("--objects", 100_000);
+    let event_rate = arg("--event-rate", 1000).max(16);
     let dir = tempfile::tempdir().unwrap();
     let (mut child, authority) = start_server(dir.path());
     let pid = child.id();
@@ -372,11 +376,15 @@ async fn main() {
     }
     let writer_conns: Vec<Sender> = futures::future::join_all((0..4).map(|_| t.connect())).await;
     let mut writes = Vec::new();
+    let wstart = Instant::now();
     for wtr in 0..16 {
         let mut s = writer_conns[wtr % writer_conns.len()].clone();
         let t = t.clone();
         writes.push(tokio::spawn(async move {
             for i in 0..events / 16 {
+                // Each writer paces itself so the total is `event_rate` events/s.
+                let due = wstart + Duration::from_micros(((i * 16 + wtr) * 1_000_000 / event_rate) as u64);
+                tokio::time::sleep_until(due.into()).await;
                 let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
                 let body = serde_json::to_vec(&json!({"metadata": {"name": format!("e-{wtr}-{i}")}, "data": {"t": now.to_string()}})).unwrap();
                 let (code, _) = send(&mut s, t.request("POST", "/api/v1/namespaces/watch/configmaps", body, "application/json")).await;
@@ -397,7 +405,7 @@ async fn main() {
         delays.extend(d);
     }
     println!(
-        "watch fan-out: {watchers} watchers x {events} events, {complete} watchers got all; delivery delay median {:.1} ms, p99 {:.1} ms",
+        "watch fan-out: {watchers} watchers x {events} events at {event_rate}/s, {complete} watchers got all; delivery delay median {:.1} ms, p99 {:.1} ms",
         percentile(&mut delays, 0.5),
         percentile(&mut delays, 0.99)
     );

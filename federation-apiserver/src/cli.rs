@@ -184,6 +184,8 @@ pub async fn start(
             Arc::new(s)
         }
     };
+    let metrics = Arc::new(crate::metrics::Metrics::default());
+    let store: Arc<dyn Storage> = Arc::new(crate::metrics::InstrumentedStore::new(store, &metrics));
     let registry = crate::kinds::federation_registry();
     let (engine, openapi) =
         crate::server::build_engine(registry, store.clone(), args.watch_history).await?;
@@ -202,7 +204,13 @@ pub async fn start(
     } else {
         format!("https://{host}:{}", addr.port())
     };
-    let api = crate::server::api_server(engine, openapi, tokens, format!("{host}:{}", addr.port()));
+    let api = crate::server::api_server(
+        engine,
+        openapi,
+        tokens,
+        format!("{host}:{}", addr.port()),
+        metrics,
+    );
     let tls = crate::server::tls_config(
         &creds.cert_pem,
         &creds.key_pem,

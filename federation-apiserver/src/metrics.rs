@@ -92,3 +92,71 @@ impl Metrics {
         out
     }
 }
+
+/// A [`Storage`](meridian_store::Storage) wrapper that records write latency.
+pub struct InstrumentedStore {
+    inner: std::sync::Arc<dyn meridian_store::Storage>,
+    writes: Histogram,
+}
+
+impl InstrumentedStore {
+    /// Wraps `inner`, observing into `metrics.storage_write`.
+    pub fn new(inner: std::sync::Arc<dyn meridian_store::Storage>, metrics: &Metrics) -> Self {
+        Self {
+            inner,
+            writes: metrics.storage_write.clone(),
+        }
+    }
+
+    async fn timed<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+        let t = std::time::Instant::now();
+        let r = f.await;
+        self.writes.observe(t.elapsed().as_secs_f64());
+        r
+    }
+}
+
+#[async_trait::async_trait]
+impl meridian_store::Storage for InstrumentedStore {
+    async fn get(&self, key: &str) -> meridian_store::Result<Option<meridian_store::KeyValue>> {
+        self.inner.get(key).await
+    }
+    async fn list(&self, prefix: &str) -> meridian_store::Result<meridian_store::ListResult> {
+        self.inner.list(prefix).await
+    }
+    async fn create(
+        &self,
+        key: &str,
+        value: bytes::Bytes,
+    ) -> meridian_store::Result<meridian_store::KeyValue> {
+        self.timed(self.inner.create(key, value)).await
+    }
+    async fn update(
+        &self,
+        key: &str,
+        value: bytes::Bytes,
+        expected: meridian_store::Revision,
+    ) -> meridian_store::Result<meridian_store::KeyValue> {
+        self.timed(self.inner.update(key, value, expected)).await
+    }
+    async fn delete(
+        &self,
+        key: &str,
+        expected: Option<meridian_store::Revision>,
+    ) -> meridian_store::Result<meridian_store::DeleteResult> {
+        self.timed(self.inner.delete(key, expected)).await
+    }
+    async fn watch(
+        &self,
+        prefix: &str,
+        after: meridian_store::Revision,
+    ) -> meridian_store::Result<meridian_store::WatchStream> {
+        self.inner.watch(prefix, after).await
+    }
+    fn current_revision(&self) -> meridian_store::Revision {
+        self.inner.current_revision()
+    }
+    async fn compact(&self, revision: meridian_store::Revision) -> meridian_store::Result<()> {
+        self.inner.compact(revision).await
+    }
+}

@@ -95,24 +95,57 @@ pub fn tls_config(
     Ok(Arc::new(cfg))
 }
 
+/// The schema documents of one registry: built once, shared by every server using it
+/// (a simulated fleet runs hundreds of servers with the same kinds).
+#[derive(Clone)]
+pub struct Schemas {
+    /// OpenAPI v2/v3 documents.
+    pub openapi: Arc<OpenApi>,
+    /// Definitions for strategic merge patch and field validation.
+    pub definitions: Arc<apimachinery::schema::Definitions>,
+}
+
+impl Schemas {
+    /// Builds the documents of `registry`.
+    pub fn build(registry: &Registry) -> Self {
+        let openapi = Arc::new(OpenApi::build(registry));
+        let definitions = Arc::new(apimachinery::schema::Definitions::new(
+            openapi.definitions().clone(),
+        ));
+        Self {
+            openapi,
+            definitions,
+        }
+    }
+}
+
 /// Builds the engine over a store: loads the cache, starts the in-server controllers.
 pub async fn build_engine(
     registry: Registry,
     store: Arc<dyn Storage>,
     watch_history: usize,
 ) -> Result<(Arc<Engine>, Arc<OpenApi>), ServeError> {
-    let openapi = Arc::new(OpenApi::build(&registry));
+    let schemas = Schemas::build(&registry);
+    let engine = build_engine_with(registry, store, watch_history, &schemas).await?;
+    Ok((engine, schemas.openapi))
+}
+
+/// Builds the engine with schema documents built earlier.
+pub async fn build_engine_with(
+    registry: Registry,
+    store: Arc<dyn Storage>,
+    watch_history: usize,
+    schemas: &Schemas,
+) -> Result<Arc<Engine>, ServeError> {
     let cache = Cache::start(registry.clone(), store.clone(), watch_history).await?;
     let engine = Arc::new(Engine {
         registry,
         store,
         cache,
-        definitions: Arc::new(apimachinery::schema::Definitions::new(
-            openapi.definitions().clone(),
-        )),
+        definitions: schemas.definitions.clone(),
     });
     tokio::spawn(crate::gc::run(engine.clone()));
-    Ok((engine, openapi))
+    Ok(engine)
 }
 
 /// Assembles the request handler.
@@ -121,6 +154,7 @@ pub fn api_server(
     openapi: Arc<OpenApi>,
     tokens: TokenAuthenticator,
     advertise: String,
+    metrics: Arc<Metrics>,
 ) -> Arc<ApiServer> {
     Arc::new(ApiServer {
         engine,
@@ -128,7 +162,7 @@ pub fn api_server(
         tokens,
         token_sources: Vec::new(),
         authorizer: None,
-        metrics: Arc::new(Metrics::default()),
+        metrics,
         advertise,
         max_body: DEFAULT_MAX_BODY,
         version: "v1.34.0-meridian".into(),
@@ -161,56 +195,91 @@ pub async fn serve(
             },
             _ = async { let _ = shutdown.wait_for(|s| *s).await; } => return,
         };
-        let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let api = api.clone();
-        let mut conn_shutdown = shutdown.clone();
+        let conn_shutdown = shutdown.clone();
         tokio::spawn(async move {
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
+            let Some((tls, user)) = handshake(&acceptor, tcp, peer).await else {
+                return;
             };
-            let user = tls
-                .get_ref()
-                .1
-                .peer_certificates()
-                .and_then(|c| c.first())
-                .and_then(|c| crate::auth::identity_from_cert(c));
-            let svc = service_fn(move |req| {
-                let api = api.clone();
-                let user = user.clone();
-                async move { Ok::<_, std::convert::Infallible>(api.handle(req, user).await) }
-            });
-            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(30));
-            builder
-                .http2()
-                .timer(TokioTimer::new())
-                .max_concurrent_streams(4096)
-                .keep_alive_interval(Some(Duration::from_secs(30)));
-            let conn = builder.serve_connection(TokioIo::new(tls), svc);
-            tokio::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => {
-                    if let Err(e) = r {
-                        tracing::debug!(%peer, error = %e, "connection ended with an error");
-                    }
-                }
-                _ = async { let _ = conn_shutdown.wait_for(|s| *s).await; } => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
-                }
-            }
+            serve_connection(
+                tls,
+                move |req| {
+                    let api = api.clone();
+                    let user = user.clone();
+                    async move { api.handle(req, user).await }
+                },
+                conn_shutdown,
+            )
+            .await;
         });
+    }
+}
+
+/// Completes a TLS handshake (bounded in time) and reads the client certificate identity.
+pub async fn handshake(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+) -> Option<(
+    tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    Option<crate::auth::UserInfo>,
+)> {
+    let _ = tcp.set_nodelay(true);
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+            return None;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "TLS handshake timed out");
+            return None;
+        }
+    };
+    let user = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .and_then(|c| crate::auth::identity_from_cert(c));
+    Some((tls, user))
+}
+
+/// Serves HTTP/1.1 or HTTP/2 on one TLS connection until it ends or `shutdown` turns true.
+pub async fn serve_connection<F, Fut>(
+    tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    handler: F,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    F: Fn(http::Request<hyper::body::Incoming>) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = http::Response<crate::api::Body>> + Send + 'static,
+{
+    let svc = service_fn(move |req| {
+        let fut = handler(req);
+        async move { Ok::<_, std::convert::Infallible>(fut.await) }
+    });
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30));
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(4096)
+        .keep_alive_interval(Some(Duration::from_secs(30)));
+    let conn = builder.serve_connection(TokioIo::new(tls), svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        }
+        _ = async { let _ = shutdown.wait_for(|s| *s).await; } => {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
+        }
     }
 }

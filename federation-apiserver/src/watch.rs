@@ -21,6 +21,8 @@ use crate::table;
 
 /// How often an idle watch with bookmarks enabled gets one.
 const BOOKMARK_PERIOD: Duration = Duration::from_secs(15);
+/// Largest coalesced write of watch frames.
+const MAX_BATCH: usize = 256 * 1024;
 /// Frames buffered per watcher before its writer waits on the client.
 const FRAME_BUFFER: usize = 256;
 
@@ -172,13 +174,44 @@ pub fn serve(
             tokio::select! {
                 ev = live.recv() => match ev {
                     Ok(ev) => {
-                        if ev.rv <= last {
-                            continue;
+                        // Coalesce whatever else is already queued into one write: under load
+                        // this turns many small HTTP/2 frames and TLS records into few.
+                        let mut batch: Option<bytes::BytesMut> = None;
+                        let mut single: Option<Bytes> = None;
+                        let mut next = Some(ev);
+                        let mut lagged = false;
+                        while let Some(ev) = next.take() {
+                            if ev.rv > last {
+                                last = ev.rv;
+                                if let Some(f) = encoder.event(&ev, &filter) {
+                                    match (&mut batch, single.take()) {
+                                        (Some(b), _) => b.extend_from_slice(&f),
+                                        (None, None) => single = Some(f),
+                                        (None, Some(first)) => {
+                                            let mut b = bytes::BytesMut::with_capacity(first.len() + f.len() + 4096);
+                                            b.extend_from_slice(&first);
+                                            b.extend_from_slice(&f);
+                                            batch = Some(b);
+                                        }
+                                    }
+                                }
+                            }
+                            if batch.as_ref().is_some_and(|b| b.len() >= MAX_BATCH) {
+                                break;
+                            }
+                            match live.try_recv() {
+                                Ok(e) => next = Some(e),
+                                Err(broadcast::error::TryRecvError::Lagged(_)) => lagged = true,
+                                Err(_) => {}
+                            }
                         }
-                        last = ev.rv;
-                        if let Some(f) = encoder.event(&ev, &filter)
+                        let out = batch.map(|b| b.freeze()).or(single);
+                        if let Some(f) = out
                             && tx.send(f).await.is_err()
                         {
+                            break;
+                        }
+                        if lagged {
                             break;
                         }
                     }

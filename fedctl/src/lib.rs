@@ -1,1 +1,0 @@
-//! The `fedctl` CLI: filled by the "Cluster membership" and "Workload propagation" issues.

@@ -1,0 +1,133 @@
+//! `fedctl`: join and unjoin member clusters of a Meridian federation.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+mod join;
+mod kubeutil;
+mod plan;
+
+/// Meridian's command-line tool.
+#[derive(Parser, Debug)]
+#[command(name = "fedctl", version)]
+struct Cli {
+    /// Kubeconfig holding the federation and member contexts (default: $KUBECONFIG, merged).
+    #[arg(long, global = true, env = "FEDCTL_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// The federation's context (default: the current context).
+    #[arg(long, global = true)]
+    context: Option<String>,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Join a member cluster: least-privilege credentials in it, a Cluster in the federation.
+    Join {
+        /// Name of the cluster in the federation.
+        name: String,
+        /// The member's context in the kubeconfig (default: the cluster name).
+        #[arg(long)]
+        cluster_context: Option<String>,
+        /// Region of the cluster.
+        #[arg(long)]
+        region: Option<String>,
+        /// Zone of the cluster.
+        #[arg(long)]
+        zone: Option<String>,
+        /// Labels of the Cluster object, k=v (repeatable or comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        labels: Vec<String>,
+        /// Print what would be created, create nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// How long to wait for the cluster to be Ready (0 to not wait).
+        #[arg(long, default_value = "120")]
+        wait_seconds: u64,
+    },
+    /// Remove a member: its credentials there and its Secret and Cluster here.
+    Unjoin {
+        /// Name of the cluster in the federation.
+        name: String,
+        /// The member's context (default: the cluster name).
+        #[arg(long)]
+        cluster_context: Option<String>,
+    },
+}
+
+fn parse_labels(list: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    let mut bad = Vec::new();
+    for l in list.iter().filter(|l| !l.is_empty()) {
+        match l.split_once('=') {
+            Some((k, v)) if !k.is_empty() => {
+                out.insert(k.to_string(), v.to_string());
+            }
+            _ => bad.push(l.clone()),
+        }
+    }
+    if !bad.is_empty() {
+        anyhow::bail!("labels must be key=value: {}", bad.join(", "));
+    }
+    Ok(out)
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let kc = kubeutil::load_kubeconfig(cli.kubeconfig.as_deref())?;
+    match cli.command {
+        Cmd::Join {
+            name,
+            cluster_context,
+            region,
+            zone,
+            labels,
+            dry_run,
+            wait_seconds,
+        } => {
+            let o = join::JoinOptions {
+                cluster_context: cluster_context.unwrap_or_else(|| name.clone()),
+                name,
+                federation_context: cli.context,
+                region,
+                zone,
+                labels: parse_labels(&labels)?,
+                dry_run,
+                wait: Duration::from_secs(wait_seconds),
+            };
+            join::join(&kc, &o).await
+        }
+        Cmd::Unjoin {
+            name,
+            cluster_context,
+        } => {
+            let o = join::UnjoinOptions {
+                cluster_context: cluster_context.unwrap_or_else(|| name.clone()),
+                name,
+                federation_context: cli.context,
+            };
+            join::unjoin(&kc, &o).await
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! Harness for end-to-end tests: starts the workspace's real binaries (federation-apiserver,
+//! cluster-sim, fed-controllers, fedctl) as processes and hands out clients for them.
+//! The binaries are the ones cargo built for this test run, found beside the test executable.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+/// Path of a workspace binary built for this test run; fails loudly when it is missing.
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/debug/deps/<test> -> target/debug/<name>
+    let dir = exe.parent().and_then(Path::parent).expect("target directory");
+    let p = dir.join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: build the workspace binaries first (cargo build --workspace)",
+        p.display()
+    );
+    p
+}
+
+/// kubectl: `$KUBECTL`, or installed by tools/install-kubectl.sh.
+pub fn kubectl_path() -> PathBuf {
+    if let Ok(p) = std::env::var("KUBECTL") {
+        return PathBuf::from(p);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/install-kubectl.sh");
+    let out = Command::new("bash").arg(script).output().expect("running install-kubectl.sh");
+    assert!(out.status.success(), "kubectl is required: {}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// A child process killed on drop.
+pub struct Proc {
+    child: Child,
+    /// Lines it printed before the readiness line.
+    pub banner: Vec<String>,
+}
+
+impl Proc {
+    /// Spawns `bin args` and reads stdout until a line starting with `ready_prefix`.
+    pub fn spawn(bin: &Path, args: &[String], ready_prefix: &str) -> Self {
+        let mut child = Command::new(bin)
+            .args(args)
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut banner = Vec::new();
+        for line in lines.by_ref() {
+            let line = line.expect("reading output");
+            let done = line.starts_with(ready_prefix);
+            banner.push(line);
+            if done {
+                break;
+            }
+        }
+        assert!(
+            banner.last().is_some_and(|l| l.starts_with(ready_prefix)),
+            "{} exited before printing {ready_prefix:?}: {banner:?}",
+            bin.display()
+        );
+        std::thread::spawn(move || for _ in lines {});
+        Self { child, banner }
+    }
+
+    /// Spawns without waiting for any output.
+    pub fn spawn_quiet(bin: &Path, args: &[String]) -> Self {
+        let child = Command::new(bin)
+            .args(args)
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+        Self {
+            child,
+            banner: Vec::new(),
+        }
+    }
+
+    /// SIGKILL.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A federation API server, a cluster-sim fleet and a merged kubeconfig for both.
+pub struct Env {
+    /// Scratch directory (data dirs, kubeconfigs).
+    pub dir: tempfile::TempDir,
+    /// The API server.
+    pub apiserver: Proc,
+    /// The fleet.
+    pub sim: Proc,
+    /// Federation kubeconfig.
+    pub federation_kubeconfig: PathBuf,
+    /// Fleet kubeconfig (contexts sim-1..).
+    pub sim_kubeconfig: PathBuf,
+    /// `KUBECONFIG` value merging both (federation first: its context is current).
+    pub merged: String,
+}
+
+impl Env {
+    /// Starts the API server and a fleet with `sim_args`.
+    pub fn start(sim_args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("federation");
+        let apiserver = Proc::spawn(
+            &binary("federation-apiserver"),
+            &["--secure-port=0".into(), format!("--data-dir={}", data.display())],
+            "export KUBECONFIG=",
+        );
+        let federation_kubeconfig = PathBuf::from(
+            apiserver
+                .banner
+                .last()
+                .and_then(|l| l.strip_prefix("export KUBECONFIG="))
+                .expect("kubeconfig line")
+                .trim(),
+        );
+        let sim_kubeconfig = dir.path().join("sim.kubeconfig");
+        let mut args: Vec<String> = sim_args.iter().map(|s| s.to_string()).collect();
+        args.push(format!("--kubeconfig-out={}", sim_kubeconfig.display()));
+        let sim = Proc::spawn(&binary("cluster-sim"), &args, "admin API:");
+        let merged = format!("{}:{}", federation_kubeconfig.display(), sim_kubeconfig.display());
+        Self {
+            dir,
+            apiserver,
+            sim,
+            federation_kubeconfig,
+            sim_kubeconfig,
+            merged,
+        }
+    }
+
+    /// Runs a workspace binary with `KUBECONFIG` set to the merged kubeconfig.
+    pub fn run(&self, bin: &str, args: &[&str]) -> Output {
+        let path = if bin == "kubectl" { kubectl_path() } else { binary(bin) };
+        Command::new(path)
+            .env("KUBECONFIG", &self.merged)
+            .env("HOME", self.dir.path())
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("running {bin}: {e}"))
+    }
+
+    /// Like [`Env::run`], requiring success; returns stdout.
+    pub fn ok(&self, bin: &str, args: &[&str]) -> String {
+        let out = self.run(bin, args);
+        assert!(
+            out.status.success(),
+            "{bin} {args:?} failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `cluster-sim ctl ...` against this fleet.
+    pub fn ctl(&self, args: &[&str]) {
+        let mut a = vec!["ctl".to_string(), format!("--kubeconfig={}", self.sim_kubeconfig.display())];
+        a.extend(args.iter().map(|s| s.to_string()));
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        self.ok("cluster-sim", &refs);
+    }
+
+    /// A kube client for the federation.
+    pub async fn federation(&self) -> kube::Client {
+        client(&self.federation_kubeconfig, None).await
+    }
+
+    /// A kube client for one simulated cluster.
+    pub async fn member(&self, context: &str) -> kube::Client {
+        client(&self.sim_kubeconfig, Some(context)).await
+    }
+
+    /// Starts fed-controllers against the federation with extra flags.
+    pub fn controllers(&self, extra: &[&str]) -> Proc {
+        let mut args = vec![format!("--kubeconfig={}", self.federation_kubeconfig.display())];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Proc::spawn_quiet(&binary("fed-controllers"), &args)
+    }
+}
+
+/// A kube client for a kubeconfig context.
+pub async fn client(path: &Path, context: Option<&str>) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(path).expect("kubeconfig");
+    let opts = kube::config::KubeConfigOptions {
+        context: context.map(String::from),
+        ..Default::default()
+    };
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &opts).await.expect("client config");
+    kube::Client::try_from(cfg).expect("client")
+}
