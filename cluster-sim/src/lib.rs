@@ -1,1 +1,12 @@
-//! The simulated member-cluster fleet: filled by the "cluster-sim" issue.
+//! A fleet of simulated Kubernetes member clusters in one process: each cluster is the
+//! federation-apiserver engine with the member kinds over an in-memory store, served on its
+//! own loopback port, plus simulated control loops (deployments, replica sets, scheduler,
+//! kubelets, endpoints, load balancers, service-account tokens) and fault injection.
+
+pub mod admin;
+pub mod cli;
+pub mod cluster;
+pub mod controllers;
+pub mod faults;
+pub mod fleet;
+pub mod runtime;

@@ -269,15 +269,29 @@ impl Engine {
         }
     }
 
-    async fn check_namespace(&self, def: &ResourceDef, ns: &str) -> Result<(), ApiError> {
+    async fn check_namespace(
+        &self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
         if !def.namespaced {
             return Ok(());
         }
         let Some(ns_def) = self.registry.lookup("", "v1", "namespaces") else {
             return Ok(());
         };
-        let Some(nsobj) = self.cache.resource(ns_def).get(&ns_def.key("", ns)) else {
-            return Err(ApiError::not_found("namespaces", "", ns));
+        let key = ns_def.key("", ns);
+        let nsobj = match self.cache.resource(ns_def).get(&key) {
+            Some(n) => n,
+            None => {
+                // Not seen yet: the namespace may have been created a moment ago.
+                self.sync().await?;
+                self.cache
+                    .resource(ns_def)
+                    .get(&key)
+                    .ok_or_else(|| ApiError::not_found("namespaces", "", ns))?
+            }
         };
         if nsobj
             .bytes
@@ -285,9 +299,8 @@ impl Engine {
             .any(|w| w == b"\"deletionTimestamp\"")
         {
             return Err(ApiError::forbidden(format!(
-                "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
-                def.qualified(),
-                ""
+                "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                def.qualified()
             )));
         }
         Ok(())
@@ -354,7 +367,7 @@ impl Engine {
         def.hooks.default(&mut obj);
         self.validate(def, &obj, None)?;
         let name = object::name(&obj).to_string();
-        self.check_namespace(def, namespace).await?;
+        self.check_namespace(def, namespace, &name).await?;
         if opts.dry_run {
             if self
                 .cache

@@ -19,7 +19,6 @@ pub mod openapi;
 pub mod pki;
 pub mod rbac;
 pub mod registry;
-pub mod sa_token;
 pub mod server;
 pub mod status;
 pub mod table;

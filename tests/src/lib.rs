@@ -10,7 +10,10 @@ use std::process::{Child, Command, Output, Stdio};
 pub fn binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     // target/debug/deps/<test> -> target/debug/<name>
-    let dir = exe.parent().and_then(Path::parent).expect("target directory");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory");
     let p = dir.join(name);
     assert!(
         p.exists(),
@@ -26,8 +29,15 @@ pub fn kubectl_path() -> PathBuf {
         return PathBuf::from(p);
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/install-kubectl.sh");
-    let out = Command::new("bash").arg(script).output().expect("running install-kubectl.sh");
-    assert!(out.status.success(), "kubectl is required: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("bash")
+        .arg(script)
+        .output()
+        .expect("running install-kubectl.sh");
+    assert!(
+        out.status.success(),
+        "kubectl is required: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
@@ -43,7 +53,10 @@ impl Proc {
     pub fn spawn(bin: &Path, args: &[String], ready_prefix: &str) -> Self {
         let mut child = Command::new(bin)
             .args(args)
-            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
@@ -70,7 +83,10 @@ impl Proc {
     pub fn spawn_quiet(bin: &Path, args: &[String]) -> Self {
         let child = Command::new(bin)
             .args(args)
-            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
@@ -116,7 +132,10 @@ impl Env {
         let data = dir.path().join("federation");
         let apiserver = Proc::spawn(
             &binary("federation-apiserver"),
-            &["--secure-port=0".into(), format!("--data-dir={}", data.display())],
+            &[
+                "--secure-port=0".into(),
+                format!("--data-dir={}", data.display()),
+            ],
             "export KUBECONFIG=",
         );
         let federation_kubeconfig = PathBuf::from(
@@ -131,7 +150,11 @@ impl Env {
         let mut args: Vec<String> = sim_args.iter().map(|s| s.to_string()).collect();
         args.push(format!("--kubeconfig-out={}", sim_kubeconfig.display()));
         let sim = Proc::spawn(&binary("cluster-sim"), &args, "admin API:");
-        let merged = format!("{}:{}", federation_kubeconfig.display(), sim_kubeconfig.display());
+        let merged = format!(
+            "{}:{}",
+            federation_kubeconfig.display(),
+            sim_kubeconfig.display()
+        );
         Self {
             dir,
             apiserver,
@@ -144,7 +167,11 @@ impl Env {
 
     /// Runs a workspace binary with `KUBECONFIG` set to the merged kubeconfig.
     pub fn run(&self, bin: &str, args: &[&str]) -> Output {
-        let path = if bin == "kubectl" { kubectl_path() } else { binary(bin) };
+        let path = if bin == "kubectl" {
+            kubectl_path()
+        } else {
+            binary(bin)
+        };
         Command::new(path)
             .env("KUBECONFIG", &self.merged)
             .env("HOME", self.dir.path())
@@ -167,7 +194,10 @@ impl Env {
 
     /// `cluster-sim ctl ...` against this fleet.
     pub fn ctl(&self, args: &[&str]) {
-        let mut a = vec!["ctl".to_string(), format!("--kubeconfig={}", self.sim_kubeconfig.display())];
+        let mut a = vec![
+            "ctl".to_string(),
+            format!("--kubeconfig={}", self.sim_kubeconfig.display()),
+        ];
         a.extend(args.iter().map(|s| s.to_string()));
         let refs: Vec<&str> = a.iter().map(String::as_str).collect();
         self.ok("cluster-sim", &refs);
@@ -185,7 +215,10 @@ impl Env {
 
     /// Starts fed-controllers against the federation with extra flags.
     pub fn controllers(&self, extra: &[&str]) -> Proc {
-        let mut args = vec![format!("--kubeconfig={}", self.federation_kubeconfig.display())];
+        let mut args = vec![format!(
+            "--kubeconfig={}",
+            self.federation_kubeconfig.display()
+        )];
         args.extend(extra.iter().map(|s| s.to_string()));
         Proc::spawn_quiet(&binary("fed-controllers"), &args)
     }
@@ -198,6 +231,8 @@ pub async fn client(path: &Path, context: Option<&str>) -> kube::Client {
         context: context.map(String::from),
         ..Default::default()
     };
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &opts).await.expect("client config");
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &opts)
+        .await
+        .expect("client config");
     kube::Client::try_from(cfg).expect("client")
 }

@@ -1,0 +1,350 @@
+//! One simulated cluster: an in-memory API server (the federation-apiserver engine with the
+//! member kinds, RBAC and service-account tokens) on its own loopback port, its simulated
+//! control loops, and the fault switch its listener obeys.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use federation_apiserver::api::ApiServer;
+use federation_apiserver::auth::{TokenAuthenticator, UserInfo};
+use federation_apiserver::engine::{Engine, WriteOptions};
+use federation_apiserver::pki::Authority;
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
+
+use crate::controllers;
+use crate::faults::{Fault, Faults};
+use crate::fleet::{ClusterSpec, expand_pool, parse_duration};
+
+/// Watch-cache history per resource in a simulated cluster (smaller than a real server's:
+/// a fleet holds hundreds of these).
+const SIM_WATCH_HISTORY: usize = 2_000;
+
+/// What every cluster of a fleet shares: the kinds and their schema documents.
+#[derive(Clone)]
+pub struct Shared {
+    /// The member kinds.
+    pub registry: federation_apiserver::registry::Registry,
+    /// Their OpenAPI documents and definitions.
+    pub schemas: federation_apiserver::server::Schemas,
+}
+
+impl Shared {
+    /// Builds the member kinds and their documents once.
+    pub fn build() -> Self {
+        let registry = federation_apiserver::kinds::member_registry();
+        let schemas = federation_apiserver::server::Schemas::build(&registry);
+        Self { registry, schemas }
+    }
+}
+
+/// A running simulated cluster.
+pub struct SimCluster {
+    /// Its description.
+    pub spec: ClusterSpec,
+    /// Position in the fleet (0-based), used for address ranges.
+    pub index: u32,
+    /// The API engine.
+    pub engine: Arc<Engine>,
+    /// Where it listens (kept across down/up).
+    pub addr: SocketAddr,
+    /// Its CA certificate, PEM.
+    pub ca_pem: String,
+    /// The admin bearer token (group `system:masters`).
+    pub admin_token: String,
+    /// Its fault switch.
+    pub faults: Faults,
+    /// The simulated control loops' context.
+    pub sim: Arc<controllers::Sim>,
+}
+
+fn random_token() -> String {
+    let bytes: [u8; 24] = rand::random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Binds with SO_REUSEADDR so a cluster brought back up gets its old port again.
+fn bind_reuse(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
+impl SimCluster {
+    /// Builds the cluster, creates its namespaces and nodes, starts its loops and listener.
+    pub async fn start(
+        spec: ClusterSpec,
+        index: u32,
+        bind: SocketAddr,
+        shared: &Shared,
+        shutdown: watch::Receiver<bool>,
+    ) -> anyhow::Result<Arc<Self>> {
+        let store = Arc::new(meridian_store::MemoryStore::new());
+        let engine = federation_apiserver::server::build_engine_with(
+            shared.registry.clone(),
+            store,
+            SIM_WATCH_HISTORY,
+            &shared.schemas,
+        )
+        .await?;
+        let openapi = shared.schemas.openapi.clone();
+        let ca = Authority::generate()?;
+        let serving = ca.serving_cert(&[])?;
+        let admin_token = random_token();
+        let mut tokens = TokenAuthenticator::default();
+        tokens.add(
+            admin_token.clone(),
+            UserInfo {
+                name: "admin".into(),
+                uid: "admin".into(),
+                groups: vec!["system:masters".into(), "system:authenticated".into()],
+            },
+        );
+        let listener = bind_reuse(bind)?;
+        let addr = listener.local_addr()?;
+        let ready_delay = match &spec.ready_delay {
+            Some(d) => parse_duration(d)?,
+            None => std::time::Duration::ZERO,
+        };
+        let sim = controllers::Sim::new(
+            engine.clone(),
+            controllers::ClusterConfig {
+                name: spec.name.clone(),
+                index,
+                ready_delay,
+                lb_pool: expand_pool(&spec.lb_pool)?
+                    .into_iter()
+                    .map(Into::into)
+                    .collect(),
+                ca_pem: ca.cert_pem.clone(),
+            },
+        )?;
+        let api = Arc::new(ApiServer {
+            engine: engine.clone(),
+            openapi,
+            tokens,
+            token_sources: vec![Arc::new(SimTokens(sim.clone()))],
+            authorizer: Some(Arc::new(federation_apiserver::rbac::RbacAuthorizer::new(
+                engine.cache.clone(),
+            ))),
+            metrics: Arc::default(),
+            advertise: addr.to_string(),
+            max_body: federation_apiserver::api::DEFAULT_MAX_BODY,
+            version: spec.kubernetes_version.clone(),
+        });
+        bootstrap(&engine).await?;
+        controllers::create_nodes(&sim, &node_specs(&spec)).await?;
+        controllers::start(sim.clone());
+        let tls =
+            federation_apiserver::server::tls_config(&serving.cert_pem, &serving.key_pem, None)?;
+        let cluster = Arc::new(Self {
+            spec,
+            index,
+            engine,
+            addr,
+            ca_pem: ca.cert_pem.clone(),
+            admin_token,
+            faults: Faults::default(),
+            sim,
+        });
+        tokio::spawn(
+            cluster
+                .clone()
+                .run_listener(listener, TlsAcceptor::from(tls), api, shutdown),
+        );
+        Ok(cluster)
+    }
+
+    /// `https://127.0.0.1:PORT`.
+    pub fn server_url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    async fn run_listener(
+        self: Arc<Self>,
+        first: TcpListener,
+        acceptor: TlsAcceptor,
+        api: Arc<ApiServer>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let mut listener = Some(first);
+        let mut changes = self.faults.subscribe();
+        // Bumped whenever the cluster goes down: connections of older generations die.
+        let (generation, _) = watch::channel(0u64);
+        loop {
+            let (down, next) = self.faults.down_now();
+            if down {
+                if listener.take().is_some() {
+                    generation.send_modify(|g| *g += 1);
+                    tracing::info!(cluster = %self.spec.name, "down: refusing connections");
+                }
+            } else if listener.is_none() {
+                match bind_reuse(self.addr) {
+                    Ok(l) => {
+                        tracing::info!(cluster = %self.spec.name, "up: listening again");
+                        listener = Some(l);
+                    }
+                    Err(e) => {
+                        tracing::warn!(cluster = %self.spec.name, error = %e, "rebinding failed; retrying");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                }
+            }
+            let wake = async move {
+                match next {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let accept = async {
+                match &listener {
+                    Some(l) => l.accept().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = async { let _ = shutdown.wait_for(|s| *s).await; } => {
+                    generation.send_modify(|g| *g += 1);
+                    return;
+                }
+                _ = changes.changed() => continue,
+                _ = wake => continue,
+                r = accept => match r {
+                    Ok((tcp, peer)) => self.clone().connection(tcp, peer, acceptor.clone(), api.clone(), generation.subscribe(), shutdown.clone()),
+                    Err(e) => tracing::debug!(error = %e, "accept failed"),
+                },
+            }
+        }
+    }
+
+    fn connection(
+        self: Arc<Self>,
+        tcp: tokio::net::TcpStream,
+        peer: SocketAddr,
+        acceptor: TlsAcceptor,
+        api: Arc<ApiServer>,
+        mut generation: watch::Receiver<u64>,
+        shutdown: watch::Receiver<bool>,
+    ) {
+        let born = *generation.borrow();
+        tokio::spawn(async move {
+            let work = async {
+                if self.faults.current() == Fault::Partitioned {
+                    // Hold the socket open and silent until the partition heals, then drop it.
+                    let mut changes = self.faults.subscribe();
+                    let _ = changes.wait_for(|(f, _)| *f != Fault::Partitioned).await;
+                    drop(tcp);
+                    return;
+                }
+                let Some((tls, user)) =
+                    federation_apiserver::server::handshake(&acceptor, tcp, peer).await
+                else {
+                    return;
+                };
+                let faults = self.faults.clone();
+                federation_apiserver::server::serve_connection(
+                    tls,
+                    move |req| {
+                        let api = api.clone();
+                        let user = user.clone();
+                        let faults = faults.clone();
+                        async move {
+                            gate(&faults).await;
+                            api.handle(req, user).await
+                        }
+                    },
+                    shutdown,
+                )
+                .await;
+            };
+            tokio::select! {
+                _ = work => {}
+                // The cluster went down: drop the connection abruptly, as a dead host would.
+                _ = generation.wait_for(|g| *g != born) => {}
+            }
+        });
+    }
+}
+
+/// Service-account tokens the simulated token controller issued, as a token source.
+struct SimTokens(Arc<controllers::Sim>);
+
+impl federation_apiserver::auth::TokenSource for SimTokens {
+    fn authenticate(&self, token: &str) -> Option<UserInfo> {
+        controllers::authenticate_token(&self.0, token).map(|id| UserInfo {
+            name: id.username,
+            uid: id.uid,
+            groups: id.groups,
+        })
+    }
+}
+
+/// Applies the current fault to one request: waits out a partition, adds latency.
+async fn gate(faults: &Faults) {
+    loop {
+        let (delay, hang) = faults.request_gate();
+        if hang {
+            let mut changes = faults.subscribe();
+            let _ = changes.wait_for(|(f, _)| *f != Fault::Partitioned).await;
+            continue;
+        }
+        if let Some(d) = delay {
+            tokio::time::sleep(d).await;
+        }
+        return;
+    }
+}
+
+/// The namespaces every Kubernetes cluster starts with.
+async fn bootstrap(engine: &Arc<Engine>) -> anyhow::Result<()> {
+    let def = engine
+        .registry
+        .lookup("", "v1", "namespaces")
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("member registry lacks namespaces"))?;
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        let obj =
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        match engine.create(&def, "", obj, &WriteOptions::default()).await {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {}
+            Err(e) => return Err(anyhow::anyhow!("creating namespace {ns}: {e}")),
+        }
+    }
+    Ok(())
+}
+
+/// The nodes of a cluster spec, named `{cluster}-node-{i}`.
+pub fn node_specs(spec: &ClusterSpec) -> Vec<controllers::NodeSpec> {
+    (0..spec.nodes)
+        .map(|i| {
+            let mut n = controllers::NodeSpec::new(
+                format!("{}-node-{i}", spec.name),
+                spec.node_cpu.clone(),
+                spec.node_memory.clone(),
+            );
+            n.labels = spec.labels.clone();
+            n.region = (!spec.region.is_empty()).then(|| spec.region.clone());
+            n.zone = (!spec.zone.is_empty()).then(|| spec.zone.clone());
+            n.pods = spec.node_pods;
+            n.kubelet_version = spec.kubernetes_version.clone();
+            n.taints = spec
+                .taints
+                .iter()
+                .map(|t| controllers::Taint {
+                    key: t.key.clone(),
+                    value: t.value.clone(),
+                    effect: t.effect.clone(),
+                })
+                .collect();
+            n
+        })
+        .collect()
+}

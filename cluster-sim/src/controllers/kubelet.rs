@@ -1,0 +1,406 @@
+//! The kubelets of every node, as one loop: a bound pod becomes `Running` and Ready after the
+//! cluster's `ready_delay` (a tokio timer, never a blocking wait), with a pod IP from its
+//! node's pod CIDR, the node's InternalIP as host IP and running container statuses.
+//!
+//! Pods on a node that turns NotReady get `Ready=False` (as the node lifecycle controller
+//! marks them) and `True` again when it recovers. Pods being deleted are left to the engine.
+//! The index holds per node only its CIDR index, address, readiness and a 256-bit map of
+//! used pod addresses.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use federation_apiserver::engine::{PatchType, Target, WriteOptions};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::nodes::{pod_cidr_base, pod_cidr_index};
+use super::util::{self, condition, condition_true, lock, merge_condition, str_at};
+use super::{Reconciler, Requeue, Seen, Sim, SimError, WorkQueue, ns_key, split_key};
+
+/// How long to wait before trying again when a node has no free pod address.
+const NO_ADDRESS_RETRY: Duration = Duration::from_secs(5);
+
+struct KNode {
+    index: u32,
+    host_ip: String,
+    ready: bool,
+    /// Used host octets of the node's `/24`.
+    used: [u64; 4],
+}
+
+impl KNode {
+    fn mark(&mut self, ip: &str, used: bool) {
+        let Ok(addr) = ip.parse::<Ipv4Addr>() else {
+            return;
+        };
+        let base = pod_cidr_base(self.index);
+        if u32::from(addr) & !0xff != u32::from(base) {
+            return;
+        }
+        let o = usize::from(addr.octets()[3]);
+        if used {
+            self.used[o / 64] |= 1 << (o % 64);
+        } else {
+            self.used[o / 64] &= !(1 << (o % 64));
+        }
+    }
+
+    /// The first free pod address (`.2` to `.254`; `.1` is the node's bridge).
+    fn allocate(&mut self) -> Option<String> {
+        let o = (2..=254usize).find(|o| self.used[o / 64] & (1 << (o % 64)) == 0)?;
+        self.used[o / 64] |= 1 << (o % 64);
+        let base = pod_cidr_base(self.index);
+        Some(util::ipv4_add(base, o as u32).to_string())
+    }
+}
+
+#[derive(Default)]
+struct State {
+    nodes: HashMap<String, KNode>,
+    /// Bound pods waiting out `ready_delay` → when they start.
+    starts: HashMap<String, Instant>,
+}
+
+/// The simulated kubelets of one cluster.
+pub(crate) struct Kubelet {
+    sim: Arc<Sim>,
+    queue: Arc<WorkQueue<String>>,
+    state: Mutex<State>,
+}
+
+fn node_ip(node: &Value) -> String {
+    node.pointer("/status/addresses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|a| a.get("type").and_then(Value::as_str) == Some("InternalIP"))
+        .and_then(|a| a.get("address").and_then(Value::as_str))
+        .unwrap_or("")
+        .to_string()
+}
+
+impl Kubelet {
+    /// Pods bound to `node`: a byte search over the cache, no parsing.
+    fn pods_on(&self, node: &str) -> Vec<Arc<federation_apiserver::cache::Cached>> {
+        let def = &self.sim.kinds.pods;
+        let needle = format!("\"nodeName\":{}", Value::from(node));
+        self.sim
+            .cache(def)
+            .list(&def.prefix(), None, None, 0, |c| {
+                util::contains(&c.bytes, needle.as_bytes())
+            })
+            .items
+    }
+
+    fn on_node(&self, seen: Seen<'_>) {
+        match seen {
+            Seen::Reset | Seen::Synced => {}
+            Seen::Deleted { obj } => {
+                lock(&self.state).nodes.remove(&obj.name);
+            }
+            Seen::Upsert { obj, .. } => {
+                let node = obj.value();
+                let ready = condition_true(&node, "Ready");
+                let host_ip = node_ip(&node);
+                let cidr_index = str_at(&node, "/spec/podCIDR").and_then(pod_cidr_index);
+                let mut st = lock(&self.state);
+                let (is_new, flipped) = match st.nodes.get_mut(&obj.name) {
+                    Some(n) => {
+                        let flipped = n.ready != ready;
+                        n.ready = ready;
+                        n.host_ip = host_ip;
+                        (false, flipped)
+                    }
+                    None => {
+                        // Nodes created elsewhere without a pod CIDR get the first free index.
+                        let index = cidr_index.unwrap_or_else(|| {
+                            let used: std::collections::HashSet<u32> =
+                                st.nodes.values().map(|n| n.index).collect();
+                            (0..).find(|i| !used.contains(i)).unwrap_or(0)
+                        });
+                        st.nodes.insert(
+                            obj.name.clone(),
+                            KNode {
+                                index,
+                                host_ip,
+                                ready,
+                                used: [0; 4],
+                            },
+                        );
+                        (true, false)
+                    }
+                };
+                drop(st);
+                if is_new || flipped {
+                    let pods = self.pods_on(&obj.name);
+                    let mut st = lock(&self.state);
+                    for p in pods {
+                        if is_new {
+                            let v = p.value();
+                            if let (Some(ip), Some(n)) =
+                                (str_at(&v, "/status/podIP"), st.nodes.get_mut(&obj.name))
+                            {
+                                n.mark(ip, true);
+                            }
+                        }
+                        self.queue.add(ns_key(&p.namespace, &p.name));
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_pod(&self, seen: Seen<'_>) {
+        let mut st = lock(&self.state);
+        match seen {
+            Seen::Reset => {
+                for n in st.nodes.values_mut() {
+                    n.used = [0; 4];
+                }
+            }
+            Seen::Synced => {}
+            Seen::Deleted { obj } => {
+                let key = ns_key(&obj.namespace, &obj.name);
+                st.starts.remove(&key);
+                let pod = obj.value();
+                if let (Some(node), Some(ip)) = (
+                    str_at(&pod, "/spec/nodeName"),
+                    str_at(&pod, "/status/podIP"),
+                ) && let Some(n) = st.nodes.get_mut(node)
+                {
+                    n.mark(ip, false);
+                }
+            }
+            Seen::Upsert { obj, .. } => {
+                let pod = obj.value();
+                let Some(node) = str_at(&pod, "/spec/nodeName").filter(|n| !n.is_empty()) else {
+                    return;
+                };
+                let ip = str_at(&pod, "/status/podIP");
+                let node_ready = match st.nodes.get_mut(node) {
+                    Some(n) => {
+                        if let Some(ip) = ip {
+                            n.mark(ip, true);
+                        }
+                        Some(n.ready)
+                    }
+                    None => None,
+                };
+                if util::is_deleting(&pod) {
+                    return;
+                }
+                let running = str_at(&pod, "/status/phase") == Some("Running") && ip.is_some();
+                let settled = running && node_ready == Some(condition_true(&pod, "Ready"));
+                if !settled {
+                    self.queue.add(ns_key(&obj.namespace, &obj.name));
+                }
+            }
+        }
+    }
+
+    fn release(&self, node: &str, ip: &str) {
+        if let Some(n) = lock(&self.state).nodes.get_mut(node) {
+            n.mark(ip, false);
+        }
+    }
+}
+
+/// The `status` of a running pod on a node of the given readiness.
+fn running_status(pod: &Value, ip: &str, host_ip: &str, ready: bool, now: &str) -> Value {
+    let old = |t: &str| condition(pod, t);
+    let r = if ready { "True" } else { "False" };
+    let cond = |t: &str, s: &str| merge_condition(old(t), t, s, None, None, now, false);
+    let started = str_at(pod, "/status/startTime").unwrap_or(now);
+    let ns_name = format!(
+        "{}/{}",
+        str_at(pod, "/metadata/namespace").unwrap_or(""),
+        str_at(pod, "/metadata/name").unwrap_or("")
+    );
+    let statuses = |list: &str, init: bool| -> Vec<Value> {
+        pod.pointer(list)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let name = c.get("name").and_then(Value::as_str).unwrap_or("");
+                let image = c.get("image").and_then(Value::as_str).unwrap_or("");
+                let id = format!(
+                    "containerd://{:08x}{:08x}",
+                    util::fnv32a(ns_name.as_bytes()),
+                    util::fnv32a(name.as_bytes())
+                );
+                let state = if init {
+                    json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": started, "containerID": id}})
+                } else {
+                    json!({"running": {"startedAt": started}})
+                };
+                json!({
+                    "name": name, "image": image, "imageID": format!("{image}@sha256:{:064x}", u128::from(util::fnv32a(image.as_bytes()))),
+                    "containerID": id, "ready": !init, "started": !init, "restartCount": 0, "state": state,
+                })
+            })
+            .collect()
+    };
+    let mut status = json!({
+        "phase": "Running",
+        "podIP": ip,
+        "podIPs": [{"ip": ip}],
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "startTime": started,
+        "conditions": [
+            cond("PodReadyToStartContainers", "True"),
+            cond("Initialized", "True"),
+            cond("Ready", r),
+            cond("ContainersReady", "True"),
+            cond("PodScheduled", "True"),
+        ],
+        "containerStatuses": statuses("/spec/containers", false),
+    });
+    let init = statuses("/spec/initContainers", true);
+    if !init.is_empty() {
+        status["initContainerStatuses"] = Value::Array(init);
+    }
+    if let Some(q) = pod.pointer("/status/qosClass") {
+        status["qosClass"] = q.clone();
+    }
+    status
+}
+
+impl Reconciler<String> for Kubelet {
+    const NAME: &'static str = "kubelet";
+
+    async fn reconcile(&self, key: &String) -> Result<Requeue, SimError> {
+        let def = &self.sim.kinds.pods;
+        let (ns, name) = split_key(key);
+        let Some(cached) = self.sim.cache(def).get(&def.key(ns, name)) else {
+            lock(&self.state).starts.remove(key);
+            return Ok(Requeue::No);
+        };
+        let pod = cached.value();
+        let Some(node) = str_at(&pod, "/spec/nodeName").filter(|n| !n.is_empty()) else {
+            return Ok(Requeue::No);
+        };
+        let phase = str_at(&pod, "/status/phase").unwrap_or("Pending");
+        if util::is_deleting(&pod) || phase == "Succeeded" || phase == "Failed" {
+            return Ok(Requeue::No);
+        }
+        let existing_ip = str_at(&pod, "/status/podIP").map(str::to_string);
+        let (ip, host_ip, ready, fresh) = {
+            let mut st = lock(&self.state);
+            let started = phase == "Running" && existing_ip.is_some();
+            if !started {
+                let delay = self.sim.config.ready_delay;
+                let due = *st
+                    .starts
+                    .entry(key.clone())
+                    .or_insert_with(|| Instant::now() + delay);
+                let now = Instant::now();
+                if now < due {
+                    return Ok(Requeue::After(due - now));
+                }
+            }
+            let Some(n) = st.nodes.get_mut(node) else {
+                // The node's own event re-queues its pods.
+                return Ok(Requeue::No);
+            };
+            let (ip, fresh) = match existing_ip {
+                Some(ip) => (ip, false),
+                None => match n.allocate() {
+                    Some(ip) => (ip, true),
+                    None => {
+                        tracing::warn!(node, pod = %key, "no free pod address on the node");
+                        return Ok(Requeue::After(NO_ADDRESS_RETRY));
+                    }
+                },
+            };
+            (ip, n.host_ip.clone(), n.ready, fresh)
+        };
+        let now = self.sim.now_rfc3339();
+        let status = running_status(&pod, &ip, &host_ip, ready, &now);
+        let unchanged = [
+            "phase",
+            "podIP",
+            "hostIP",
+            "conditions",
+            "containerStatuses",
+        ]
+        .iter()
+        .all(|f| pod.pointer(&format!("/status/{f}")) == status.get(*f));
+        if unchanged {
+            lock(&self.state).starts.remove(key);
+            return Ok(Requeue::No);
+        }
+        let patch = json!({ "status": status });
+        match self
+            .sim
+            .engine
+            .patch(
+                def,
+                ns,
+                name,
+                PatchType::Merge,
+                &patch,
+                Target::Status,
+                &WriteOptions::default(),
+            )
+            .await
+        {
+            Ok(_) => {
+                lock(&self.state).starts.remove(key);
+                Ok(Requeue::No)
+            }
+            Err(e) => {
+                if fresh {
+                    self.release(node, &ip);
+                }
+                if e.code == 404 {
+                    lock(&self.state).starts.remove(key);
+                    return Ok(Requeue::No);
+                }
+                Err(e.into())
+            }
+        }
+    }
+}
+
+/// Spawns the kubelet loop's watches and worker.
+pub(crate) fn spawn(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
+    let k = Arc::new(Kubelet {
+        sim: sim.clone(),
+        queue: Arc::new(WorkQueue::new()),
+        state: Mutex::new(State::default()),
+    });
+    let (a, b) = (k.clone(), k.clone());
+    vec![
+        super::spawn_watch(sim.cache(&sim.kinds.nodes), move |e| a.on_node(e)),
+        super::spawn_watch(sim.cache(&sim.kinds.pods), move |e| b.on_pod(e)),
+        super::spawn_worker(sim, k.queue.clone(), k),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_first_free_in_the_node_cidr() {
+        let mut n = KNode {
+            index: 3,
+            host_ip: String::new(),
+            ready: true,
+            used: [0; 4],
+        };
+        assert_eq!(n.allocate().as_deref(), Some("10.244.3.2"));
+        assert_eq!(n.allocate().as_deref(), Some("10.244.3.3"));
+        n.mark("10.244.3.2", false);
+        assert_eq!(n.allocate().as_deref(), Some("10.244.3.2"));
+        // Addresses outside the node's range are ignored.
+        n.mark("10.244.4.9", true);
+        assert_eq!(n.allocate().as_deref(), Some("10.244.3.4"));
+    }
+}

@@ -1,0 +1,416 @@
+//! The simulated control loops of one member cluster: what kube-controller-manager,
+//! kube-scheduler and the kubelets of a real cluster would do, driven in-process against the
+//! cluster's API engine.
+//!
+//! Every loop is level-triggered: watch handlers only mark keys dirty in a [`WorkQueue`]
+//! (and keep small numeric indexes), and a single worker per loop reconciles dirty keys in
+//! sorted order by reading the watch cache and writing the difference. A lagging watch
+//! re-snapshots, so no event is load-bearing. Per-cluster memory stays small: indexes hold
+//! names and numbers, never objects.
+
+pub mod deployment;
+pub mod endpoints;
+pub mod kubelet;
+pub mod loadbalancer;
+pub mod nodes;
+pub mod replicaset;
+pub mod scheduler;
+pub mod serviceaccount;
+mod util;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use federation_apiserver::cache::{Cached, EventType, ResourceCache};
+use federation_apiserver::engine::Engine;
+use federation_apiserver::registry::ResourceDef;
+use federation_apiserver::status::ApiError;
+use tokio::sync::Notify;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+pub use nodes::{NodeSpec, Taint, create_nodes, set_node_capacity, set_node_ready};
+pub use serviceaccount::{ServiceAccountIdentity, authenticate_token};
+pub use util::parse_address_pool;
+
+use util::lock;
+
+/// How many keys a worker takes per batch before it yields, so one busy loop cannot starve
+/// the others on the shared runtime.
+const BATCH: usize = 256;
+/// Retry delay after a failed reconcile (other than a conflict).
+const RETRY_AFTER: Duration = Duration::from_millis(500);
+
+/// Static configuration of one simulated cluster.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterConfig {
+    /// The cluster's name (used in provider IDs and logs).
+    pub name: String,
+    /// How long a bound pod takes to become Running and Ready (zero: at once).
+    pub ready_delay: Duration,
+    /// Addresses LoadBalancer Services get, handed out first-free in this order.
+    pub lb_pool: Vec<IpAddr>,
+    /// The cluster CA certificate (PEM), written into service-account token Secrets.
+    pub ca_pem: String,
+    /// The cluster's index in the fleet.
+    pub index: u32,
+}
+
+/// Errors setting up or running the loops.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The engine does not serve a kind the loops need.
+    #[error("the cluster's API does not serve {0}")]
+    MissingKind(&'static str),
+    /// An API call failed.
+    #[error("API call failed: {0}")]
+    Api(Box<ApiError>),
+    /// An object or argument could not be understood.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl From<ApiError> for SimError {
+    fn from(e: ApiError) -> Self {
+        SimError::Api(Box::new(e))
+    }
+}
+
+impl SimError {
+    /// The HTTP status code of an API failure (0 otherwise).
+    pub fn code(&self) -> u16 {
+        match self {
+            SimError::Api(e) => e.code,
+            _ => 0,
+        }
+    }
+}
+
+/// The resources the loops read and write, resolved once from the engine's registry.
+pub struct Kinds {
+    /// `v1` Namespace.
+    pub namespaces: Arc<ResourceDef>,
+    /// `v1` Node.
+    pub nodes: Arc<ResourceDef>,
+    /// `v1` Pod.
+    pub pods: Arc<ResourceDef>,
+    /// `v1` Service.
+    pub services: Arc<ResourceDef>,
+    /// `v1` Endpoints.
+    pub endpoints: Arc<ResourceDef>,
+    /// `discovery.k8s.io/v1` EndpointSlice.
+    pub endpoint_slices: Arc<ResourceDef>,
+    /// `v1` ServiceAccount.
+    pub service_accounts: Arc<ResourceDef>,
+    /// `v1` Secret.
+    pub secrets: Arc<ResourceDef>,
+    /// `apps/v1` Deployment.
+    pub deployments: Arc<ResourceDef>,
+    /// `apps/v1` ReplicaSet.
+    pub replica_sets: Arc<ResourceDef>,
+}
+
+impl Kinds {
+    fn resolve(engine: &Engine) -> Result<Self, SimError> {
+        let get = |g: &str, v: &str, p: &'static str| {
+            engine
+                .registry
+                .lookup(g, v, p)
+                .cloned()
+                .ok_or(SimError::MissingKind(p))
+        };
+        Ok(Self {
+            namespaces: get("", "v1", "namespaces")?,
+            nodes: get("", "v1", "nodes")?,
+            pods: get("", "v1", "pods")?,
+            services: get("", "v1", "services")?,
+            endpoints: get("", "v1", "endpoints")?,
+            endpoint_slices: get("discovery.k8s.io", "v1", "endpointslices")?,
+            service_accounts: get("", "v1", "serviceaccounts")?,
+            secrets: get("", "v1", "secrets")?,
+            deployments: get("apps", "v1", "deployments")?,
+            replica_sets: get("apps", "v1", "replicasets")?,
+        })
+    }
+}
+
+/// Everything the loops of one cluster share.
+pub struct Sim {
+    /// The cluster's API engine.
+    pub engine: Arc<Engine>,
+    /// The cluster's configuration.
+    pub config: ClusterConfig,
+    /// Resolved resource definitions.
+    pub kinds: Kinds,
+    /// Service-account tokens issued in this cluster (token → account), for authentication.
+    pub tokens: serviceaccount::TokenIndex,
+    /// Wall-clock time at `epoch`: timestamps follow the tokio clock from here, so tests
+    /// with a paused clock see consistent `lastTransitionTime`s and `minReadySeconds`.
+    wall_epoch: jiff::Timestamp,
+    epoch: Instant,
+}
+
+impl Sim {
+    /// The shared context of one cluster's loops.
+    pub fn new(engine: Arc<Engine>, config: ClusterConfig) -> Result<Arc<Self>, SimError> {
+        let kinds = Kinds::resolve(&engine)?;
+        Ok(Arc::new(Self {
+            engine,
+            config,
+            kinds,
+            tokens: serviceaccount::TokenIndex::default(),
+            wall_epoch: jiff::Timestamp::now(),
+            epoch: Instant::now(),
+        }))
+    }
+
+    /// The current time on the simulation clock.
+    pub fn now(&self) -> jiff::Timestamp {
+        let elapsed = jiff::SignedDuration::try_from(self.epoch.elapsed()).unwrap_or_default();
+        self.wall_epoch
+            .checked_add(elapsed)
+            .unwrap_or(self.wall_epoch)
+    }
+
+    /// The current time in Kubernetes' RFC 3339 form (second precision, UTC).
+    pub fn now_rfc3339(&self) -> String {
+        util::format_time(self.now())
+    }
+
+    /// The cache of one resource.
+    pub(crate) fn cache(&self, def: &ResourceDef) -> Arc<ResourceCache> {
+        self.engine.cache.resource(def).clone()
+    }
+}
+
+/// Spawns every loop of one cluster; the handles end only if the engine's cache closes.
+pub fn start(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
+    let mut handles = Vec::new();
+    handles.extend(deployment::spawn(sim.clone()));
+    handles.extend(replicaset::spawn(sim.clone()));
+    handles.extend(scheduler::spawn(sim.clone()));
+    handles.extend(kubelet::spawn(sim.clone()));
+    handles.extend(endpoints::spawn(sim.clone()));
+    handles.extend(loadbalancer::spawn(sim.clone()));
+    handles.extend(serviceaccount::spawn(sim));
+    handles
+}
+
+/// What a reconcile asks of the queue afterwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Requeue {
+    /// Converged (or waiting for an event).
+    No,
+    /// Look again after this long (time-based conditions: delays, `minReadySeconds`).
+    After(Duration),
+}
+
+#[derive(Default)]
+struct QueueState<K> {
+    dirty: BTreeSet<K>,
+    /// key → due time, and the same ordered by time.
+    delayed: BTreeMap<K, Instant>,
+    timers: BTreeSet<(Instant, K)>,
+}
+
+/// A set of dirty keys taken in sorted order, plus keys due later.
+///
+/// A key is held at most once, so a burst of events for one object costs one reconcile.
+pub(crate) struct WorkQueue<K> {
+    state: Mutex<QueueState<K>>,
+    notify: Notify,
+}
+
+impl<K: Ord + Clone> WorkQueue<K> {
+    pub(crate) fn new() -> Self {
+        Self {
+            state: Mutex::new(QueueState {
+                dirty: BTreeSet::new(),
+                delayed: BTreeMap::new(),
+                timers: BTreeSet::new(),
+            }),
+            notify: Notify::new(),
+        }
+    }
+
+    /// Marks a key dirty.
+    pub(crate) fn add(&self, key: K) {
+        if lock(&self.state).dirty.insert(key) {
+            self.notify.notify_one();
+        }
+    }
+
+    /// Marks a key dirty once `after` has passed (an earlier pending time wins).
+    pub(crate) fn add_after(&self, key: K, after: Duration) {
+        if after.is_zero() {
+            self.add(key);
+            return;
+        }
+        let due = Instant::now() + after;
+        let mut st = lock(&self.state);
+        if let Some(old) = st.delayed.get(&key).copied() {
+            if old <= due {
+                return;
+            }
+            st.timers.remove(&(old, key.clone()));
+        }
+        st.delayed.insert(key.clone(), due);
+        st.timers.insert((due, key));
+        drop(st);
+        // The worker may be sleeping until a later deadline.
+        self.notify.notify_one();
+    }
+
+    /// Up to `max` dirty keys (due timers included), and when the next timer is due.
+    fn take(&self, max: usize) -> (Vec<K>, Option<Instant>) {
+        let now = Instant::now();
+        let mut st = lock(&self.state);
+        while let Some((due, _)) = st.timers.first() {
+            if *due > now {
+                break;
+            }
+            if let Some((_, key)) = st.timers.pop_first() {
+                st.delayed.remove(&key);
+                st.dirty.insert(key);
+            }
+        }
+        let mut keys = Vec::with_capacity(max.min(st.dirty.len()));
+        while keys.len() < max {
+            match st.dirty.pop_first() {
+                Some(k) => keys.push(k),
+                None => break,
+            }
+        }
+        let next = st.timers.first().map(|(due, _)| *due);
+        (keys, next)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        let st = lock(&self.state);
+        st.dirty.len() + st.delayed.len()
+    }
+}
+
+/// One control loop's reconcile step.
+pub(crate) trait Reconciler<K>: Send + Sync + 'static {
+    /// The loop's name, for logs.
+    const NAME: &'static str;
+    /// Converges the object behind `key`.
+    fn reconcile(&self, key: &K) -> impl Future<Output = Result<Requeue, SimError>> + Send;
+}
+
+/// Runs a loop's worker: take dirty keys in order, make the cache current, reconcile each.
+pub(crate) fn spawn_worker<K, R>(
+    sim: Arc<Sim>,
+    queue: Arc<WorkQueue<K>>,
+    reconciler: Arc<R>,
+) -> JoinHandle<()>
+where
+    K: Ord + Clone + Send + Sync + std::fmt::Debug + 'static,
+    R: Reconciler<K>,
+{
+    tokio::spawn(async move {
+        loop {
+            let (keys, next) = queue.take(BATCH);
+            if keys.is_empty() {
+                match next {
+                    Some(due) => {
+                        tokio::select! {
+                            () = queue.notify.notified() => {}
+                            () = tokio::time::sleep_until(due) => {}
+                        }
+                    }
+                    None => queue.notify.notified().await,
+                }
+                continue;
+            }
+            // Reads come from the watch cache; waiting for it to reflect every acknowledged
+            // write (ours included) keeps a loop from acting twice on its own stale view.
+            if let Err(e) = sim.engine.sync().await {
+                tracing::warn!(controller = R::NAME, error = %e, "cache behind the store");
+            }
+            for key in keys {
+                match reconciler.reconcile(&key).await {
+                    Ok(Requeue::No) => {}
+                    Ok(Requeue::After(d)) => queue.add_after(key, d),
+                    Err(e) if e.code() == 409 => {
+                        tracing::debug!(controller = R::NAME, ?key, "conflict; retrying");
+                        queue.add(key);
+                    }
+                    Err(e) => {
+                        tracing::warn!(controller = R::NAME, ?key, error = %e, "reconcile failed; retrying");
+                        queue.add_after(key, RETRY_AFTER);
+                    }
+                }
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+}
+
+/// What a watch handler sees.
+pub(crate) enum Seen<'a> {
+    /// A (re)listing starts: the objects follow as `Upsert`s, then `Synced`.
+    Reset,
+    /// Created or changed (`prev` is the previous state when known).
+    Upsert {
+        obj: &'a Arc<Cached>,
+        prev: Option<&'a Arc<Cached>>,
+    },
+    /// Deleted (`obj` is its last state).
+    Deleted { obj: &'a Arc<Cached> },
+    /// The listing after `Reset` is complete.
+    Synced,
+}
+
+/// Follows one resource: a snapshot first, then live events; re-snapshots after lagging.
+pub(crate) fn spawn_watch<F>(cache: Arc<ResourceCache>, handler: F) -> JoinHandle<()>
+where
+    F: Fn(Seen<'_>) + Send + Sync + 'static,
+{
+    tokio::spawn(async move {
+        loop {
+            let (snapshot, mut sub) = cache.snapshot_and_subscribe();
+            handler(Seen::Reset);
+            for obj in &snapshot {
+                handler(Seen::Upsert { obj, prev: None });
+            }
+            handler(Seen::Synced);
+            drop(snapshot);
+            loop {
+                match sub.live.recv().await {
+                    Ok(ev) => match ev.kind {
+                        EventType::Deleted => handler(Seen::Deleted { obj: &ev.obj }),
+                        _ => handler(Seen::Upsert {
+                            obj: &ev.obj,
+                            prev: ev.prev.as_ref(),
+                        }),
+                    },
+                    Err(RecvError::Lagged(n)) => {
+                        tracing::debug!(missed = n, "watch lagged; re-listing");
+                        break;
+                    }
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        }
+    })
+}
+
+/// The `namespace/name` key of a namespaced object.
+pub(crate) fn ns_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+/// Splits a `namespace/name` key.
+pub(crate) fn split_key(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("", key))
+}

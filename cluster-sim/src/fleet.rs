@@ -1,0 +1,270 @@
+//! The fleet description: clusters with their region, zone, nodes, labels, taints, version and
+//! load-balancer pool — from command-line flags or a YAML fleet file.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Errors reading or checking a fleet.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// The fleet file could not be read.
+    #[error("reading fleet file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The fleet file is not valid YAML of the expected shape.
+    #[error("fleet file {path}: {source}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The cause.
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
+    /// A value is out of range or malformed.
+    #[error("fleet: {0}")]
+    Invalid(String),
+}
+
+/// A node taint.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Taint {
+    /// Key.
+    pub key: String,
+    /// Value.
+    #[serde(default)]
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
+}
+
+/// One simulated cluster.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterSpec {
+    /// Cluster (and kubeconfig context) name.
+    pub name: String,
+    /// Region label of its nodes.
+    #[serde(default)]
+    pub region: String,
+    /// Zone label of its nodes.
+    #[serde(default)]
+    pub zone: String,
+    /// Number of nodes.
+    #[serde(default = "default_nodes")]
+    pub nodes: u32,
+    /// CPU of each node (quantity).
+    #[serde(default = "default_cpu")]
+    pub node_cpu: String,
+    /// Memory of each node (quantity).
+    #[serde(default = "default_memory")]
+    pub node_memory: String,
+    /// Pods each node accepts.
+    #[serde(default = "default_pods")]
+    pub node_pods: u32,
+    /// Labels on every node (and reported for the cluster).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Taints on every node.
+    #[serde(default)]
+    pub taints: Vec<Taint>,
+    /// Kubernetes version the cluster reports.
+    #[serde(default = "default_version")]
+    pub kubernetes_version: String,
+    /// Load-balancer addresses: single IPv4 addresses or `a.b.c.d/nn` ranges.
+    #[serde(default)]
+    pub lb_pool: Vec<String>,
+    /// Delay from a pod's binding to it being Ready, e.g. `500ms` or `2s`.
+    #[serde(default)]
+    pub ready_delay: Option<String>,
+}
+
+fn default_nodes() -> u32 {
+    3
+}
+fn default_cpu() -> String {
+    "8".into()
+}
+fn default_memory() -> String {
+    "32Gi".into()
+}
+fn default_pods() -> u32 {
+    110
+}
+fn default_version() -> String {
+    "v1.34.2".into()
+}
+
+/// A whole fleet file.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FleetFile {
+    /// The clusters.
+    pub clusters: Vec<ClusterSpec>,
+}
+
+/// Parses `500ms`, `2s`, `1m` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, FleetError> {
+    let s = s.trim();
+    let bad = || FleetError::Invalid(format!("invalid duration {s:?}: use e.g. 500ms, 2s or 1m"));
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = num.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => return Err(bad()),
+    };
+    if !(0.0..=86_400.0).contains(&secs) {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Expands the pool entries into addresses, in order.
+pub fn expand_pool(entries: &[String]) -> Result<Vec<Ipv4Addr>, FleetError> {
+    let mut out = Vec::new();
+    for e in entries {
+        match e.split_once('/') {
+            Some((ip, bits)) => {
+                let ip: Ipv4Addr = ip.parse().map_err(|_| {
+                    FleetError::Invalid(format!("lbPool entry {e:?} is not an IPv4 range"))
+                })?;
+                let bits: u32 = bits
+                    .parse()
+                    .ok()
+                    .filter(|b| (16..=32).contains(b))
+                    .ok_or_else(|| {
+                        FleetError::Invalid(format!("lbPool range {e:?} must be /16 to /32"))
+                    })?;
+                let base = u32::from(ip) & (u32::MAX << (32 - bits));
+                let size = 1u32 << (32 - bits);
+                // Skip the network and broadcast addresses of ranges that have them.
+                let (first, last) = if size > 2 { (1, size - 1) } else { (0, size) };
+                out.extend((first..last).map(|i| Ipv4Addr::from(base + i)));
+            }
+            None => out.push(e.parse().map_err(|_| {
+                FleetError::Invalid(format!("lbPool entry {e:?} is not an IPv4 address"))
+            })?),
+        }
+    }
+    Ok(out)
+}
+
+impl FleetFile {
+    /// Reads a fleet file.
+    pub fn load(path: &std::path::Path) -> Result<Self, FleetError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| FleetError::Read {
+            path: p.clone(),
+            source,
+        })?;
+        let f: FleetFile = serde_yaml_ng::from_str(&text)
+            .map_err(|source| FleetError::Parse { path: p, source })?;
+        f.validate()?;
+        Ok(f)
+    }
+
+    /// Checks every cluster, reporting all problems at once.
+    pub fn validate(&self) -> Result<(), FleetError> {
+        let mut problems = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        if self.clusters.is_empty() {
+            problems.push("the fleet has no clusters".to_string());
+        }
+        for c in &self.clusters {
+            if apimachinery::validation::dns1123_label(&c.name).is_err() {
+                problems.push(format!("cluster name {:?} must be a DNS label", c.name));
+            }
+            if !seen.insert(c.name.clone()) {
+                problems.push(format!("cluster {:?} appears twice", c.name));
+            }
+            for (what, q) in [("nodeCpu", &c.node_cpu), ("nodeMemory", &c.node_memory)] {
+                if apimachinery::quantity::parse_quantity(q).is_err() {
+                    problems.push(format!(
+                        "cluster {:?}: {what} {q:?} is not a quantity",
+                        c.name
+                    ));
+                }
+            }
+            if let Some(d) = &c.ready_delay
+                && let Err(e) = parse_duration(d)
+            {
+                problems.push(format!("cluster {:?}: readyDelay: {e}", c.name));
+            }
+            if let Err(e) = expand_pool(&c.lb_pool) {
+                problems.push(format!("cluster {:?}: {e}", c.name));
+            }
+            for t in &c.taints {
+                if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&t.effect.as_str()) {
+                    problems.push(format!("cluster {:?}: taint effect {:?} is not NoSchedule, PreferNoSchedule or NoExecute", c.name, t.effect));
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(FleetError::Invalid(problems.join("; ")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fleet_file_with_defaults() {
+        let f: FleetFile = serde_yaml_ng::from_str(
+            "clusters:\n- name: a\n  region: eu-west\n  zone: eu-west-1a\n  nodes: 5\n  lbPool: [10.1.0.0/30, 192.0.2.7]\n  taints: [{key: gpu, effect: NoSchedule}]\n- name: b\n",
+        )
+        .unwrap();
+        f.validate().unwrap();
+        assert_eq!(f.clusters[1].nodes, 3);
+        assert_eq!(f.clusters[1].node_memory, "32Gi");
+        let pool = expand_pool(&f.clusters[0].lb_pool).unwrap();
+        assert_eq!(pool.len(), 3);
+        assert_eq!(pool[0].to_string(), "10.1.0.1");
+    }
+
+    #[test]
+    fn every_problem_is_reported() {
+        let f: FleetFile = serde_yaml_ng::from_str(
+            "clusters:\n- name: A_bad\n  nodeCpu: lots\n- name: b\n  readyDelay: soon\n- name: b\n",
+        )
+        .unwrap();
+        let e = f.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("DNS label")
+                && e.contains("nodeCpu")
+                && e.contains("readyDelay")
+                && e.contains("twice"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected() {
+        assert!(
+            serde_yaml_ng::from_str::<FleetFile>("clusters:\n- name: a\n  nodez: 3\n").is_err()
+        );
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
+        assert!(parse_duration("-1s").is_err());
+    }
+}

@@ -1,0 +1,18 @@
+//! `cluster-sim`: run a fleet of simulated Kubernetes clusters, or inject faults into one.
+
+use clap::Parser;
+use cluster_sim::cli::{Cli, Command, ctl, run};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Ctl(c)) => ctl(c).await,
+        None => run(cli.run).await,
+    }
+}

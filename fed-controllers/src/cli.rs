@@ -1,0 +1,196 @@
+//! Command-line flags of `fed-controllers` and their validation (every bad flag reported at once).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cluster::ControllerConfig;
+use crate::cluster::member::Settings;
+use crate::cluster::probe::Thresholds;
+
+/// Flag errors, all of them.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid flags:\n  {}", .0.join("\n  "))]
+pub struct FlagErrors(pub Vec<String>);
+
+/// Parses `500ms`, `10s`, `5m`, `1h` (a bare number is seconds).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 500ms, 10s, 5m"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
+}
+
+/// `fed-controllers`: runs Meridian's controllers against the federation API.
+#[derive(Debug, clap::Parser)]
+#[command(name = "fed-controllers", version, about)]
+pub struct Args {
+    /// Kubeconfig of the federation API server.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: PathBuf,
+    /// Context in the kubeconfig (default: its current context).
+    #[arg(long, env = "MERIDIAN_CONTEXT")]
+    pub context: Option<String>,
+    /// Time between member health probes.
+    #[arg(long, env = "MERIDIAN_PROBE_PERIOD", default_value = "10s", value_parser = parse_duration)]
+    pub probe_period: Duration,
+    /// Deadline of one probe.
+    #[arg(long, env = "MERIDIAN_PROBE_TIMEOUT", default_value = "3s", value_parser = parse_duration)]
+    pub probe_timeout: Duration,
+    /// Consecutive failed probes before Ready=False and Offline=True.
+    #[arg(long, env = "MERIDIAN_FAILURE_THRESHOLD", default_value_t = 3)]
+    pub failure_threshold: u32,
+    /// Consecutive successful probes before a not-Ready member is Ready again.
+    #[arg(long, env = "MERIDIAN_SUCCESS_THRESHOLD", default_value_t = 1)]
+    pub success_threshold: u32,
+    /// Mass failure when more than this share of members (and at least two) is Offline.
+    #[arg(long, env = "MERIDIAN_MASS_FAILURE_SHARE", default_value_t = 0.5)]
+    pub mass_failure_share: f64,
+    /// Refresh period of members' version and served APIs (also refreshed on becoming Ready).
+    #[arg(long, env = "MERIDIAN_DISCOVERY_PERIOD", default_value = "5m", value_parser = parse_duration)]
+    pub discovery_period: Duration,
+    /// At most one status write per cluster per this interval.
+    #[arg(long, env = "MERIDIAN_STATUS_MIN_INTERVAL", default_value = "500ms", value_parser = parse_duration)]
+    pub status_min_interval: Duration,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served (plain HTTP); `off` disables.
+    #[arg(
+        long,
+        env = "MERIDIAN_METRICS_BIND_ADDRESS",
+        default_value = "127.0.0.1:8080"
+    )]
+    pub metrics_bind_address: String,
+}
+
+impl Args {
+    /// The validated controller configuration and metrics address.
+    pub fn validate(&self) -> Result<(ControllerConfig, Option<SocketAddr>), FlagErrors> {
+        let mut errors = Vec::new();
+        if self.probe_period < Duration::from_millis(100) {
+            errors.push(format!(
+                "--probe-period {:?} must be at least 100ms",
+                self.probe_period
+            ));
+        }
+        if self.probe_timeout.is_zero() || self.probe_timeout > self.probe_period {
+            errors.push(format!(
+                "--probe-timeout {:?} must be positive and at most --probe-period {:?}",
+                self.probe_timeout, self.probe_period
+            ));
+        }
+        if self.failure_threshold == 0 {
+            errors.push("--failure-threshold must be at least 1".into());
+        }
+        if self.success_threshold == 0 {
+            errors.push("--success-threshold must be at least 1".into());
+        }
+        if !(0.0..1.0).contains(&self.mass_failure_share) {
+            errors.push(format!(
+                "--mass-failure-share {} must be in [0, 1)",
+                self.mass_failure_share
+            ));
+        }
+        if self.discovery_period < self.probe_period {
+            errors.push("--discovery-period must be at least --probe-period".into());
+        }
+        let metrics = match self.metrics_bind_address.as_str() {
+            "off" | "" | "0" => None,
+            a => match a.parse::<SocketAddr>() {
+                Ok(addr) => Some(addr),
+                Err(e) => {
+                    errors.push(format!("--metrics-bind-address {a:?}: {e}"));
+                    None
+                }
+            },
+        };
+        if !errors.is_empty() {
+            return Err(FlagErrors(errors));
+        }
+        let settings = Settings {
+            probe_period: self.probe_period,
+            probe_timeout: self.probe_timeout,
+            thresholds: Thresholds {
+                failure: self.failure_threshold,
+                success: self.success_threshold,
+            },
+            discovery_period: self.discovery_period,
+            status_min_interval: self.status_min_interval,
+            ..Settings::default()
+        };
+        Ok((
+            ControllerConfig {
+                settings,
+                mass_failure_share: self.mass_failure_share,
+            },
+            metrics,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn durations() {
+        for (s, ms) in [
+            ("500ms", 500),
+            ("10s", 10_000),
+            ("3", 3000),
+            ("1.5s", 1500),
+            ("5m", 300_000),
+            ("1h", 3_600_000),
+        ] {
+            assert_eq!(parse_duration(s), Ok(Duration::from_millis(ms)), "{s}");
+        }
+        for bad in ["", "s", "10x", "-1s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn defaults_and_validation() {
+        let args = Args::try_parse_from(["fed-controllers", "--kubeconfig", "k"]).expect("parse");
+        let (cfg, metrics) = args.validate().expect("valid");
+        assert_eq!(cfg.settings.probe_period, Duration::from_secs(10));
+        assert_eq!(cfg.settings.probe_timeout, Duration::from_secs(3));
+        assert_eq!(
+            cfg.settings.thresholds,
+            Thresholds {
+                failure: 3,
+                success: 1
+            }
+        );
+        assert_eq!(cfg.mass_failure_share, 0.5);
+        assert_eq!(metrics, Some("127.0.0.1:8080".parse().expect("addr")));
+
+        let args = Args::try_parse_from([
+            "fed-controllers",
+            "--kubeconfig",
+            "k",
+            "--probe-timeout",
+            "20s",
+            "--failure-threshold",
+            "0",
+            "--mass-failure-share",
+            "1.5",
+            "--metrics-bind-address",
+            "nope",
+        ])
+        .expect("parse");
+        let err = args.validate().expect_err("invalid");
+        assert_eq!(err.0.len(), 4, "{err}");
+    }
+}

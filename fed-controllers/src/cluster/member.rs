@@ -1,0 +1,530 @@
+//! One member cluster's task: client setup, probe loop, discovery, node/pod watches and
+//! the debounced status writer — all inside one task tree, so one slow or dead member
+//! never delays another, and aborting the task stops everything it started.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use fed_api::Cluster;
+use fed_api::common::Condition;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, ResourceExt};
+use tokio::sync::{Notify, watch};
+use tokio::task::{JoinHandle, JoinSet};
+use tracing::Instrument;
+
+use super::capacity::{Tracker, extract};
+use super::conditions;
+use super::credentials::{self, ClientTimeouts};
+use super::discovery::{self, Discovered};
+use super::events;
+use super::guard::Board;
+use super::probe::{self, FailureKind, Health, Outcome, ProbeState, Thresholds};
+use super::prober::{self, HealthPath};
+use super::status::{self, Owned};
+use crate::metrics::Metrics;
+
+/// Tunables of every member task.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Time between probes.
+    pub probe_period: Duration,
+    /// Deadline of one probe.
+    pub probe_timeout: Duration,
+    /// Damping thresholds.
+    pub thresholds: Thresholds,
+    /// Slow refresh of version and served APIs (also refreshed on becoming Ready).
+    pub discovery_period: Duration,
+    /// At most one status write per this interval per cluster.
+    pub status_min_interval: Duration,
+    /// Deadline of federation writes and reads (status, Secret, Events).
+    pub federation_timeout: Duration,
+    /// A member watch with no event for this long is restarted.
+    pub watch_idle_timeout: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            probe_period: Duration::from_secs(10),
+            probe_timeout: Duration::from_secs(3),
+            thresholds: Thresholds::default(),
+            discovery_period: Duration::from_secs(300),
+            status_min_interval: Duration::from_millis(500),
+            federation_timeout: Duration::from_secs(10),
+            watch_idle_timeout: Duration::from_secs(330),
+        }
+    }
+}
+
+/// What the member task shares with the rest of the process.
+#[derive(Clone)]
+pub struct Shared {
+    /// Client of the federation API.
+    pub fed: Client,
+    /// Tunables.
+    pub settings: Arc<Settings>,
+    /// Process metrics.
+    pub metrics: Arc<Metrics>,
+    /// Offline flags for the mass-failure guard.
+    pub board: Arc<Board>,
+}
+
+/// A running member task. Dropping it stops the task.
+pub struct MemberHandle {
+    task: JoinHandle<()>,
+    cluster: watch::Sender<Arc<Cluster>>,
+    /// Fingerprint of the connection settings the task was started with.
+    pub fingerprint: u64,
+}
+
+impl MemberHandle {
+    /// Hands the task the latest Cluster object (for other writers' conditions and
+    /// to notice status changes made by others).
+    pub fn update(&self, cluster: Arc<Cluster>) {
+        self.cluster.send_replace(cluster);
+    }
+
+    /// The Cluster object the task last received.
+    pub fn cluster(&self) -> Arc<Cluster> {
+        self.cluster.borrow().clone()
+    }
+}
+
+impl Drop for MemberHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts the task for one Cluster.
+pub fn spawn(shared: Shared, cluster: Arc<Cluster>, fingerprint: u64) -> MemberHandle {
+    let name = cluster.name_any();
+    let (tx, rx) = watch::channel(cluster.clone());
+    let conds = cluster
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let probe = ProbeState::from_conditions(&conds);
+    shared.board.set(&name, probe.offline);
+    let member = Arc::new(Member {
+        name: name.clone(),
+        uid: cluster.uid(),
+        shared,
+        cluster: rx,
+        state: Mutex::new(State {
+            probe,
+            conditions: conds,
+            discovered: None,
+            tracker: Tracker::new(),
+            nodes_synced: false,
+            pods_synced: false,
+        }),
+        dirty: Notify::new(),
+        rediscover: Notify::new(),
+        rewatch: watch::Sender::new(0),
+    });
+    let span = tracing::info_span!("member", cluster = %name);
+    let task = tokio::spawn(run(member).instrument(span));
+    MemberHandle {
+        task,
+        cluster: tx,
+        fingerprint,
+    }
+}
+
+struct State {
+    probe: ProbeState,
+    conditions: Vec<Condition>,
+    discovered: Option<Discovered>,
+    tracker: Tracker,
+    nodes_synced: bool,
+    pods_synced: bool,
+}
+
+struct Member {
+    name: String,
+    uid: Option<String>,
+    shared: Shared,
+    cluster: watch::Receiver<Arc<Cluster>>,
+    state: Mutex<State>,
+    /// Something in `state` changed: the status writer should look.
+    dirty: Notify,
+    /// Discovery should refresh now.
+    rediscover: Notify,
+    /// Bumped to make the watches re-list (after the member comes back).
+    rewatch: watch::Sender<u64>,
+}
+
+impl Member {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state is plain numbers; a panicked holder cannot leave it unusable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn settings(&self) -> &Settings {
+        &self.shared.settings
+    }
+
+    /// Feeds one probe outcome through the damping and acts on transitions.
+    fn record(&self, outcome: Outcome) {
+        let now = jiff::Timestamp::now();
+        let th = self.settings().thresholds;
+        let (prev, next, transition) = {
+            let mut st = self.lock();
+            let prev = st.probe.clone();
+            let (next, t) = probe::next_state(&prev, &outcome, th, now);
+            for c in probe::conditions_for(&next, th) {
+                conditions::set(&mut st.conditions, c, now);
+            }
+            st.probe = next.clone();
+            (prev, next, t)
+        };
+        self.dirty.notify_one();
+        self.shared.board.set(&self.name, next.offline);
+        if transition.ready {
+            let (reason, type_) = match next.health {
+                Health::Ready => ("ClusterReady", "Normal"),
+                _ => ("ClusterNotReady", "Warning"),
+            };
+            let message = describe(&next);
+            tracing::info!(health = ?next.health, %message, "ready changed");
+            self.event(reason, type_, &message, now);
+            if next.health == Health::Ready {
+                self.rediscover.notify_one();
+            }
+        }
+        if transition.offline {
+            let (reason, type_) = if next.offline {
+                ("ClusterOffline", "Warning")
+            } else {
+                ("ClusterOnline", "Normal")
+            };
+            self.event(reason, type_, &describe(&next), now);
+            if prev.offline && !next.offline {
+                // Watches may have been hanging on dead connections; start them afresh.
+                self.rewatch.send_modify(|g| *g += 1);
+            }
+        }
+    }
+
+    fn event(&self, reason: &str, type_: &str, message: &str, now: jiff::Timestamp) {
+        let e = events::for_cluster(&self.name, self.uid.as_deref(), reason, type_, message, now);
+        tokio::spawn(events::publish(self.shared.fed.clone(), e));
+    }
+
+    /// The status this member should have now.
+    fn desired(&self) -> Owned {
+        let current = self.cluster.borrow().clone();
+        let current_conds = current
+            .status
+            .as_ref()
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or_default();
+        let st = self.lock();
+        let ours: Vec<Condition> = st
+            .conditions
+            .iter()
+            .filter(|c| c.type_ == conditions::READY || c.type_ == conditions::OFFLINE)
+            .cloned()
+            .collect();
+        // Capacity is only written once both initial lists completed: a half-listed
+        // member would otherwise report a fraction of its nodes.
+        let summary = (st.nodes_synced && st.pods_synced).then(|| st.tracker.summary());
+        Owned {
+            conditions: status::merge_conditions(current_conds, &ours),
+            kubernetes_version: st.discovered.as_ref().map(|d| d.kubernetes_version.clone()),
+            api_enablements: st.discovered.as_ref().map(|d| d.api_enablements.clone()),
+            nodes: summary.map(|s| s.node_summary()),
+            resource_summary: summary.map(|s| s.resource_summary()),
+        }
+    }
+}
+
+fn describe(state: &ProbeState) -> String {
+    match (&state.health, &state.last_failure) {
+        (Health::Ready, _) => "probes succeed".to_string(),
+        (_, Some((kind, msg))) => format!("{}: {msg}", kind.reason()),
+        _ => "no probe result yet".to_string(),
+    }
+}
+
+async fn run(m: Arc<Member>) {
+    let mut tasks = JoinSet::new();
+    tasks.spawn(status_writer(m.clone()).in_current_span());
+    let client = connect(&m).await;
+    tasks.spawn(discovery_loop(m.clone(), client.clone()).in_current_span());
+    tasks.spawn(watch_loop::<Node>(m.clone(), client.clone()).in_current_span());
+    tasks.spawn(watch_loop::<Pod>(m.clone(), client.clone()).in_current_span());
+    probe_loop(&m, client).await;
+}
+
+/// Builds the member client, retrying every probe period; each failed attempt counts
+/// as a failed probe (reason `InvalidConfig`, the message names the problem).
+async fn connect(m: &Member) -> Client {
+    let s = m.settings();
+    let timeouts = ClientTimeouts {
+        connect: s.probe_timeout,
+        write: s.probe_timeout,
+    };
+    loop {
+        let spec = m.cluster.borrow().spec.clone();
+        let attempt = async {
+            let token = credentials::load_token(&m.shared.fed, &spec, s.federation_timeout).await?;
+            let config = credentials::member_config(&spec, &token, timeouts)?;
+            Client::try_from(config)
+                .map_err(|e| credentials::CredentialsError::InvalidCaBundle(e.to_string()))
+        };
+        match attempt.await {
+            Ok(c) => return c,
+            Err(e) => {
+                tracing::warn!(error = %e, "member client not configured");
+                m.shared
+                    .metrics
+                    .probe(&m.name, FailureKind::InvalidConfig.reason(), 0.0);
+                m.record(Outcome::Failure {
+                    kind: FailureKind::InvalidConfig,
+                    message: e.to_string(),
+                });
+                tokio::time::sleep(s.probe_period).await;
+            }
+        }
+    }
+}
+
+async fn probe_loop(m: &Member, client: Client) {
+    let s = m.settings();
+    let mut ticker = tokio::time::interval(s.probe_period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut path = HealthPath::default();
+    loop {
+        ticker.tick().await;
+        let started = Instant::now();
+        let outcome = prober::probe(&client, &mut path, s.probe_timeout).await;
+        let result = match &outcome {
+            Outcome::Success => "success",
+            Outcome::Failure { kind, .. } => kind.reason(),
+        };
+        m.shared
+            .metrics
+            .probe(&m.name, result, started.elapsed().as_secs_f64());
+        if let Outcome::Failure { message, .. } = &outcome {
+            tracing::debug!(%result, %message, "probe failed");
+        }
+        m.record(outcome);
+    }
+}
+
+async fn discovery_loop(m: Arc<Member>, client: Client) {
+    let s = m.settings().clone();
+    m.rediscover.notify_one();
+    loop {
+        tokio::select! {
+            () = m.rediscover.notified() => {}
+            () = tokio::time::sleep(s.discovery_period) => {}
+        }
+        if m.lock().probe.health == Health::NotReady {
+            continue;
+        }
+        // Discovery walks every group-version: give it more than one probe's time.
+        match discovery::discover(&client, s.probe_timeout * 10).await {
+            Ok(d) => {
+                let changed = {
+                    let mut st = m.lock();
+                    let changed = st.discovered.as_ref() != Some(&d);
+                    st.discovered = Some(d);
+                    changed
+                };
+                if changed {
+                    m.dirty.notify_one();
+                }
+            }
+            Err(error) => tracing::info!(%error, "discovery failed; will retry"),
+        }
+    }
+}
+
+/// A member kind whose watch feeds the capacity tracker (one generic watch loop for both).
+trait Watched:
+    kube::Resource<DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// Resource name, for logs and metrics.
+    const RESOURCE: &'static str;
+    /// A (re-)list begins.
+    fn begin(t: &mut Tracker);
+    /// An object was listed, added or modified.
+    fn apply(t: &mut Tracker, obj: &Self) -> bool;
+    /// An object was deleted.
+    fn delete(t: &mut Tracker, obj: &Self) -> bool;
+    /// The (re-)list is complete.
+    fn finish(st: &mut State);
+}
+
+impl Watched for Node {
+    const RESOURCE: &'static str = "nodes";
+    fn begin(t: &mut Tracker) {
+        t.begin_node_resync();
+    }
+    fn apply(t: &mut Tracker, n: &Node) -> bool {
+        t.apply_node(&n.name_any(), extract::node_capacity(n))
+    }
+    fn delete(t: &mut Tracker, n: &Node) -> bool {
+        t.remove_node(&n.name_any())
+    }
+    fn finish(st: &mut State) {
+        st.tracker.finish_node_resync();
+        st.nodes_synced = true;
+    }
+}
+
+impl Watched for Pod {
+    const RESOURCE: &'static str = "pods";
+    fn begin(t: &mut Tracker) {
+        t.begin_pod_resync();
+    }
+    fn apply(t: &mut Tracker, p: &Pod) -> bool {
+        t.apply_pod(
+            &p.namespace().unwrap_or_default(),
+            &p.name_any(),
+            extract::pod_placement(p),
+        )
+    }
+    fn delete(t: &mut Tracker, p: &Pod) -> bool {
+        t.remove_pod(&p.namespace().unwrap_or_default(), &p.name_any())
+    }
+    fn finish(st: &mut State) {
+        st.tracker.finish_pod_resync();
+        st.pods_synced = true;
+    }
+}
+
+/// List once, then watch, for as long as the task lives. The kube watcher resumes from
+/// its resourceVersion after errors (re-listing only when the server says 410 Gone),
+/// with exponential backoff and jitter between attempts; this loop adds an idle
+/// deadline and a fresh start after the member recovers from Offline.
+async fn watch_loop<K: Watched>(m: Arc<Member>, client: Client) {
+    let api = Api::<K>::all(client);
+    let idle = m.settings().watch_idle_timeout;
+    let mut rewatch = m.rewatch.subscribe();
+    loop {
+        // Objects are reduced to numbers as they arrive and dropped; nothing keeps them.
+        let stream = watcher::watcher(api.clone(), watcher::Config::default()).default_backoff();
+        let mut stream = std::pin::pin!(stream);
+        let cause = loop {
+            let next = tokio::select! {
+                changed = rewatch.changed() => {
+                    if changed.is_err() { return; }
+                    break "recovered";
+                }
+                next = tokio::time::timeout(idle, stream.next()) => next,
+            };
+            let event = match next {
+                Err(_) => break "idle",
+                Ok(None) => break "ended",
+                Ok(Some(Err(error))) => {
+                    m.shared
+                        .metrics
+                        .watch_restart(&m.name, K::RESOURCE, "error");
+                    tracing::debug!(%error, resource = K::RESOURCE, "watch error; backing off");
+                    continue;
+                }
+                Ok(Some(Ok(event))) => event,
+            };
+            let changed = {
+                let mut st = m.lock();
+                match &event {
+                    Event::Init => {
+                        K::begin(&mut st.tracker);
+                        false
+                    }
+                    Event::InitApply(o) => {
+                        K::apply(&mut st.tracker, o);
+                        false
+                    }
+                    Event::InitDone => {
+                        K::finish(&mut st);
+                        true
+                    }
+                    Event::Apply(o) => K::apply(&mut st.tracker, o),
+                    Event::Delete(o) => K::delete(&mut st.tracker, o),
+                }
+            };
+            if changed {
+                m.dirty.notify_one();
+            }
+        };
+        m.shared.metrics.watch_restart(&m.name, K::RESOURCE, cause);
+        tracing::info!(resource = K::RESOURCE, cause, "restarting watch");
+    }
+}
+
+/// Writes status when it changed, at most once per `status_min_interval`, and promptly
+/// (no waiting) when the previous write is older than that.
+async fn status_writer(m: Arc<Member>) {
+    let s = m.settings().clone();
+    let api: Api<Cluster> = Api::all(m.shared.fed.clone());
+    let mut cluster = m.cluster.clone();
+    let mut last_written: Owned = Owned::of(cluster.borrow().status.as_ref());
+    let mut last_rv: Option<String> = None;
+    let mut last_at: Option<tokio::time::Instant> = None;
+    let mut failures: u32 = 0;
+    loop {
+        tokio::select! {
+            () = m.dirty.notified() => {}
+            changed = cluster.changed() => {
+                if changed.is_err() { return; }
+                // Our own write echoing back needs nothing; someone else's change to
+                // the fields we own is put right.
+                let obj = cluster.borrow_and_update().clone();
+                if obj.resource_version() == last_rv {
+                    continue;
+                }
+                last_written = Owned::of(obj.status.as_ref());
+            }
+        }
+        if let Some(at) = last_at {
+            tokio::time::sleep_until(at + s.status_min_interval).await;
+        }
+        let desired = m.desired();
+        if !desired.differs_from(&last_written) {
+            continue;
+        }
+        last_at = Some(tokio::time::Instant::now());
+        let patch = desired.patch();
+        let params = PatchParams::default();
+        let merge = Patch::Merge(&patch);
+        let write = api.patch_status(&m.name, &params, &merge);
+        match tokio::time::timeout(s.federation_timeout, write).await {
+            Ok(Ok(obj)) => {
+                m.shared.metrics.status_write("ok");
+                failures = 0;
+                last_rv = obj.resource_version();
+                last_written = desired;
+            }
+            outcome => {
+                m.shared.metrics.status_write("error");
+                let error = match outcome {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "timed out".to_string(),
+                };
+                failures = failures.saturating_add(1);
+                let delay =
+                    super::backoff::delay(failures, s.status_min_interval, Duration::from_secs(30));
+                tracing::warn!(%error, retry_in = ?delay, "status write failed");
+                tokio::time::sleep(delay).await;
+                m.dirty.notify_one();
+            }
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! The cluster controller: probes members, tracks their capacity, writes `Cluster.status`.
+//!
+//! Pure decisions — [`probe`], [`capacity`], [`conditions`], [`guard::evaluate`],
+//! [`status`] — are separate from the effects: [`member`] runs one task per member
+//! cluster, [`controller`] supervises them.
+
+pub mod backoff;
+pub mod capacity;
+pub mod conditions;
+pub mod controller;
+pub mod credentials;
+pub mod discovery;
+pub mod events;
+pub mod guard;
+pub mod member;
+pub mod probe;
+pub mod prober;
+pub mod status;
+
+pub use controller::{ControllerConfig, run};

@@ -1,0 +1,67 @@
+//! `fed-controllers`: runs the cluster controller against the federation until Ctrl-C.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::Context as _;
+use clap::Parser;
+use fed_controllers::cli::Args;
+use fed_controllers::metrics::Metrics;
+use fed_controllers::{cluster, serve};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let args = Args::parse();
+    let (config, metrics_addr) = args.validate()?;
+
+    let kubeconfig = Kubeconfig::read_from(&args.kubeconfig)
+        .with_context(|| format!("reading {}", args.kubeconfig.display()))?;
+    let options = KubeConfigOptions {
+        context: args.context.clone(),
+        ..Default::default()
+    };
+    let client_config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .context("federation kubeconfig")?;
+    let fed = kube::Client::try_from(client_config).context("federation client")?;
+
+    let metrics = Arc::new(Metrics::new());
+    let ready = Arc::new(AtomicBool::new(false));
+    if let Some(addr) = metrics_addr {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("binding {addr}"))?;
+        tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
+        tokio::spawn(serve::serve(
+            listener,
+            serve::State {
+                metrics: metrics.clone(),
+                ready: ready.clone(),
+            },
+        ));
+    }
+
+    tracing::info!(
+        probe_period = ?config.settings.probe_period,
+        probe_timeout = ?config.settings.probe_timeout,
+        failure_threshold = config.settings.thresholds.failure,
+        success_threshold = config.settings.thresholds.success,
+        mass_failure_share = config.mass_failure_share,
+        "cluster controller starting"
+    );
+    tokio::select! {
+        r = cluster::run(fed, config, metrics, ready) => r.context("cluster controller")?,
+        s = tokio::signal::ctrl_c() => {
+            s.context("waiting for Ctrl-C")?;
+            tracing::info!("interrupted; stopping");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,198 @@
+//! The process's Prometheus metrics (one registry, prefix `meridian_controllers`).
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(&'static str, String)>;
+
+fn latency_histogram() -> Histogram {
+    // 5 ms .. ~10 s: loopback members answer in milliseconds, the probe timeout is seconds.
+    Histogram::new(exponential_buckets(0.005, 2.0, 12))
+}
+
+/// Counters and gauges of the cluster controller.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    probes: Family<Labels, Counter>,
+    probe_latency: Family<Labels, Histogram, fn() -> Histogram>,
+    status_writes: Family<Labels, Counter>,
+    watch_restarts: Family<Labels, Counter>,
+    members: Gauge,
+    offline: Gauge,
+    mass_failure: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every metric registered.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("meridian_controllers");
+        let probes = Family::<Labels, Counter>::default();
+        registry.register(
+            "cluster_probes",
+            "Member health probes by cluster and result",
+            probes.clone(),
+        );
+        let probe_latency = Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "cluster_probe_duration_seconds",
+            "Member probe latency by cluster",
+            probe_latency.clone(),
+        );
+        let status_writes = Family::<Labels, Counter>::default();
+        registry.register(
+            "cluster_status_writes",
+            "Cluster status patches by result",
+            status_writes.clone(),
+        );
+        let watch_restarts = Family::<Labels, Counter>::default();
+        registry.register(
+            "cluster_watch_restarts",
+            "Member node/pod watch errors and restarts by cluster, resource and cause",
+            watch_restarts.clone(),
+        );
+        let members = Gauge::default();
+        registry.register("clusters", "Member clusters known", members.clone());
+        let offline = Gauge::default();
+        registry.register(
+            "clusters_offline",
+            "Member clusters Offline",
+            offline.clone(),
+        );
+        let mass_failure = Gauge::default();
+        registry.register(
+            "mass_failure",
+            "1 while the mass-failure guard is engaged",
+            mass_failure.clone(),
+        );
+        Metrics {
+            registry,
+            probes,
+            probe_latency,
+            status_writes,
+            watch_restarts,
+            members,
+            offline,
+            mass_failure,
+        }
+    }
+
+    /// Records one probe.
+    pub fn probe(&self, cluster: &str, result: &str, seconds: f64) {
+        self.probes
+            .get_or_create(&vec![
+                ("cluster", cluster.to_string()),
+                ("result", result.to_string()),
+            ])
+            .inc();
+        self.probe_latency
+            .get_or_create(&vec![("cluster", cluster.to_string())])
+            .observe(seconds);
+    }
+
+    /// Records one status patch (`ok` or `error`).
+    pub fn status_write(&self, result: &str) {
+        self.status_writes
+            .get_or_create(&vec![("result", result.to_string())])
+            .inc();
+    }
+
+    /// Records a watch error or restart.
+    pub fn watch_restart(&self, cluster: &str, resource: &str, cause: &str) {
+        self.watch_restarts
+            .get_or_create(&vec![
+                ("cluster", cluster.to_string()),
+                ("resource", resource.to_string()),
+                ("cause", cause.to_string()),
+            ])
+            .inc();
+    }
+
+    /// Fleet-level gauges from the mass-failure guard.
+    pub fn set_fleet(&self, members: usize, offline: usize, mass_failure: bool) {
+        self.members.set(i64::try_from(members).unwrap_or(i64::MAX));
+        self.offline.set(i64::try_from(offline).unwrap_or(i64::MAX));
+        self.mass_failure.set(i64::from(mass_failure));
+    }
+
+    /// Drops a deleted cluster's series so the registry does not grow with churn.
+    pub fn forget_cluster(&self, cluster: &str) {
+        let c = cluster.to_string();
+        for result in [
+            "success",
+            "Unreachable",
+            "Timeout",
+            "ProbeFailed",
+            "Unauthorized",
+            "TLSError",
+            "InvalidConfig",
+        ] {
+            self.probes.remove(&vec![
+                ("cluster", c.clone()),
+                ("result", result.to_string()),
+            ]);
+        }
+        self.probe_latency.remove(&vec![("cluster", c.clone())]);
+        for resource in ["nodes", "pods"] {
+            for cause in ["error", "idle", "recovered", "ended"] {
+                self.watch_restarts.remove(&vec![
+                    ("cluster", c.clone()),
+                    ("resource", resource.to_string()),
+                    ("cause", cause.to_string()),
+                ]);
+            }
+        }
+    }
+
+    /// The Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail; an error here would be a bug in encoding.
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposition_has_prefix_and_labels() {
+        let m = Metrics::new();
+        m.probe("eu-1", "success", 0.01);
+        m.status_write("ok");
+        m.watch_restart("eu-1", "nodes", "error");
+        let text = m.encode();
+        assert!(
+            text.contains(
+                "meridian_controllers_cluster_probes_total{cluster=\"eu-1\",result=\"success\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("meridian_controllers_cluster_probe_duration_seconds_bucket"),
+            "{text}"
+        );
+        assert!(
+            text.contains("meridian_controllers_cluster_status_writes_total{result=\"ok\"} 1"),
+            "{text}"
+        );
+        m.forget_cluster("eu-1");
+        assert!(!m.encode().contains("cluster=\"eu-1\""));
+    }
+}
