@@ -100,7 +100,6 @@ pub async fn target(kc: &Kubeconfig, context: Option<&str>) -> Result<Target, Ku
             KubeError::Config(format!("context {}: {e}", context.unwrap_or("(current)")))
         })?;
     cfg.connect_timeout = Some(Duration::from_secs(5));
-    cfg.read_timeout = Some(Duration::from_secs(30));
     let url = cfg
         .cluster_url
         .to_string()

@@ -401,9 +401,9 @@ fn rbac(
         FnHooks {
             default: no_default,
             validate: if namespaced {
-                |o, _| validate::metadata(o, NameRule::Subdomain, true)
+                |o, _| validate::metadata(o, NameRule::PathSegment, true)
             } else {
-                |o, _| validate::metadata(o, NameRule::Subdomain, false)
+                |o, _| validate::metadata(o, NameRule::PathSegment, false)
             },
             check_types: check,
             prepare_create: no_prepare,

@@ -68,6 +68,8 @@ pub enum NameRule {
     Label,
     /// RFC 1035 label (Services: must start with a letter).
     Dns1035,
+    /// Any URL path segment (RBAC kinds: `system:controller:x` is valid).
+    PathSegment,
 }
 
 /// Validates `metadata`: name, namespace, labels, annotations, owner references.
@@ -88,6 +90,7 @@ pub fn metadata(obj: &Value, rule: NameRule, namespaced: bool) -> Vec<Cause> {
             NameRule::Subdomain => validation::dns1123_subdomain(name),
             NameRule::Label => validation::dns1123_label(name),
             NameRule::Dns1035 => dns1035_label(name),
+            NameRule::PathSegment => path_segment(name),
         };
         if let Err(msgs) = res {
             for m in msgs {
@@ -166,6 +169,19 @@ pub fn metadata(obj: &Value, rule: NameRule, namespaced: bool) -> Vec<Cause> {
         }
     }
     errs
+}
+
+/// Kubernetes' path-segment rule: anything but `.`, `..`, `/` and `%`.
+pub fn path_segment(name: &str) -> Result<(), Vec<String>> {
+    if name == "." || name == ".." {
+        return Err(vec![format!("may not be '{name}'")]);
+    }
+    let bad: Vec<String> = ["/", "%"]
+        .iter()
+        .filter(|c| name.contains(*c))
+        .map(|c| format!("may not contain '{c}'"))
+        .collect();
+    if bad.is_empty() { Ok(()) } else { Err(bad) }
 }
 
 /// RFC 1035 label: like an RFC 1123 label but starting with a letter.
