@@ -19,7 +19,7 @@ use crate::fleet::{ClusterSpec, expand_pool, parse_duration};
 
 /// Watch-cache history per resource in a simulated cluster (smaller than a real server's:
 /// a fleet holds hundreds of these).
-const SIM_WATCH_HISTORY: usize = 2_000;
+const SIM_WATCH_HISTORY: usize = 1_000;
 
 /// What every cluster of a fleet shares: the kinds and their schema documents.
 #[derive(Clone)]
@@ -85,7 +85,8 @@ impl SimCluster {
         shared: &Shared,
         shutdown: watch::Receiver<bool>,
     ) -> anyhow::Result<Arc<Self>> {
-        let store = Arc::new(meridian_store::MemoryStore::new());
+        // The cache follows the store closely; a short store history is enough to bridge it.
+        let store = Arc::new(meridian_store::MemoryStore::with_history_capacity(1_000));
         let engine = federation_apiserver::server::build_engine_with(
             shared.registry.clone(),
             store,

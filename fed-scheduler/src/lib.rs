@@ -3,14 +3,19 @@
 //! [`schedule`] runs the pipeline filter → score → select → divide for one workload over a
 //! [`Snapshot`] of the fleet and returns a [`Decision`] with per-cluster reasons, or
 //! [`Unschedulable`] when nothing can be placed. [`select_policy`] picks the policy that
-//! applies to a workload. Nothing here talks to Kubernetes, the network or the clock: the
-//! caller passes `now` in the snapshot and applies the result.
+//! applies to a workload. [`plan_offline`] runs the same decisions over objects read from
+//! YAML. Nothing in the core talks to Kubernetes, the network or the clock: the caller
+//! passes `now` in the snapshot and applies the result. [`runtime`] is that caller — the
+//! watch loop and API writes of the `fed-scheduler` binary; the core never imports it.
 
 pub mod capacity;
+pub mod explain;
 pub mod fedv1;
+pub mod offline;
 pub mod plugins;
 pub mod policy_match;
 mod quantity;
+pub mod runtime;
 mod time;
 pub mod types;
 
@@ -23,6 +28,7 @@ use plugins::select::SpreadConstraints;
 use plugins::{Candidate, Ctx};
 
 pub use fedv1::{PREFERENCES_ANNOTATION, Preferences};
+pub use offline::{PlanError, PlanInput, PlanOptions, PlanReport, placement_name, plan_offline};
 pub use policy_match::select_policy;
 pub use quantity::QuantityError;
 pub use time::TimeError;

@@ -1,4 +1,4 @@
-//! `fedctl`: join and unjoin member clusters of a Meridian federation.
+//! `fedctl`: join and unjoin member clusters of a Meridian federation, and plan placements offline.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 mod join;
 mod kubeutil;
 mod plan;
+mod whatif;
 
 /// Meridian's command-line tool.
 #[derive(Parser, Debug)]
@@ -57,6 +58,19 @@ enum Cmd {
         #[arg(long)]
         cluster_context: Option<String>,
     },
+    /// Offline what-if: decide placements for objects in YAML files, without a server.
+    Plan {
+        /// YAML files with Clusters (with status), workloads, policies and Placements
+        /// (`-` reads stdin); see docs/plan.md.
+        #[arg(short = 'f', long = "filename", required = true)]
+        files: Vec<PathBuf>,
+        /// Treat this cluster as failed beyond its toleration (repeatable or comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        without: Vec<String>,
+        /// Output format.
+        #[arg(short = 'o', long, value_enum, default_value = "table")]
+        output: whatif::Format,
+    },
 }
 
 fn parse_labels(list: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
@@ -95,6 +109,16 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Cmd::Plan {
+        files,
+        without,
+        output,
+    } = &cli.command
+    {
+        // Planning reads only files: no kubeconfig needed.
+        print!("{}", whatif::run(files, without, *output)?);
+        return Ok(());
+    }
     let kc = kubeutil::load_kubeconfig(cli.kubeconfig.as_deref())?;
     match cli.command {
         Cmd::Join {
@@ -129,5 +153,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             join::unjoin(&kc, &o).await
         }
+        Cmd::Plan { .. } => Ok(()),
     }
 }

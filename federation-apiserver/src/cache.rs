@@ -18,7 +18,7 @@ use crate::registry::{Registry, ResourceDef};
 /// How many events each resource keeps for watches that resume from a resourceVersion.
 pub const HISTORY_PER_RESOURCE: usize = 10_000;
 /// How far a watcher may fall behind the live stream before it is closed (it then resumes).
-const BROADCAST_CAPACITY: usize = 8192;
+pub const BROADCAST_CAPACITY: usize = 8192;
 
 /// One object as the cache holds it.
 #[derive(Debug)]
@@ -126,7 +126,17 @@ struct ResourceState {
     history: VecDeque<Arc<CacheEvent>>,
     /// Every event after this revision is in `history`.
     horizon: Revision,
-    tx: broadcast::Sender<Arc<CacheEvent>>,
+    /// Created on the first watch: a fleet of simulated servers has many resources nobody
+    /// watches, and each channel preallocates its whole ring.
+    tx: Option<broadcast::Sender<Arc<CacheEvent>>>,
+    broadcast_capacity: usize,
+}
+
+impl ResourceState {
+    fn sender(&mut self) -> &broadcast::Sender<Arc<CacheEvent>> {
+        let cap = self.broadcast_capacity;
+        self.tx.get_or_insert_with(|| broadcast::channel(cap).0)
+    }
 }
 
 /// The cache of one resource.
@@ -249,11 +259,11 @@ impl Cache {
         registry: Registry,
         store: Arc<dyn Storage>,
         history_limit: usize,
+        broadcast_capacity: usize,
     ) -> Result<Arc<Self>, StoreError> {
         let list = store.list("/").await?;
         let mut resources = HashMap::new();
         for def in registry.all() {
-            let (tx, _) = broadcast::channel(BROADCAST_CAPACITY);
             resources.insert(
                 def.prefix(),
                 Arc::new(ResourceCache {
@@ -261,7 +271,8 @@ impl Cache {
                         objects: BTreeMap::new(),
                         history: VecDeque::new(),
                         horizon: list.revision,
-                        tx,
+                        tx: None,
+                        broadcast_capacity,
                     }),
                 }),
             );
@@ -434,7 +445,9 @@ impl Cache {
                     st.horizon = old.rv;
                 }
             }
-            let _ = st.tx.send(event);
+            if let Some(tx) = &st.tx {
+                let _ = tx.send(event);
+            }
             drop(st);
             match kind {
                 EventType::Deleted => self.index_delete(&obj),
@@ -586,14 +599,14 @@ impl ResourceCache {
 
     /// Starts a watch after `rev`: the events already past it, then the live stream.
     pub fn subscribe(&self, rev: Revision) -> Result<Subscription, WatchStartError> {
-        let st = self.state.read().expect("cache lock");
+        let mut st = self.state.write().expect("cache lock");
         if rev < st.horizon {
             return Err(WatchStartError::TooOld {
                 requested: rev,
                 horizon: st.horizon,
             });
         }
-        let live = st.tx.subscribe();
+        let live = st.sender().subscribe();
         let start = st.history.partition_point(|e| e.rv <= rev);
         let backlog = st.history.iter().skip(start).cloned().collect();
         Ok(Subscription {
@@ -605,8 +618,8 @@ impl ResourceCache {
 
     /// Every object now, and a live receiver positioned right after them.
     pub fn snapshot_and_subscribe(&self) -> (Vec<Arc<Cached>>, Subscription) {
-        let st = self.state.read().expect("cache lock");
-        let live = st.tx.subscribe();
+        let mut st = self.state.write().expect("cache lock");
+        let live = st.sender().subscribe();
         let objects = st.objects.values().cloned().collect();
         let revision = st.history.back().map_or(st.horizon, |e| e.rv);
         (

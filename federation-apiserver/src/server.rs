@@ -137,7 +137,9 @@ pub async fn build_engine_with(
     watch_history: usize,
     schemas: &Schemas,
 ) -> Result<Arc<Engine>, ServeError> {
-    let cache = Cache::start(registry.clone(), store.clone(), watch_history).await?;
+    // Watchers may fall behind by a burst as large as the history they could resume from.
+    let broadcast = watch_history.clamp(64, crate::cache::BROADCAST_CAPACITY);
+    let cache = Cache::start(registry.clone(), store.clone(), watch_history, broadcast).await?;
     let engine = Arc::new(Engine {
         registry,
         store,

@@ -1,5 +1,5 @@
 //! Harness for end-to-end tests: starts the workspace's real binaries (federation-apiserver,
-//! cluster-sim, fed-controllers, fedctl) as processes and hands out clients for them.
+//! cluster-sim, fed-controllers, fed-scheduler, fedctl) as processes and hands out clients for them.
 //! The binaries are the ones cargo built for this test run, found beside the test executable.
 
 use std::io::{BufRead, BufReader};
@@ -221,6 +221,23 @@ impl Env {
         )];
         args.extend(extra.iter().map(|s| s.to_string()));
         Proc::spawn_quiet(&binary("fed-controllers"), &args)
+    }
+
+    /// Starts fed-scheduler against the federation with extra flags (metrics off unless
+    /// `extra` says otherwise).
+    pub fn scheduler(&self, extra: &[&str]) -> Proc {
+        let mut args = vec![format!(
+            "--kubeconfig={}",
+            self.federation_kubeconfig.display()
+        )];
+        if !extra
+            .iter()
+            .any(|a| a.starts_with("--metrics-bind-address"))
+        {
+            args.push("--metrics-bind-address=off".to_string());
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Proc::spawn_quiet(&binary("fed-scheduler"), &args)
     }
 }
 

@@ -1,0 +1,212 @@
+//! Command-line flags of `fed-scheduler` and their validation (every bad flag at once).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::controller::Config;
+use super::rate::Rate;
+
+/// Flag errors, all of them.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid flags:\n  {}", .0.join("\n  "))]
+pub struct FlagErrors(pub Vec<String>);
+
+/// Parses `500ms`, `10s`, `5m`, `1h` (a bare number is seconds).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 500ms, 10s, 5m"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
+}
+
+/// `fed-scheduler`: decides where federated Deployments and ReplicaSets run.
+#[derive(Debug, clap::Parser)]
+#[command(name = "fed-scheduler", version, about)]
+pub struct Args {
+    /// Kubeconfig of the federation API server.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: PathBuf,
+    /// Context in the kubeconfig (default: its current context).
+    #[arg(long, env = "MERIDIAN_CONTEXT")]
+    pub context: Option<String>,
+    /// Workloads decided and written concurrently.
+    #[arg(long, env = "MERIDIAN_SCHEDULER_WORKERS", default_value_t = 16)]
+    pub workers: usize,
+    /// Sustained rate of evictions (workloads moved off offline clusters): N/s, N/m, N/h.
+    #[arg(long, env = "MERIDIAN_EVICTION_RATE", default_value = "100/s")]
+    pub eviction_rate: String,
+    /// Evictions allowed in one burst (default: one second's worth of the rate).
+    #[arg(long, env = "MERIDIAN_EVICTION_BURST")]
+    pub eviction_burst: Option<u32>,
+    /// Sustained rate of Kubernetes Events (N/s, N/m, N/h); more are dropped and counted.
+    #[arg(long, env = "MERIDIAN_EVENT_RATE", default_value = "50/s")]
+    pub event_rate: String,
+    /// Events allowed in one burst.
+    #[arg(long, env = "MERIDIAN_EVENT_BURST", default_value_t = 500)]
+    pub event_burst: u32,
+    /// Deadline of each write to the federation API.
+    #[arg(long, env = "MERIDIAN_WRITE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub write_timeout: Duration,
+    /// Every workload is re-decided this often even without a change.
+    #[arg(long, env = "MERIDIAN_RESYNC_PERIOD", default_value = "5m", value_parser = parse_duration)]
+    pub resync_period: Duration,
+    /// Distinct workloads the work queue holds at most.
+    #[arg(long, env = "MERIDIAN_QUEUE_CAPACITY", default_value_t = 1_000_000)]
+    pub queue_capacity: usize,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served (plain HTTP); `off` disables.
+    #[arg(
+        long,
+        env = "MERIDIAN_METRICS_BIND_ADDRESS",
+        default_value = "127.0.0.1:8081"
+    )]
+    pub metrics_bind_address: String,
+}
+
+impl Args {
+    /// The validated loop configuration and metrics address.
+    pub fn validate(&self) -> Result<(Config, Option<SocketAddr>), FlagErrors> {
+        let mut errors = Vec::new();
+        if self.workers == 0 || self.workers > 1024 {
+            errors.push(format!("--workers {} must be in 1..=1024", self.workers));
+        }
+        let rate = match self.eviction_rate.parse::<Rate>() {
+            Ok(r) => Some(r),
+            Err(e) => {
+                errors.push(format!("--eviction-rate: {e}"));
+                None
+            }
+        };
+        let event_rate = match self.event_rate.parse::<Rate>() {
+            Ok(r) => r,
+            Err(e) => {
+                errors.push(format!("--event-rate: {e}"));
+                Rate::per_second(1.0)
+            }
+        };
+        if self.event_burst == 0 {
+            errors.push("--event-burst must be at least 1".into());
+        }
+        if self.eviction_burst == Some(0) {
+            errors.push("--eviction-burst must be at least 1".into());
+        }
+        if self.write_timeout < Duration::from_millis(100) {
+            errors.push(format!(
+                "--write-timeout {:?} must be at least 100ms",
+                self.write_timeout
+            ));
+        }
+        if self.resync_period < Duration::from_secs(1) {
+            errors.push(format!(
+                "--resync-period {:?} must be at least 1s",
+                self.resync_period
+            ));
+        }
+        if self.queue_capacity == 0 {
+            errors.push("--queue-capacity must be at least 1".into());
+        }
+        let metrics = match self.metrics_bind_address.as_str() {
+            "off" | "" | "0" => None,
+            a => match a.parse::<SocketAddr>() {
+                Ok(addr) => Some(addr),
+                Err(e) => {
+                    errors.push(format!("--metrics-bind-address {a:?}: {e}"));
+                    None
+                }
+            },
+        };
+        let Some(rate) = rate.filter(|_| errors.is_empty()) else {
+            return Err(FlagErrors(errors));
+        };
+        let burst = self.eviction_burst.unwrap_or_else(|| {
+            // One second's worth, at least one.
+            rate.as_per_second().ceil().clamp(1.0, f64::from(u32::MAX)) as u32
+        });
+        Ok((
+            Config {
+                workers: self.workers,
+                eviction_rate: rate,
+                eviction_burst: burst,
+                write_timeout: self.write_timeout,
+                resync_period: self.resync_period,
+                queue_capacity: self.queue_capacity,
+                event_rate,
+                event_burst: self.event_burst,
+                ..Config::default()
+            },
+            metrics,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn defaults() {
+        let args = Args::try_parse_from(["fed-scheduler", "--kubeconfig", "k"]).expect("parse");
+        let (cfg, metrics) = args.validate().expect("valid");
+        assert_eq!(cfg.workers, 16);
+        assert_eq!(cfg.eviction_rate, Rate::per_second(100.0));
+        assert_eq!(cfg.eviction_burst, 100);
+        assert_eq!(cfg.write_timeout, Duration::from_secs(10));
+        assert_eq!(metrics, Some("127.0.0.1:8081".parse().expect("addr")));
+
+        let args = Args::try_parse_from([
+            "fed-scheduler",
+            "--kubeconfig",
+            "k",
+            "--eviction-rate",
+            "30/m",
+            "--metrics-bind-address",
+            "off",
+        ])
+        .expect("parse");
+        let (cfg, metrics) = args.validate().expect("valid");
+        assert_eq!(
+            (cfg.eviction_rate, cfg.eviction_burst),
+            (Rate::per_second(0.5), 1)
+        );
+        assert_eq!(metrics, None);
+    }
+
+    #[test]
+    fn reports_every_bad_flag() {
+        let args = Args::try_parse_from([
+            "fed-scheduler",
+            "--kubeconfig",
+            "k",
+            "--workers",
+            "0",
+            "--eviction-rate",
+            "fast",
+            "--eviction-burst",
+            "0",
+            "--write-timeout",
+            "1ms",
+            "--metrics-bind-address",
+            "nope",
+            "--event-rate",
+            "0/s",
+        ])
+        .expect("parse");
+        let err = args.validate().expect_err("invalid");
+        assert_eq!(err.0.len(), 6, "{err}");
+        assert!(parse_duration("10x").is_err());
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+    }
+}

@@ -1,0 +1,237 @@
+//! Wires the scheduler together: reflectors feed the index and the queue, workers take
+//! keys and reconcile them, a resync re-queues everything now and then.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use fed_api::Placement;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
+use kube::runtime::reflector::{self, Store};
+use tracing::Instrument as _;
+
+use super::events;
+use super::index::Index;
+use super::key::WorkloadKey;
+use super::metrics::Metrics;
+use super::queue::WorkQueue;
+use super::rate::{Rate, TokenBucket};
+use super::reconcile::Reconciler;
+use super::watch::{self, Ctx};
+use super::writer::Writer;
+
+/// How the loop runs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Workloads decided and written concurrently.
+    pub workers: usize,
+    /// Evictions (moves away from offline clusters) per second, sustained.
+    pub eviction_rate: Rate,
+    /// Evictions allowed at once.
+    pub eviction_burst: u32,
+    /// Deadline of each API write.
+    pub write_timeout: Duration,
+    /// Every workload is re-decided this often even without a change.
+    pub resync_period: Duration,
+    /// Distinct workloads the queue holds at most.
+    pub queue_capacity: usize,
+    /// Events waiting to be sent at most (more are dropped).
+    pub event_queue: usize,
+    /// Events sent per second, sustained (more are dropped).
+    pub event_rate: Rate,
+    /// Events sent in one burst.
+    pub event_burst: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            workers: 16,
+            eviction_rate: Rate::per_second(100.0),
+            eviction_burst: 100,
+            write_timeout: Duration::from_secs(10),
+            resync_period: Duration::from_secs(300),
+            queue_capacity: 1_000_000,
+            event_queue: 4096,
+            event_rate: Rate::per_second(50.0),
+            event_burst: 500,
+        }
+    }
+}
+
+/// Why the loop stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// A watch task ended, which kube's watcher never does while healthy.
+    #[error("the {0} watch ended")]
+    WatchEnded(&'static str),
+    /// A reflector store was dropped before it synced.
+    #[error("a cache was dropped before its first list")]
+    CacheDropped(#[source] reflector::store::WriterDropped),
+}
+
+async fn worker(
+    id: usize,
+    queue: Arc<WorkQueue<WorkloadKey>>,
+    reconciler: Arc<Reconciler>,
+    metrics: Arc<Metrics>,
+) {
+    loop {
+        let key = queue.next().await;
+        let span = tracing::info_span!("reconcile", worker = id, workload = %key);
+        let started = Instant::now();
+        match reconciler.reconcile(&key).instrument(span).await {
+            Ok(r) => {
+                queue.forget(&key);
+                if let Some(after) = r.requeue {
+                    queue.add_after(key.clone(), after);
+                }
+                metrics.reconcile(r.result, started.elapsed().as_secs_f64());
+            }
+            Err(error) => {
+                let after = queue.retry(key.clone());
+                metrics.reconcile("error", started.elapsed().as_secs_f64());
+                tracing::warn!(workload = %key, %error, retry_in = ?after, "reconcile failed");
+            }
+        }
+        queue.done(&key);
+        metrics.queue(queue.len(), queue.dropped());
+    }
+}
+
+/// Runs the scheduler against the federation API until a watch fails for good. `ready`
+/// is set once every cache has listed.
+pub async fn run(
+    client: Client,
+    config: Config,
+    metrics: Arc<Metrics>,
+    ready: Arc<AtomicBool>,
+) -> Result<(), ControllerError> {
+    let index = Arc::new(Index::new());
+    let queue = Arc::new(WorkQueue::new(config.queue_capacity));
+    let (placements, placements_w) = reflector::store::<Placement>();
+    let (deployments, deployments_w) = reflector::store::<Deployment>();
+    let (replicasets, replicasets_w) = reflector::store::<ReplicaSet>();
+    let (clusters, clusters_w) = reflector::store::<fed_api::Cluster>();
+    let (policies, policies_w) = reflector::store::<fed_api::PropagationPolicy>();
+    let (status, status_w) = reflector::store::<ConfigMap>();
+
+    let (sink, sender) = events::sink(
+        client.clone(),
+        config.event_queue,
+        TokenBucket::new(
+            config.event_rate,
+            config.event_burst,
+            tokio::time::Instant::now(),
+        ),
+        4,
+        config.write_timeout,
+        metrics.clone(),
+    );
+    let bucket = TokenBucket::new(
+        config.eviction_rate,
+        config.eviction_burst,
+        tokio::time::Instant::now(),
+    );
+    let reconciler = Arc::new(Reconciler::new(
+        index.clone(),
+        placements.clone(),
+        Writer::new(client.clone(), config.write_timeout),
+        sink,
+        bucket,
+        metrics.clone(),
+    ));
+    let ctx = Ctx {
+        index: index.clone(),
+        queue: queue.clone(),
+        reconciler: reconciler.clone(),
+        metrics: metrics.clone(),
+    };
+
+    let mut tasks = tokio::task::JoinSet::new();
+    let c = client.clone();
+    let x = ctx.clone();
+    tasks.spawn(async move {
+        watch::all_workloads(c, deployments_w, replicasets_w, x).await;
+        "workload"
+    });
+    let (c, x) = (client.clone(), ctx.clone());
+    tasks.spawn(async move {
+        watch::clusters(c, clusters_w, x).await;
+        "Cluster"
+    });
+    let (c, x) = (client.clone(), ctx.clone());
+    tasks.spawn(async move {
+        watch::policies(c, policies_w, x).await;
+        "PropagationPolicy"
+    });
+    let (c, x) = (client.clone(), ctx.clone());
+    tasks.spawn(async move {
+        watch::placements(c, placements_w, x).await;
+        "Placement"
+    });
+    let (c, x) = (client.clone(), ctx.clone());
+    tasks.spawn(async move {
+        watch::federation_status(c, status_w, x).await;
+        "federation-status ConfigMap"
+    });
+    tasks.spawn(async move {
+        sender.await;
+        "event sender"
+    });
+
+    // Deciding before every cache has listed would create Placements that exist and
+    // evict from clusters not seen yet.
+    let synced = async {
+        wait(&placements).await?;
+        wait(&deployments).await?;
+        wait(&replicasets).await?;
+        wait(&clusters).await?;
+        wait(&policies).await?;
+        wait(&status).await
+    };
+    tokio::select! {
+        r = synced => r.map_err(ControllerError::CacheDropped)?,
+        ended = tasks.join_next() => {
+            return Err(ControllerError::WatchEnded(ended.and_then(Result::ok).unwrap_or("a")));
+        }
+    }
+    tracing::info!(
+        workloads = index.keys().len(),
+        clusters = index.cluster_names().len(),
+        workers = config.workers,
+        "caches synced; scheduling"
+    );
+    ready.store(true, Ordering::Release);
+
+    for id in 0..config.workers.max(1) {
+        let (q, r, m) = (queue.clone(), reconciler.clone(), metrics.clone());
+        tasks.spawn(async move {
+            worker(id, q, r, m).await;
+            "worker"
+        });
+    }
+    let resync = config.resync_period;
+    tasks.spawn(async move {
+        let mut tick = tokio::time::interval(resync);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            ctx.enqueue_all();
+        }
+    });
+    let ended = tasks.join_next().await;
+    Err(ControllerError::WatchEnded(
+        ended.and_then(Result::ok).unwrap_or("a"),
+    ))
+}
+
+async fn wait<K>(s: &Store<K>) -> Result<(), reflector::store::WriterDropped>
+where
+    K: kube::runtime::reflector::Lookup + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    s.wait_until_ready().await
+}

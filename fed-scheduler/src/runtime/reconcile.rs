@@ -1,0 +1,370 @@
+//! One workload's turn: read the caches, decide with the pure core, rate-limit evictions,
+//! write the Placement where it differs, and say when to look again.
+//!
+//! Reads come from the index and the Placement reflector, never from the API. Because the
+//! reflector lags our own writes by a watch round trip, the Placement each write returned
+//! is remembered until the cache has caught up (or moved past it), so a quick second turn
+//! neither re-creates the Placement nor writes status over a stale resourceVersion.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fed_api::Placement;
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use crate::explain::{self, Outcome};
+use crate::types::{TargetCluster, UnschedulableReason, UnschedulableStatus};
+use crate::{schedule, select_policy};
+
+use super::desired::{self, Plan, SCHEDULED};
+use super::events::{self, EventSink, Involved};
+use super::index::Index;
+use super::key::WorkloadKey;
+use super::metrics::Metrics;
+use super::rate::TokenBucket;
+use super::writer::{WriteError, Writer};
+
+/// Why a turn failed (the worker retries it with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// A Placement write failed.
+    #[error("writing placement {placement}: {source}")]
+    Write {
+        /// `namespace/name` of the Placement.
+        placement: String,
+        /// What went wrong.
+        #[source]
+        source: WriteError,
+    },
+}
+
+/// What a turn did and when to look again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reconciled {
+    /// `unchanged`, `written` or `gone` (for metrics).
+    pub result: &'static str,
+    /// Look again after this long (toleration expiry, throttled eviction).
+    pub requeue: Option<Duration>,
+}
+
+#[derive(Debug)]
+struct Written {
+    /// resourceVersion the cache showed when we wrote (`None`: absent).
+    base: Option<String>,
+    obj: Arc<Placement>,
+}
+
+/// Decides and writes; shared by every worker.
+pub struct Reconciler {
+    index: Arc<Index>,
+    placements: Store<Placement>,
+    writer: Writer,
+    events: EventSink,
+    bucket: Mutex<TokenBucket>,
+    recent: Mutex<HashMap<WorkloadKey, Written>>,
+    metrics: Arc<Metrics>,
+}
+
+fn unix_seconds(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+fn scheduled_condition(p: &Placement) -> Option<(&str, &str)> {
+    p.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == SCHEDULED)
+        .map(|c| (c.reason.as_str(), c.message.as_str()))
+}
+
+fn dest_text(dest: &[TargetCluster]) -> String {
+    if dest.is_empty() {
+        return "none".to_owned();
+    }
+    dest.iter()
+        .map(|t| format!("{}:{}", t.cluster, t.replicas))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl Reconciler {
+    /// A reconciler over these caches and clients.
+    pub fn new(
+        index: Arc<Index>,
+        placements: Store<Placement>,
+        writer: Writer,
+        events: EventSink,
+        bucket: TokenBucket,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            index,
+            placements,
+            writer,
+            events,
+            bucket: Mutex::new(bucket),
+            recent: Mutex::new(HashMap::new()),
+            metrics,
+        }
+    }
+
+    fn recent(&self) -> std::sync::MutexGuard<'_, HashMap<WorkloadKey, Written>> {
+        // Entries are replaced whole; a panic elsewhere cannot leave one half-written.
+        self.recent.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Drops what we remember writing for `key` (its Placement was deleted or a write
+    /// conflicted), so the next turn trusts the cache.
+    pub fn forget_written(&self, key: &WorkloadKey) {
+        self.recent().remove(key);
+    }
+
+    /// The Placement as the cache shows it, or as we last wrote it if the cache has not
+    /// caught up yet; and the cache's resourceVersion.
+    fn current(&self, key: &WorkloadKey) -> (Option<Arc<Placement>>, Option<String>) {
+        let r = ObjectRef::new(&key.placement_name()).within(&key.namespace);
+        let cached = self.placements.get(&r);
+        let cached_rv = cached.as_ref().and_then(|p| p.resource_version());
+        let mut recent = self.recent();
+        if let Some(w) = recent.get(key) {
+            let written_rv = w.obj.resource_version();
+            if cached_rv.is_some() && cached_rv == written_rv {
+                recent.remove(key);
+            } else if cached_rv == w.base {
+                return (Some(w.obj.clone()), cached_rv);
+            } else {
+                recent.remove(key);
+            }
+        }
+        (cached, cached_rv)
+    }
+
+    fn remember(&self, key: &WorkloadKey, base: Option<String>, obj: Placement) -> Arc<Placement> {
+        let obj = Arc::new(obj);
+        self.recent().insert(
+            key.clone(),
+            Written {
+                base,
+                obj: obj.clone(),
+            },
+        );
+        obj
+    }
+
+    /// Takes an eviction token, or says how long until one is available.
+    fn take_token(&self) -> Result<(), Duration> {
+        self.bucket
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .try_take(tokio::time::Instant::now())
+    }
+
+    /// One turn for `key`.
+    pub async fn reconcile(&self, key: &WorkloadKey) -> Result<Reconciled, ReconcileError> {
+        let Some(entry) = self.index.workload(key) else {
+            // Deleted: the API server's garbage collector removes the owned Placement.
+            self.forget_written(key);
+            return Ok(Reconciled {
+                result: "gone",
+                requeue: None,
+            });
+        };
+        let now = SystemTime::now();
+        let now_unix = unix_seconds(now);
+        let (current, cached_rv) = self.current(key);
+        let previous: Vec<TargetCluster> = current
+            .as_ref()
+            .map(|p| desired::targets(&p.spec.dest_clusters))
+            .unwrap_or_default();
+
+        let mut requeue: Option<Duration> = None;
+        let (dest, outcome, unschedulable, wanting) = match &entry.workload {
+            Err(problem) => (
+                Vec::new(),
+                Outcome {
+                    scheduled: false,
+                    reason: "InvalidWorkload",
+                    message: problem.clone(),
+                },
+                UnschedulableStatus::default(),
+                false,
+            ),
+            Ok(w) => {
+                let guarded = self.index.mass_failure();
+                let policies = self.index.policies(&key.namespace);
+                let policy = select_policy(&policies, w);
+                let snapshot = self.index.snapshot(now_unix, guarded);
+                let mut result = schedule(&snapshot, w, policy, Some(&previous));
+                if !guarded && !explain::evictions(&result, &previous).is_empty() {
+                    match self.take_token() {
+                        Ok(()) => self.metrics.eviction("allowed"),
+                        Err(wait) => {
+                            // Over the eviction rate: decide as if evictions were paused
+                            // and come back when a token is due.
+                            self.metrics.eviction("throttled");
+                            let held = self.index.snapshot(now_unix, true);
+                            result = schedule(&held, w, policy, Some(&previous));
+                            requeue = Some(wait);
+                        }
+                    }
+                }
+                if let Some(secs) = explain::toleration_expiry(&result) {
+                    // The core counts whole seconds on the snapshot's clock.
+                    let due = UNIX_EPOCH
+                        + Duration::from_secs(u64::try_from(now_unix).unwrap_or(0) + secs);
+                    let wait = due.duration_since(now).unwrap_or_default();
+                    requeue = Some(requeue.map_or(wait, |r| r.min(wait)));
+                }
+                let wanting = match &result {
+                    Ok(d) => d.unschedulable.replicas > 0,
+                    Err(u) => matches!(
+                        u.reason,
+                        UnschedulableReason::NoCandidates
+                            | UnschedulableReason::SpreadUnsatisfiable { .. }
+                    ),
+                };
+                (
+                    explain::dest_clusters(&result),
+                    explain::outcome(&result),
+                    explain::unschedulable(&result, w.replicas),
+                    wanting,
+                )
+            }
+        };
+
+        let want = desired::desired(key, &entry.uid, &dest, outcome, &unschedulable);
+        let stamp = jiff::Timestamp::now();
+        let now_text = stamp.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let before_condition = current
+            .as_deref()
+            .and_then(scheduled_condition)
+            .map(|(r, m)| (r.to_owned(), m.to_owned()));
+        let fail = |source| ReconcileError::Write {
+            placement: format!("{}/{}", key.namespace, key.placement_name()),
+            source,
+        };
+        let mut wrote = false;
+        let mut obj = match desired::plan(key, current.as_deref(), &want, &now_text) {
+            Plan::Create(p) => {
+                let created = self.writer.create(&p).await.map_err(|e| {
+                    self.metrics.write("create", "error");
+                    self.forget_written(key);
+                    fail(e)
+                })?;
+                self.metrics.write("create", "ok");
+                wrote = true;
+                self.remember(key, cached_rv.clone(), created)
+            }
+            Plan::Update { spec_patch, .. } => {
+                let Some(cur) = current.clone() else {
+                    return Ok(Reconciled {
+                        result: "unchanged",
+                        requeue,
+                    });
+                };
+                match spec_patch {
+                    Some(patch) => {
+                        let patched = self
+                            .writer
+                            .patch(&key.namespace, &key.placement_name(), &patch)
+                            .await
+                            .map_err(|e| {
+                                self.metrics.write("patch", "error");
+                                self.forget_written(key);
+                                fail(e)
+                            })?;
+                        self.metrics.write("patch", "ok");
+                        wrote = true;
+                        self.remember(key, cached_rv.clone(), patched)
+                    }
+                    None => cur,
+                }
+            }
+        };
+        let status = desired::status(obj.status.as_ref(), &want, &now_text);
+        if wrote && status.is_some() {
+            // destClusters first: when many Placements must move at once (a failover),
+            // every one of them moves before any condition text is written; this key's
+            // next turn, at the back of the queue, writes its status and Events.
+            self.index.record(key, dest, wanting);
+            return Ok(Reconciled {
+                result: "written",
+                requeue: Some(Duration::ZERO),
+            });
+        }
+        let spec_only = wrote;
+        if let Some(status) = status {
+            let mut next = (*obj).clone();
+            next.status = Some(status);
+            let updated = self.writer.replace_status(&next).await.map_err(|e| {
+                self.metrics.write("status", "error");
+                self.forget_written(key);
+                fail(e)
+            })?;
+            self.metrics.write("status", "ok");
+            wrote = true;
+            obj = self.remember(key, cached_rv.clone(), updated);
+        }
+        self.index.record(key, dest.clone(), wanting);
+
+        // An Event per recorded outcome: with the status write, or with a spec change
+        // whose condition text happens to stay the same.
+        let after_condition = (want.outcome.reason.to_owned(), want.outcome.message.clone());
+        let status_written = wrote && !spec_only;
+        if status_written
+            || (spec_only
+                && (before_condition.as_ref() != Some(&after_condition) || previous != dest))
+        {
+            self.emit(key, &entry.uid, &obj, &want.outcome, &dest, stamp);
+        }
+        tracing::debug!(workload = %key, dest = %dest_text(&dest), wrote, "decided");
+        Ok(Reconciled {
+            result: if wrote { "written" } else { "unchanged" },
+            requeue,
+        })
+    }
+
+    fn emit(
+        &self,
+        key: &WorkloadKey,
+        uid: &str,
+        placement: &Placement,
+        outcome: &Outcome,
+        dest: &[TargetCluster],
+        now: jiff::Timestamp,
+    ) {
+        let reason = if outcome.scheduled {
+            "Scheduled"
+        } else {
+            "FailedScheduling"
+        };
+        let message = format!("destClusters {}: {}", dest_text(dest), outcome.message);
+        let on_placement = Involved {
+            api_version: fed_api::API_VERSION.to_owned(),
+            kind: "Placement".to_owned(),
+            namespace: key.namespace.clone(),
+            name: key.placement_name(),
+            uid: placement.uid(),
+        };
+        let on_workload = Involved {
+            api_version: "apps/v1".to_owned(),
+            kind: key.kind.as_str().to_owned(),
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            uid: Some(uid.to_owned()),
+        };
+        for about in [on_placement, on_workload] {
+            self.events.send(events::event(
+                &about,
+                !outcome.scheduled,
+                reason,
+                message.clone(),
+                now,
+            ));
+        }
+    }
+}
