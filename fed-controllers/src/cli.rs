@@ -64,6 +64,12 @@ pub struct Args {
     /// At most one status write per cluster per this interval.
     #[arg(long, env = "MERIDIAN_STATUS_MIN_INTERVAL", default_value = "500ms", value_parser = parse_duration)]
     pub status_min_interval: Duration,
+    /// Deadline of one workload-controller request to a member or the federation.
+    #[arg(long, env = "MERIDIAN_WORKLOAD_SYNC_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub workload_sync_timeout: Duration,
+    /// Longest retry delay after a failed workload sync (retries back off exponentially).
+    #[arg(long, env = "MERIDIAN_WORKLOAD_BACKOFF_MAX", default_value = "30s", value_parser = parse_duration)]
+    pub workload_backoff_max: Duration,
     /// Where `/metrics`, `/healthz` and `/readyz` are served (plain HTTP); `off` disables.
     #[arg(
         long,
@@ -74,6 +80,15 @@ pub struct Args {
 }
 
 impl Args {
+    /// The workload controller's settings (valid once [`Args::validate`] passed).
+    pub fn workload_settings(&self) -> crate::workload::Settings {
+        crate::workload::Settings {
+            sync_timeout: self.workload_sync_timeout,
+            backoff_max: self.workload_backoff_max,
+            ..Default::default()
+        }
+    }
+
     /// The validated controller configuration and metrics address.
     pub fn validate(&self) -> Result<(ControllerConfig, Option<SocketAddr>), FlagErrors> {
         let mut errors = Vec::new();
@@ -114,6 +129,12 @@ impl Args {
                 }
             },
         };
+        if self.workload_sync_timeout.is_zero() {
+            errors.push("--workload-sync-timeout must be positive".into());
+        }
+        if self.workload_backoff_max < Duration::from_millis(500) {
+            errors.push("--workload-backoff-max must be at least 500ms".into());
+        }
         if !errors.is_empty() {
             return Err(FlagErrors(errors));
         }

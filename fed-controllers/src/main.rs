@@ -1,4 +1,4 @@
-//! `fed-controllers`: runs the cluster controller against the federation until Ctrl-C.
+//! `fed-controllers`: runs the cluster and workload controllers against the federation until Ctrl-C.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use fed_controllers::cli::Args;
 use fed_controllers::metrics::Metrics;
-use fed_controllers::{cluster, serve};
+use fed_controllers::{cluster, serve, workload};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 #[tokio::main]
@@ -57,7 +57,8 @@ async fn main() -> anyhow::Result<()> {
         "cluster controller starting"
     );
     tokio::select! {
-        r = cluster::run(fed, config, metrics, ready) => r.context("cluster controller")?,
+        r = cluster::run(fed.clone(), config, metrics, ready) => r.context("cluster controller")?,
+        r = workload::run(fed, args.workload_settings()) => r.context("workload controller")?,
         s = tokio::signal::ctrl_c() => {
             s.context("waiting for Ctrl-C")?;
             tracing::info!("interrupted; stopping");

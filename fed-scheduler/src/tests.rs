@@ -218,8 +218,11 @@ fn affinity_taints_and_api_reasons() {
         value: None,
         effect: TaintEffect::NoSchedule,
     }];
+    // A cluster that serves apps/v1 but not deployments.
     let mut old = cluster("old", "eu", 100);
-    old.status.api_enablements.clear();
+    for a in &mut old.status.api_enablements {
+        a.resources.retain(|r| r != "deployments");
+    }
     let snap = Snapshot::new(
         [
             cluster("a", "eu", 100),

@@ -338,3 +338,80 @@ async fn join_without_permission_names_it() {
     let none = env.ok("kubectl", &["get", "clusters", "-o", "name"]);
     assert!(none.trim().is_empty(), "{none}");
 }
+
+#[tokio::test]
+async fn a_hung_member_does_not_slow_the_others() {
+    let env = Env::start(&["--clusters=2", "--nodes=1", "--ready-delay=0s"]);
+    let _controllers = env.controllers(&[
+        "--probe-period=1s",
+        "--probe-timeout=500ms",
+        "--failure-threshold=3",
+        "--metrics-bind-address=off",
+    ]);
+    for c in ["sim-1", "sim-2"] {
+        env.ok("fedctl", &["join", c, "--wait-seconds", "60"]);
+    }
+    let fed = env.federation().await;
+    let api: Api<fed_api::Cluster> = Api::all(fed.clone());
+    let mut stream = Box::pin(
+        api.watch(&WatchParams::default(), "0")
+            .await
+            .expect("watch"),
+    );
+    // sim-2 accepts connections but never answers: its probes hang until their timeout.
+    env.ctl(&["partition", "sim-2"]);
+    let probe_time = |c: &fed_api::Cluster| {
+        c.status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|x| x.type_ == "Ready")?
+            .last_probe_time
+            .clone()
+    };
+    let mut healthy_probes = std::collections::BTreeSet::new();
+    loop {
+        let ev = stream
+            .try_next()
+            .await
+            .expect("watch event")
+            .expect("watch ended");
+        let (WatchEvent::Added(c) | WatchEvent::Modified(c)) = ev else {
+            continue;
+        };
+        match c.metadata.name.as_deref() {
+            Some("sim-1") => {
+                assert_eq!(
+                    condition(&c, "Ready").as_deref(),
+                    Some("True"),
+                    "the healthy member must stay Ready"
+                );
+                if let Some(t) = probe_time(&c) {
+                    healthy_probes.insert(t);
+                }
+            }
+            Some("sim-2") if condition(&c, "Offline").as_deref() == Some("True") => break,
+            _ => {}
+        }
+    }
+    // Going Offline took at least three hung probes (>= 3 periods); the healthy member kept
+    // being probed on its own schedule meanwhile.
+    assert!(
+        healthy_probes.len() >= 2,
+        "healthy member probed only at {healthy_probes:?} while the other hung"
+    );
+    env.ctl(&["up", "sim-2"]);
+    let mut stream = Box::pin(
+        api.watch(&WatchParams::default().fields("metadata.name=sim-2"), "0")
+            .await
+            .expect("watch"),
+    );
+    loop {
+        if let Some(WatchEvent::Added(c) | WatchEvent::Modified(c)) =
+            stream.try_next().await.expect("watch event")
+            && condition(&c, "Ready").as_deref() == Some("True")
+        {
+            break;
+        }
+    }
+}

@@ -184,7 +184,8 @@ async fn places_scales_explains_fails_over_and_recovers() {
         &["describe", "placement", "deployment-web", "-n", "shop"],
     );
     assert!(
-        described.contains("sim-3: ClusterAffinity: not in clusterAffinity.clusterNames"),
+        described.contains("sim-3:")
+            && described.contains("ClusterAffinity: not in clusterAffinity.clusterNames"),
         "{described}"
     );
     wait_event(

@@ -63,7 +63,8 @@ pub fn fingerprint(spec: &ClusterSpec, token_digest: Option<u64>) -> u64 {
     h.finish()
 }
 
-fn token_digest(secret: &Secret) -> u64 {
+/// A digest of a credentials Secret's token (so fingerprints never hold the token itself).
+pub fn token_digest(secret: &Secret) -> u64 {
     let mut h = DefaultHasher::new();
     credentials::token_of(secret).hash(&mut h);
     h.finish()

@@ -8,7 +8,7 @@ pub mod backoff;
 pub mod capacity;
 pub mod conditions;
 pub mod controller;
-pub mod credentials;
+pub use crate::credentials;
 pub mod discovery;
 pub mod events;
 pub mod guard;

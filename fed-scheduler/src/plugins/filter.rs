@@ -73,10 +73,12 @@ impl Filter for ApiEnablement {
     const NAME: &'static str = "APIEnablement";
     fn filter(ctx: &Ctx<'_>, c: &ClusterState) -> FilterResult {
         let gv = &ctx.workload.api_version;
-        let served = c
-            .apis
-            .iter()
-            .any(|a| &a.group_version == gv && a.resources.iter().any(|r| r == &ctx.resource));
+        // An empty list means discovery has not reported yet (a just-joined cluster), not
+        // that the cluster serves nothing: filtering it would pin first placements elsewhere.
+        let served = c.apis.is_empty()
+            || c.apis
+                .iter()
+                .any(|a| &a.group_version == gv && a.resources.iter().any(|r| r == &ctx.resource));
         (!served).then(|| {
             (
                 Severity::Evict,
@@ -376,8 +378,9 @@ mod tests {
             ApiEnablement::filter(&c, &other),
             Some((Severity::Evict, Reason::KindNotServed { .. }))
         ));
+        // Not yet discovered: not a reason to filter.
         other.apis.clear();
-        assert!(ApiEnablement::filter(&c, &other).is_some());
+        assert_eq!(ApiEnablement::filter(&c, &other), None);
     }
 
     #[test]

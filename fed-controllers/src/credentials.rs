@@ -1,4 +1,5 @@
-//! Builds a member's client configuration from its Cluster spec and credentials Secret.
+//! Builds a member's client configuration from its Cluster spec and credentials Secret;
+//! shared by every controller that talks to members (cluster and workload).
 //!
 //! TLS is always verified against `spec.caBundle` and only it; there is no insecure mode.
 //! Tokens never appear in errors or logs.

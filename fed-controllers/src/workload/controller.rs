@@ -1,0 +1,660 @@
+//! The workload controller's federation side: watches workloads, Placements, ConfigMaps,
+//! Secrets and Clusters; keeps one member task per Cluster; and for each workload key
+//! (level-triggered, deduplicating queue) decides every member's intent, manages the
+//! finalizer and writes the aggregated status.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use fed_api::names::WORKLOAD_FINALIZER;
+use fed_api::{Cluster, Placement};
+use futures::stream::{BoxStream, StreamExt};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use tracing::Instrument;
+
+use super::events::{self, Severity};
+use super::kinds::{DepKind, Kind, WorkloadKey};
+use super::member::{self, Intent, MemberHandle, MemberShared, Want};
+use super::plan::{self, MemberPlan};
+use super::queue::Queue;
+use super::{Settings, deps, desired, status};
+use crate::cluster::controller::{fingerprint, token_digest};
+
+/// Why a reconcile of one workload failed (it is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// A federation write failed.
+    #[error("{op}: {source}")]
+    Api {
+        /// What was attempted.
+        op: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A federation write timed out.
+    #[error("{0}: timed out")]
+    Timeout(String),
+    /// An object could not be converted.
+    #[error("encoding: {0}")]
+    Encode(#[from] serde_json::Error),
+    /// A federation watch ended.
+    #[error("the federation watches ended")]
+    WatchEnded,
+}
+
+/// The federation caches.
+#[derive(Clone)]
+struct Caches {
+    workloads: HashMap<Kind, Store<DynamicObject>>,
+    deps: HashMap<DepKind, Store<DynamicObject>>,
+    placements: Store<Placement>,
+    clusters: Store<Cluster>,
+}
+
+struct Central {
+    fed: Client,
+    settings: Arc<Settings>,
+    caches: Caches,
+    queue: Arc<Queue<WorkloadKey>>,
+    members: Mutex<HashMap<String, MemberHandle>>,
+    /// Set once every workload has been reconciled after start-up.
+    initial_pass_done: std::sync::atomic::AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+enum Input {
+    Workload(Kind, Box<Result<Event<DynamicObject>, watcher::Error>>),
+    Dep(DepKind, Box<Result<Event<DynamicObject>, watcher::Error>>),
+    Placement(Box<Result<Event<Placement>, watcher::Error>>),
+    Cluster(Box<Result<Event<Cluster>, watcher::Error>>),
+}
+
+fn finalizers(v: &Value) -> Vec<String> {
+    v.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Central {
+    fn members(&self) -> Vec<Arc<MemberShared>> {
+        lock(&self.members)
+            .values()
+            .map(|h| h.shared.clone())
+            .collect()
+    }
+
+    fn all_keys(&self) -> Vec<WorkloadKey> {
+        let mut keys = Vec::new();
+        for (kind, store) in &self.caches.workloads {
+            for o in store.state() {
+                keys.push(WorkloadKey::new(
+                    *kind,
+                    o.namespace().unwrap_or_default(),
+                    o.name_any(),
+                ));
+            }
+        }
+        keys
+    }
+
+    /// Starts, restarts or stops member tasks to match the Clusters and their credentials.
+    fn sync_members(&self) {
+        let secrets = &self.caches.deps[&DepKind::Secret];
+        let clusters = self.caches.clusters.state();
+        let gc = self.initial_pass_done.load(Ordering::Acquire);
+        let mut members = lock(&self.members);
+        members.retain(|name, _| clusters.iter().any(|c| c.name_any() == *name));
+        for c in clusters {
+            let digest = c.spec.secret_ref.as_ref().and_then(|r| {
+                let s = secrets.get(&dyn_ref(
+                    &DepKind::Secret.api_resource(),
+                    &r.namespace,
+                    &r.name,
+                ))?;
+                let typed: k8s_openapi::api::core::v1::Secret = serde_json::to_value(&*s)
+                    .ok()
+                    .and_then(|v| serde_json::from_value(v).ok())?;
+                Some(token_digest(&typed))
+            });
+            let fp = fingerprint(&c.spec, digest);
+            let name = c.name_any();
+            if members.get(&name).is_some_and(|h| h.fingerprint == fp) {
+                continue;
+            }
+            tracing::info!(cluster = %name, "workload member task (re)started");
+            let h = member::spawn(
+                self.fed.clone(),
+                self.settings.clone(),
+                self.queue.clone(),
+                c,
+                fp,
+                gc,
+            );
+            members.insert(name, h);
+        }
+    }
+
+    fn on_input(&self, input: Input) {
+        match input {
+            Input::Workload(kind, ev) => {
+                if let Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) = *ev {
+                    self.queue.push(WorkloadKey::new(
+                        kind,
+                        o.namespace().unwrap_or_default(),
+                        o.name_any(),
+                    ));
+                }
+            }
+            Input::Dep(kind, ev) => match *ev {
+                Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => {
+                    let ns = o.namespace().unwrap_or_default();
+                    let name = o.name_any();
+                    for (wk, store) in &self.caches.workloads {
+                        for w in store
+                            .state()
+                            .iter()
+                            .filter(|w| w.namespace().as_deref() == Some(ns.as_str()))
+                        {
+                            if deps::of_pod_template(&w.data["spec"]["template"])
+                                .contains(kind, &name)
+                            {
+                                self.queue
+                                    .push(WorkloadKey::new(*wk, ns.clone(), w.name_any()));
+                            }
+                        }
+                    }
+                    if kind == DepKind::Secret {
+                        self.sync_members();
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "federation watch failed; retrying"),
+            },
+            Input::Placement(ev) => {
+                if let Ok(Event::Apply(p) | Event::Delete(p) | Event::InitApply(p)) = *ev
+                    && let Some(k) = WorkloadKey::of_placement(
+                        &p.namespace().unwrap_or_default(),
+                        &p.spec.resource,
+                    )
+                {
+                    self.queue.push(k);
+                }
+            }
+            Input::Cluster(ev) => match *ev {
+                Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone) => {
+                    self.sync_members();
+                    for k in self.all_keys() {
+                        self.queue.push(k);
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "federation Cluster watch failed; retrying"),
+            },
+        }
+    }
+
+    async fn timed<T>(
+        &self,
+        op: &str,
+        f: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, ReconcileError> {
+        match tokio::time::timeout(self.settings.sync_timeout, f).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(source)) => Err(ReconcileError::Api {
+                op: op.into(),
+                source,
+            }),
+            Err(_) => Err(ReconcileError::Timeout(op.into())),
+        }
+    }
+
+    async fn set_finalizers(
+        &self,
+        key: &WorkloadKey,
+        fed: &Value,
+        list: Vec<String>,
+    ) -> Result<(), ReconcileError> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.fed.clone(), &key.namespace, &key.kind.api_resource());
+        // resourceVersion makes it a compare-and-swap: a concurrent change is retried.
+        let patch = json!({"metadata": {"finalizers": list, "resourceVersion": fed["metadata"]["resourceVersion"]}});
+        self.timed(
+            &format!("finalizers of {key}"),
+            api.patch(&key.name, &PatchParams::default(), &Patch::Merge(patch)),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn reconcile(&self, key: &WorkloadKey) -> Result<(), ReconcileError> {
+        let members = self.members();
+        let obj = self.caches.workloads[&key.kind].get(&dyn_ref(
+            &key.kind.api_resource(),
+            &key.namespace,
+            &key.name,
+        ));
+        let Some(obj) = obj else {
+            // Gone (cleaned behind the finalizer, or orphaned): nothing left to do in members.
+            for m in &members {
+                m.forget(key);
+            }
+            return Ok(());
+        };
+        let fed = serde_json::to_value(&*obj)?;
+        let uid = desired::uid_of(&fed).unwrap_or_default().to_string();
+        let fins = finalizers(&fed);
+        let ours = fins.iter().any(|f| f == WORKLOAD_FINALIZER);
+        if fed
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|t| !t.is_null())
+        {
+            return self.finalize(key, &fed, &uid, &fins, &members).await;
+        }
+        if !ours {
+            let mut list = fins.clone();
+            list.push(WORKLOAD_FINALIZER.to_string());
+            // The watch brings the updated object back for the real work.
+            return self.set_finalizers(key, &fed, list).await;
+        }
+        let placement = self
+            .caches
+            .placements
+            .get(&ObjectRef::new(&key.placement_name()).within(&key.namespace));
+        let dest: Vec<(String, i32)> = placement
+            .as_ref()
+            .map(|p| {
+                p.spec
+                    .dest_clusters
+                    .iter()
+                    .map(|t| (t.cluster.clone(), t.replicas))
+                    .collect()
+            })
+            .unwrap_or_default();
+
+        let mut dep_copies = Vec::new();
+        let mut missing = Vec::new();
+        for (kind, name) in deps::of_pod_template(&fed["spec"]["template"]).refs {
+            match self.caches.deps[&kind].get(&dyn_ref(&kind.api_resource(), &key.namespace, &name))
+            {
+                Some(d) => {
+                    let v = serde_json::to_value(&*d)?;
+                    let duid = desired::uid_of(&v).unwrap_or_default().to_string();
+                    dep_copies.push((kind, desired::dependency(&v, kind, &duid)));
+                }
+                None => missing.push(format!("{} {name}", kind.as_str())),
+            }
+        }
+
+        let by_name: HashMap<&str, &Arc<MemberShared>> =
+            members.iter().map(|m| (m.name.as_str(), m)).collect();
+        let holding: BTreeSet<String> = members
+            .iter()
+            .filter(|m| m.holds(key, &uid) != Some(false))
+            .filter(|m| !dest.iter().any(|(c, _)| *c == m.name) || m.holds(key, &uid) == Some(true))
+            .map(|m| m.name.clone())
+            .collect();
+        let want_of = |replicas: i32| desired::sub_object(&fed, key.kind, replicas, &uid);
+        let observed_in = |c: &str, replicas: i32| {
+            by_name.get(c).is_some_and(|m| {
+                let r = m.report(key, &uid);
+                status::observed(r.object.as_ref(), &want_of(replicas))
+                    && status::cluster_status(c, &r).available_replicas >= replicas
+            })
+        };
+        let dest_ready = dest.iter().all(|(c, r)| observed_in(c, *r));
+        for (cluster, p) in plan::plan(&dest, &holding, dest_ready) {
+            let Some(m) = by_name.get(cluster.as_str()) else {
+                continue;
+            };
+            match p {
+                MemberPlan::Hold(r) => m.set_intent(
+                    key,
+                    Intent {
+                        uid: uid.clone(),
+                        want: Want::Present {
+                            deps: dep_copies.clone(),
+                            workload: want_of(r),
+                        },
+                    },
+                ),
+                MemberPlan::Remove => m.set_intent(
+                    key,
+                    Intent {
+                        uid: uid.clone(),
+                        want: Want::Absent,
+                    },
+                ),
+                MemberPlan::Wait => {}
+            }
+        }
+
+        let mut entries = Vec::new();
+        for (c, _) in &dest {
+            let report = match by_name.get(c.as_str()) {
+                Some(m) => m.report(key, &uid),
+                None => status::MemberReport {
+                    error: format!("cluster {c} is not joined"),
+                    ..Default::default()
+                },
+            };
+            entries.push(status::cluster_status(c, &report));
+        }
+        for c in holding
+            .iter()
+            .filter(|c| !dest.iter().any(|(d, _)| d == *c))
+        {
+            if let Some(m) = by_name.get(c.as_str()) {
+                entries.push(status::cluster_status(c, &m.report(key, &uid)));
+            }
+        }
+        let all_observed = !dest.is_empty()
+            && dest.iter().all(|(c, r)| {
+                by_name.get(c.as_str()).is_some_and(|m| {
+                    status::observed(m.report(key, &uid).object.as_ref(), &want_of(*r))
+                })
+            });
+        // Kubernetes writes condition times with second precision.
+        let now = jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        if let Some(p) = placement {
+            self.write_placement_status(key, &p, entries.clone(), all_observed, &missing, &now)
+                .await?;
+        }
+        let st = status::federated(key.kind, &fed, status::sum(&entries), all_observed, &now);
+        if !super::drift::contains(&fed["status"], &st) {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.fed.clone(), &key.namespace, &key.kind.api_resource());
+            self.timed(
+                &format!("status of {key}"),
+                api.patch_status(
+                    &key.name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": st})),
+                ),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn write_placement_status(
+        &self,
+        key: &WorkloadKey,
+        p: &Placement,
+        entries: Vec<fed_api::placement::ClusterWorkloadStatus>,
+        all_observed: bool,
+        missing: &[String],
+        now: &str,
+    ) -> Result<(), ReconcileError> {
+        let errors: Vec<String> = entries
+            .iter()
+            .filter(|e| !e.error.is_empty())
+            .map(|e| format!("{}: {}", e.cluster, e.error))
+            .collect();
+        let (st, reason, mut message) = if errors.iter().any(|e| e.contains("conflict:")) {
+            ("False", "Conflict", errors.join("; "))
+        } else if !errors.is_empty() {
+            ("False", "SyncFailed", errors.join("; "))
+        } else if all_observed {
+            ("True", "InSync", String::new())
+        } else {
+            (
+                "False",
+                "Progressing",
+                "waiting for members to observe the current spec".to_string(),
+            )
+        };
+        if !missing.is_empty() {
+            message = format!(
+                "{message}{}missing in the federation: {}",
+                if message.is_empty() { "" } else { "; " },
+                missing.join(", ")
+            );
+        }
+        let mut next = p.clone();
+        let s = next.status.get_or_insert_with(Default::default);
+        s.clusters = entries;
+        let old = s.conditions.iter().position(|c| c.type_ == "Propagated");
+        let same = old.is_some_and(|i| {
+            s.conditions[i].status == st
+                && s.conditions[i].reason == reason
+                && s.conditions[i].message == message
+        });
+        if !same {
+            let cond = fed_api::common::Condition {
+                type_: "Propagated".into(),
+                status: st.into(),
+                reason: reason.into(),
+                message,
+                last_probe_time: None,
+                last_transition_time: Some(now.into()),
+            };
+            match old {
+                Some(i) => s.conditions[i] = cond,
+                None => s.conditions.push(cond),
+            }
+        }
+        if next.status == p.status {
+            return Ok(());
+        }
+        let api: Api<Placement> = Api::namespaced(self.fed.clone(), &key.namespace);
+        self.timed(
+            &format!("status of placement {}", key.placement_name()),
+            api.replace_status(&key.placement_name(), &PostParams::default(), &next),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// A deleting workload: orphaned → let go; else remove member copies, then the finalizer.
+    async fn finalize(
+        &self,
+        key: &WorkloadKey,
+        fed: &Value,
+        uid: &str,
+        fins: &[String],
+        members: &[Arc<MemberShared>],
+    ) -> Result<(), ReconcileError> {
+        if !fins.iter().any(|f| f == WORKLOAD_FINALIZER) {
+            return Ok(());
+        }
+        let orphan = fins.iter().any(|f| f == "orphan");
+        let mut pending = Vec::new();
+        if !orphan {
+            for m in members {
+                if m.holds(key, uid) != Some(false) {
+                    m.set_intent(
+                        key,
+                        Intent {
+                            uid: uid.to_string(),
+                            want: Want::Absent,
+                        },
+                    );
+                    pending.push(m.name.clone());
+                }
+            }
+        }
+        if !pending.is_empty() {
+            tracing::info!(%key, clusters = ?pending, "waiting for member copies to be removed");
+            return Ok(());
+        }
+        let rest: Vec<String> = fins
+            .iter()
+            .filter(|f| *f != WORKLOAD_FINALIZER)
+            .cloned()
+            .collect();
+        self.set_finalizers(key, fed, rest).await?;
+        for m in members {
+            m.forget(key);
+        }
+        let (reason, message) = if orphan {
+            (
+                "Orphaned",
+                "member copies left in place (propagationPolicy=Orphan)",
+            )
+        } else {
+            ("MembersCleaned", "member copies removed")
+        };
+        events::record(&self.fed, key, uid, Severity::Normal, reason, message).await;
+        Ok(())
+    }
+}
+
+fn reflect<K>(
+    api: Api<K>,
+) -> (
+    Store<K>,
+    BoxStream<'static, Result<Event<K>, watcher::Error>>,
+)
+where
+    K: kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    let s = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .boxed();
+    (reader, s)
+}
+
+fn reflect_dynamic(
+    fed: &Client,
+    ar: &kube::api::ApiResource,
+) -> (
+    Store<DynamicObject>,
+    BoxStream<'static, Result<Event<DynamicObject>, watcher::Error>>,
+) {
+    let writer = reflector::store::Writer::new(ar.clone());
+    let reader = writer.as_reader();
+    let api: Api<DynamicObject> = Api::all_with(fed.clone(), ar);
+    let s = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .boxed();
+    (reader, s)
+}
+
+/// A cache key of a namespaced dynamic object.
+fn dyn_ref(ar: &kube::api::ApiResource, namespace: &str, name: &str) -> ObjectRef<DynamicObject> {
+    ObjectRef::new_with(name, ar.clone()).within(namespace)
+}
+
+/// Runs the workload controller until its federation watches end (they retry with
+/// backoff, so in practice until the task is dropped).
+pub async fn run(fed: Client, settings: Settings) -> Result<(), ReconcileError> {
+    let mut streams: Vec<BoxStream<'static, Input>> = Vec::new();
+    let mut workloads = HashMap::new();
+    for kind in Kind::ALL {
+        let (store, s) = reflect_dynamic(&fed, &kind.api_resource());
+        workloads.insert(kind, store);
+        streams.push(s.map(move |e| Input::Workload(kind, Box::new(e))).boxed());
+    }
+    let mut dep_stores = HashMap::new();
+    for kind in DepKind::ALL {
+        let (store, s) = reflect_dynamic(&fed, &kind.api_resource());
+        dep_stores.insert(kind, store);
+        streams.push(s.map(move |e| Input::Dep(kind, Box::new(e))).boxed());
+    }
+    let (placements, s) = reflect(Api::<Placement>::all(fed.clone()));
+    streams.push(s.map(|e| Input::Placement(Box::new(e))).boxed());
+    let (clusters, s) = reflect(Api::<Cluster>::all(fed.clone()));
+    let cluster_store = clusters.clone();
+    streams.push(s.map(|e| Input::Cluster(Box::new(e))).boxed());
+
+    let central = Arc::new(Central {
+        fed,
+        settings: Arc::new(settings),
+        caches: Caches {
+            workloads,
+            deps: dep_stores,
+            placements,
+            clusters,
+        },
+        queue: Arc::new(Queue::default()),
+        members: Mutex::default(),
+        initial_pass_done: std::sync::atomic::AtomicBool::new(false),
+    });
+    let worker = {
+        let c = central.clone();
+        tokio::spawn(async move {
+            // Decisions read the caches: wait for every initial list first.
+            for s in c.caches.workloads.values().chain(c.caches.deps.values()) {
+                if s.wait_until_ready().await.is_err() {
+                    return;
+                }
+            }
+            if c.caches.placements.wait_until_ready().await.is_err()
+                || cluster_store.wait_until_ready().await.is_err()
+            {
+                return;
+            }
+            let mut attempts: HashMap<WorkloadKey, u32> = HashMap::new();
+            loop {
+                let key = c.queue.pop().await;
+                let span = tracing::info_span!("workload", %key);
+                match c.reconcile(&key).instrument(span).await {
+                    Ok(()) => {
+                        attempts.remove(&key);
+                    }
+                    Err(error) => {
+                        let n = attempts.entry(key.clone()).or_default();
+                        *n += 1;
+                        tracing::warn!(%key, %error, "reconcile failed; retrying");
+                        let delay = crate::cluster::backoff::delay(
+                            *n,
+                            c.settings.backoff_base,
+                            c.settings.backoff_max,
+                        );
+                        let q = c.queue.clone();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(delay).await;
+                            q.push(key);
+                        });
+                    }
+                }
+                if c.queue.is_empty() && !c.initial_pass_done.swap(true, Ordering::AcqRel) {
+                    for m in c.members() {
+                        m.gc.store(true, Ordering::Release);
+                    }
+                }
+            }
+        })
+    };
+    let _worker = AbortOnDrop(worker);
+    let mut inputs = futures::stream::select_all(streams);
+    while let Some(input) = inputs.next().await {
+        central.on_input(input);
+    }
+    Err(ReconcileError::WatchEnded)
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

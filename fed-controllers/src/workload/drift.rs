@@ -1,0 +1,164 @@
+//! Drift between what a member holds and what Meridian wants, over the fields Meridian owns
+//! (our labels and annotations, `spec` of workloads, `data`/`binaryData`/`type` of
+//! dependencies). Fields a member's API server defaults, or fields nobody set, are not drift.
+
+use serde_json::{Map, Value};
+
+/// The top-level fields Meridian owns (metadata is handled separately: labels and annotations).
+const OWNED: [&str; 5] = ["spec", "data", "binaryData", "type", "immutable"];
+
+/// Whether `actual` holds everything `want` says: objects key by key (extra keys in
+/// `actual` are defaults, not drift), arrays element by element with equal lengths.
+/// A `null` in `want` asks for nothing.
+pub fn contains(actual: &Value, want: &Value) -> bool {
+    match (actual, want) {
+        (_, Value::Null) => true,
+        (Value::Object(a), Value::Object(w)) => w
+            .iter()
+            .all(|(k, wv)| wv.is_null() || a.get(k).is_some_and(|av| contains(av, wv))),
+        (Value::Array(a), Value::Array(w)) => {
+            a.len() == w.len() && a.iter().zip(w).all(|(av, wv)| contains(av, wv))
+        }
+        (a, w) => a == w,
+    }
+}
+
+/// Whether a member object matches the desired one in every field Meridian owns.
+pub fn in_sync(actual: &Value, desired: &Value) -> bool {
+    let meta = |v: &Value, k: &str| v["metadata"][k].clone();
+    contains(&meta(actual, "labels"), &meta(desired, "labels"))
+        && contains(&meta(actual, "annotations"), &meta(desired, "annotations"))
+        && OWNED.iter().all(|f| {
+            let set = |v: &Value| -> Option<Value> {
+                v.get(*f)
+                    .filter(|x| !x.is_null() && x.as_object().is_none_or(|o| !o.is_empty()))
+                    .cloned()
+            };
+            match (*f, set(desired), set(actual)) {
+                // Values, not defaults: a key added in the member is drift too.
+                ("data" | "binaryData", want, have) => want == have,
+                // Not ours to set; the member's server may default it.
+                (_, None, _) => true,
+                (_, Some(want), Some(have)) => contains(&have, &want),
+                (_, Some(_), None) => false,
+            }
+        })
+}
+
+/// The object to write over `actual`: its metadata (resourceVersion, others' labels and
+/// annotations) kept, ours laid over it, and the owned fields replaced wholesale.
+pub fn merged(actual: &Value, desired: &Value) -> Value {
+    let mut out = actual.clone();
+    for k in ["labels", "annotations"] {
+        let mut m: Map<String, Value> = actual["metadata"][k]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        if let Some(want) = desired["metadata"][k].as_object() {
+            m.extend(want.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        if !m.is_empty() {
+            out["metadata"][k] = Value::Object(m);
+        }
+    }
+    if let Some(o) = out.as_object_mut() {
+        for f in OWNED {
+            match desired.get(f) {
+                Some(v) if !v.is_null() => {
+                    o.insert(f.to_string(), v.clone());
+                }
+                _ if f == "data" || f == "binaryData" => {
+                    o.remove(f);
+                }
+                _ => {}
+            }
+        }
+        // Status is the member's to write; sending it back would only be ignored.
+        o.remove("status");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn desired() -> Value {
+        json!({
+            "metadata": {"name": "web", "labels": {"app": "web", "app.kubernetes.io/managed-by": "meridian"}},
+            "spec": {"replicas": 3, "template": {"metadata": {"labels": {"app": "web"}, "creationTimestamp": null},
+                     "spec": {"containers": [{"name": "web", "image": "nginx:1"}]}}}
+        })
+    }
+
+    fn member() -> Value {
+        // As a member's server returns it: defaults filled in, its own labels added.
+        json!({
+            "metadata": {"name": "web", "resourceVersion": "9",
+                         "labels": {"app": "web", "app.kubernetes.io/managed-by": "meridian", "extra": "x"}},
+            "spec": {"replicas": 3, "revisionHistoryLimit": 10,
+                     "template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"restartPolicy": "Always",
+                                           "containers": [{"name": "web", "image": "nginx:1", "imagePullPolicy": "IfNotPresent"}]}}},
+            "status": {"replicas": 3}
+        })
+    }
+
+    #[test]
+    fn defaults_are_not_drift() {
+        assert!(in_sync(&member(), &desired()));
+    }
+
+    #[test]
+    fn edits_to_owned_fields_are_drift() {
+        type Edit = fn(&mut Value);
+        let cases: [(&str, Edit); 5] = [
+            ("replicas", |m| m["spec"]["replicas"] = json!(5)),
+            ("image", |m| {
+                m["spec"]["template"]["spec"]["containers"][0]["image"] = json!("evil")
+            }),
+            ("extra container", |m| {
+                let c = m["spec"]["template"]["spec"]["containers"][0].clone();
+                if let Some(a) = m["spec"]["template"]["spec"]["containers"].as_array_mut() {
+                    a.push(c);
+                }
+            }),
+            ("our label removed", |m| {
+                m["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("x")
+            }),
+            ("template label", |m| {
+                m["spec"]["template"]["metadata"]["labels"]["app"] = json!("other")
+            }),
+        ];
+        for (name, edit) in cases {
+            let mut m = member();
+            edit(&mut m);
+            assert!(!in_sync(&m, &desired()), "{name}");
+            let fixed = merged(&m, &desired());
+            assert!(
+                in_sync(&fixed, &desired()),
+                "{name}: merged must be in sync"
+            );
+            assert_eq!(fixed["metadata"]["resourceVersion"], "9", "{name}");
+            assert!(fixed.get("status").is_none(), "{name}");
+        }
+    }
+
+    #[test]
+    fn dependency_data_is_exact() {
+        let want = json!({"metadata": {"name": "c"}, "data": {"a": "1"}});
+        assert!(in_sync(
+            &json!({"metadata": {"name": "c"}, "data": {"a": "1"}}),
+            &want
+        ));
+        // A key added in the member is drift for data (it is a value, not a default).
+        let extra = json!({"metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}});
+        assert!(contains(&extra["data"], &want["data"]));
+        assert!(!in_sync(&extra, &want));
+        let m = merged(&extra, &want);
+        assert_eq!(m["data"], json!({"a": "1"}));
+        let unwanted = json!({"metadata": {"name": "c"}, "data": {"a": "1"}});
+        assert!(!in_sync(&unwanted, &json!({"metadata": {"name": "c"}})));
+    }
+}

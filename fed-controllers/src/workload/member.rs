@@ -1,0 +1,734 @@
+//! One member cluster's side of the workload controller: its own client, label-selected
+//! watches of the copies Meridian pushed there, and its own work queue and worker, so a
+//! slow or dead member never delays another. The central controller hands it [`Intent`]s;
+//! it converges the member to them, retrying failures with backoff, and reports back.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use fed_api::Cluster;
+use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use futures::StreamExt;
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams, Preconditions};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+use tokio::task::{JoinHandle, JoinSet};
+use tracing::Instrument;
+
+use super::events::{self, Severity};
+use super::kinds::{DepKind, Kind, WorkloadKey};
+use super::ownership::{self, Ownership};
+use super::queue::Queue;
+use super::status::MemberReport;
+use super::{Settings, drift};
+use crate::cluster::backoff;
+use crate::credentials::{self, ClientTimeouts};
+
+/// Why one sync of one workload in one member failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// The member holds the name and it is not Meridian's.
+    #[error(
+        "conflict: {kind} {namespace}/{name} exists in {cluster} and is not managed by Meridian"
+    )]
+    Conflict {
+        /// Kind of the object.
+        kind: String,
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// Member.
+        cluster: String,
+    },
+    /// No client yet (credentials or configuration problem).
+    #[error("not connected: {0}")]
+    NotConnected(String),
+    /// A member request failed.
+    #[error("{op} in {cluster}: {source}")]
+    Api {
+        /// What was attempted.
+        op: String,
+        /// Member.
+        cluster: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A member request took longer than the sync timeout.
+    #[error("{op} in {cluster}: timed out")]
+    Timeout {
+        /// What was attempted.
+        op: String,
+        /// Member.
+        cluster: String,
+    },
+    /// An object could not be converted.
+    #[error("encoding {0}: {1}")]
+    Encode(String, #[source] serde_json::Error),
+}
+
+/// What Meridian wants from a member for one workload.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Want {
+    /// Hold these: the namespace, the dependencies, then the workload copy.
+    Present {
+        /// Dependency copies (ConfigMaps, Secrets).
+        deps: Vec<(DepKind, Value)>,
+        /// The workload copy.
+        workload: Value,
+    },
+    /// Hold no copy of the workload (only a copy carrying its uid is removed).
+    Absent,
+}
+
+/// The intent for one workload in one member.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Intent {
+    /// The federated workload's uid (owner-uid of the copies).
+    pub uid: String,
+    /// What to hold.
+    pub want: Want,
+}
+
+/// Per-key bookkeeping of syncs.
+#[derive(Clone, Debug, Default)]
+struct Record {
+    error: String,
+    last_sync_time: Option<String>,
+    attempts: u32,
+    /// The intent last converged, to tell a drift revert from a spec change.
+    converged: Option<Intent>,
+}
+
+/// The caches of the member's Meridian-managed objects.
+#[derive(Clone)]
+struct Caches {
+    client: Client,
+    workloads: HashMap<Kind, Store<DynamicObject>>,
+    deps: HashMap<DepKind, Store<DynamicObject>>,
+    synced: Arc<AtomicBool>,
+}
+
+/// The state one member shares with the central controller.
+pub struct MemberShared {
+    /// Cluster name.
+    pub name: String,
+    fed: Client,
+    settings: Arc<Settings>,
+    central: Arc<Queue<WorkloadKey>>,
+    queue: Queue<WorkloadKey>,
+    intents: Mutex<HashMap<WorkloadKey, Intent>>,
+    records: Mutex<HashMap<WorkloadKey, Record>>,
+    caches: Mutex<Option<Caches>>,
+    connect_error: Mutex<Option<String>>,
+    retrying: Mutex<HashSet<WorkloadKey>>,
+    /// Unreferenced dependency copies are removed only once the central controller has
+    /// handed out every intent (else a restart would delete what is still needed).
+    pub gc: AtomicBool,
+    namespaces: Mutex<HashSet<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Each critical section is one step: state stays consistent after a panicking holder.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map_or_else(|_| jiff::Timestamp::now().to_string(), |t| t.to_string())
+}
+
+impl MemberShared {
+    /// Sets the intent for a workload; the worker runs only if it changed.
+    pub fn set_intent(&self, key: &WorkloadKey, intent: Intent) {
+        let changed = lock(&self.intents).insert(key.clone(), intent.clone()) != Some(intent);
+        if changed {
+            self.queue.push(key.clone());
+        }
+    }
+
+    /// Forgets a workload without touching the member (orphaned, or already cleaned).
+    pub fn forget(&self, key: &WorkloadKey) {
+        lock(&self.intents).remove(key);
+        lock(&self.records).remove(key);
+        // Its dependencies may now be unreferenced.
+        self.queue.push(key.clone());
+    }
+
+    fn caches(&self) -> Option<Caches> {
+        lock(&self.caches).clone()
+    }
+
+    fn synced(&self) -> bool {
+        self.caches()
+            .is_some_and(|c| c.synced.load(Ordering::Acquire))
+    }
+
+    /// The member's copy of the workload, if it holds one owned by `uid`.
+    fn copy(&self, key: &WorkloadKey, uid: &str) -> Option<Value> {
+        let c = self.caches()?;
+        let obj = c
+            .workloads
+            .get(&key.kind)?
+            .get(&ObjectRef::new_with(&key.name, key.kind.api_resource()).within(&key.namespace))?;
+        let v = serde_json::to_value(&*obj).ok()?;
+        ownership::owned_by(&v, uid).then_some(v)
+    }
+
+    /// Whether the member holds a copy owned by `uid`; `None` while that is unknown
+    /// (not connected, or the watches have not listed yet).
+    pub fn holds(&self, key: &WorkloadKey, uid: &str) -> Option<bool> {
+        self.synced().then(|| self.copy(key, uid).is_some())
+    }
+
+    /// What the member reports for a workload.
+    pub fn report(&self, key: &WorkloadKey, uid: &str) -> MemberReport {
+        let r = lock(&self.records).get(key).cloned().unwrap_or_default();
+        let error = match (&*lock(&self.connect_error), r.error.is_empty()) {
+            (Some(e), true) => e.clone(),
+            _ => r.error,
+        };
+        MemberReport {
+            object: self.copy(key, uid),
+            error,
+            last_sync_time: r.last_sync_time,
+        }
+    }
+
+    fn notify_all(&self) {
+        for k in lock(&self.intents).keys() {
+            self.central.push(k.clone());
+        }
+    }
+
+    /// Keys whose Present intent references `kind/namespace/name`.
+    fn users_of(&self, kind: DepKind, namespace: &str, name: &str) -> Vec<WorkloadKey> {
+        lock(&self.intents)
+            .iter()
+            .filter(|(k, i)| {
+                k.namespace == namespace
+                    && matches!(&i.want, Want::Present { deps, .. } if deps.iter().any(|(dk, d)| *dk == kind && d["metadata"]["name"] == name))
+            })
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+}
+
+/// A running member. Dropping it stops its task and everything the task started.
+pub struct MemberHandle {
+    task: JoinHandle<()>,
+    /// Shared state.
+    pub shared: Arc<MemberShared>,
+    /// Fingerprint of the connection settings it was started with.
+    pub fingerprint: u64,
+}
+
+impl Drop for MemberHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts a member.
+pub fn spawn(
+    fed: Client,
+    settings: Arc<Settings>,
+    central: Arc<Queue<WorkloadKey>>,
+    cluster: Arc<Cluster>,
+    fingerprint: u64,
+    gc: bool,
+) -> MemberHandle {
+    let shared = Arc::new(MemberShared {
+        name: cluster.name_any(),
+        fed,
+        settings,
+        central,
+        queue: Queue::default(),
+        intents: Mutex::default(),
+        records: Mutex::default(),
+        caches: Mutex::default(),
+        connect_error: Mutex::default(),
+        retrying: Mutex::default(),
+        gc: AtomicBool::new(gc),
+        namespaces: Mutex::default(),
+    });
+    let span = tracing::info_span!("workload-member", cluster = %shared.name);
+    let task = tokio::spawn(run(shared.clone(), cluster).instrument(span));
+    MemberHandle {
+        task,
+        shared,
+        fingerprint,
+    }
+}
+
+async fn connect(m: &MemberShared, cluster: &Cluster) -> Result<Client, String> {
+    let t = m.settings.sync_timeout;
+    let token = credentials::load_token(&m.fed, &cluster.spec, t)
+        .await
+        .map_err(|e| e.to_string())?;
+    let config = credentials::member_config(
+        &cluster.spec,
+        &token,
+        ClientTimeouts {
+            connect: t,
+            write: t,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    Client::try_from(config).map_err(|e| e.to_string())
+}
+
+async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
+    let mut attempt = 0;
+    let client = loop {
+        match connect(&m, &cluster).await {
+            Ok(c) => break c,
+            Err(e) => {
+                attempt += 1;
+                tracing::warn!(error = %e, "member client not configured; retrying");
+                *lock(&m.connect_error) = Some(format!("not connected: {e}"));
+                m.notify_all();
+                tokio::time::sleep(backoff::delay(
+                    attempt,
+                    m.settings.backoff_base,
+                    m.settings.backoff_max,
+                ))
+                .await;
+            }
+        }
+    };
+    *lock(&m.connect_error) = None;
+    let mut tasks = JoinSet::new();
+    let synced = Arc::new(AtomicBool::new(false));
+    let mut caches = Caches {
+        client: client.clone(),
+        workloads: HashMap::new(),
+        deps: HashMap::new(),
+        synced: synced.clone(),
+    };
+    let mut readiness = Vec::new();
+    for kind in Kind::ALL {
+        let store = watch(&m, &client, kind.api_resource(), &mut tasks, move |m, o| {
+            let key = WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
+            // Status for the central controller; drift for this member's worker.
+            m.central.push(key.clone());
+            if lock(&m.intents).contains_key(&key) {
+                m.queue.push(key);
+            }
+        });
+        readiness.push(store.clone());
+        caches.workloads.insert(kind, store);
+    }
+    for kind in DepKind::ALL {
+        let store = watch(&m, &client, kind.api_resource(), &mut tasks, move |m, o| {
+            for k in m.users_of(kind, &o.namespace().unwrap_or_default(), &o.name_any()) {
+                m.queue.push(k);
+            }
+        });
+        readiness.push(store.clone());
+        caches.deps.insert(kind, store);
+    }
+    *lock(&m.caches) = Some(caches);
+    let m2 = m.clone();
+    tasks.spawn(async move {
+        for s in readiness {
+            // Only fails when the writer is dropped, i.e. the member is stopping.
+            if s.wait_until_ready().await.is_err() {
+                return;
+            }
+        }
+        synced.store(true, Ordering::Release);
+        m2.notify_all();
+        for k in lock(&m2.intents).keys() {
+            m2.queue.push(k.clone());
+        }
+    });
+    loop {
+        let key = m.queue.pop().await;
+        let result = sync(&m, &key).await;
+        finish(&m, &key, result).await;
+        m.central.push(key);
+    }
+}
+
+/// Starts a label-selected reflector of `ar` in the member; `on_change` sees every
+/// applied or deleted object.
+fn watch(
+    m: &Arc<MemberShared>,
+    client: &Client,
+    ar: kube::api::ApiResource,
+    tasks: &mut JoinSet<()>,
+    on_change: impl Fn(&MemberShared, &DynamicObject) + Send + 'static,
+) -> Store<DynamicObject> {
+    let writer = reflector::store::Writer::new(ar.clone());
+    let reader = writer.as_reader();
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let cfg = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
+    let stream = watcher::watcher(api, cfg).default_backoff().reflect(writer);
+    let m = m.clone();
+    let plural = ar.plural.clone();
+    tasks.spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => on_change(&m, &o),
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::debug!(%error, resource = %plural, "member watch failed; retrying")
+                }
+            }
+        }
+    });
+    reader
+}
+
+async fn timed<T>(
+    m: &MemberShared,
+    op: &str,
+    f: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, SyncError> {
+    match tokio::time::timeout(m.settings.sync_timeout, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(source)) => Err(SyncError::Api {
+            op: op.to_string(),
+            cluster: m.name.clone(),
+            source,
+        }),
+        Err(_) => Err(SyncError::Timeout {
+            op: op.to_string(),
+            cluster: m.name.clone(),
+        }),
+    }
+}
+
+/// What a write did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Applied {
+    Created,
+    Updated,
+    Unchanged,
+}
+
+fn to_dynamic(v: &Value) -> Result<DynamicObject, SyncError> {
+    serde_json::from_value(v.clone())
+        .map_err(|e| SyncError::Encode(v["metadata"]["name"].to_string(), e))
+}
+
+/// Makes the member hold `desired` (never over an object that is not Meridian's).
+async fn apply(
+    m: &MemberShared,
+    client: &Client,
+    ar: &kube::api::ApiResource,
+    desired: &Value,
+) -> Result<Applied, SyncError> {
+    let ns = desired["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default();
+    let name = desired["metadata"]["name"].as_str().unwrap_or_default();
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
+    let what = format!("{} {ns}/{name}", ar.kind);
+    let existing = timed(m, &format!("reading {what}"), api.get_opt(name)).await?;
+    let existing = existing
+        .map(|o| serde_json::to_value(&o).map_err(|e| SyncError::Encode(what.clone(), e)))
+        .transpose()?;
+    match ownership::check(existing.as_ref()) {
+        Ownership::Foreign => Err(SyncError::Conflict {
+            kind: ar.kind.clone(),
+            namespace: ns.into(),
+            name: name.into(),
+            cluster: m.name.clone(),
+        }),
+        Ownership::Absent => {
+            timed(
+                m,
+                &format!("creating {what}"),
+                api.create(&PostParams::default(), &to_dynamic(desired)?),
+            )
+            .await?;
+            Ok(Applied::Created)
+        }
+        Ownership::Managed { .. } => {
+            let Some(actual) = existing else {
+                return Ok(Applied::Unchanged);
+            };
+            if drift::in_sync(&actual, desired) {
+                return Ok(Applied::Unchanged);
+            }
+            let next = to_dynamic(&drift::merged(&actual, desired))?;
+            timed(
+                m,
+                &format!("updating {what}"),
+                api.replace(name, &PostParams::default(), &next),
+            )
+            .await?;
+            Ok(Applied::Updated)
+        }
+    }
+}
+
+async fn ensure_namespace(m: &MemberShared, client: &Client, ns: &str) -> Result<(), SyncError> {
+    if lock(&m.namespaces).contains(ns) {
+        return Ok(());
+    }
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    if timed(m, &format!("reading namespace {ns}"), api.get_opt(ns))
+        .await?
+        .is_none()
+    {
+        let obj = serde_json::from_value(super::desired::namespace(ns))
+            .map_err(|e| SyncError::Encode(ns.into(), e))?;
+        match timed(
+            m,
+            &format!("creating namespace {ns}"),
+            api.create(&PostParams::default(), &obj),
+        )
+        .await
+        {
+            Ok(_) => {}
+            // Someone else created it meanwhile: fine, namespaces are shared.
+            Err(SyncError::Api {
+                source: kube::Error::Api(s),
+                ..
+            }) if s.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    lock(&m.namespaces).insert(ns.to_string());
+    Ok(())
+}
+
+/// Outcome of one sync, for the record and Events.
+struct Synced {
+    workload: Applied,
+    removed: bool,
+}
+
+async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, SyncError> {
+    let caches = m
+        .caches()
+        .ok_or_else(|| SyncError::NotConnected("member client not ready".into()))?;
+    let intent = lock(&m.intents).get(key).cloned();
+    let mut out = None;
+    match intent.as_ref().map(|i| (&i.want, i.uid.as_str())) {
+        Some((Want::Present { deps, workload }, _)) => {
+            ensure_namespace(m, &caches.client, &key.namespace).await?;
+            for (kind, d) in deps {
+                apply(m, &caches.client, &kind.api_resource(), d).await?;
+            }
+            let applied = apply(m, &caches.client, &key.kind.api_resource(), workload).await?;
+            out = Some(Synced {
+                workload: applied,
+                removed: false,
+            });
+        }
+        Some((Want::Absent, uid)) => {
+            let api: Api<DynamicObject> = Api::namespaced_with(
+                caches.client.clone(),
+                &key.namespace,
+                &key.kind.api_resource(),
+            );
+            let current = timed(m, &format!("reading {key}"), api.get_opt(&key.name)).await?;
+            let mut removed = false;
+            if let Some(obj) = current
+                && let Ok(v) = serde_json::to_value(&obj)
+                && ownership::owned_by(&v, uid)
+            {
+                // The uid precondition: never delete a same-name object created meanwhile.
+                let dp = DeleteParams {
+                    preconditions: obj.uid().map(|u| Preconditions {
+                        uid: Some(u),
+                        resource_version: None,
+                    }),
+                    ..Default::default()
+                };
+                match timed(m, &format!("deleting {key}"), api.delete(&key.name, &dp)).await {
+                    Ok(_) => removed = true,
+                    Err(SyncError::Api {
+                        source: kube::Error::Api(s),
+                        ..
+                    }) if s.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            out = Some(Synced {
+                workload: Applied::Unchanged,
+                removed,
+            });
+        }
+        None => {}
+    }
+    collect_garbage(m, &caches).await?;
+    Ok(out)
+}
+
+/// Removes dependency copies no Present intent references any more.
+async fn collect_garbage(m: &MemberShared, caches: &Caches) -> Result<(), SyncError> {
+    if !m.gc.load(Ordering::Acquire) || !caches.synced.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    let needed: HashSet<(DepKind, String, String)> = lock(&m.intents)
+        .iter()
+        .filter_map(|(k, i)| match &i.want {
+            Want::Present { deps, .. } => Some(
+                deps.iter()
+                    .map(|(dk, d)| {
+                        (
+                            *dk,
+                            k.namespace.clone(),
+                            d["metadata"]["name"]
+                                .as_str()
+                                .unwrap_or_default()
+                                .to_string(),
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+            Want::Absent => None,
+        })
+        .flatten()
+        .collect();
+    for (kind, store) in &caches.deps {
+        for obj in store.state() {
+            let ns = obj.namespace().unwrap_or_default();
+            let name = obj.name_any();
+            if needed.contains(&(*kind, ns.clone(), name.clone())) {
+                continue;
+            }
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(caches.client.clone(), &ns, &kind.api_resource());
+            let dp = DeleteParams {
+                preconditions: obj.uid().map(|u| Preconditions {
+                    uid: Some(u),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            match timed(
+                m,
+                &format!("deleting {} {ns}/{name}", kind.as_str()),
+                api.delete(&name, &dp),
+            )
+            .await
+            {
+                Ok(_) => {
+                    tracing::info!(kind = kind.as_str(), %ns, %name, "removed unreferenced dependency")
+                }
+                Err(SyncError::Api {
+                    source: kube::Error::Api(s),
+                    ..
+                }) if s.code == 404 || s.code == 409 => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Records the outcome, writes Events on transitions and schedules a retry after failures.
+async fn finish(
+    m: &Arc<MemberShared>,
+    key: &WorkloadKey,
+    result: Result<Option<Synced>, SyncError>,
+) {
+    let intent = lock(&m.intents).get(key).cloned();
+    let Some(intent) = intent else {
+        if let Err(error) = result {
+            tracing::debug!(%key, %error, "cleanup pass failed");
+        }
+        return;
+    };
+    let uid = intent.uid.clone();
+    let (prev_error, prev_converged, attempts) = {
+        let mut records = lock(&m.records);
+        let r = records.entry(key.clone()).or_default();
+        (r.error.clone(), r.converged.clone(), r.attempts)
+    };
+    match result {
+        Ok(synced) => {
+            {
+                let mut records = lock(&m.records);
+                let r = records.entry(key.clone()).or_default();
+                let wrote = synced
+                    .as_ref()
+                    .is_some_and(|s| s.workload != Applied::Unchanged || s.removed);
+                if wrote
+                    || !r.error.is_empty()
+                    || r.last_sync_time.is_none()
+                    || r.converged.as_ref() != Some(&intent)
+                {
+                    r.last_sync_time = Some(now());
+                }
+                r.error.clear();
+                r.attempts = 0;
+                r.converged = Some(intent.clone());
+            }
+            let Some(s) = synced else { return };
+            let replicas = match &intent.want {
+                Want::Present { workload, .. } => {
+                    workload["spec"]["replicas"].as_i64().unwrap_or(0)
+                }
+                Want::Absent => 0,
+            };
+            let (reason, message) = match (s.workload, s.removed) {
+                (_, true) => ("Removed", format!("removed {key} from {}", m.name)),
+                (Applied::Created, _) => (
+                    "Pushed",
+                    format!("created {key} in {} with {replicas} replicas", m.name),
+                ),
+                (Applied::Updated, _) if prev_converged.as_ref() == Some(&intent) => (
+                    "DriftReverted",
+                    format!("{key} in {} was edited there; restored", m.name),
+                ),
+                (Applied::Updated, _) => (
+                    "Updated",
+                    format!("updated {key} in {} ({replicas} replicas)", m.name),
+                ),
+                (Applied::Unchanged, false) => return,
+            };
+            tracing::info!(%key, reason, "member synced");
+            events::record(&m.fed, key, &uid, Severity::Normal, reason, &message).await;
+        }
+        Err(error) => {
+            let msg = error.to_string();
+            tracing::warn!(%key, error = %msg, "member sync failed; retrying");
+            {
+                let mut records = lock(&m.records);
+                let r = records.entry(key.clone()).or_default();
+                r.error = msg.clone();
+                r.attempts = attempts + 1;
+            }
+            if msg != prev_error {
+                let reason = if matches!(error, SyncError::Conflict { .. }) {
+                    "Conflict"
+                } else {
+                    "SyncFailed"
+                };
+                events::record(&m.fed, key, &uid, Severity::Warning, reason, &msg).await;
+            }
+            retry_later(m, key, attempts + 1);
+        }
+    }
+}
+
+fn retry_later(m: &Arc<MemberShared>, key: &WorkloadKey, attempt: u32) {
+    if !lock(&m.retrying).insert(key.clone()) {
+        return;
+    }
+    let delay = backoff::delay(attempt, m.settings.backoff_base, m.settings.backoff_max);
+    let m = Arc::downgrade(m);
+    let key = key.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        // A stopped member is gone: nothing to retry.
+        if let Some(m) = m.upgrade() {
+            lock(&m.retrying).remove(&key);
+            m.queue.push(key);
+        }
+    });
+}

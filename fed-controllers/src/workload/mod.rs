@@ -1,0 +1,46 @@
+//! The workload controller: pushes federated Deployments and ReplicaSets (with their
+//! namespace and the ConfigMaps/Secrets their pod templates use) into the member clusters
+//! their Placement names, with each member's replica share; aggregates the members' status
+//! into `Placement.status.clusters` and the federated object's `status`; reverts edits made
+//! in members; cleans members up behind the `member-cleanup` finalizer.
+//!
+//! Pure decisions — [`deps`], [`desired`], [`plan`], [`drift`], [`ownership`], [`status`] —
+//! are separate from the effects: [`member`] runs one task and queue per member cluster,
+//! [`controller`] watches the federation and hands members their intents.
+
+pub mod controller;
+pub mod deps;
+pub mod desired;
+pub mod drift;
+pub mod events;
+pub mod kinds;
+pub mod member;
+pub mod ownership;
+pub mod plan;
+pub mod queue;
+pub mod status;
+
+use std::time::Duration;
+
+pub use controller::run;
+
+/// Tunables of the workload controller.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Deadline of one member or federation request.
+    pub sync_timeout: Duration,
+    /// First retry delay after a failed member sync.
+    pub backoff_base: Duration,
+    /// Longest retry delay.
+    pub backoff_max: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            sync_timeout: Duration::from_secs(10),
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(30),
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! Status aggregation: each member's copy → a `Placement.status.clusters` entry, and the
+//! entries → the federated workload's own `status` (sums, observedGeneration, conditions),
+//! so `kubectl rollout status` and `kubectl wait` work against the federation.
+
+use fed_api::placement::ClusterWorkloadStatus;
+use serde_json::{Value, json};
+
+use super::drift;
+use super::kinds::Kind;
+
+fn int(v: &Value, ptr: &str) -> i32 {
+    v.pointer(ptr)
+        .and_then(Value::as_i64)
+        .and_then(|n| i32::try_from(n).ok())
+        .unwrap_or(0)
+}
+
+/// What one member reports for a workload.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MemberReport {
+    /// The member's copy, if it holds one of ours.
+    pub object: Option<Value>,
+    /// The last sync error ("" when fine).
+    pub error: String,
+    /// When the member was last found or made in sync (RFC 3339).
+    pub last_sync_time: Option<String>,
+}
+
+/// A `Placement.status.clusters` entry from a member's report.
+pub fn cluster_status(cluster: &str, report: &MemberReport) -> ClusterWorkloadStatus {
+    let o = report.object.as_ref();
+    let n = |p: &str| o.map_or(0, |o| int(o, p));
+    ClusterWorkloadStatus {
+        cluster: cluster.to_string(),
+        replicas: n("/status/replicas"),
+        ready_replicas: n("/status/readyReplicas"),
+        available_replicas: n("/status/availableReplicas"),
+        updated_replicas: n("/status/updatedReplicas"),
+        observed_generation: o.and_then(|o| o.pointer("/status/observedGeneration")?.as_i64()),
+        last_sync_time: report.last_sync_time.clone(),
+        error: report.error.clone(),
+    }
+}
+
+/// Whether a member has observed the current federated spec: its copy matches what we
+/// want and its controller has seen that copy's generation.
+pub fn observed(actual: Option<&Value>, desired: &Value) -> bool {
+    actual.is_some_and(|a| {
+        let generation = a.pointer("/metadata/generation").and_then(Value::as_i64);
+        let observed = a
+            .pointer("/status/observedGeneration")
+            .and_then(Value::as_i64);
+        drift::in_sync(a, desired) && observed.is_some() && observed >= generation
+    })
+}
+
+/// Sums over member entries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Pods.
+    pub replicas: i32,
+    /// Ready pods.
+    pub ready: i32,
+    /// Available pods.
+    pub available: i32,
+    /// Pods of the current template.
+    pub updated: i32,
+}
+
+/// Sums the entries (members that are leaving still count: their pods still run).
+pub fn sum(entries: &[ClusterWorkloadStatus]) -> Totals {
+    entries.iter().fold(Totals::default(), |t, e| Totals {
+        replicas: t.replicas + e.replicas,
+        ready: t.ready + e.ready_replicas,
+        available: t.available + e.available_replicas,
+        updated: t.updated + e.updated_replicas,
+    })
+}
+
+/// `maxUnavailable` of a Deployment's rolling update, resolved against `replicas`
+/// (percentages round down, as Kubernetes does); Recreate allows none.
+pub fn max_unavailable(spec: &Value, replicas: i32) -> i32 {
+    if spec.pointer("/strategy/type").and_then(Value::as_str) == Some("Recreate") {
+        return 0;
+    }
+    match spec.pointer("/strategy/rollingUpdate/maxUnavailable") {
+        Some(Value::Number(n)) => n.as_i64().and_then(|n| i32::try_from(n).ok()).unwrap_or(0),
+        Some(Value::String(s)) => match s.strip_suffix('%').and_then(|p| p.parse::<i64>().ok()) {
+            Some(p) => i32::try_from(i64::from(replicas) * p / 100).unwrap_or(0),
+            None => 0,
+        },
+        _ => replicas / 4,
+    }
+}
+
+fn condition(
+    prev: &Value,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: &str,
+) -> Value {
+    let old = prev
+        .pointer("/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == type_));
+    let same = old
+        .is_some_and(|c| c["status"] == status && c["reason"] == reason && c["message"] == message);
+    if same && let Some(c) = old {
+        // Unchanged: keep the times, so a steady state writes nothing.
+        return c.clone();
+    }
+    let transition = match old {
+        Some(c) if c["status"] == status => c["lastTransitionTime"].clone(),
+        _ => json!(now),
+    };
+    json!({"type": type_, "status": status, "reason": reason, "message": message,
+           "lastUpdateTime": now, "lastTransitionTime": transition})
+}
+
+/// The federated workload's `status`: member sums; `observedGeneration` becomes the
+/// federated generation only once every member has observed the current spec (else the
+/// previous value stays, so rollout status waits); Available/Progressing for Deployments.
+pub fn federated(kind: Kind, fed: &Value, totals: Totals, all_observed: bool, now: &str) -> Value {
+    let prev = &fed["status"];
+    let desired = int(fed, "/spec/replicas");
+    let generation = fed.pointer("/metadata/generation").and_then(Value::as_i64);
+    let observed = if all_observed {
+        generation
+    } else {
+        prev.get("observedGeneration").and_then(Value::as_i64)
+    };
+    let mut s = json!({
+        "replicas": totals.replicas,
+        "readyReplicas": totals.ready,
+        "availableReplicas": totals.available,
+    });
+    if let Some(g) = observed {
+        s["observedGeneration"] = json!(g);
+    }
+    if kind == Kind::ReplicaSet {
+        s["fullyLabeledReplicas"] = json!(totals.replicas);
+        return s;
+    }
+    s["updatedReplicas"] = json!(totals.updated);
+    s["unavailableReplicas"] = json!((desired - totals.available).max(0));
+    let min_available = desired - max_unavailable(&fed["spec"], desired);
+    let available = if totals.available >= min_available {
+        condition(
+            prev,
+            "Available",
+            "True",
+            "MinimumReplicasAvailable",
+            "Deployment has minimum availability.",
+            now,
+        )
+    } else {
+        condition(
+            prev,
+            "Available",
+            "False",
+            "MinimumReplicasUnavailable",
+            "Deployment does not have minimum availability.",
+            now,
+        )
+    };
+    let complete = all_observed
+        && totals.updated == desired
+        && totals.replicas == desired
+        && totals.available == desired;
+    let progressing = if complete {
+        condition(
+            prev,
+            "Progressing",
+            "True",
+            "NewReplicaSetAvailable",
+            "Replicas in every member cluster are updated and available.",
+            now,
+        )
+    } else {
+        condition(
+            prev,
+            "Progressing",
+            "True",
+            "ReplicaSetUpdated",
+            "Member clusters are progressing.",
+            now,
+        )
+    };
+    s["conditions"] = json!([available, progressing]);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(c: &str, r: i32, ready: i32, avail: i32, upd: i32) -> ClusterWorkloadStatus {
+        ClusterWorkloadStatus {
+            cluster: c.into(),
+            replicas: r,
+            ready_replicas: ready,
+            available_replicas: avail,
+            updated_replicas: upd,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn sums() {
+        let t = sum(&[
+            entry("a", 3, 3, 2, 3),
+            entry("b", 7, 6, 6, 5),
+            entry("old", 2, 2, 2, 0),
+        ]);
+        assert_eq!(
+            t,
+            Totals {
+                replicas: 12,
+                ready: 11,
+                available: 10,
+                updated: 8
+            }
+        );
+        assert_eq!(sum(&[]), Totals::default());
+    }
+
+    #[test]
+    fn cluster_entry_from_member_object() {
+        let r = MemberReport {
+            object: Some(json!({"metadata": {"generation": 2},
+                "status": {"replicas": 3, "readyReplicas": 2, "availableReplicas": 1, "updatedReplicas": 3, "observedGeneration": 2}})),
+            error: String::new(),
+            last_sync_time: Some("t".into()),
+        };
+        let e = cluster_status("a", &r);
+        assert_eq!(
+            (
+                e.replicas,
+                e.ready_replicas,
+                e.available_replicas,
+                e.updated_replicas
+            ),
+            (3, 2, 1, 3)
+        );
+        assert_eq!(e.observed_generation, Some(2));
+        let missing = cluster_status(
+            "b",
+            &MemberReport {
+                error: "down".into(),
+                ..Default::default()
+            },
+        );
+        assert_eq!((missing.replicas, missing.error.as_str()), (0, "down"));
+    }
+
+    #[test]
+    fn max_unavailable_table() {
+        for (spec, replicas, want) in [
+            (json!({}), 10, 2),
+            (json!({"strategy": {"type": "Recreate"}}), 10, 0),
+            (
+                json!({"strategy": {"rollingUpdate": {"maxUnavailable": 3}}}),
+                10,
+                3,
+            ),
+            (
+                json!({"strategy": {"rollingUpdate": {"maxUnavailable": "50%"}}}),
+                5,
+                2,
+            ),
+            (
+                json!({"strategy": {"rollingUpdate": {"maxUnavailable": "0%"}}}),
+                5,
+                0,
+            ),
+        ] {
+            assert_eq!(max_unavailable(&spec, replicas), want, "{spec}");
+        }
+    }
+
+    #[test]
+    fn observed_generation_waits_for_every_member() {
+        let fed = json!({"metadata": {"generation": 5}, "spec": {"replicas": 10},
+                         "status": {"observedGeneration": 4}});
+        let t = Totals {
+            replicas: 10,
+            ready: 10,
+            available: 10,
+            updated: 10,
+        };
+        let waiting = federated(Kind::Deployment, &fed, t, false, "now");
+        assert_eq!(waiting["observedGeneration"], 4);
+        assert_eq!(waiting["conditions"][1]["reason"], "ReplicaSetUpdated");
+        let done = federated(Kind::Deployment, &fed, t, true, "now");
+        assert_eq!(done["observedGeneration"], 5);
+        assert_eq!(done["conditions"][0]["status"], "True");
+        assert_eq!(done["conditions"][1]["reason"], "NewReplicaSetAvailable");
+        assert_eq!(done["readyReplicas"], 10);
+        // A steady state rewrites nothing: conditions keep their times.
+        let mut again = fed.clone();
+        again["status"] = done.clone();
+        assert_eq!(federated(Kind::Deployment, &again, t, true, "later"), done);
+    }
+
+    #[test]
+    fn availability_uses_max_unavailable() {
+        let fed = json!({"metadata": {"generation": 1}, "spec": {"replicas": 10}});
+        let t = |a| Totals {
+            replicas: 10,
+            ready: a,
+            available: a,
+            updated: 10,
+        };
+        assert_eq!(
+            federated(Kind::Deployment, &fed, t(8), true, "n")["conditions"][0]["status"],
+            "True"
+        );
+        assert_eq!(
+            federated(Kind::Deployment, &fed, t(7), true, "n")["conditions"][0]["status"],
+            "False"
+        );
+        let rs = federated(Kind::ReplicaSet, &fed, t(7), true, "n");
+        assert!(rs.get("conditions").is_none());
+        assert_eq!(rs["observedGeneration"], 1);
+    }
+
+    #[test]
+    fn observed_needs_sync_and_generation() {
+        let desired = json!({"metadata": {}, "spec": {"replicas": 3}});
+        let member = |replicas: i32, gen_: i64, obs: i64| {
+            json!({"metadata": {"generation": gen_},
+            "spec": {"replicas": replicas}, "status": {"observedGeneration": obs}})
+        };
+        assert!(observed(Some(&member(3, 2, 2)), &desired));
+        assert!(!observed(Some(&member(3, 3, 2)), &desired));
+        assert!(!observed(Some(&member(4, 2, 2)), &desired));
+        assert!(!observed(None, &desired));
+    }
+}

@@ -1,0 +1,315 @@
+//! Workload propagation end to end: a federated Deployment applied with kubectl lands in the
+//! members with its ConfigMap and each member's share, its status sums up on the federation
+//! (`kubectl rollout status`, READY 10/10), scaling and new images flow through, edits in a
+//! member are reverted, an unmanaged same-name object is never overwritten, and deleting the
+//! federated object cleans the members.
+
+use futures::TryStreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use meridian_e2e::Env;
+use serde::de::DeserializeOwned;
+
+/// Waits on a watch (from `rv`) until `pred` holds for the named object.
+async fn wait_for<K>(api: &Api<K>, name: &str, rv: &str, what: &str, pred: impl Fn(&K) -> bool) -> K
+where
+    K: kube::Resource + Clone + std::fmt::Debug + DeserializeOwned + 'static,
+{
+    let wp = WatchParams::default().fields(&format!("metadata.name={name}"));
+    let mut last = None;
+    let mut stream = Box::pin(api.watch(&wp, rv).await.expect("watch"));
+    while let Some(ev) = stream.try_next().await.expect("watch event") {
+        if let WatchEvent::Added(o) | WatchEvent::Modified(o) = ev {
+            if pred(&o) {
+                return o;
+            }
+            last = Some(o);
+        }
+    }
+    panic!("watch on {name} ended waiting for {what}; last seen: {last:#?}");
+}
+
+/// Waits on a watch until the named object is gone.
+async fn wait_gone<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + DeserializeOwned + 'static,
+{
+    let list = api
+        .list(&kube::api::ListParams::default().fields(&format!("metadata.name={name}")))
+        .await
+        .expect("list");
+    if list.items.is_empty() {
+        return;
+    }
+    let rv = list.metadata.resource_version.unwrap_or_else(|| "0".into());
+    let wp = WatchParams::default().fields(&format!("metadata.name={name}"));
+    let mut stream = Box::pin(api.watch(&wp, &rv).await.expect("watch"));
+    while let Some(ev) = stream.try_next().await.expect("watch event") {
+        if let WatchEvent::Deleted(_) = ev {
+            return;
+        }
+    }
+    panic!("watch on {name} ended before it was deleted");
+}
+
+fn replicas(d: &Deployment) -> i32 {
+    d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(-1)
+}
+
+fn image(d: &Deployment) -> String {
+    d.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default()
+}
+
+fn label<'a>(m: &'a kube::api::ObjectMeta, k: &str) -> Option<&'a str> {
+    m.labels.as_ref()?.get(k).map(String::as_str)
+}
+
+const OTHER: &str = r#"
+apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: other, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment, name: other}
+  placement:
+    clusterAffinity:
+      clusterNames: [sim-1]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: other, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: other}}
+  template:
+    metadata: {labels: {app: other}}
+    spec:
+      containers: [{name: other, image: "federated:1"}]
+"#;
+
+#[tokio::test]
+async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
+    let env = Env::start(&[
+        "--clusters=2",
+        "--nodes=3",
+        "--node-cpu=8",
+        "--node-memory=16Gi",
+        "--ready-delay=0s",
+    ]);
+    let _controllers = env.controllers(&[
+        "--probe-period=1s",
+        "--probe-timeout=500ms",
+        "--metrics-bind-address=off",
+    ]);
+    let _scheduler = env.scheduler(&[]);
+    for c in ["sim-1", "sim-2"] {
+        let out = env.ok("fedctl", &["join", c, "--wait-seconds", "60"]);
+        assert!(out.contains(&format!("cluster {c} is Ready")), "{out}");
+    }
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/web.yaml");
+    env.ok("kubectl", &["apply", "-f", example]);
+    env.ok(
+        "kubectl",
+        &[
+            "rollout",
+            "status",
+            "deploy/web",
+            "-n",
+            "shop",
+            "--timeout=120s",
+        ],
+    );
+    let table = env.ok("kubectl", &["get", "deploy", "web", "-n", "shop"]);
+    assert!(table.contains("10/10"), "{table}");
+    env.ok(
+        "kubectl",
+        &[
+            "wait",
+            "--for=condition=Available",
+            "deploy/web",
+            "-n",
+            "shop",
+            "--timeout=60s",
+        ],
+    );
+
+    let fed = env.federation().await;
+    let placements: Api<fed_api::Placement> = Api::namespaced(fed.clone(), "shop");
+    let p = placements.get("deployment-web").await.expect("placement");
+    let dest: Vec<(String, i32)> = p
+        .spec
+        .dest_clusters
+        .iter()
+        .map(|t| (t.cluster.clone(), t.replicas))
+        .collect();
+    assert_eq!(dest, vec![("sim-1".into(), 3), ("sim-2".into(), 7)]);
+    let st = p.status.expect("placement status");
+    assert_eq!(
+        st.clusters.iter().map(|c| c.ready_replicas).sum::<i32>(),
+        10,
+        "{st:#?}"
+    );
+    assert!(
+        st.conditions
+            .iter()
+            .any(|c| c.type_ == "Propagated" && c.status == "True"),
+        "{st:#?}"
+    );
+
+    let fed_web: Api<Deployment> = Api::namespaced(fed.clone(), "shop");
+    let web = fed_web.get("web").await.expect("federated web");
+    let uid = web.metadata.uid.clone().expect("uid");
+    assert!(
+        web.metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|f| f == fed_api::names::WORKLOAD_FINALIZER)),
+        "{:?}",
+        web.metadata.finalizers
+    );
+    let m1: Api<Deployment> = Api::namespaced(env.member("sim-1").await, "shop");
+    let m2: Api<Deployment> = Api::namespaced(env.member("sim-2").await, "shop");
+    for (api, want) in [(&m1, 3), (&m2, 7)] {
+        let d = api.get("web").await.expect("member web");
+        assert_eq!(replicas(&d), want);
+        assert_eq!(
+            label(&d.metadata, "app.kubernetes.io/managed-by"),
+            Some("meridian")
+        );
+        assert_eq!(
+            label(&d.metadata, "federation.meridian.dev/owner-uid"),
+            Some(uid.as_str())
+        );
+        let cms: Api<ConfigMap> = Api::namespaced(api.clone().into_client(), "shop");
+        let cm = cms.get("web-config").await.expect("ConfigMap pushed");
+        assert_eq!(
+            cm.data
+                .as_ref()
+                .and_then(|d| d.get("GREETING"))
+                .map(String::as_str),
+            Some("hello from the federation")
+        );
+        assert_eq!(
+            label(&cm.metadata, "app.kubernetes.io/managed-by"),
+            Some("meridian")
+        );
+    }
+
+    // Scaling flows through: 20 = 7 + 13.
+    env.ok(
+        "kubectl",
+        &["scale", "deploy/web", "-n", "shop", "--replicas=20"],
+    );
+    wait_for(&m1, "web", "0", "7 replicas in sim-1", |d| replicas(d) == 7).await;
+    wait_for(&m2, "web", "0", "13 replicas in sim-2", |d| {
+        replicas(d) == 13
+    })
+    .await;
+    env.ok(
+        "kubectl",
+        &[
+            "rollout",
+            "status",
+            "deploy/web",
+            "-n",
+            "shop",
+            "--timeout=120s",
+        ],
+    );
+
+    // A new image reaches every member.
+    env.ok(
+        "kubectl",
+        &["set", "image", "deploy/web", "-n", "shop", "web=nginx:1.28"],
+    );
+    for api in [&m1, &m2] {
+        wait_for(api, "web", "0", "new image", |d| image(d) == "nginx:1.28").await;
+    }
+    env.ok(
+        "kubectl",
+        &[
+            "rollout",
+            "status",
+            "deploy/web",
+            "-n",
+            "shop",
+            "--timeout=120s",
+        ],
+    );
+    let table = env.ok("kubectl", &["get", "deploy", "web", "-n", "shop"]);
+    assert!(table.contains("20/20"), "{table}");
+
+    // Drift: an edit made directly in a member is reverted.
+    let edited = m1
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .expect("edit in member");
+    assert_eq!(replicas(&edited), 1);
+    let rv = edited.metadata.resource_version.clone().expect("rv");
+    wait_for(&m1, "web", &rv, "drift reverted", |d| replicas(d) == 7).await;
+
+    // An unmanaged same-name object in a member is not overwritten; the Placement says why.
+    let unmanaged: Deployment = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "other", "namespace": "shop"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "mine"}},
+                 "template": {"metadata": {"labels": {"app": "mine"}},
+                              "spec": {"containers": [{"name": "mine", "image": "mine:1"}]}}}
+    }))
+    .expect("deployment");
+    m1.create(&PostParams::default(), &unmanaged)
+        .await
+        .expect("unmanaged object");
+    let other = env.dir.path().join("other.yaml");
+    std::fs::write(&other, OTHER).expect("writing other.yaml");
+    env.ok(
+        "kubectl",
+        &["apply", "-f", other.to_str().expect("utf-8 path")],
+    );
+    let p = wait_for(
+        &placements,
+        "deployment-other",
+        "0",
+        "conflict reported",
+        |p| {
+            p.status.as_ref().is_some_and(|s| {
+                s.clusters
+                    .iter()
+                    .any(|c| c.cluster == "sim-1" && c.error.contains("conflict"))
+                    && s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Propagated" && c.reason == "Conflict")
+            })
+        },
+    )
+    .await;
+    assert!(p.status.is_some());
+    let mine = m1.get("other").await.expect("unmanaged object");
+    assert_eq!(image(&mine), "mine:1");
+    assert_eq!(replicas(&mine), 1);
+    assert_eq!(label(&mine.metadata, "app.kubernetes.io/managed-by"), None);
+
+    // Deleting the federated object removes the copies and, unreferenced, the ConfigMap.
+    env.ok(
+        "kubectl",
+        &["delete", "deploy", "web", "-n", "shop", "--timeout=120s"],
+    );
+    for api in [&m1, &m2] {
+        wait_gone(api, "web").await;
+        let cms: Api<ConfigMap> = Api::namespaced(api.clone().into_client(), "shop");
+        wait_gone(&cms, "web-config").await;
+    }
+    assert!(
+        m1.get_opt("other").await.expect("get").is_some(),
+        "the unmanaged object stays"
+    );
+}
