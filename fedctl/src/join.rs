@@ -53,12 +53,21 @@ fn report(side: &str, o: &Value, e: Ensured) {
 /// Joins a member cluster.
 pub async fn join(kc: &kube::config::Kubeconfig, o: &JoinOptions) -> anyhow::Result<()> {
     let member = kubeutil::target(kc, Some(&o.cluster_context)).await?;
+    let (region, zone) = match (&o.region, &o.zone) {
+        (Some(r), Some(z)) => (Some(r.clone()), Some(z.clone())),
+        _ if o.dry_run => (o.region.clone(), o.zone.clone()),
+        _ => {
+            // Unset flags default to the members' own topology labels.
+            let (r, z) = node_topology(&member).await;
+            (o.region.clone().or(r), o.zone.clone().or(z))
+        }
+    };
     let req = JoinRequest {
         name: o.name.clone(),
         endpoint: member.url.clone(),
         ca_pem: member.ca_pem.clone().unwrap_or_default(),
-        region: o.region.clone(),
-        zone: o.zone.clone(),
+        region,
+        zone,
         labels: o.labels.clone(),
     };
     if o.dry_run {
@@ -101,6 +110,23 @@ pub async fn join(kc: &kube::config::Kubeconfig, o: &JoinOptions) -> anyhow::Res
         return Ok(());
     }
     wait_ready(&federation, &o.name, o.wait).await
+}
+
+/// Region and zone from the `topology.kubernetes.io` labels of one of the member's nodes.
+async fn node_topology(member: &Target) -> (Option<String>, Option<String>) {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(member.client.clone());
+    let Ok(list) = nodes.list(&kube::api::ListParams::default().limit(1)).await else {
+        return (None, None);
+    };
+    let labels = list
+        .items
+        .first()
+        .and_then(|n| n.metadata.labels.clone())
+        .unwrap_or_default();
+    (
+        labels.get("topology.kubernetes.io/region").cloned(),
+        labels.get("topology.kubernetes.io/zone").cloned(),
+    )
 }
 
 /// Says which permission join lacks in the member.

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 mod join;
 mod kubeutil;
 mod plan;
+mod up;
 mod whatif;
 
 /// Meridian's command-line tool.
@@ -57,6 +58,25 @@ enum Cmd {
         /// The member's context (default: the cluster name).
         #[arg(long)]
         cluster_context: Option<String>,
+    },
+    /// Run the whole federation locally: API server, a simulated fleet (joined), controllers
+    /// and scheduler, until Ctrl-C.
+    Up {
+        /// Simulated member clusters.
+        #[arg(long, default_value_t = 3)]
+        clusters: u32,
+        /// Nodes per simulated cluster.
+        #[arg(long, default_value_t = 3)]
+        nodes: u32,
+        /// Regions the clusters are spread over (comma-separated).
+        #[arg(long, default_value = "eu-west,us-east")]
+        regions: String,
+        /// Directory for state, credentials, kubeconfigs and logs (kept across restarts).
+        #[arg(long, default_value = "meridian-data")]
+        data_dir: PathBuf,
+        /// Port of the federation API server (0 picks a free one).
+        #[arg(long, default_value_t = 6443)]
+        port: u16,
     },
     /// Offline what-if: decide placements for objects in YAML files, without a server.
     Plan {
@@ -119,6 +139,23 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         print!("{}", whatif::run(files, without, *output)?);
         return Ok(());
     }
+    if let Cmd::Up {
+        clusters,
+        nodes,
+        regions,
+        data_dir,
+        port,
+    } = &cli.command
+    {
+        let o = up::UpOptions {
+            data_dir: data_dir.clone(),
+            clusters: *clusters,
+            nodes: *nodes,
+            regions: regions.clone(),
+            port: *port,
+        };
+        return up::up(&o).await;
+    }
     let kc = kubeutil::load_kubeconfig(cli.kubeconfig.as_deref())?;
     match cli.command {
         Cmd::Join {
@@ -153,6 +190,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             join::unjoin(&kc, &o).await
         }
-        Cmd::Plan { .. } => Ok(()),
+        Cmd::Plan { .. } | Cmd::Up { .. } => Ok(()),
     }
 }

@@ -96,6 +96,15 @@ impl Proc {
         }
     }
 
+    /// SIGTERM, then waits for the process to exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        self.child.wait().expect("waiting for the process")
+    }
+
     /// SIGKILL.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
