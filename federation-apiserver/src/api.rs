@@ -672,7 +672,7 @@ impl ApiServer {
             limit,
             revision,
             |c| {
-                label.as_ref().is_none_or(|l| l.matches(&c.labels))
+                label.as_ref().is_none_or(|l| c.labels.matches(l))
                     && field
                         .as_ref()
                         .is_none_or(|f| f.matches(|name| c.field(name)))
@@ -732,7 +732,7 @@ impl ApiServer {
             None,
             self.engine.cache.revision(),
             |c| {
-                label.as_ref().is_none_or(|l| l.matches(&c.labels))
+                label.as_ref().is_none_or(|l| c.labels.matches(l))
                     && field
                         .as_ref()
                         .is_none_or(|f| f.matches(|name| c.field(name)))

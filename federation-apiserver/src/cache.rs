@@ -35,8 +35,8 @@ pub struct Cached {
     pub rv: Revision,
     /// The object as JSON with `resourceVersion` set.
     pub bytes: Bytes,
-    /// `metadata.labels`.
-    pub labels: Map<String, Value>,
+    /// `metadata.labels`, compact (a list-heavy server holds these for every object).
+    pub labels: Labels,
     /// Uids in `metadata.ownerReferences`.
     pub owners: Vec<String>,
     /// Values of the kind's extra field selectors, in [`ResourceDef::field_selectors`] order.
@@ -62,6 +62,43 @@ impl Cached {
                 .position(|(n, _)| *n == other)
                 .and_then(|i| self.fields.get(i).cloned()),
         }
+    }
+}
+
+/// An object's labels, sorted by key, in two boxed strings each.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Labels(Box<[(Box<str>, Box<str>)]>);
+
+impl Labels {
+    /// From a `metadata.labels` object (non-string values are ignored).
+    pub fn from_map(m: Option<&Map<String, Value>>) -> Self {
+        let mut v: Vec<(Box<str>, Box<str>)> = m
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.as_str().into(), v.as_str()?.into())))
+            .collect();
+        v.sort();
+        Self(v.into_boxed_slice())
+    }
+
+    /// The value of one label.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .map(|i| &*self.0[i].1)
+    }
+
+    /// Whether a label selector matches.
+    pub fn matches(&self, sel: &apimachinery::selector::LabelSelector) -> bool {
+        sel.matches_with(|k| self.get(k))
+    }
+
+    /// Whether every `key: value` of a map selector (Service `spec.selector`) is present.
+    pub fn has_all(&self, selector: &Map<String, Value>) -> bool {
+        selector
+            .iter()
+            .all(|(k, v)| v.as_str().is_some_and(|v| self.get(k) == Some(v)))
     }
 }
 
@@ -229,11 +266,7 @@ fn to_cached(def: &ResourceDef, kv: &KeyValue, rv: Revision) -> Option<Arc<Cache
         uid: object::uid(&v).to_string(),
         rv,
         bytes,
-        labels: meta
-            .get("labels")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default(),
+        labels: Labels::from_map(meta.get("labels").and_then(Value::as_object)),
         owners: object::owner_uids(&v),
         fields: def
             .field_selectors

@@ -35,7 +35,7 @@ struct Filter {
 impl Filter {
     fn matches(&self, c: &Cached) -> bool {
         c.key.starts_with(&self.prefix)
-            && self.label.as_ref().is_none_or(|l| l.matches(&c.labels))
+            && self.label.as_ref().is_none_or(|l| c.labels.matches(l))
             && self
                 .field
                 .as_ref()

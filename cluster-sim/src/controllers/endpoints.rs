@@ -15,7 +15,7 @@ use federation_apiserver::engine::{DeleteOptions, PatchType, Target, WriteOption
 use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
 
-use super::util::{self, condition_true, lock, map_selector_matches, owner_ref, str_at};
+use super::util::{self, condition_true, lock, owner_ref, str_at};
 use super::{Reconciler, Requeue, Seen, Sim, SimError, WorkQueue, ns_key, split_key};
 
 /// Label naming a slice's Service.
@@ -108,8 +108,7 @@ impl EndpointsController {
             return;
         };
         for (name, sel) in services {
-            let hit = map_selector_matches(sel, &obj.labels)
-                || prev.is_some_and(|p| map_selector_matches(sel, &p.labels));
+            let hit = obj.labels.has_all(sel) || prev.is_some_and(|p| p.labels.has_all(sel));
             if hit {
                 self.queue.add(ns_key(&obj.namespace, name));
             }
@@ -120,7 +119,7 @@ impl EndpointsController {
     fn on_owned(&self, seen: Seen<'_>, by_label: bool) {
         if let Seen::Deleted { obj } = seen {
             let svc = if by_label {
-                match obj.labels.get(SERVICE_NAME_LABEL).and_then(Value::as_str) {
+                match obj.labels.get(SERVICE_NAME_LABEL) {
                     Some(s) => s.to_string(),
                     None => return,
                 }
@@ -335,7 +334,7 @@ impl Reconciler<String> for EndpointsController {
             .sim
             .cache(pods_def)
             .list(&pods_def.namespace_prefix(Some(ns)), None, None, 0, |c| {
-                map_selector_matches(selector, &c.labels)
+                c.labels.has_all(selector)
             })
             .items;
         let nodes = self.sim.cache(&kinds.nodes);
@@ -356,7 +355,6 @@ impl Reconciler<String> for EndpointsController {
                 nodes.get(&kinds.nodes.key("", n)).and_then(|c| {
                     c.labels
                         .get("topology.kubernetes.io/zone")
-                        .and_then(Value::as_str)
                         .map(String::from)
                 })
             });
@@ -448,8 +446,8 @@ impl Reconciler<String> for EndpointsController {
         let slice_cache = self.sim.cache(slice_def);
         let existing: Vec<Arc<Cached>> = slice_cache
             .list(&slice_def.namespace_prefix(Some(ns)), None, None, 0, |c| {
-                c.labels.get(SERVICE_NAME_LABEL).and_then(Value::as_str) == Some(name)
-                    && c.labels.get(MANAGED_BY_LABEL).and_then(Value::as_str) == Some(MANAGED_BY)
+                c.labels.get(SERVICE_NAME_LABEL) == Some(name)
+                    && c.labels.get(MANAGED_BY_LABEL) == Some(MANAGED_BY)
             })
             .items;
         if groups.is_empty() {

@@ -214,16 +214,6 @@ fn quantity(v: Option<&Value>, f: impl Fn(&apimachinery::quantity::Quantity) -> 
     q.map_or(0, |q| i64::try_from(f(&q)).unwrap_or(i64::MAX))
 }
 
-/// Whether `labels` matches a map selector (`spec.selector` of a Service).
-pub(crate) fn map_selector_matches(
-    selector: &Map<String, Value>,
-    labels: &Map<String, Value>,
-) -> bool {
-    selector
-        .iter()
-        .all(|(k, v)| labels.get(k).and_then(Value::as_str) == v.as_str())
-}
-
 /// IPv4 address plus an offset.
 pub(crate) fn ipv4_add(base: Ipv4Addr, offset: u32) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(base).wrapping_add(offset))
