@@ -1,11 +1,10 @@
 //! Meridian's controllers. The cluster controller ([`cluster`]) probes member clusters,
 //! tracks their capacity and writes `Cluster.status`; the workload controller ([`workload`])
 //! pushes federated Deployments/ReplicaSets and what they reference into members and
-//! aggregates their status. Both share [`credentials`], [`metrics`] and [`serve`].
+//! aggregates their status. Both share [`credentials`] and [`metrics`].
 
 pub mod cli;
 pub mod cluster;
 pub mod credentials;
 pub mod metrics;
-pub mod serve;
 pub mod workload;

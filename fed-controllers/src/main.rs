@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use fed_controllers::cli::Args;
 use fed_controllers::metrics::Metrics;
-use fed_controllers::{cluster, serve, workload};
+use fed_controllers::{cluster, workload};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 #[tokio::main]
@@ -39,11 +39,12 @@ async fn main() -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding {addr}"))?;
         tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
-        tokio::spawn(serve::serve(
+        tokio::spawn(meridian_endpoints::serve(
             listener,
-            serve::State {
+            meridian_endpoints::State {
                 metrics: metrics.clone(),
                 ready: ready.clone(),
+                not_ready: "the federation is not listed yet",
             },
         ));
     }

@@ -167,6 +167,12 @@ impl Metrics {
     }
 }
 
+impl meridian_endpoints::MetricsText for Metrics {
+    fn encode(&self) -> String {
+        Metrics::encode(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

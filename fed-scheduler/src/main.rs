@@ -6,9 +6,9 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::Context as _;
 use clap::Parser;
+use fed_scheduler::runtime;
 use fed_scheduler::runtime::cli::Args;
 use fed_scheduler::runtime::metrics::Metrics;
-use fed_scheduler::runtime::{self, serve};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 #[tokio::main]
@@ -40,11 +40,12 @@ async fn main() -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding {addr}"))?;
         tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
-        tokio::spawn(serve::serve(
+        tokio::spawn(meridian_endpoints::serve(
             listener,
-            serve::State {
+            meridian_endpoints::State {
                 metrics: metrics.clone(),
                 ready: ready.clone(),
+                not_ready: "caches are not synced yet",
             },
         ));
     }

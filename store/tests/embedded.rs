@@ -6,7 +6,6 @@ mod common;
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use common::{Fixture, next_event, next_item};
@@ -180,60 +179,11 @@ fn second_open_of_the_same_directory_fails() {
     assert!(std::error::Error::source(&err).is_some(), "cause kept");
 }
 
-/// Set to the data directory when this test binary runs as the crashing child.
-const CRASH_DIR_ENV: &str = "MERIDIAN_STORE_CRASH_DIR";
-/// Acknowledged writes after which the child aborts.
-const CRASH_AFTER: usize = 1500;
-
-/// Writes from 32 tasks, prints every acknowledged key, and aborts the process mid-stream, with
-/// other writes queued and a group commit possibly in flight.
-#[test]
-#[ignore = "only runs as the child process of crash_keeps_every_acknowledged_write"]
-fn crash_child() {
-    let Some(dir) = std::env::var_os(CRASH_DIR_ENV) else {
-        return;
-    };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async move {
-        let store = Arc::new(EmbeddedStore::open(&dir).unwrap());
-        let acked = Arc::new(AtomicUsize::new(0));
-        let tasks: Vec<_> = (0..32)
-            .map(|w| {
-                let store = Arc::clone(&store);
-                let acked = Arc::clone(&acked);
-                tokio::spawn(async move {
-                    for i in 0.. {
-                        let key = format!("/crash/{w}/{i}");
-                        let kv = store
-                            .create(&key, Bytes::from(vec![1u8; 512]))
-                            .await
-                            .unwrap();
-                        // One println is one locked, flushed line; the END marker tells a whole
-                        // line from one cut by the abort.
-                        println!("ACK {key} {} END", kv.mod_revision);
-                        if acked.fetch_add(1, Ordering::SeqCst) + 1 >= CRASH_AFTER {
-                            std::process::abort();
-                        }
-                    }
-                })
-            })
-            .collect();
-        for task in tasks {
-            task.await.unwrap();
-        }
-    });
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_keeps_every_acknowledged_write() {
     let dir = tempfile::tempdir().unwrap();
-    let output = Command::new(std::env::current_exe().unwrap())
-        .args(["crash_child", "--exact", "--ignored", "--nocapture"])
-        .env(CRASH_DIR_ENV, dir.path())
+    let output = Command::new(env!("CARGO_BIN_EXE_store-crash-writer"))
+        .arg(dir.path())
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .output()
@@ -254,7 +204,8 @@ async fn crash_keeps_every_acknowledged_write() {
         })
         .collect();
     assert!(
-        acked.len() >= CRASH_AFTER,
+        // The writer aborts after 1,500 acknowledgements.
+        acked.len() >= 1500,
         "child acknowledged only {}",
         acked.len()
     );

@@ -145,6 +145,12 @@ impl Metrics {
     }
 }
 
+impl meridian_endpoints::MetricsText for Metrics {
+    fn encode(&self) -> String {
+        Metrics::encode(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -17,7 +17,6 @@ pub mod metrics;
 pub mod queue;
 pub mod rate;
 pub mod reconcile;
-pub mod serve;
 pub mod watch;
 pub mod writer;
 

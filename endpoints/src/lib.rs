@@ -8,15 +8,21 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::metrics::Metrics;
+/// A component's metrics registry, as Prometheus text.
+pub trait MetricsText: Send + Sync {
+    /// The exposition.
+    fn encode(&self) -> String;
+}
 
 /// What the endpoints read.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct State {
     /// Process metrics.
-    pub metrics: Arc<Metrics>,
-    /// Set once every cache has listed.
+    pub metrics: Arc<dyn MetricsText>,
+    /// Set once the component's caches are synced.
     pub ready: Arc<AtomicBool>,
+    /// What `/readyz` says until then.
+    pub not_ready: &'static str,
 }
 
 /// A response: status code, content type, body.
@@ -41,7 +47,7 @@ pub fn respond(request_line: &str, state: &State) -> Response {
         ),
         "/healthz" | "/livez" => (200, "text/plain", "ok\n".into()),
         "/readyz" if state.ready.load(Ordering::Acquire) => (200, "text/plain", "ok\n".into()),
-        "/readyz" => (503, "text/plain", "caches not synced yet\n".into()),
+        "/readyz" => (503, "text/plain", format!("{}\n", state.not_ready)),
         _ => (404, "text/plain", "not found\n".into()),
     }
 }
@@ -107,10 +113,18 @@ pub async fn serve(listener: TcpListener, state: State) {
 mod tests {
     use super::*;
 
+    struct Fixed;
+    impl MetricsText for Fixed {
+        fn encode(&self) -> String {
+            "meridian_test_up 1\n".into()
+        }
+    }
+
     fn state(ready: bool) -> State {
         State {
-            metrics: Arc::new(Metrics::new()),
+            metrics: Arc::new(Fixed),
             ready: Arc::new(AtomicBool::new(ready)),
+            not_ready: "not synced",
         }
     }
 
@@ -131,7 +145,7 @@ mod tests {
         assert!(
             respond("GET /metrics HTTP/1.1", &state(true))
                 .2
-                .contains("meridian_scheduler_")
+                .contains("meridian_test_up")
         );
     }
 
