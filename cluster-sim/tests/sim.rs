@@ -1,7 +1,7 @@
 //! End-to-end: the real `cluster-sim` binary driven by kube-rs and kubectl 1.37.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
@@ -9,6 +9,7 @@ use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use meridian_e2e::kubectl_path;
 use serde_json::json;
 
 struct Fleet {
@@ -85,20 +86,6 @@ impl Drop for Fleet {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn kubectl_path() -> PathBuf {
-    if let Ok(p) = std::env::var("KUBECTL") {
-        return PathBuf::from(p);
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/install-kubectl.sh");
-    let out = Command::new("bash").arg(script).output().unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl is required: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 struct Kubectl {

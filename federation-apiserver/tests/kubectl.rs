@@ -55,7 +55,7 @@ fn example(name: &str) -> String {
 fn kubectl_user_flow() {
     let (server, dir) = Server::start(&[]);
     let k = Kubectl {
-        bin: common::kubectl_path(),
+        bin: meridian_e2e::kubectl_path(),
         kubeconfig: server.kubeconfig.clone(),
     };
 

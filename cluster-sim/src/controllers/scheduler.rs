@@ -503,20 +503,7 @@ impl Reconciler<PodKey> for Scheduler {
                 let status = json!({"status": {"conditions": [
                     {"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now}
                 ]}});
-                match self
-                    .sim
-                    .engine
-                    .patch(
-                        def,
-                        ns,
-                        name,
-                        PatchType::Merge,
-                        &status,
-                        Target::Status,
-                        &opts,
-                    )
-                    .await
-                {
+                match self.patch_status(def, ns, name, &status, &opts).await {
                     Ok(_) => Ok(Requeue::No),
                     Err(e) if e.code == 404 => Ok(Requeue::No),
                     // The binding stands; the kubelet writes the full status anyway.
@@ -540,26 +527,39 @@ impl Reconciler<PodKey> for Scheduler {
                     "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                     "message": message, "lastProbeTime": null, "lastTransitionTime": now,
                 }]}});
-                match self
-                    .sim
-                    .engine
-                    .patch(
-                        def,
-                        ns,
-                        name,
-                        PatchType::Merge,
-                        &status,
-                        Target::Status,
-                        &opts,
-                    )
-                    .await
-                {
+                match self.patch_status(def, ns, name, &status, &opts).await {
                     Ok(_) => Ok(Requeue::No),
                     Err(e) if e.code == 404 => Ok(Requeue::No),
                     Err(e) => Err(e.into()),
                 }
             }
         }
+    }
+}
+
+impl Scheduler {
+    /// Merge-patches a pod's status.
+    async fn patch_status(
+        &self,
+        def: &federation_apiserver::registry::ResourceDef,
+        ns: &str,
+        name: &str,
+        status: &Value,
+        opts: &federation_apiserver::engine::WriteOptions,
+    ) -> Result<(), federation_apiserver::status::ApiError> {
+        self.sim
+            .engine
+            .patch(
+                def,
+                ns,
+                name,
+                PatchType::Merge,
+                status,
+                Target::Status,
+                opts,
+            )
+            .await
+            .map(|_| ())
     }
 }
 

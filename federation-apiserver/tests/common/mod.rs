@@ -204,21 +204,3 @@ impl RawClient {
         }
     }
 }
-
-/// The kubectl binary for end-to-end tests: `$KUBECTL`, or installed by the project's script.
-pub fn kubectl_path() -> PathBuf {
-    if let Ok(p) = std::env::var("KUBECTL") {
-        return PathBuf::from(p);
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/install-kubectl.sh");
-    let out = Command::new("bash")
-        .arg(script)
-        .output()
-        .expect("running tools/install-kubectl.sh");
-    assert!(
-        out.status.success(),
-        "kubectl is required and could not be installed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
