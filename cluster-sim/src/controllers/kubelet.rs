@@ -49,9 +49,14 @@ impl KNode {
         }
     }
 
-    /// The first free pod address (`.2` to `.254`; `.1` is the node's bridge).
-    fn allocate(&mut self) -> Option<String> {
-        let o = (2..=254usize).find(|o| self.used[o / 64] & (1 << (o % 64)) == 0)?;
+    /// A free pod address (`.2` to `.254`; `.1` is the node's bridge). The search starts at a
+    /// slot derived from the pod's key, so the same pods get the same addresses whatever order
+    /// the kubelet happens to see them in (first-free would depend on that order).
+    fn allocate(&mut self, pod_key: &str) -> Option<String> {
+        let start = (util::fnv32a(pod_key.as_bytes()) % 253) as usize;
+        let o = (0..253)
+            .map(|i| 2 + (start + i) % 253)
+            .find(|o| self.used[o / 64] & (1 << (o % 64)) == 0)?;
         self.used[o / 64] |= 1 << (o % 64);
         let base = pod_cidr_base(self.index);
         Some(util::ipv4_add(base, o as u32).to_string())
@@ -310,7 +315,7 @@ impl Reconciler<String> for Kubelet {
             };
             let (ip, fresh) = match existing_ip {
                 Some(ip) => (ip, false),
-                None => match n.allocate() {
+                None => match n.allocate(&key) {
                     Some(ip) => (ip, true),
                     None => {
                         tracing::warn!(node, pod = %key, "no free pod address on the node");
@@ -388,19 +393,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn addresses_are_first_free_in_the_node_cidr() {
-        let mut n = KNode {
+    fn addresses_are_stable_per_pod_and_stay_in_the_node_cidr() {
+        let node = || KNode {
             index: 3,
             host_ip: String::new(),
             ready: true,
             used: [0; 4],
         };
-        assert_eq!(n.allocate().as_deref(), Some("10.244.3.2"));
-        assert_eq!(n.allocate().as_deref(), Some("10.244.3.3"));
-        n.mark("10.244.3.2", false);
-        assert_eq!(n.allocate().as_deref(), Some("10.244.3.2"));
+        let (mut a, mut b) = (node(), node());
+        // Same pods, opposite order: same addresses.
+        let a1 = a.allocate("ns/p1").unwrap();
+        let a2 = a.allocate("ns/p2").unwrap();
+        let b2 = b.allocate("ns/p2").unwrap();
+        let b1 = b.allocate("ns/p1").unwrap();
+        assert_eq!((a1.clone(), a2.clone()), (b1, b2));
+        assert_ne!(a1, a2);
+        for ip in [&a1, &a2] {
+            let last: u32 = ip.strip_prefix("10.244.3.").unwrap().parse().unwrap();
+            assert!((2..=254).contains(&last), "{ip}");
+        }
+        // A taken slot is skipped; a released one is reused.
+        let mut c = node();
+        c.mark(&a1, true);
+        let other = c.allocate("ns/p1").unwrap();
+        assert_ne!(other, a1);
+        c.mark(&a1, false);
+        assert_eq!(c.allocate("ns/p1").unwrap(), a1);
         // Addresses outside the node's range are ignored.
-        n.mark("10.244.4.9", true);
-        assert_eq!(n.allocate().as_deref(), Some("10.244.3.4"));
+        c.mark("10.244.4.9", true);
+        let mut full = node();
+        for i in 0..253 {
+            assert!(full.allocate(&format!("ns/x{i}")).is_some());
+        }
+        assert_eq!(full.allocate("ns/one-too-many"), None);
     }
 }
