@@ -315,7 +315,7 @@ impl Reconciler<String> for Kubelet {
             };
             let (ip, fresh) = match existing_ip {
                 Some(ip) => (ip, false),
-                None => match n.allocate(&key) {
+                None => match n.allocate(key) {
                     Some(ip) => (ip, true),
                     None => {
                         tracing::warn!(node, pod = %key, "no free pod address on the node");
