@@ -127,7 +127,13 @@ pub struct ResourceSummary {
 pub struct LbAgentStatus {
     /// Address reachable from the other members.
     pub address: String,
-    /// Port of its DNS responder.
+    /// Port of its DNS responder (UDP and TCP).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns_port: Option<i32>,
+    /// Port of its HTTP listener (Host-based routing of `<svc>.<ns>.<dnsZone>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_port: Option<i32>,
+    /// Port other lb-agents use to reach this cluster's local backends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_port: Option<i32>,
 }

@@ -3,6 +3,7 @@
 
 pub mod cluster;
 pub mod common;
+pub mod lbconfig;
 pub mod names;
 pub mod placement;
 pub mod policy;

@@ -13,3 +13,24 @@ pub const REPLICA_SET_PREFERENCES_ANNOTATION: &str =
 pub const WORKLOAD_FINALIZER: &str = "federation.meridian.dev/member-cleanup";
 /// Namespace Meridian uses in member clusters and the federation for its own objects.
 pub const SYSTEM_NAMESPACE: &str = "meridian-system";
+
+/// The lb-agent's Service in each member's [`SYSTEM_NAMESPACE`]; its
+/// `status.loadBalancer.ingress[0].ip` is the lb-agent's address and its ports named
+/// `http`, `dns` and `peer` are where the lb-agent answers at that address.
+pub const LB_AGENT_SERVICE: &str = "meridian-lb-agent";
+/// ConfigMap in each member's [`SYSTEM_NAMESPACE`] the service controller writes for
+/// that member's lb-agent (key [`LB_AGENT_CONFIG_KEY`], a [`crate::lbconfig::LbConfig`]).
+pub const LB_AGENT_CONFIGMAP: &str = "meridian-lb-agent-config";
+/// Key of the lb-agent configuration JSON in [`LB_AGENT_CONFIGMAP`].
+pub const LB_AGENT_CONFIG_KEY: &str = "config.json";
+/// `endpointslice.kubernetes.io/managed-by` value on the EndpointSlices Meridian writes
+/// into members (remote lb-agents); lb-agents ignore these when collecting local endpoints.
+pub const ENDPOINTSLICE_MANAGER: &str = "service-controller.meridian.dev";
+/// Name suffix of Meridian's EndpointSlice for a Service: `<service>-meridian`.
+pub const ENDPOINTSLICE_SUFFIX: &str = "-meridian";
+/// HTTP header an lb-agent sets when it forwards a request to another cluster's lb-agent;
+/// a request carrying it is served by local endpoints only (loop prevention).
+pub const FORWARDED_BY_HEADER: &str = "x-meridian-forwarded-by";
+/// Federation ConfigMap (in [`SYSTEM_NAMESPACE`]) holding the lb-agent listen port
+/// allocated to each federated Service port: key `<namespace>.<service>.<port>`, value the port.
+pub const LB_PORTS_CONFIGMAP: &str = "meridian-lb-ports";

@@ -90,6 +90,16 @@ pub struct ClusterWorkloadStatus {
     /// Last error, empty when in sync.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub error: String,
+    /// Services only: ready endpoints of the Service in that member (its own pods).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoints: Option<i32>,
+    /// Services only: address of that member's lb-agent, once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lb_agent: Option<String>,
+    /// Services only: whether the member's lb-agent receives the Service's traffic
+    /// (cluster Ready, lb-agent known, ready endpoints there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<bool>,
 }
 
 /// Replicas that could not be placed.

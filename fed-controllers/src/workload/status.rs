@@ -39,6 +39,7 @@ pub fn cluster_status(cluster: &str, report: &MemberReport) -> ClusterWorkloadSt
         observed_generation: o.and_then(|o| o.pointer("/status/observedGeneration")?.as_i64()),
         last_sync_time: report.last_sync_time.clone(),
         error: report.error.clone(),
+        ..Default::default()
     }
 }
 

@@ -1,0 +1,144 @@
+//! What the service controller tells each member's lb-agent: the federation's DNS zone,
+//! the clusters with their lb-agents, and the federated Services with where their
+//! backends are. Stored as JSON under `config.json` of the ConfigMap
+//! [`crate::names::LB_AGENT_CONFIGMAP`] in the member's `meridian-system` namespace.
+//!
+//! Local endpoints are not in here: the lb-agent reads its own cluster's EndpointSlices
+//! (those not managed by [`crate::names::ENDPOINTSLICE_MANAGER`]).
+
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration of one lb-agent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LbConfig {
+    /// The DNS zone the lb-agents are authoritative for, e.g. `global.meridian.test`.
+    pub dns_zone: String,
+    /// Name of the member cluster this configuration is for.
+    pub cluster: String,
+    /// TTL of DNS answers, seconds.
+    #[serde(default = "default_ttl")]
+    pub ttl_seconds: u32,
+    /// Every member with a known lb-agent (this one included).
+    #[serde(default)]
+    pub clusters: Vec<LbCluster>,
+    /// Federated Services.
+    #[serde(default)]
+    pub services: Vec<LbService>,
+    /// Client subnets with their locality, for nearest-first DNS answers.
+    #[serde(default)]
+    pub client_subnets: Vec<ClientSubnet>,
+}
+
+fn default_ttl() -> u32 {
+    5
+}
+
+/// One member cluster and its lb-agent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LbCluster {
+    /// Member cluster name.
+    pub name: String,
+    /// Region of the cluster (may be empty).
+    #[serde(default)]
+    pub region: String,
+    /// Zone of the cluster (may be empty).
+    #[serde(default)]
+    pub zone: String,
+    /// IPv4 address of its lb-agent.
+    pub address: String,
+    /// HTTP listener port.
+    pub http_port: u16,
+    /// Peer port (lb-agent to lb-agent, local backends only).
+    pub peer_port: u16,
+    /// DNS port.
+    pub dns_port: u16,
+    /// The federation's view of the cluster: Ready condition True.
+    pub ready: bool,
+}
+
+/// One federated Service.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LbService {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Ports (TCP only; UDP ports are not proxied).
+    #[serde(default)]
+    pub ports: Vec<LbPort>,
+    /// Ready endpoints per cluster as last seen by the service controller (cluster name →
+    /// count). Clusters absent or at zero have no backends.
+    #[serde(default)]
+    pub backends: std::collections::BTreeMap<String, u32>,
+}
+
+/// One port of a federated Service.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LbPort {
+    /// Port name in the Service (may be empty for a single unnamed port).
+    #[serde(default)]
+    pub name: String,
+    /// The Service port.
+    pub port: u16,
+    /// `http`, `h2c` or `tcp`: from `appProtocol`, else `http` when the port name is
+    /// `http` or starts with `http-`, else `tcp`.
+    pub protocol: String,
+    /// Port on which every lb-agent listens for this Service port (same in all clusters);
+    /// Meridian's EndpointSlices in members point at `<remote lb-agent>:<listenPort>`.
+    pub listen_port: u16,
+}
+
+/// A client subnet and where it is.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientSubnet {
+    /// CIDR, e.g. `10.1.0.0/16`.
+    pub cidr: String,
+    /// Region.
+    #[serde(default)]
+    pub region: String,
+    /// Zone.
+    #[serde(default)]
+    pub zone: String,
+}
+
+impl LbPort {
+    /// The protocol a Service port is proxied with, from its `appProtocol` and name.
+    pub fn protocol_of(name: &str, app_protocol: Option<&str>) -> &'static str {
+        match app_protocol.map(str::to_ascii_lowercase).as_deref() {
+            Some("http") | Some("http1") => "http",
+            Some("h2c") | Some("kubernetes.io/h2c") => "h2c",
+            Some(_) => "tcp",
+            None if name == "http" || name.starts_with("http-") => "http",
+            None => "tcp",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocol_follows_app_protocol_then_name() {
+        assert_eq!(LbPort::protocol_of("web", Some("HTTP")), "http");
+        assert_eq!(LbPort::protocol_of("web", Some("kubernetes.io/h2c")), "h2c");
+        assert_eq!(LbPort::protocol_of("http", Some("mysql")), "tcp");
+        assert_eq!(LbPort::protocol_of("http-alt", None), "http");
+        assert_eq!(LbPort::protocol_of("httpx", None), "tcp");
+        assert_eq!(LbPort::protocol_of("", None), "tcp");
+    }
+
+    #[test]
+    fn config_round_trips_with_defaults() {
+        let c: LbConfig =
+            serde_json::from_str(r#"{"dnsZone":"global.test","cluster":"a"}"#).unwrap();
+        assert_eq!(c.ttl_seconds, 5);
+        let back: LbConfig = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
+    }
+}
