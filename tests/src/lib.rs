@@ -2,6 +2,8 @@
 //! cluster-sim, fed-controllers, fed-scheduler, fedctl) as processes and hands out clients for them.
 //! The binaries are the ones cargo built for this test run, found beside the test executable.
 
+pub mod http;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
