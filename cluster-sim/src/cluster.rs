@@ -15,7 +15,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::controllers;
 use crate::faults::{Fault, Faults};
-use crate::fleet::{ClusterSpec, expand_pool, parse_duration};
+use crate::fleet::{ClusterSpec, PodOptions, expand_pool, parse_duration};
 
 /// Watch-cache history per resource in a simulated cluster (smaller than a real server's:
 /// a fleet holds hundreds of these).
@@ -81,6 +81,7 @@ impl SimCluster {
     pub async fn start(
         spec: ClusterSpec,
         index: u32,
+        pods: PodOptions,
         bind: SocketAddr,
         shared: &Shared,
         shutdown: watch::Receiver<bool>,
@@ -124,6 +125,8 @@ impl SimCluster {
                     .map(Into::into)
                     .collect(),
                 ca_pem: ca.cert_pem.clone(),
+                pod_network: pods.network,
+                serve_pods: pods.serve,
             },
         )?;
         let api = Arc::new(ApiServer {
@@ -151,7 +154,7 @@ impl SimCluster {
             addr,
             ca_pem: ca.cert_pem.clone(),
             admin_token,
-            faults: Faults::default(),
+            faults: sim.faults.clone(),
             sim,
         });
         tokio::spawn(

@@ -28,6 +28,7 @@ impl Fleet {
             let c = SimCluster::start(
                 spec.clone(),
                 i as u32,
+                fleet.pod_options(),
                 SocketAddr::new(bind_ip, 0),
                 &shared,
                 rx.clone(),

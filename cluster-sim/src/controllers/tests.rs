@@ -35,6 +35,7 @@ async fn cluster(ready_delay: Duration, lb_pool: &[&str]) -> Arc<Sim> {
             lb_pool: parse_address_pool(lb_pool).expect("pool"),
             ca_pem: CA.into(),
             index: 0,
+            ..ClusterConfig::default()
         },
     )
     .expect("sim");
