@@ -52,8 +52,9 @@ POD NETWORK:
   loopback  pods get 127.<10 + cluster index>.<node>.<2-254>: unique in the fleet and
             reachable on this host (Linux routes all of 127.0.0.0/8 to lo). Limits: 190
             clusters, 256 nodes per cluster, 253 pods per node (nodePods at most 253);
-            fleets past them are rejected. Reserved: 127.0.0.1 (API servers, admin API),
-            127.0.1.0/24 (lb-agents), 127.200.0.0-127.255.255.255 (default lbPools);
+            fleets past them are rejected. Never pods: 127.0.0.0-127.9.255.255, which
+            holds 127.0.0.1 (API servers, admin API) and 127.0.1.0/24 (lb-agents, e.g.
+            --lb-pool 127.0.1.{n}), and 127.200.0.0-127.255.255.255 (default lbPools).
             lbPool addresses may not lie in the pod range 127.10.0.0-127.199.255.255.
 
 SERVING PODS (--serve-pods):
@@ -98,7 +99,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "1s")]
     pub ready_delay: String,
     /// Load-balancer pool of each cluster built from flags: addresses or ranges, where
-    /// `{i}` is the cluster's index from 0 and `{n}` its number from 1 (e.g. `127.0.1.{n}`).
+    /// `{i}` is the cluster's index from 0 (modulo 256) and `{n}` its number from 1
+    /// (e.g. `127.0.1.{n}`).
     /// With --fleet, given to the clusters whose lbPool is empty. Default `127.200.{i}.0/24`.
     #[arg(long, value_delimiter = ',')]
     pub lb_pool: Option<Vec<String>>,
@@ -326,14 +328,25 @@ pub async fn run(a: RunArgs) -> anyhow::Result<()> {
     );
     for c in &fleet.clusters {
         println!(
-            "  {:<12} {}  region={} zone={} nodes={}",
+            "  {:<12} {}  region={} zone={} nodes={} lbPool={}",
             c.spec.name,
             c.server_url(),
             c.spec.region,
             c.spec.zone,
-            c.spec.nodes
+            c.spec.nodes,
+            c.spec.lb_pool.join(",")
         );
     }
+    let pods = spec.pod_options();
+    println!(
+        "pod network: {:?}{}",
+        pods.network,
+        if pods.serve {
+            "; Ready pods answer on their container ports"
+        } else {
+            ""
+        }
+    );
     println!("admin API: {}", state.url);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {

@@ -1,6 +1,10 @@
 //! The kubelets of every node, as one loop: a bound pod becomes `Running` and Ready after the
 //! cluster's `ready_delay` (a tokio timer, never a blocking wait), with a pod IP from its
-//! node's pod CIDR, the node's InternalIP as host IP and running container statuses.
+//! node's pod CIDR (see [`crate::podnet`]), the node's InternalIP as host IP and running
+//! container statuses.
+//!
+//! With `serve_pods`, a pod's listeners are started (see [`super::containers`]) before its
+//! `Ready=True` is written, so the API never reports a Ready pod that does not answer.
 //!
 //! Pods on a node that turns NotReady get `Ready=False` (as the node lifecycle controller
 //! marks them) and `True` again when it recovers. Pods being deleted are left to the engine.
