@@ -137,6 +137,7 @@ pub async fn handle(
             };
             tracing::info!(cluster = %name, ?fault, "fault switched");
             c.faults.set(fault.clone());
+            c.fault_settled().await;
             reply(StatusCode::OK, json!({"name": name, "fault": fault}))
         }
         (Method::POST, ["clusters", name, "nodes", node]) => {

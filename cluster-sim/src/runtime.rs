@@ -82,9 +82,14 @@ impl Fleet {
         Ok(())
     }
 
-    /// Stops every cluster's listener and connections.
+    /// Stops every cluster's listener and connections, and every pod server.
     pub fn stop(&self) {
         let _ = self.shutdown.send(true);
+        for c in &self.clusters {
+            if let Some(rt) = &c.sim.containers {
+                rt.shut_down();
+            }
+        }
     }
 }
 

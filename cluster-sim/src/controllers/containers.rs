@@ -162,6 +162,8 @@ async fn join(handles: Vec<JoinHandle<()>>) {
 
 #[derive(Default)]
 struct State {
+    /// The fleet stopped: nothing listens any more.
+    shut_down: bool,
     /// Pod key → its server (listening or not).
     served: HashMap<String, Served>,
     /// Pod key → how it fails.
@@ -172,6 +174,8 @@ struct State {
 pub struct Containers {
     cluster: String,
     faults: Faults,
+    /// Whether every listener is closed for the cluster's fault (set once they are).
+    suspension: watch::Sender<bool>,
     state: Mutex<State>,
     queue: Arc<WorkQueue<String>>,
 }
@@ -182,6 +186,7 @@ impl Containers {
         Self {
             cluster: cluster.to_string(),
             faults,
+            suspension: watch::channel(false).0,
             state: Mutex::default(),
             queue: Arc::new(WorkQueue::new()),
         }
@@ -190,6 +195,26 @@ impl Containers {
     /// Whether the cluster's fault keeps every pod from listening.
     fn suspended(&self) -> bool {
         self.faults.down_now().0 || self.faults.current() == Fault::Partitioned
+    }
+
+    /// Waits until the fault watch has applied `suspended` to every pod: all listeners
+    /// closed (`true`), or reopening handed to the worker (`false`).
+    pub(crate) async fn suspension_applied(&self, suspended: bool) {
+        let _ = self
+            .suspension
+            .subscribe()
+            .wait_for(|s| *s == suspended)
+            .await;
+    }
+
+    /// Closes every listener at once (the cluster went down or was partitioned).
+    async fn suspend_all(&self) {
+        let closing: Vec<JoinHandle<()>> = lock(&self.state)
+            .served
+            .values_mut()
+            .flat_map(Served::close)
+            .collect();
+        join(closing).await;
     }
 
     /// Makes `ns/name` fail as `mode` (`None`: heal it). Takes effect at once.
@@ -241,6 +266,7 @@ impl Containers {
         let (result, closing) = {
             let mut st = lock(&self.state);
             let fail = st.failing.get(key).copied();
+            let shut_down = st.shut_down;
             let s = st
                 .served
                 .entry(key.to_string())
@@ -255,7 +281,7 @@ impl Containers {
             s.behaviour
                 .fail_status
                 .store(status, std::sync::atomic::Ordering::Relaxed);
-            if suspended || fail == Some(FailMode::Refuse) {
+            if suspended || shut_down || fail == Some(FailMode::Refuse) {
                 (Ok(()), s.close())
             } else {
                 (s.listen(&self.faults), Vec::new())
@@ -284,6 +310,15 @@ impl Containers {
             }
         };
         join(closing).await;
+    }
+
+    /// Closes every listener and connection for good (the fleet is stopping).
+    pub fn shut_down(&self) {
+        let mut st = lock(&self.state);
+        st.shut_down = true;
+        for s in st.served.values_mut() {
+            s.close();
+        }
     }
 
     fn keys(&self) -> Vec<String> {
@@ -370,7 +405,13 @@ pub(crate) fn spawn(sim: Arc<Sim>, rt: Arc<Containers>) -> Vec<JoinHandle<()>> {
             let now = b.suspended();
             if now != was {
                 was = now;
+                // Closing is immediate; reopening goes through the worker, which retries
+                // an address still held by a closing listener.
+                if now {
+                    b.suspend_all().await;
+                }
                 b.keys().into_iter().for_each(|k| q.add(k));
+                b.suspension.send_replace(now);
             }
         }
     });

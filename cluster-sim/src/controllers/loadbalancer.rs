@@ -211,19 +211,18 @@ impl LoadBalancerController {
                 // After a re-list, deletions missed while lagging show up as absences.
                 let def = &self.sim.kinds.services;
                 let cache = self.sim.cache(def);
-                let gone: Vec<String> = st
-                    .assigned
-                    .keys()
-                    .filter(|k| {
-                        let (ns, name) = split_key(k);
-                        cache.get(&def.key(ns, name)).is_none()
-                    })
-                    .cloned()
-                    .collect();
+                let exists = |k: &String| {
+                    let (ns, name) = split_key(k);
+                    cache.get(&def.key(ns, name)).is_some()
+                };
+                let gone: Vec<String> =
+                    st.assigned.keys().filter(|k| !exists(k)).cloned().collect();
                 let freed = !gone.is_empty();
                 for k in gone {
                     st.release(&k);
                 }
+                st.requested.retain(|k, _| exists(k));
+                st.warned.retain(|k, _| exists(k));
                 if freed {
                     self.wake(&mut st);
                 }
