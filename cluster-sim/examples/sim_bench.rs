@@ -38,8 +38,8 @@ async fn main() -> anyhow::Result<()> {
     let pods = arg("--pods", 1000);
     let replicas = arg("--replicas", 100).max(1);
     let t0 = Instant::now();
-    let spec = FleetFile {
-        clusters: (0..clusters)
+    let spec = FleetFile::new(
+        (0..clusters)
             .map(|i| ClusterSpec {
                 name: format!("sim-{}", i + 1),
                 region: format!("region-{}", i % 4),
@@ -55,7 +55,7 @@ async fn main() -> anyhow::Result<()> {
                 ready_delay: Some("0s".into()),
             })
             .collect(),
-    };
+    );
     let fleet = Arc::new(Fleet::start(&spec, "127.0.0.1".parse()?).await?);
     let up = t0.elapsed();
     println!(

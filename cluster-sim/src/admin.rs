@@ -1,5 +1,5 @@
 //! The fleet's admin API (HTTPS on loopback, bearer token): list clusters, switch faults,
-//! change nodes. `cluster-sim ctl` is its client.
+//! change nodes, make pod servers fail. `cluster-sim ctl` is its client.
 
 use std::sync::Arc;
 
@@ -9,6 +9,7 @@ use http_body_util::{BodyExt, Full};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::controllers::FailMode;
 use crate::faults::Fault;
 use crate::runtime::Fleet;
 
@@ -51,6 +52,18 @@ pub struct NodeRequest {
     /// New memory capacity (quantity).
     #[serde(default)]
     pub memory: Option<String>,
+}
+
+/// A pod-failure request: `status` or `refuse`, neither to heal the pod.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodFailRequest {
+    /// Answer every request with this status.
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// Refuse connections.
+    #[serde(default)]
+    pub refuse: bool,
 }
 
 fn reply(code: StatusCode, v: serde_json::Value) -> Response<Full<Bytes>> {
@@ -124,6 +137,7 @@ pub async fn handle(
             };
             tracing::info!(cluster = %name, ?fault, "fault switched");
             c.faults.set(fault.clone());
+            c.fault_settled().await;
             reply(StatusCode::OK, json!({"name": name, "fault": fault}))
         }
         (Method::POST, ["clusters", name, "nodes", node]) => {
@@ -151,6 +165,53 @@ pub async fn handle(
                 return error(StatusCode::BAD_REQUEST, e.to_string());
             }
             reply(StatusCode::OK, json!({"name": name, "node": node}))
+        }
+        (Method::POST, ["clusters", name, "pods", ns, pod, "fail"]) => {
+            let Some(c) = fleet.get(name) else {
+                return error(StatusCode::NOT_FOUND, format!("no cluster named {name}"));
+            };
+            let r: PodFailRequest = match serde_json::from_slice(&body) {
+                Ok(r) => r,
+                Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+            };
+            let Some(rt) = &c.sim.containers else {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "pods do not serve: run cluster-sim with --serve-pods",
+                );
+            };
+            let mode = match (r.status, r.refuse) {
+                (Some(code), false) if (100..=599).contains(&code) => Some(FailMode::Status(code)),
+                (Some(code), false) => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        format!("status {code} is not an HTTP status"),
+                    );
+                }
+                (Some(_), true) => {
+                    return error(StatusCode::BAD_REQUEST, "give status or refuse, not both");
+                }
+                (None, true) => Some(FailMode::Refuse),
+                (None, false) => None,
+            };
+            let def = &c.sim.kinds.pods;
+            if c.engine
+                .cache
+                .resource(def)
+                .get(&def.key(ns, pod))
+                .is_none()
+            {
+                return error(
+                    StatusCode::NOT_FOUND,
+                    format!("no pod {ns}/{pod} in cluster {name}"),
+                );
+            }
+            tracing::info!(cluster = %name, pod = %format!("{ns}/{pod}"), ?mode, "pod failure switched");
+            rt.set_failure(&format!("{ns}/{pod}"), mode);
+            reply(
+                StatusCode::OK,
+                json!({"name": name, "pod": format!("{ns}/{pod}"), "fail": format!("{mode:?}")}),
+            )
         }
         _ => error(StatusCode::NOT_FOUND, format!("no route {path}")),
     }

@@ -8,11 +8,17 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::admin::AdminState;
 use crate::fleet::{ClusterSpec, FleetFile, parse_duration};
+use crate::podnet::PodNetwork;
 use crate::runtime::Fleet;
 
 /// A fleet of simulated Kubernetes clusters in one process.
 #[derive(Parser, Debug)]
-#[command(name = "cluster-sim", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "cluster-sim",
+    version,
+    args_conflicts_with_subcommands = true,
+    after_long_help = FLEET_HELP
+)]
 pub struct Cli {
     /// Fault injection and inspection of a running fleet.
     #[command(subcommand)]
@@ -21,6 +27,52 @@ pub struct Cli {
     #[command(flatten)]
     pub run: RunArgs,
 }
+
+/// The fleet file format and the address plan, shown by `--help`.
+const FLEET_HELP: &str = "\
+FLEET FILE (--fleet):
+  podNetwork: loopback        # overlay (default) or loopback; --pod-network overrides
+  servePods: true             # needs podNetwork: loopback; --serve-pods turns it on
+  clusters:
+  - name: eu-1                # cluster and kubeconfig context name (DNS label)
+    region: eu-west           # topology labels of its nodes
+    zone: eu-west-a
+    nodes: 3                  # default 3
+    nodeCpu: \"8\"              # default 8
+    nodeMemory: 32Gi          # default 32Gi
+    nodePods: 110             # default 110
+    labels: {tier: gold}      # on every node
+    taints: [{key: gpu, value: \"\", effect: NoSchedule}]
+    kubernetesVersion: v1.34.2
+    lbPool: [127.0.1.1]       # LoadBalancer addresses: IPv4 addresses or a.b.c.d/nn ranges
+    readyDelay: 500ms         # binding to Ready
+
+POD NETWORK:
+  overlay   pods get 10.244.<node>.<2-254> (the same ranges in every cluster; not reachable).
+  loopback  pods get 127.<10 + cluster index>.<node>.<2-254>: unique in the fleet and
+            reachable on this host (Linux routes all of 127.0.0.0/8 to lo). Limits: 190
+            clusters, 256 nodes per cluster, 253 pods per node (nodePods at most 253);
+            fleets past them are rejected. Never pods: 127.0.0.0-127.9.255.255, which
+            holds 127.0.0.1 (API servers, admin API) and 127.0.1.0/24 (lb-agents, e.g.
+            --lb-pool 127.0.1.{n}), and 127.200.0.0-127.255.255.255 (default lbPools).
+            lbPool addresses may not lie in the pod range 127.10.0.0-127.199.255.255.
+
+SERVING PODS (--serve-pods):
+  Every Running and Ready pod listens on <podIP>:<containerPort> for each TCP container
+  port and answers any HTTP/1.1 request (keep-alive) with 200, headers x-sim-cluster,
+  x-sim-namespace, x-sim-pod and x-sim-request (\"<METHOD> <path>\"), and the body
+  \"<cluster> <namespace>/<pod>\\n\". A pod listens before the API reports it Ready and stops
+  (dropping its connections) when it stops being Ready or Running or is deleted. While its
+  cluster is down, flapping down or partitioned no pod listens; under `slow` every response
+  waits the latency. `ctl pod-fail` makes one pod answer a status or refuse connections.
+  Ports below 1024 need root (or net.ipv4.ip_unprivileged_port_start).
+
+LOAD BALANCERS:
+  A LoadBalancer Service gets spec.loadBalancerIP when that address is in the cluster's
+  pool and free; otherwise the first free pool address no other Service asks for. A Service
+  asking for an address another Service holds stays pending (Warning event
+  LoadBalancerIPInUse) until it is released.
+";
 
 /// Options of a fleet run.
 #[derive(Args, Debug, Clone)]
@@ -46,7 +98,20 @@ pub struct RunArgs {
     /// Delay from a pod's binding to it being Ready.
     #[arg(long, default_value = "1s")]
     pub ready_delay: String,
-    /// A YAML fleet file describing clusters individually (overrides the flags above).
+    /// Load-balancer pool of each cluster built from flags: addresses or ranges, where
+    /// `{i}` is the cluster's index from 0 (modulo 256) and `{n}` its number from 1
+    /// (e.g. `127.0.1.{n}`).
+    /// With --fleet, given to the clusters whose lbPool is empty. Default `127.200.{i}.0/24`.
+    #[arg(long, value_delimiter = ',')]
+    pub lb_pool: Option<Vec<String>>,
+    /// How pods are addressed (default overlay, or the fleet file's podNetwork).
+    #[arg(long, value_enum)]
+    pub pod_network: Option<PodNetwork>,
+    /// Ready pods answer HTTP on their TCP container ports (needs --pod-network loopback).
+    #[arg(long)]
+    pub serve_pods: bool,
+    /// A YAML fleet file describing clusters individually (overrides the cluster flags above;
+    /// see the format below).
     #[arg(long)]
     pub fleet: Option<PathBuf>,
     /// Where to write the kubeconfig with one context per cluster.
@@ -124,6 +189,23 @@ pub enum CtlAction {
         #[arg(long, action = clap::ArgAction::Set, default_value_t = true)]
         ready: bool,
     },
+    /// Make a pod's server fail (with --serve-pods), or heal it.
+    #[command(group(clap::ArgGroup::new("mode").required(true).args(["status", "refuse", "clear"])))]
+    PodFail {
+        /// Cluster name.
+        cluster: String,
+        /// The pod, as namespace/name.
+        pod: String,
+        /// Answer every request with this HTTP status.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(100..=599))]
+        status: Option<u16>,
+        /// Close the pod's listeners: connections are refused while it stays Ready.
+        #[arg(long)]
+        refuse: bool,
+        /// Answer normally again.
+        #[arg(long)]
+        clear: bool,
+    },
     /// Change a node's capacity.
     NodeCapacity {
         /// Cluster name.
@@ -148,9 +230,38 @@ pub fn state_path(kubeconfig: &std::path::Path) -> PathBuf {
 
 /// The fleet the flags describe.
 pub fn fleet_from_flags(a: &RunArgs) -> anyhow::Result<FleetFile> {
-    if let Some(f) = &a.fleet {
-        return Ok(FleetFile::load(f)?);
+    let mut f = match &a.fleet {
+        Some(path) => FleetFile::load_unchecked(path)?,
+        None => clusters_from_flags(a)?,
+    };
+    if let Some(net) = a.pod_network {
+        f.pod_network = net;
     }
+    f.serve_pods |= a.serve_pods;
+    let patterns: Vec<String> = match &a.lb_pool {
+        Some(p) => p.clone(),
+        None if a.fleet.is_none() => vec!["127.200.{i}.0/24".to_string()],
+        None => Vec::new(),
+    };
+    if !patterns.is_empty() {
+        for (i, c) in f.clusters.iter_mut().enumerate() {
+            if c.lb_pool.is_empty() {
+                c.lb_pool = patterns
+                    .iter()
+                    .map(|p| {
+                        p.replace("{i}", &(i % 256).to_string())
+                            .replace("{n}", &(i + 1).to_string())
+                    })
+                    .collect();
+            }
+        }
+    }
+    f.validate()?;
+    Ok(f)
+}
+
+/// The clusters the per-cluster flags describe.
+fn clusters_from_flags(a: &RunArgs) -> anyhow::Result<FleetFile> {
     parse_duration(&a.ready_delay)?;
     let regions: Vec<String> = a
         .regions
@@ -178,15 +289,13 @@ pub fn fleet_from_flags(a: &RunArgs) -> anyhow::Result<FleetFile> {
                 labels: Default::default(),
                 taints: Vec::new(),
                 kubernetes_version: "v1.34.2".into(),
-                // Loopback addresses: reachable here, and nothing else listens on them.
-                lb_pool: vec![format!("127.200.{}.0/24", i % 256)],
+                // Filled in from --lb-pool.
+                lb_pool: Vec::new(),
                 ready_delay: Some(a.ready_delay.clone()),
             }
         })
         .collect();
-    let f = FleetFile { clusters };
-    f.validate()?;
-    Ok(f)
+    Ok(FleetFile::new(clusters))
 }
 
 /// Runs a fleet until Ctrl-C or SIGTERM.
@@ -219,14 +328,25 @@ pub async fn run(a: RunArgs) -> anyhow::Result<()> {
     );
     for c in &fleet.clusters {
         println!(
-            "  {:<12} {}  region={} zone={} nodes={}",
+            "  {:<12} {}  region={} zone={} nodes={} lbPool={}",
             c.spec.name,
             c.server_url(),
             c.spec.region,
             c.spec.zone,
-            c.spec.nodes
+            c.spec.nodes,
+            c.spec.lb_pool.join(",")
         );
     }
+    let pods = spec.pod_options();
+    println!(
+        "pod network: {:?}{}",
+        pods.network,
+        if pods.serve {
+            "; Ready pods answer on their container ports"
+        } else {
+            ""
+        }
+    );
     println!("admin API: {}", state.url);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
@@ -285,6 +405,27 @@ pub async fn ctl(c: CtlArgs) -> anyhow::Result<()> {
             format!("/clusters/{cluster}/nodes/{node}"),
             serde_json::json!({"ready": ready}),
         ),
+        CtlAction::PodFail {
+            cluster,
+            pod,
+            status,
+            refuse,
+            clear: _,
+        } => {
+            let Some((ns, name)) = pod.split_once('/') else {
+                anyhow::bail!("pod {pod:?}: use namespace/name");
+            };
+            let fail = match (status, refuse) {
+                (Some(code), _) => serde_json::json!({"status": code}),
+                (None, true) => serde_json::json!({"refuse": true}),
+                (None, false) => serde_json::json!({}),
+            };
+            (
+                "POST",
+                format!("/clusters/{cluster}/pods/{ns}/{name}/fail"),
+                fail,
+            )
+        }
         CtlAction::NodeCapacity {
             cluster,
             node,

@@ -15,7 +15,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::controllers;
 use crate::faults::{Fault, Faults};
-use crate::fleet::{ClusterSpec, expand_pool, parse_duration};
+use crate::fleet::{ClusterSpec, PodOptions, expand_pool, parse_duration};
 
 /// Watch-cache history per resource in a simulated cluster (smaller than a real server's:
 /// a fleet holds hundreds of these).
@@ -57,6 +57,8 @@ pub struct SimCluster {
     pub faults: Faults,
     /// The simulated control loops' context.
     pub sim: Arc<controllers::Sim>,
+    /// Whether the API listener is open (it follows the fault switch asynchronously).
+    listening: watch::Sender<bool>,
 }
 
 fn random_token() -> String {
@@ -81,6 +83,7 @@ impl SimCluster {
     pub async fn start(
         spec: ClusterSpec,
         index: u32,
+        pods: PodOptions,
         bind: SocketAddr,
         shared: &Shared,
         shutdown: watch::Receiver<bool>,
@@ -124,6 +127,8 @@ impl SimCluster {
                     .map(Into::into)
                     .collect(),
                 ca_pem: ca.cert_pem.clone(),
+                pod_network: pods.network,
+                serve_pods: pods.serve,
             },
         )?;
         let api = Arc::new(ApiServer {
@@ -151,8 +156,9 @@ impl SimCluster {
             addr,
             ca_pem: ca.cert_pem.clone(),
             admin_token,
-            faults: Faults::default(),
+            faults: sim.faults.clone(),
             sim,
+            listening: watch::channel(true).0,
         });
         tokio::spawn(
             cluster
@@ -165,6 +171,31 @@ impl SimCluster {
     /// `https://127.0.0.1:PORT`.
     pub fn server_url(&self) -> String {
         format!("https://{}", self.addr)
+    }
+
+    /// Waits (at most a few seconds) until the API listener and the pod servers obey the
+    /// current fault, so whoever switched it finds connections refused (or accepted) at once.
+    /// A flapping fault changes on its own timer and is not waited for.
+    pub async fn fault_settled(&self) {
+        let fault = self.faults.current();
+        if matches!(fault, Fault::Flapping { .. }) {
+            return;
+        }
+        let down = fault == Fault::Down;
+        let suspended = down || fault == Fault::Partitioned;
+        let mut api = self.listening.subscribe();
+        let settled = async {
+            let _ = api.wait_for(|open| *open != down).await;
+            if let Some(rt) = &self.sim.containers {
+                rt.suspension_applied(suspended).await;
+            }
+        };
+        if tokio::time::timeout(std::time::Duration::from_secs(5), settled)
+            .await
+            .is_err()
+        {
+            tracing::warn!(cluster = %self.spec.name, ?fault, "the fault took long to apply");
+        }
     }
 
     async fn run_listener(
@@ -183,6 +214,7 @@ impl SimCluster {
             if down {
                 if listener.take().is_some() {
                     generation.send_modify(|g| *g += 1);
+                    self.listening.send_replace(false);
                     tracing::info!(cluster = %self.spec.name, "down: refusing connections");
                 }
             } else if listener.is_none() {
@@ -190,6 +222,7 @@ impl SimCluster {
                     Ok(l) => {
                         tracing::info!(cluster = %self.spec.name, "up: listening again");
                         listener = Some(l);
+                        self.listening.send_replace(true);
                     }
                     Err(e) => {
                         tracing::warn!(cluster = %self.spec.name, error = %e, "rebinding failed; retrying");

@@ -1,11 +1,16 @@
 //! The fleet description: clusters with their region, zone, nodes, labels, taints, version and
-//! load-balancer pool — from command-line flags or a YAML fleet file.
+//! load-balancer pool, and the fleet's pod network — from command-line flags or a YAML fleet
+//! file.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use serde::Deserialize;
+
+use crate::podnet::{
+    LOOPBACK_MAX_CLUSTERS, LOOPBACK_MAX_NODES, LOOPBACK_POD_RANGE, MAX_PODS_PER_NODE, PodNetwork,
+};
 
 /// Errors reading or checking a fleet.
 #[derive(Debug, thiserror::Error)]
@@ -105,10 +110,25 @@ fn default_version() -> String {
 
 /// A whole fleet file.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FleetFile {
     /// The clusters.
     pub clusters: Vec<ClusterSpec>,
+    /// How pods are addressed: `overlay` (default) or `loopback`.
+    #[serde(default)]
+    pub pod_network: PodNetwork,
+    /// Ready pods answer HTTP on their TCP container ports (needs `podNetwork: loopback`).
+    #[serde(default)]
+    pub serve_pods: bool,
+}
+
+/// The fleet-wide pod settings every cluster gets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PodOptions {
+    /// How pods are addressed.
+    pub network: PodNetwork,
+    /// Whether Ready pods listen on their container ports.
+    pub serve: bool,
 }
 
 /// Parses `500ms`, `2s`, `1m` or a bare number of seconds.
@@ -163,17 +183,38 @@ pub fn expand_pool(entries: &[String]) -> Result<Vec<Ipv4Addr>, FleetError> {
 }
 
 impl FleetFile {
-    /// Reads a fleet file.
+    /// A fleet of these clusters with the default (overlay, not serving) pod network.
+    pub fn new(clusters: Vec<ClusterSpec>) -> Self {
+        Self {
+            clusters,
+            pod_network: PodNetwork::Overlay,
+            serve_pods: false,
+        }
+    }
+
+    /// The pod settings of every cluster.
+    pub fn pod_options(&self) -> PodOptions {
+        PodOptions {
+            network: self.pod_network,
+            serve: self.serve_pods,
+        }
+    }
+
+    /// Reads and checks a fleet file.
     pub fn load(path: &std::path::Path) -> Result<Self, FleetError> {
+        let f = Self::load_unchecked(path)?;
+        f.validate()?;
+        Ok(f)
+    }
+
+    /// Reads a fleet file without checking it (for callers that amend it first).
+    pub fn load_unchecked(path: &std::path::Path) -> Result<Self, FleetError> {
         let p = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| FleetError::Read {
             path: p.clone(),
             source,
         })?;
-        let f: FleetFile = serde_yaml_ng::from_str(&text)
-            .map_err(|source| FleetError::Parse { path: p, source })?;
-        f.validate()?;
-        Ok(f)
+        serde_yaml_ng::from_str(&text).map_err(|source| FleetError::Parse { path: p, source })
     }
 
     /// Checks every cluster, reporting all problems at once.
@@ -212,10 +253,55 @@ impl FleetFile {
                 }
             }
         }
+        self.check_pod_network(&mut problems);
         if problems.is_empty() {
             Ok(())
         } else {
             Err(FleetError::Invalid(problems.join("; ")))
+        }
+    }
+
+    /// The limits of the loopback pod network (see [`crate::podnet`]) and what serving pods
+    /// needs.
+    fn check_pod_network(&self, problems: &mut Vec<String>) {
+        if self.serve_pods && self.pod_network != PodNetwork::Loopback {
+            problems.push(
+                "servePods needs podNetwork: loopback (--pod-network loopback): overlay pod addresses cannot be bound on this host"
+                    .to_string(),
+            );
+        }
+        if self.pod_network != PodNetwork::Loopback {
+            return;
+        }
+        let n = self.clusters.len();
+        if n > LOOPBACK_MAX_CLUSTERS as usize {
+            problems.push(format!(
+                "the loopback pod network holds at most {LOOPBACK_MAX_CLUSTERS} clusters (127.10.0.0 to 127.199.255.255, one /16 each); the fleet has {n}"
+            ));
+        }
+        for c in &self.clusters {
+            if c.nodes > LOOPBACK_MAX_NODES {
+                problems.push(format!(
+                    "cluster {:?}: the loopback pod network holds at most {LOOPBACK_MAX_NODES} nodes per cluster (one /24 each); it has {}",
+                    c.name, c.nodes
+                ));
+            }
+            if c.node_pods > MAX_PODS_PER_NODE {
+                problems.push(format!(
+                    "cluster {:?}: nodePods {} exceeds the {MAX_PODS_PER_NODE} pod addresses a node's /24 has",
+                    c.name, c.node_pods
+                ));
+            }
+            let clash = expand_pool(&c.lb_pool)
+                .unwrap_or_default()
+                .into_iter()
+                .find(|ip| self.pod_network.reserves(*ip));
+            if let Some(ip) = clash {
+                problems.push(format!(
+                    "cluster {:?}: lbPool address {ip} lies in the loopback pod range {} to {}",
+                    c.name, LOOPBACK_POD_RANGE.0, LOOPBACK_POD_RANGE.1
+                ));
+            }
         }
     }
 }
@@ -259,6 +345,57 @@ mod tests {
         assert!(
             serde_yaml_ng::from_str::<FleetFile>("clusters:\n- name: a\n  nodez: 3\n").is_err()
         );
+    }
+
+    #[test]
+    fn loopback_fleet_with_lb_agent_pools() {
+        let f: FleetFile = serde_yaml_ng::from_str(
+            "podNetwork: loopback\nservePods: true\nclusters:\n- name: a\n  lbPool: [127.0.1.1]\n- name: b\n  lbPool: [127.0.1.2]\n",
+        )
+        .unwrap();
+        f.validate().unwrap();
+        assert_eq!(
+            f.pod_options(),
+            PodOptions {
+                network: PodNetwork::Loopback,
+                serve: true
+            }
+        );
+        let plain: FleetFile = serde_yaml_ng::from_str("clusters:\n- name: a\n").unwrap();
+        assert_eq!(plain.pod_options(), PodOptions::default());
+    }
+
+    #[test]
+    fn loopback_limits_are_enforced() {
+        let spec = |name: &str| -> ClusterSpec {
+            serde_yaml_ng::from_str(&format!("name: {name}")).unwrap()
+        };
+        let mut f = FleetFile::new(
+            (0..=LOOPBACK_MAX_CLUSTERS)
+                .map(|i| spec(&format!("c{i}")))
+                .collect(),
+        );
+        // The overlay network has no such limit.
+        f.validate().unwrap();
+        f.pod_network = PodNetwork::Loopback;
+        f.clusters[0].nodes = LOOPBACK_MAX_NODES + 1;
+        f.clusters[1].node_pods = MAX_PODS_PER_NODE + 1;
+        f.clusters[2].lb_pool = vec!["127.10.0.0/30".into()];
+        let e = f.validate().unwrap_err().to_string();
+        for want in [
+            "at most 190 clusters",
+            "the fleet has 191",
+            "at most 256 nodes per cluster",
+            "nodePods 254 exceeds the 253",
+            "it has 257",
+            "lbPool address 127.10.0.1 lies in the loopback pod range",
+        ] {
+            assert!(e.contains(want), "{want:?} missing from: {e}");
+        }
+        let mut serving = FleetFile::new(vec![spec("a")]);
+        serving.serve_pods = true;
+        let e = serving.validate().unwrap_err().to_string();
+        assert!(e.contains("servePods needs podNetwork: loopback"), "{e}");
     }
 
     #[test]

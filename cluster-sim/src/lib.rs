@@ -9,4 +9,5 @@ pub mod cluster;
 pub mod controllers;
 pub mod faults;
 pub mod fleet;
+pub mod podnet;
 pub mod runtime;

@@ -28,6 +28,7 @@ impl Fleet {
             let c = SimCluster::start(
                 spec.clone(),
                 i as u32,
+                fleet.pod_options(),
                 SocketAddr::new(bind_ip, 0),
                 &shared,
                 rx.clone(),
@@ -81,9 +82,14 @@ impl Fleet {
         Ok(())
     }
 
-    /// Stops every cluster's listener and connections.
+    /// Stops every cluster's listener and connections, and every pod server.
     pub fn stop(&self) {
         let _ = self.shutdown.send(true);
+        for c in &self.clusters {
+            if let Some(rt) = &c.sim.containers {
+                rt.shut_down();
+            }
+        }
     }
 }
 

@@ -481,3 +481,154 @@ async fn same_requests_same_state() {
     assert_eq!(first.len(), 7);
     assert_eq!(first, second);
 }
+
+/// One `GET` over a fresh connection: the status and the raw response head and body.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(addr).await?;
+    tcp.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: pod\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await?;
+    let mut text = String::new();
+    tcp.read_to_string(&mut text).await?;
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok((status, text))
+}
+
+#[tokio::test]
+async fn loopback_fleet_from_flags_serves_pods_and_places_lb_agents() {
+    // A port of its own: other tests' fleets hand out the same pod addresses.
+    const PORT: u16 = 18_083;
+    let f = Fleet::start(&[
+        "--clusters=2",
+        "--nodes=1",
+        "--ready-delay=0s",
+        "--pod-network=loopback",
+        "--serve-pods",
+        "--lb-pool=127.0.1.{n}",
+    ]);
+    let k = f.kubectl();
+    k.ok(&[
+        "--context",
+        "sim-1",
+        "create",
+        "deployment",
+        "echo",
+        "--image=echo",
+        &format!("--port={PORT}"),
+    ]);
+    let pods: Api<Pod> = Api::namespaced(f.client("sim-1").await, "default");
+    let mut w = Box::pin(
+        pods.watch(&WatchParams::default().labels("app=echo"), "0")
+            .await
+            .unwrap(),
+    );
+    let (name, ip) = loop {
+        let Some(WatchEvent::Added(p) | WatchEvent::Modified(p)) = w.try_next().await.unwrap()
+        else {
+            continue;
+        };
+        let status = p.status.unwrap_or_default();
+        let ready = status
+            .conditions
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        if ready && let Some(ip) = status.pod_ip {
+            break (p.metadata.name.unwrap(), ip);
+        }
+    };
+    assert!(ip.starts_with("127.10.0."), "{ip}");
+    let addr = std::net::SocketAddr::new(ip.parse().unwrap(), PORT);
+    let (code, text) = http_get(addr, "/x").await.unwrap();
+    assert_eq!(code, 200, "{text}");
+    assert!(text.contains(&format!("x-sim-pod: {name}")), "{text}");
+    assert!(text.contains("x-sim-request: GET /x"), "{text}");
+    assert!(text.ends_with(&format!("sim-1 default/{name}\n")), "{text}");
+
+    // pod-fail through the admin API.
+    f.ctl(&[
+        "pod-fail",
+        "sim-1",
+        &format!("default/{name}"),
+        "--status=503",
+    ]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while http_get(addr, "/").await.map(|(c, _)| c).unwrap_or(0) != 503 {
+        assert!(std::time::Instant::now() < deadline, "the pod never failed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    f.ctl(&["pod-fail", "sim-1", &format!("default/{name}"), "--clear"]);
+
+    // Each cluster's lb-agent Service gets the address it asks for from its own pool.
+    let svcs: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(f.client("sim-2").await, "default");
+    let svc: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
+        "metadata": {"name": "meridian-lb-agent"},
+        "spec": {"type": "LoadBalancer", "loadBalancerIP": "127.0.1.2",
+                 "ports": [{"name": "http", "port": 8080}]}
+    }))
+    .unwrap();
+    svcs.create(&PostParams::default(), &svc).await.unwrap();
+    let mut w = Box::pin(
+        svcs.watch(
+            &WatchParams::default().fields("metadata.name=meridian-lb-agent"),
+            "0",
+        )
+        .await
+        .unwrap(),
+    );
+    loop {
+        if let Some(WatchEvent::Added(s) | WatchEvent::Modified(s)) = w.try_next().await.unwrap()
+            && let Some(ip) = s
+                .status
+                .and_then(|st| st.load_balancer)
+                .and_then(|lb| lb.ingress)
+                .and_then(|i| i.into_iter().next())
+                .and_then(|i| i.ip)
+        {
+            assert_eq!(ip, "127.0.1.2");
+            break;
+        }
+    }
+}
+
+#[test]
+fn fleets_past_the_loopback_limits_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, want) in [
+        (
+            vec!["--clusters=191", "--pod-network=loopback"],
+            "at most 190 clusters",
+        ),
+        (
+            vec!["--clusters=1", "--serve-pods"],
+            "servePods needs podNetwork: loopback",
+        ),
+        (
+            vec![
+                "--clusters=1",
+                "--pod-network=loopback",
+                "--lb-pool=127.10.0.7",
+            ],
+            "lies in the loopback pod range",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cluster-sim"))
+            .args(&args)
+            .arg(format!(
+                "--kubeconfig-out={}",
+                dir.path().join("k").display()
+            ))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} started a fleet");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}

@@ -1,6 +1,10 @@
 //! The kubelets of every node, as one loop: a bound pod becomes `Running` and Ready after the
 //! cluster's `ready_delay` (a tokio timer, never a blocking wait), with a pod IP from its
-//! node's pod CIDR, the node's InternalIP as host IP and running container statuses.
+//! node's pod CIDR (see [`crate::podnet`]), the node's InternalIP as host IP and running
+//! container statuses.
+//!
+//! With `serve_pods`, a pod's listeners are started (see [`super::containers`]) before its
+//! `Ready=True` is written, so the API never reports a Ready pod that does not answer.
 //!
 //! Pods on a node that turns NotReady get `Ready=False` (as the node lifecycle controller
 //! marks them) and `True` again when it recovers. Pods being deleted are left to the engine.
@@ -17,15 +21,19 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::nodes::{pod_cidr_base, pod_cidr_index};
+use super::containers::PodAddress;
 use super::util::{self, condition, condition_true, lock, merge_condition, str_at};
 use super::{Reconciler, Requeue, Seen, Sim, SimError, WorkQueue, ns_key, split_key};
 
 /// How long to wait before trying again when a node has no free pod address.
 const NO_ADDRESS_RETRY: Duration = Duration::from_secs(5);
+/// How long to wait before trying again when a pod's ports cannot be bound.
+const START_RETRY: Duration = Duration::from_secs(1);
 
 struct KNode {
     index: u32,
+    /// The node's pod `/24` (`None`: past the pod network's limits, no pod addresses).
+    base: Option<Ipv4Addr>,
     host_ip: String,
     ready: bool,
     /// Used host octets of the node's `/24`.
@@ -37,7 +45,9 @@ impl KNode {
         let Ok(addr) = ip.parse::<Ipv4Addr>() else {
             return;
         };
-        let base = pod_cidr_base(self.index);
+        let Some(base) = self.base else {
+            return;
+        };
         if u32::from(addr) & !0xff != u32::from(base) {
             return;
         }
@@ -53,12 +63,12 @@ impl KNode {
     /// slot derived from the pod's key, so the same pods get the same addresses whatever order
     /// the kubelet happens to see them in (first-free would depend on that order).
     fn allocate(&mut self, pod_key: &str) -> Option<String> {
+        let base = self.base?;
         let start = (util::fnv32a(pod_key.as_bytes()) % 253) as usize;
         let o = (0..253)
             .map(|i| 2 + (start + i) % 253)
             .find(|o| self.used[o / 64] & (1 << (o % 64)) == 0)?;
         self.used[o / 64] |= 1 << (o % 64);
-        let base = pod_cidr_base(self.index);
         Some(util::ipv4_add(base, o as u32).to_string())
     }
 }
@@ -111,7 +121,9 @@ impl Kubelet {
                 let node = obj.value();
                 let ready = condition_true(&node, "Ready");
                 let host_ip = node_ip(&node);
-                let cidr_index = str_at(&node, "/spec/podCIDR").and_then(pod_cidr_index);
+                let (net, cluster) = (self.sim.config.pod_network, self.sim.config.index);
+                let cidr_index =
+                    str_at(&node, "/spec/podCIDR").and_then(|c| net.node_index(cluster, c));
                 let mut st = lock(&self.state);
                 let (is_new, flipped) = match st.nodes.get_mut(&obj.name) {
                     Some(n) => {
@@ -131,6 +143,7 @@ impl Kubelet {
                             obj.name.clone(),
                             KNode {
                                 index,
+                                base: net.node_cidr_base(cluster, index),
                                 host_ip,
                                 ready,
                                 used: [0; 4],
@@ -340,6 +353,18 @@ impl Reconciler<String> for Kubelet {
             lock(&self.state).starts.remove(key);
             return Ok(Requeue::No);
         }
+        // A pod reported Ready must already answer on its ports.
+        if ready
+            && let Some(rt) = &self.sim.containers
+            && let Some(address) = PodAddress::of(&pod, &ip)
+            && let Err(e) = rt.start(key, address, cached.rv).await
+        {
+            if fresh {
+                self.release(node, &ip);
+            }
+            tracing::warn!(pod = %key, error = %e, "cannot start the pod's server; retrying");
+            return Ok(Requeue::After(START_RETRY));
+        }
         let patch = json!({ "status": status });
         match self
             .sim
@@ -396,6 +421,7 @@ mod tests {
     fn addresses_are_stable_per_pod_and_stay_in_the_node_cidr() {
         let node = || KNode {
             index: 3,
+            base: crate::podnet::PodNetwork::Overlay.node_cidr_base(0, 3),
             host_ip: String::new(),
             ready: true,
             used: [0; 4],

@@ -8,12 +8,14 @@
 //! re-snapshots, so no event is load-bearing. Per-cluster memory stays small: indexes hold
 //! names and numbers, never objects.
 
+pub mod containers;
 pub mod deployment;
 pub mod endpoints;
 pub mod kubelet;
 pub mod loadbalancer;
 pub mod nodes;
 pub mod replicaset;
+mod responder;
 pub mod scheduler;
 pub mod serviceaccount;
 mod util;
@@ -36,7 +38,11 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::faults::Faults;
+
+pub use containers::{Containers, FailMode};
 pub use nodes::{NodeSpec, Taint, create_nodes, set_node_capacity, set_node_ready};
+pub use responder::{CLUSTER_HEADER, NAMESPACE_HEADER, POD_HEADER, REQUEST_HEADER};
 pub use serviceaccount::{ServiceAccountIdentity, authenticate_token};
 pub use util::parse_address_pool;
 
@@ -61,6 +67,10 @@ pub struct ClusterConfig {
     pub ca_pem: String,
     /// The cluster's index in the fleet.
     pub index: u32,
+    /// How pods are addressed.
+    pub pod_network: crate::podnet::PodNetwork,
+    /// Whether Ready pods listen on their container ports (see [`containers`]).
+    pub serve_pods: bool,
 }
 
 /// Errors setting up or running the loops.
@@ -111,6 +121,8 @@ pub struct Kinds {
     pub service_accounts: Arc<ResourceDef>,
     /// `v1` Secret.
     pub secrets: Arc<ResourceDef>,
+    /// `v1` Event.
+    pub events: Arc<ResourceDef>,
     /// `apps/v1` Deployment.
     pub deployments: Arc<ResourceDef>,
     /// `apps/v1` ReplicaSet.
@@ -135,6 +147,7 @@ impl Kinds {
             endpoint_slices: get("discovery.k8s.io", "v1", "endpointslices")?,
             service_accounts: get("", "v1", "serviceaccounts")?,
             secrets: get("", "v1", "secrets")?,
+            events: get("", "v1", "events")?,
             deployments: get("apps", "v1", "deployments")?,
             replica_sets: get("apps", "v1", "replicasets")?,
         })
@@ -151,6 +164,10 @@ pub struct Sim {
     pub kinds: Kinds,
     /// Service-account tokens issued in this cluster (token → account), for authentication.
     pub tokens: serviceaccount::TokenIndex,
+    /// The cluster's fault switch (its API listener and pod servers obey it).
+    pub faults: Faults,
+    /// The pod servers, with `serve_pods`.
+    pub containers: Option<Arc<Containers>>,
     /// Wall-clock time at `epoch`: timestamps follow the tokio clock from here, so tests
     /// with a paused clock see consistent `lastTransitionTime`s and `minReadySeconds`.
     wall_epoch: jiff::Timestamp,
@@ -161,11 +178,17 @@ impl Sim {
     /// The shared context of one cluster's loops.
     pub fn new(engine: Arc<Engine>, config: ClusterConfig) -> Result<Arc<Self>, SimError> {
         let kinds = Kinds::resolve(&engine)?;
+        let faults = Faults::default();
+        let containers = config
+            .serve_pods
+            .then(|| Arc::new(Containers::new(&config.name, faults.clone())));
         Ok(Arc::new(Self {
             engine,
             config,
             kinds,
             tokens: serviceaccount::TokenIndex::default(),
+            faults,
+            containers,
             wall_epoch: jiff::Timestamp::now(),
             epoch: Instant::now(),
         }))
@@ -199,6 +222,9 @@ pub fn start(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
     handles.extend(kubelet::spawn(sim.clone()));
     handles.extend(endpoints::spawn(sim.clone()));
     handles.extend(loadbalancer::spawn(sim.clone()));
+    if let Some(c) = &sim.containers {
+        handles.extend(containers::spawn(sim.clone(), c.clone()));
+    }
     handles.extend(serviceaccount::spawn(sim));
     handles
 }

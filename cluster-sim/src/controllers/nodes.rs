@@ -11,13 +11,6 @@ use serde_json::{Map, Value, json};
 use super::util::{self, ipv4_add, str_at};
 use super::{Sim, SimError};
 
-/// First pod CIDR (`/24` per node): node `i` gets `10.244.i.0/24` counting on through
-/// `10.255.255.0/24`, then continues in `100.64.0.0/10` for very large clusters.
-const POD_NET: Ipv4Addr = Ipv4Addr::new(10, 244, 0, 0);
-/// How many `/24`s fit from `POD_NET` to the end of `10.0.0.0/8`.
-const POD_NET_BLOCKS: u32 = 12 * 256;
-/// Overflow range for node pod CIDRs.
-const POD_NET_OVERFLOW: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 0);
 /// Default InternalIP base: node `i` gets `172.18.0.2 + i` unless its spec names one.
 const NODE_NET: Ipv4Addr = Ipv4Addr::new(172, 18, 0, 2);
 /// Kubelet version reported by default.
@@ -99,36 +92,7 @@ impl NodeSpec {
     }
 }
 
-/// The base address of node `index`'s pod CIDR (a `/24`).
-pub(crate) fn pod_cidr_base(index: u32) -> Ipv4Addr {
-    if index < POD_NET_BLOCKS {
-        ipv4_add(POD_NET, index * 256)
-    } else {
-        ipv4_add(
-            POD_NET_OVERFLOW,
-            (index - POD_NET_BLOCKS).saturating_mul(256),
-        )
-    }
-}
-
-/// The node index encoded by a pod CIDR written by [`create_nodes`].
-pub(crate) fn pod_cidr_index(cidr: &str) -> Option<u32> {
-    let (addr, bits) = cidr.split_once('/')?;
-    if bits != "24" {
-        return None;
-    }
-    let a = u32::from(addr.parse::<Ipv4Addr>().ok()?);
-    let (net, over) = (u32::from(POD_NET), u32::from(POD_NET_OVERFLOW));
-    if a >= net && (a - net) / 256 < POD_NET_BLOCKS {
-        Some((a - net) / 256)
-    } else if a >= over && (a - over) < (1 << 22) {
-        Some(POD_NET_BLOCKS + (a - over) / 256)
-    } else {
-        None
-    }
-}
-
-fn node_object(spec: &NodeSpec, index: u32, cluster: &str) -> Value {
+fn node_object(spec: &NodeSpec, cidr_base: Ipv4Addr, cluster: &str) -> Value {
     let mut labels: Map<String, Value> = Map::new();
     labels.insert(
         "kubernetes.io/hostname".into(),
@@ -151,7 +115,7 @@ fn node_object(spec: &NodeSpec, index: u32, cluster: &str) -> Value {
     for (k, v) in &spec.labels {
         labels.insert(k.clone(), Value::from(v.as_str()));
     }
-    let cidr = format!("{}/24", pod_cidr_base(index));
+    let cidr = format!("{cidr_base}/24");
     let mut spec_obj = json!({
         "podCIDR": cidr,
         "podCIDRs": [cidr],
@@ -233,6 +197,7 @@ fn node_status(spec: &NodeSpec, index: u32, now: &str) -> Value {
 /// first free node index (so the same calls on a fresh cluster give the same addresses).
 pub async fn create_nodes(sim: &Sim, specs: &[NodeSpec]) -> Result<(), SimError> {
     let def = &sim.kinds.nodes;
+    let net = sim.config.pod_network;
     sim.engine.sync().await?;
     let mut used: BTreeSet<u32> = sim
         .cache(def)
@@ -241,7 +206,7 @@ pub async fn create_nodes(sim: &Sim, specs: &[NodeSpec]) -> Result<(), SimError>
         .iter()
         .filter_map(|n| {
             let v = n.value();
-            str_at(&v, "/spec/podCIDR").and_then(pod_cidr_index)
+            str_at(&v, "/spec/podCIDR").and_then(|c| net.node_index(sim.config.index, c))
         })
         .collect();
     let mut next = 0u32;
@@ -251,6 +216,12 @@ pub async fn create_nodes(sim: &Sim, specs: &[NodeSpec]) -> Result<(), SimError>
         }
         let index = next;
         used.insert(index);
+        let cidr_base = net.node_cidr_base(sim.config.index, index).ok_or_else(|| {
+            SimError::Invalid(format!(
+                "node {}: the {net:?} pod network has no address range for node number {index} of cluster number {}",
+                spec.name, sim.config.index
+            ))
+        })?;
         for (what, q) in [("cpu", &spec.cpu), ("memory", &spec.memory)] {
             apimachinery::quantity::parse_quantity(q)
                 .map_err(|e| SimError::Invalid(format!("node {} {what}: {e}", spec.name)))?;
@@ -260,7 +231,7 @@ pub async fn create_nodes(sim: &Sim, specs: &[NodeSpec]) -> Result<(), SimError>
             .create(
                 def,
                 "",
-                node_object(spec, index, &sim.config.name),
+                node_object(spec, cidr_base, &sim.config.name),
                 &WriteOptions::default(),
             )
             .await?;
@@ -374,28 +345,4 @@ pub async fn set_node_capacity(
         }
     })
     .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pod_cidrs_round_trip() {
-        for i in [
-            0,
-            1,
-            255,
-            256,
-            POD_NET_BLOCKS - 1,
-            POD_NET_BLOCKS,
-            5000,
-            19_000,
-        ] {
-            let cidr = format!("{}/24", pod_cidr_base(i));
-            assert_eq!(pod_cidr_index(&cidr), Some(i), "{cidr}");
-        }
-        assert_eq!(pod_cidr_base(1).to_string(), "10.244.1.0");
-        assert_eq!(pod_cidr_index("10.0.0.0/24"), None);
-    }
 }

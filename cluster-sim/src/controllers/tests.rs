@@ -35,6 +35,7 @@ async fn cluster(ready_delay: Duration, lb_pool: &[&str]) -> Arc<Sim> {
             lb_pool: parse_address_pool(lb_pool).expect("pool"),
             ca_pem: CA.into(),
             index: 0,
+            ..ClusterConfig::default()
         },
     )
     .expect("sim");
@@ -622,6 +623,106 @@ async fn load_balancer_addresses_are_assigned_and_released() {
     create(&sim, &sim.kinds.services, "default", lb("d")).await;
     until(&sim, "d reuses b's address", || {
         ingress(&sim, "d").as_deref() == Some("192.0.2.11")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn load_balancer_honours_requested_addresses() {
+    let sim = cluster(Duration::ZERO, &["127.0.1.1", "127.0.1.2", "127.0.1.3"]).await;
+    let lb = |name: &str, ip: Option<&str>| {
+        let mut s = json!({"metadata": {"name": name}, "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}});
+        if let Some(ip) = ip {
+            s["spec"]["loadBalancerIP"] = json!(ip);
+        }
+        s
+    };
+    let ingress = |sim: &Sim, name: &str| -> Option<String> {
+        get(sim, &sim.kinds.services, "default", name)
+            .and_then(|s| str_at(&s, "/status/loadBalancer/ingress/0/ip").map(String::from))
+    };
+    let warnings = |sim: &Sim, name: &str| -> Vec<(String, String)> {
+        list(sim, &sim.kinds.events, "default")
+            .iter()
+            .filter(|e| e["involvedObject"]["name"] == name && e["type"] == "Warning")
+            .map(|e| {
+                (
+                    e["reason"].as_str().unwrap_or("").to_string(),
+                    e["message"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    // The second pool address, though the first is free.
+    create(
+        &sim,
+        &sim.kinds.services,
+        "default",
+        lb("agent", Some("127.0.1.2")),
+    )
+    .await;
+    until(&sim, "agent gets its address", || {
+        ingress(&sim, "agent").as_deref() == Some("127.0.1.2")
+    })
+    .await;
+    // No request: the first free address.
+    create(&sim, &sim.kinds.services, "default", lb("plain", None)).await;
+    until(&sim, "plain gets the first free address", || {
+        ingress(&sim, "plain").as_deref() == Some("127.0.1.1")
+    })
+    .await;
+    // Asking for a held address: pending, with a Warning event naming the holder.
+    create(
+        &sim,
+        &sim.kinds.services,
+        "default",
+        lb("rival", Some("127.0.1.2")),
+    )
+    .await;
+    until(&sim, "rival's warning", || {
+        !warnings(&sim, "rival").is_empty()
+    })
+    .await;
+    assert_eq!(
+        warnings(&sim, "rival"),
+        [(
+            "LoadBalancerIPInUse".to_string(),
+            "requested loadBalancerIP 127.0.1.2 is in use by Service default/agent".to_string()
+        )]
+    );
+    assert_eq!(ingress(&sim, "rival"), None);
+    // An address outside the pool: the first free one, with a warning.
+    create(
+        &sim,
+        &sim.kinds.services,
+        "default",
+        lb("outside", Some("10.9.9.9")),
+    )
+    .await;
+    until(&sim, "outside falls back", || {
+        ingress(&sim, "outside").as_deref() == Some("127.0.1.3")
+    })
+    .await;
+    until(&sim, "outside's warning", || {
+        warnings(&sim, "outside")
+            .iter()
+            .any(|(r, _)| r == "LoadBalancerIPNotInPool")
+    })
+    .await;
+    assert_eq!(ingress(&sim, "rival"), None);
+
+    // The holder goes: the waiting Service gets the address it asked for.
+    sim.engine
+        .delete(
+            &sim.kinds.services,
+            "default",
+            "agent",
+            &DeleteOptions::default(),
+        )
+        .await
+        .expect("delete");
+    until(&sim, "rival gets its address", || {
+        ingress(&sim, "rival").as_deref() == Some("127.0.1.2")
     })
     .await;
 }
