@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 mod join;
 mod kubeutil;
+mod lbagents;
 mod plan;
 mod up;
 mod whatif;

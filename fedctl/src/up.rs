@@ -1,6 +1,7 @@
 //! `fedctl up`: the whole federation on one machine — the API server (embedded store), a
-//! simulated member fleet, the cluster/workload controllers and the scheduler, with every
-//! simulated cluster joined — as child processes of the sibling binaries, until Ctrl-C.
+//! simulated member fleet (pods answering HTTP on loopback addresses), the controllers, the
+//! scheduler and an lb-agent per simulated cluster, with every simulated cluster joined — as
+//! child processes of the sibling binaries, until Ctrl-C.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -12,6 +13,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use crate::join::{self, JoinOptions};
+use crate::lbagents;
 
 /// Options of `fedctl up`.
 #[derive(Debug, Clone)]
@@ -27,6 +29,9 @@ pub struct UpOptions {
     /// Port of the federation API server (0 picks one).
     pub port: u16,
 }
+
+/// The DNS zone the local lb-agents answer for.
+pub const DNS_ZONE: &str = "global.meridian.test";
 
 /// A sibling binary of this fedctl (they are built and installed together).
 fn sibling(name: &str) -> anyhow::Result<PathBuf> {
@@ -107,6 +112,7 @@ fn merge_kubeconfigs(paths: &[&Path]) -> anyhow::Result<String> {
 
 /// Runs everything until Ctrl-C or SIGTERM.
 pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
+    lbagents::check_fleet_size(o.clusters)?;
     std::fs::create_dir_all(&o.data_dir)?;
     let data = std::fs::canonicalize(&o.data_dir)?;
     let logs = data.join("logs");
@@ -135,6 +141,9 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
             format!("--nodes={}", o.nodes),
             format!("--regions={}", o.regions),
             format!("--kubeconfig-out={}", sim_kc.display()),
+            "--pod-network=loopback".into(),
+            "--serve-pods".into(),
+            "--lb-pool=127.0.1.{n}".into(),
         ],
         "admin API:",
         &logs,
@@ -145,13 +154,19 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
     let fed_arg = format!("--kubeconfig={}", fed_kc.display());
     let controllers = spawn_quiet(
         "fed-controllers",
-        &[fed_arg.clone(), "--metrics-bind-address=off".into()],
+        &[
+            fed_arg.clone(),
+            "--metrics-bind-address=off".into(),
+            format!("--dns-zone={DNS_ZONE}"),
+        ],
         &logs,
+        "fed-controllers",
     )?;
     let scheduler = spawn_quiet(
         "fed-scheduler",
         &[fed_arg, "--metrics-bind-address=off".into()],
         &logs,
+        "fed-scheduler",
     )?;
     let kc = crate::kubeutil::load_kubeconfig(Some(&kubeconfig))?;
     for i in 1..=o.clusters {
@@ -170,6 +185,17 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("joining {name}"))?;
     }
+    let mut agents = Vec::new();
+    for n in 1..=o.clusters {
+        let member = crate::kubeutil::target(&kc, Some(&format!("sim-{n}"))).await?;
+        lbagents::ensure_service(&member.client, n).await?;
+        agents.push(spawn_quiet(
+            "lb-agent",
+            &lbagents::args(n, &sim_kc),
+            &logs,
+            &format!("lb-agent-sim-{n}"),
+        )?);
+    }
     println!();
     println!(
         "Meridian is up: federation + {} simulated clusters (logs in {}).",
@@ -181,14 +207,23 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
         "Contexts: meridian (the federation, current), sim-1 ... sim-{}. Ctrl-C stops everything.",
         o.clusters
     );
+    println!(
+        "lb-agents: sim-n at {}..{} (HTTP :{}, DNS :{}); a federated Service answers as <svc>.<ns>.{}",
+        lbagents::address(1),
+        lbagents::address(o.clusters),
+        lbagents::HTTP_PORT,
+        lbagents::DNS_PORT,
+        DNS_ZONE
+    );
     wait_for_signal().await;
     println!("stopping");
-    let mut children = [scheduler, controllers, sim, apiserver];
+    let mut children: Vec<Child> = agents;
+    children.extend([scheduler, controllers, sim, apiserver]);
     // Ctrl-C on a terminal reaches the children too: give them a moment to exit on their own,
     // then stop the rest (the API server's store is crash-safe either way).
     let _ = tokio::time::timeout(
         Duration::from_secs(2),
-        futures::future::join_all(children.iter_mut().map(|c| c.wait())),
+        futures::future::join_all(children.iter_mut().map(Child::wait)),
     )
     .await;
     for c in &mut children {
@@ -197,8 +232,8 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn spawn_quiet(name: &str, args: &[String], logs: &Path) -> anyhow::Result<Child> {
-    let log = std::fs::File::create(logs.join(format!("{name}.log")))?;
+fn spawn_quiet(name: &str, args: &[String], logs: &Path, log_name: &str) -> anyhow::Result<Child> {
+    let log = std::fs::File::create(logs.join(format!("{log_name}.log")))?;
     Command::new(sibling(name)?)
         .args(args)
         .stdout(Stdio::null())
