@@ -2,6 +2,7 @@
 //! cluster-sim, fed-controllers, fed-scheduler, fedctl) as processes and hands out clients for them.
 //! The binaries are the ones cargo built for this test run, found beside the test executable.
 
+pub mod dns;
 pub mod http;
 
 use std::io::{BufRead, BufReader};
