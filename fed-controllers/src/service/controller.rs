@@ -98,6 +98,9 @@ struct Central {
     members: Mutex<HashMap<String, MemberHandle>>,
     /// Each Service's entry in the lb-agent configuration, as last reconciled.
     lb_services: Mutex<BTreeMap<ServiceKey, LbService>>,
+    /// What of each Cluster matters here, to skip the cluster controller's routine
+    /// status writes (probe times).
+    cluster_digests: Mutex<HashMap<String, String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -109,7 +112,7 @@ enum Input {
     Workload(Option<String>),
     Placement(Box<Result<Event<Placement>, watcher::Error>>),
     Policy(Option<String>),
-    Cluster(bool),
+    Cluster(Box<Result<Event<Cluster>, watcher::Error>>),
     Secret,
     Ports,
 }
@@ -124,6 +127,18 @@ fn ready(c: &Cluster) -> bool {
             .iter()
             .any(|c| c.type_ == "Ready" && c.status == "True")
     })
+}
+
+/// The parts of a Cluster the service controller reacts to: its spec (connection,
+/// region, zone), labels, readiness and lb-agent.
+fn relevant(c: &Cluster) -> String {
+    format!(
+        "{:?}|{:?}|{}|{:?}",
+        c.spec,
+        c.labels(),
+        ready(c),
+        c.status.as_ref().and_then(|s| s.lb_agent.as_ref())
+    )
 }
 
 fn rfc3339_now() -> String {
@@ -219,7 +234,28 @@ impl Central {
                     }
                 }
             }
-            Input::Cluster(changed) => {
+            Input::Cluster(ev) => {
+                let changed = match *ev {
+                    Ok(Event::Apply(c)) => {
+                        let digest = relevant(&c);
+                        lock(&self.cluster_digests).insert(c.name_any(), digest.clone())
+                            != Some(digest)
+                    }
+                    Ok(Event::Delete(c)) => {
+                        lock(&self.cluster_digests).remove(&c.name_any());
+                        true
+                    }
+                    Ok(Event::InitApply(c)) => {
+                        lock(&self.cluster_digests).insert(c.name_any(), relevant(&c));
+                        false
+                    }
+                    Ok(Event::InitDone) => true,
+                    Ok(Event::Init) => false,
+                    Err(error) => {
+                        tracing::warn!(%error, "federation Cluster watch failed; retrying");
+                        false
+                    }
+                };
                 if changed {
                     self.sync_members();
                     self.queue.push(CentralKey::Everything);
@@ -854,15 +890,7 @@ pub async fn run(
             .boxed(),
     );
     let (clusters, s) = reflect(Api::<Cluster>::all(fed.clone()), all());
-    streams.push(
-        s.map(|e| {
-            Input::Cluster(matches!(
-                e,
-                Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone)
-            ))
-        })
-        .boxed(),
-    );
+    streams.push(s.map(|e| Input::Cluster(Box::new(e))).boxed());
     let (secrets, s) = reflect(Api::<Secret>::all(fed.clone()), all());
     streams.push(
         s.filter_map(|e| async move {
@@ -898,6 +926,7 @@ pub async fn run(
         queue: Arc::new(Queue::default()),
         members: Mutex::default(),
         lb_services: Mutex::default(),
+        cluster_digests: Mutex::default(),
     });
     let worker = {
         let c = central.clone();

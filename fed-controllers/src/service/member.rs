@@ -820,7 +820,18 @@ async fn finish(m: &Arc<Member>, work: &Work, result: Result<Option<Synced>, Syn
             {
                 let mut records = lock(&m.records);
                 let r = records.entry(work.clone()).or_default();
-                r.last_sync_time = Some(now());
+                let wrote = synced.as_ref().is_some_and(|s| {
+                    s.removed || s.service != Applied::Unchanged || s.slice != Applied::Unchanged
+                });
+                // The sync time moves when something happened, not on every no-op pass
+                // (it is part of the Placement's status).
+                if wrote
+                    || !r.error.is_empty()
+                    || r.last_sync_time.is_none()
+                    || r.converged != intent
+                {
+                    r.last_sync_time = Some(now());
+                }
                 r.error.clear();
                 r.attempts = 0;
                 r.converged = intent.clone();
