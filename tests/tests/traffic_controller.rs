@@ -68,6 +68,26 @@ where
     }
 }
 
+/// A merge patch, retried while the server reports a concurrent write (409), as kubectl does.
+async fn patch<K>(api: &Api<K>, name: &str, body: serde_json::Value) -> K
+where
+    K: kube::Resource + Clone + std::fmt::Debug + DeserializeOwned + 'static,
+{
+    let retried = tokio::time::timeout(DEADLINE, async {
+        loop {
+            match api
+                .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+                .await
+            {
+                Err(kube::Error::Api(s)) if s.code == 409 => continue,
+                r => return r.expect("patch"),
+            }
+        }
+    })
+    .await;
+    retried.unwrap_or_else(|_| panic!("patching {name} kept conflicting"))
+}
+
 fn label<'a>(m: &'a kube::api::ObjectMeta, k: &str) -> Option<&'a str> {
     m.labels.as_ref()?.get(k).map(String::as_str)
 }
@@ -236,7 +256,9 @@ async fn services_reach_across_members_through_lb_agents() {
                     .iter()
                     .any(|c| c.type_ == "Propagated" && c.status == "True")
                     && s.clusters.len() == 2
-                    && s.clusters.iter().all(|c| c.healthy == Some(true))
+                    && s.clusters.iter().all(|c| {
+                        c.healthy == Some(true) && c.last_sync_time.is_some() && c.error.is_empty()
+                    })
             })
         },
     )
@@ -453,14 +475,12 @@ async fn services_reach_across_members_through_lb_agents() {
 
     // Drift in a member is reverted: the copy's selector, and the slice's endpoints.
     let a_svcs = svc_api("a").await;
-    let edited = a_svcs
-        .patch(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"selector": {"app": "evil"}}})),
-        )
-        .await
-        .expect("edit in member");
+    let edited = patch(
+        &a_svcs,
+        "web",
+        json!({"spec": {"selector": {"app": "evil"}}}),
+    )
+    .await;
     assert_eq!(
         edited
             .spec
@@ -476,14 +496,12 @@ async fn services_reach_across_members_through_lb_agents() {
             == Some("web")
     })
     .await;
-    b_slices
-        .patch(
-            "web-meridian",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"endpoints": [{"addresses": ["10.9.9.9"]}]})),
-        )
-        .await
-        .expect("edit slice in member");
+    patch(
+        &b_slices,
+        "web-meridian",
+        json!({"endpoints": [{"addresses": ["10.9.9.9"]}]}),
+    )
+    .await;
     wait_for(&b_slices, "web-meridian", "slice restored", |s| {
         s.is_some_and(|s| slice_addresses(s) == [ip_a.clone()])
     })
