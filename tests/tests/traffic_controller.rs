@@ -473,6 +473,16 @@ async fn services_reach_across_members_through_lb_agents() {
     })
     .await;
 
+    // The cluster controller rewrote a's status through the outage: lbAgent is still there.
+    let a = clusters.get("a").await.expect("cluster a");
+    assert_eq!(
+        a.status
+            .and_then(|s| s.lb_agent)
+            .map(|l| l.address)
+            .as_deref(),
+        Some(ip_a.as_str())
+    );
+
     // Drift in a member is reverted: the copy's selector, and the slice's endpoints.
     let a_svcs = svc_api("a").await;
     let edited = patch(
