@@ -10,14 +10,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use fed_api::lbconfig::LbService;
-use fed_api::names::{LB_PORTS_CONFIGMAP, MANAGED_BY_LABEL, MANAGED_BY_VALUE, SYSTEM_NAMESPACE};
-use fed_api::placement::{TargetCluster, WorkloadReference};
-use fed_api::{Cluster, Placement, PlacementSpec, PropagationPolicy};
+use fed_api::names::{LB_PORTS_CONFIGMAP, SYSTEM_NAMESPACE};
+use fed_api::placement::TargetCluster;
+use fed_api::{Cluster, Placement, PropagationPolicy};
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
@@ -29,11 +28,10 @@ use super::backends::{self, WorkloadView};
 use super::member::{self, Intent, Member, MemberHandle, Want};
 use super::status::{self, MemberState};
 use super::{
-    COMPONENT, ClusterView, FINALIZER, IGNORED_NAMESPACES, ServiceKey, Settings, desired, lbconf,
-    ports,
+    ClusterView, FINALIZER, IGNORED_NAMESPACES, ServiceKey, Settings, desired, lbconf, ports,
 };
 use crate::cluster::controller::{fingerprint, token_digest};
-use crate::events::{self, Severity};
+use crate::events::Severity;
 use crate::metrics::Metrics;
 use crate::workload::queue::Queue;
 
@@ -78,29 +76,29 @@ pub enum ReconcileError {
 }
 
 #[derive(Clone)]
-struct Caches {
-    services: Store<Service>,
-    deployments: Store<Deployment>,
-    replicasets: Store<ReplicaSet>,
-    placements: Store<Placement>,
-    policies: Store<PropagationPolicy>,
-    clusters: Store<Cluster>,
-    secrets: Store<Secret>,
-    ports: Store<ConfigMap>,
+pub(super) struct Caches {
+    pub(super) services: Store<Service>,
+    pub(super) deployments: Store<Deployment>,
+    pub(super) replicasets: Store<ReplicaSet>,
+    pub(super) placements: Store<Placement>,
+    pub(super) policies: Store<PropagationPolicy>,
+    pub(super) clusters: Store<Cluster>,
+    pub(super) secrets: Store<Secret>,
+    pub(super) ports: Store<ConfigMap>,
 }
 
-struct Central {
-    fed: Client,
-    settings: Arc<Settings>,
-    metrics: Arc<Metrics>,
-    caches: Caches,
-    queue: Arc<Queue<CentralKey>>,
-    members: Mutex<HashMap<String, MemberHandle>>,
+pub(super) struct Central {
+    pub(super) fed: Client,
+    pub(super) settings: Arc<Settings>,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) caches: Caches,
+    pub(super) queue: Arc<Queue<CentralKey>>,
+    pub(super) members: Mutex<HashMap<String, MemberHandle>>,
     /// Each Service's entry in the lb-agent configuration, as last reconciled.
-    lb_services: Mutex<BTreeMap<ServiceKey, LbService>>,
+    pub(super) lb_services: Mutex<BTreeMap<ServiceKey, LbService>>,
     /// What of each Cluster matters here, to skip the cluster controller's routine
     /// status writes (probe times).
-    cluster_digests: Mutex<HashMap<String, String>>,
+    pub(super) cluster_digests: Mutex<HashMap<String, String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -141,7 +139,7 @@ fn relevant(c: &Cluster) -> String {
     )
 }
 
-fn rfc3339_now() -> String {
+pub(super) fn rfc3339_now() -> String {
     // Kubernetes writes condition times with second precision.
     jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -266,7 +264,7 @@ impl Central {
         }
     }
 
-    async fn timed<T>(
+    pub(super) async fn timed<T>(
         &self,
         op: &str,
         f: impl Future<Output = Result<T, kube::Error>>,
@@ -307,116 +305,13 @@ impl Central {
         out
     }
 
-    fn allocations(&self) -> (BTreeMap<String, u16>, Option<Arc<ConfigMap>>) {
+    pub(super) fn allocations(&self) -> (BTreeMap<String, u16>, Option<Arc<ConfigMap>>) {
         let cm = self
             .caches
             .ports
             .get(&ObjectRef::new(LB_PORTS_CONFIGMAP).within(SYSTEM_NAMESPACE));
         let data = cm.as_ref().and_then(|c| c.data.clone()).unwrap_or_default();
         (ports::parse(&data), cm)
-    }
-
-    /// Writes the port allocations with compare-and-swap on the ConfigMap's
-    /// resourceVersion (create when absent): a stale view fails and is retried.
-    async fn write_allocations(
-        &self,
-        base: Option<Arc<ConfigMap>>,
-        next: &BTreeMap<String, u16>,
-    ) -> Result<(), ReconcileError> {
-        let api: Api<ConfigMap> = Api::namespaced(self.fed.clone(), SYSTEM_NAMESPACE);
-        let op = format!("writing ConfigMap {SYSTEM_NAMESPACE}/{LB_PORTS_CONFIGMAP}");
-        match base {
-            Some(cm) => {
-                let mut cm = (*cm).clone();
-                cm.data = Some(ports::to_data(next));
-                self.timed(
-                    &op,
-                    api.replace(LB_PORTS_CONFIGMAP, &PostParams::default(), &cm),
-                )
-                .await?;
-            }
-            None => {
-                let cm: ConfigMap = serde_json::from_value(json!({
-                    "metadata": {"name": LB_PORTS_CONFIGMAP, "namespace": SYSTEM_NAMESPACE,
-                                 "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}},
-                    "data": ports::to_data(next),
-                }))?;
-                self.ensure_system_namespace().await?;
-                self.timed(&op, api.create(&PostParams::default(), &cm))
-                    .await?;
-            }
-        }
-        Ok(())
-    }
-
-    async fn ensure_system_namespace(&self) -> Result<(), ReconcileError> {
-        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.fed.clone());
-        if self
-            .timed("reading namespace", api.get_opt(SYSTEM_NAMESPACE))
-            .await?
-            .is_some()
-        {
-            return Ok(());
-        }
-        let ns = serde_json::from_value(json!({"metadata": {"name": SYSTEM_NAMESPACE}}))?;
-        match self
-            .timed(
-                "creating namespace",
-                api.create(&PostParams::default(), &ns),
-            )
-            .await
-        {
-            Err(ReconcileError::Api {
-                source: kube::Error::Api(s),
-                ..
-            }) if s.code == 409 => Ok(()),
-            r => r.map(|_| ()),
-        }
-    }
-
-    async fn set_finalizers(
-        &self,
-        key: &ServiceKey,
-        svc: &Service,
-        list: Vec<String>,
-    ) -> Result<(), ReconcileError> {
-        let api: Api<Service> = Api::namespaced(self.fed.clone(), &key.namespace);
-        // resourceVersion makes it a compare-and-swap: a concurrent change is retried.
-        let patch =
-            json!({"metadata": {"finalizers": list, "resourceVersion": svc.resource_version()}});
-        self.timed(
-            &format!("finalizers of {key}"),
-            api.patch(&key.name, &PatchParams::default(), &Patch::Merge(patch)),
-        )
-        .await
-        .map(|_| ())
-    }
-
-    async fn event(
-        &self,
-        key: &ServiceKey,
-        uid: &str,
-        severity: Severity,
-        reason: &str,
-        message: &str,
-    ) {
-        let involved = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Service".into()),
-            name: Some(key.name.clone()),
-            namespace: Some(key.namespace.clone()),
-            uid: Some(uid.to_string()),
-            ..Default::default()
-        };
-        let ev = events::build(
-            involved,
-            COMPONENT,
-            severity,
-            reason,
-            message,
-            jiff::Timestamp::now(),
-        );
-        events::record(&self.fed, ev).await;
     }
 
     /// The backend clusters of a Service.
@@ -607,99 +502,6 @@ impl Central {
             .await?;
         }
         Ok(())
-    }
-
-    async fn write_placement(
-        &self,
-        key: &ServiceKey,
-        svc: &Service,
-        uid: &str,
-        pushed: &BTreeSet<String>,
-        views: &[ClusterView],
-        states: &BTreeMap<String, MemberState>,
-    ) -> Result<(), ReconcileError> {
-        let name = key.placement_name();
-        let api: Api<Placement> = Api::namespaced(self.fed.clone(), &key.namespace);
-        let spec = PlacementSpec {
-            resource: WorkloadReference {
-                api_version: "v1".into(),
-                kind: "Service".into(),
-                name: key.name.clone(),
-                uid: Some(uid.to_string()),
-            },
-            dest_clusters: status::dest_clusters(pushed, states),
-        };
-        let owner = svc.controller_owner_ref(&()).map(|mut o: OwnerReference| {
-            o.block_owner_deletion = Some(true);
-            o
-        });
-        let current = self
-            .caches
-            .placements
-            .get(&ObjectRef::new(&name).within(&key.namespace));
-        let placement = match current {
-            Some(p) if p.spec.resource.kind != "Service" => {
-                return Err(ReconcileError::PlacementTaken(name));
-            }
-            Some(p) if p.spec == spec && p.owner_references().iter().any(|o| o.uid == uid) => {
-                (*p).clone()
-            }
-            Some(p) => {
-                let mut next = (*p).clone();
-                next.spec = spec;
-                next.metadata.owner_references = owner.map(|o| vec![o]);
-                self.timed(
-                    &format!("updating placement {name}"),
-                    api.replace(&name, &PostParams::default(), &next),
-                )
-                .await?
-            }
-            None => {
-                let mut p = Placement::new(&name, spec);
-                p.metadata.namespace = Some(key.namespace.clone());
-                p.metadata.owner_references = owner.map(|o| vec![o]);
-                self.timed(
-                    &format!("creating placement {name}"),
-                    api.create(&PostParams::default(), &p),
-                )
-                .await?
-            }
-        };
-
-        let entries = status::cluster_entries(pushed, views, states);
-        let (st, reason, message) = status::propagated(&entries, states);
-        let mut next = placement.clone();
-        let s = next.status.get_or_insert_with(Default::default);
-        s.clusters = entries;
-        let old = s.conditions.iter().position(|c| c.type_ == "Propagated");
-        let same = old.is_some_and(|i| {
-            s.conditions[i].status == st
-                && s.conditions[i].reason == reason
-                && s.conditions[i].message == message
-        });
-        if !same {
-            let cond = fed_api::common::Condition {
-                type_: "Propagated".into(),
-                status: st.into(),
-                reason: reason.into(),
-                message,
-                last_probe_time: None,
-                last_transition_time: Some(rfc3339_now()),
-            };
-            match old {
-                Some(i) => s.conditions[i] = cond,
-                None => s.conditions.push(cond),
-            }
-        }
-        if next.status == placement.status {
-            return Ok(());
-        }
-        self.timed(
-            &format!("status of placement {name}"),
-            api.replace_status(&name, &PostParams::default(), &next),
-        )
-        .await
-        .map(|_| ())
     }
 
     /// A deleting Service: remove member copies and slices, free its ports, then let go.

@@ -8,11 +8,13 @@
 //!
 //! Pure decisions — [`backends`], [`desired`], [`ports`], [`lbconf`], [`status`] — are
 //! separate from the effects: [`member`] runs one task and queue per member cluster,
-//! [`controller`] watches the federation and hands members their intents.
+//! [`controller`] watches the federation and hands members their intents (its own
+//! federation writes are in `fedwrite`).
 
 pub mod backends;
 pub mod controller;
 pub mod desired;
+mod fedwrite;
 pub mod lbconf;
 pub mod member;
 pub mod ports;
