@@ -70,6 +70,19 @@ pub struct Args {
     /// Longest retry delay after a failed workload sync (retries back off exponentially).
     #[arg(long, env = "MERIDIAN_WORKLOAD_BACKOFF_MAX", default_value = "30s", value_parser = parse_duration)]
     pub workload_backoff_max: Duration,
+    /// DNS zone the lb-agents are authoritative for.
+    #[arg(
+        long,
+        env = "MERIDIAN_DNS_ZONE",
+        default_value = "global.meridian.test"
+    )]
+    pub dns_zone: String,
+    /// Ports the lb-agents' per-Service listeners are allocated from (`first-last`).
+    #[arg(long, env = "MERIDIAN_LB_PORT_RANGE", default_value = "30000-32767")]
+    pub lb_port_range: String,
+    /// TTL of the lb-agents' DNS answers (whole seconds).
+    #[arg(long, env = "MERIDIAN_LB_TTL", default_value = "5s", value_parser = parse_duration)]
+    pub lb_ttl: Duration,
     /// Where `/metrics`, `/healthz` and `/readyz` are served (plain HTTP); `off` disables.
     #[arg(
         long,
@@ -87,6 +100,40 @@ impl Args {
             backoff_max: self.workload_backoff_max,
             ..Default::default()
         }
+    }
+
+    /// The service controller's settings; an error names the bad flag.
+    pub fn service_settings(&self) -> Result<crate::service::Settings, String> {
+        let zone = self.dns_zone.trim_end_matches('.');
+        if zone.is_empty()
+            || zone
+                .split('.')
+                .any(|l| apimachinery::validation::dns1123_label(l).is_err())
+        {
+            return Err(format!(
+                "--dns-zone {:?} must be a DNS name like global.meridian.test",
+                self.dns_zone
+            ));
+        }
+        let port_range = self
+            .lb_port_range
+            .parse()
+            .map_err(|e| format!("--lb-port-range: {e}"))?;
+        let secs = self.lb_ttl.as_secs_f64();
+        if secs < 1.0 || secs.fract() != 0.0 || secs > f64::from(u32::MAX) {
+            return Err(format!(
+                "--lb-ttl {:?} must be a whole number of seconds, at least 1s",
+                self.lb_ttl
+            ));
+        }
+        Ok(crate::service::Settings {
+            dns_zone: zone.to_string(),
+            port_range,
+            ttl_seconds: secs as u32,
+            sync_timeout: self.workload_sync_timeout,
+            backoff_max: self.workload_backoff_max,
+            ..Default::default()
+        })
     }
 
     /// The validated controller configuration and metrics address.
@@ -134,6 +181,9 @@ impl Args {
         }
         if self.workload_backoff_max < Duration::from_millis(500) {
             errors.push("--workload-backoff-max must be at least 500ms".into());
+        }
+        if let Err(e) = self.service_settings() {
+            errors.push(e);
         }
         if !errors.is_empty() {
             return Err(FlagErrors(errors));
@@ -196,6 +246,10 @@ mod tests {
         );
         assert_eq!(cfg.mass_failure_share, 0.5);
         assert_eq!(metrics, Some("127.0.0.1:8080".parse().expect("addr")));
+        let svc = args.service_settings().expect("service settings");
+        assert_eq!(svc.dns_zone, "global.meridian.test");
+        assert_eq!(svc.port_range.to_string(), "30000-32767");
+        assert_eq!(svc.ttl_seconds, 5);
 
         let args = Args::try_parse_from([
             "fed-controllers",
@@ -209,9 +263,22 @@ mod tests {
             "1.5",
             "--metrics-bind-address",
             "nope",
+            "--lb-port-range",
+            "40000-30000",
         ])
         .expect("parse");
         let err = args.validate().expect_err("invalid");
-        assert_eq!(err.0.len(), 4, "{err}");
+        assert_eq!(err.0.len(), 5, "{err}");
+        for bad in [
+            ["--dns-zone", "bad_zone.test"],
+            ["--lb-ttl", "1500ms"],
+            ["--lb-port-range", "30000"],
+        ] {
+            let args =
+                Args::try_parse_from(["fed-controllers", "--kubeconfig", "k", bad[0], bad[1]])
+                    .expect("parse");
+            let err = args.validate().expect_err("invalid");
+            assert!(err.to_string().contains(bad[0]), "{err}");
+        }
     }
 }

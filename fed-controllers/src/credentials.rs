@@ -159,6 +159,28 @@ pub async fn load_token(
     token_of(&secret).ok_or(CredentialsError::MissingToken(name))
 }
 
+/// A member client from the Cluster's spec and the token in its Secret: connect and
+/// write deadlines are `timeout`, reads have none (watches are long-lived).
+pub async fn member_client(
+    fed: &kube::Client,
+    spec: &ClusterSpec,
+    timeout: Duration,
+) -> Result<kube::Client, String> {
+    let token = load_token(fed, spec, timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    let config = member_config(
+        spec,
+        &token,
+        ClientTimeouts {
+            connect: timeout,
+            write: timeout,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    kube::Client::try_from(config).map_err(|e| e.to_string())
+}
+
 /// `data.token` of a Secret, trimmed (tokens pasted from files often end in a newline).
 pub fn token_of(secret: &Secret) -> Option<String> {
     let bytes = &secret.data.as_ref()?.get("token")?.0;

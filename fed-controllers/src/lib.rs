@@ -1,10 +1,14 @@
 //! Meridian's controllers. The cluster controller ([`cluster`]) probes member clusters,
 //! tracks their capacity and writes `Cluster.status`; the workload controller ([`workload`])
 //! pushes federated Deployments/ReplicaSets and what they reference into members and
-//! aggregates their status. Both share [`credentials`] and [`metrics`].
+//! aggregates their status; the service controller ([`service`]) makes federated Services
+//! reachable across members through their lb-agents. They share [`credentials`], [`events`]
+//! and [`metrics`].
 
 pub mod cli;
 pub mod cluster;
 pub mod credentials;
+pub mod events;
 pub mod metrics;
+pub mod service;
 pub mod workload;

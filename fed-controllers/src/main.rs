@@ -1,4 +1,4 @@
-//! `fed-controllers`: runs the cluster and workload controllers against the federation until Ctrl-C.
+//! `fed-controllers`: runs the cluster, workload and service controllers against the federation until Ctrl-C.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use fed_controllers::cli::Args;
 use fed_controllers::metrics::Metrics;
-use fed_controllers::{cluster, workload};
+use fed_controllers::{cluster, service, workload};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 #[tokio::main]
@@ -20,6 +20,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let args = Args::parse();
     let (config, metrics_addr) = args.validate()?;
+    let service_settings = args.service_settings().map_err(anyhow::Error::msg)?;
 
     let kubeconfig = Kubeconfig::read_from(&args.kubeconfig)
         .with_context(|| format!("reading {}", args.kubeconfig.display()))?;
@@ -58,8 +59,9 @@ async fn main() -> anyhow::Result<()> {
         "cluster controller starting"
     );
     tokio::select! {
-        r = cluster::run(fed.clone(), config, metrics, ready) => r.context("cluster controller")?,
-        r = workload::run(fed, args.workload_settings()) => r.context("workload controller")?,
+        r = cluster::run(fed.clone(), config, metrics.clone(), ready) => r.context("cluster controller")?,
+        r = workload::run(fed.clone(), args.workload_settings()) => r.context("workload controller")?,
+        r = service::run(fed, service_settings, metrics) => r.context("service controller")?,
         s = tokio::signal::ctrl_c() => {
             s.context("waiting for Ctrl-C")?;
             tracing::info!("interrupted; stopping");

@@ -14,7 +14,7 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 12))
 }
 
-/// Counters and gauges of the cluster controller.
+/// Counters and gauges of the cluster and service controllers.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
@@ -25,6 +25,10 @@ pub struct Metrics {
     members: Gauge,
     offline: Gauge,
     mass_failure: Gauge,
+    service_syncs: Family<Labels, Counter>,
+    service_sync_latency: Histogram,
+    service_member_writes: Family<Labels, Counter>,
+    service_member_errors: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -77,6 +81,30 @@ impl Metrics {
             "1 while the mass-failure guard is engaged",
             mass_failure.clone(),
         );
+        let service_syncs = Family::<Labels, Counter>::default();
+        registry.register(
+            "service_syncs",
+            "Service controller reconciles by result (ok, error)",
+            service_syncs.clone(),
+        );
+        let service_sync_latency = latency_histogram();
+        registry.register(
+            "service_sync_duration_seconds",
+            "Service controller reconcile latency",
+            service_sync_latency.clone(),
+        );
+        let service_member_writes = Family::<Labels, Counter>::default();
+        registry.register(
+            "service_member_writes",
+            "Service controller writes into members by cluster, resource and operation",
+            service_member_writes.clone(),
+        );
+        let service_member_errors = Family::<Labels, Counter>::default();
+        registry.register(
+            "service_member_errors",
+            "Failed service controller syncs in members by cluster",
+            service_member_errors.clone(),
+        );
         Metrics {
             registry,
             probes,
@@ -86,7 +114,37 @@ impl Metrics {
             members,
             offline,
             mass_failure,
+            service_syncs,
+            service_sync_latency,
+            service_member_writes,
+            service_member_errors,
         }
+    }
+
+    /// Records one service controller reconcile (`ok` or `error`).
+    pub fn service_sync(&self, result: &str, seconds: f64) {
+        self.service_syncs
+            .get_or_create(&vec![("result", result.to_string())])
+            .inc();
+        self.service_sync_latency.observe(seconds);
+    }
+
+    /// Records one write of the service controller into a member.
+    pub fn service_member_write(&self, cluster: &str, resource: &str, op: &str) {
+        self.service_member_writes
+            .get_or_create(&vec![
+                ("cluster", cluster.to_string()),
+                ("resource", resource.to_string()),
+                ("op", op.to_string()),
+            ])
+            .inc();
+    }
+
+    /// Records one failed service controller sync in a member.
+    pub fn service_member_error(&self, cluster: &str) {
+        self.service_member_errors
+            .get_or_create(&vec![("cluster", cluster.to_string())])
+            .inc();
     }
 
     /// Records one probe.
@@ -154,6 +212,16 @@ impl Metrics {
                 ]);
             }
         }
+        for resource in ["services", "endpointslices", "configmaps"] {
+            for op in ["create", "update", "delete"] {
+                self.service_member_writes.remove(&vec![
+                    ("cluster", c.clone()),
+                    ("resource", resource.to_string()),
+                    ("op", op.to_string()),
+                ]);
+            }
+        }
+        self.service_member_errors.remove(&vec![("cluster", c)]);
     }
 
     /// The Prometheus text exposition.
@@ -183,6 +251,9 @@ mod tests {
         m.probe("eu-1", "success", 0.01);
         m.status_write("ok");
         m.watch_restart("eu-1", "nodes", "error");
+        m.service_sync("ok", 0.01);
+        m.service_member_write("eu-1", "services", "create");
+        m.service_member_error("eu-1");
         let text = m.encode();
         assert!(
             text.contains(
@@ -196,6 +267,14 @@ mod tests {
         );
         assert!(
             text.contains("meridian_controllers_cluster_status_writes_total{result=\"ok\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("meridian_controllers_service_syncs_total{result=\"ok\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("meridian_controllers_service_member_writes_total{cluster=\"eu-1\",resource=\"services\",op=\"create\"} 1"),
             "{text}"
         );
         m.forget_cluster("eu-1");

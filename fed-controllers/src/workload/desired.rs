@@ -27,7 +27,7 @@ pub fn managed_labels(uid: &str) -> Map<String, Value> {
 
 /// The metadata a member copy carries: name, namespace, the federated labels plus ours,
 /// and the federated annotations except the local ones.
-fn member_metadata(fed: &Value, uid: &str) -> Value {
+pub fn member_metadata(fed: &Value, uid: &str) -> Value {
     let meta = &fed["metadata"];
     let mut labels = meta["labels"].as_object().cloned().unwrap_or_default();
     labels.extend(managed_labels(uid));

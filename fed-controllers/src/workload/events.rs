@@ -1,26 +1,14 @@
 //! Kubernetes Events on federated workloads: pushes, drift reverts, conflicts, failures and
 //! member cleanup (best effort: a lost Event never blocks propagation).
 
-use std::time::Duration;
-
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::api::core::v1::{Event, ObjectReference};
 use kube::Client;
-use kube::api::{Api, ObjectMeta, PostParams};
 
 use super::kinds::WorkloadKey;
+pub use crate::events::Severity;
 
 /// The component name on every Event this controller writes.
 pub const COMPONENT: &str = "meridian-workload-controller";
-
-/// Whether an Event reports normal progress or a problem.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Severity {
-    /// `Normal`.
-    Normal,
-    /// `Warning`.
-    Warning,
-}
 
 /// An Event about a federated workload.
 pub fn build(
@@ -31,37 +19,15 @@ pub fn build(
     message: &str,
     now: jiff::Timestamp,
 ) -> Event {
-    Event {
-        metadata: ObjectMeta {
-            // Unique without a round trip, as client-go's recorder does.
-            name: Some(format!("{}.{:016x}", key.name, rand::random::<u64>())),
-            namespace: Some(key.namespace.clone()),
-            ..Default::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some("apps/v1".into()),
-            kind: Some(key.kind.as_str().into()),
-            name: Some(key.name.clone()),
-            namespace: Some(key.namespace.clone()),
-            uid: (!uid.is_empty()).then(|| uid.to_string()),
-            ..Default::default()
-        },
-        reason: Some(reason.into()),
-        message: Some(message.into()),
-        type_: Some(match severity {
-            Severity::Normal => "Normal".into(),
-            Severity::Warning => "Warning".into(),
-        }),
-        count: Some(1),
-        first_timestamp: Some(Time(now)),
-        last_timestamp: Some(Time(now)),
-        source: Some(EventSource {
-            component: Some(COMPONENT.into()),
-            host: None,
-        }),
-        reporting_component: Some(COMPONENT.into()),
+    let involved = ObjectReference {
+        api_version: Some("apps/v1".into()),
+        kind: Some(key.kind.as_str().into()),
+        name: Some(key.name.clone()),
+        namespace: Some(key.namespace.clone()),
+        uid: (!uid.is_empty()).then(|| uid.to_string()),
         ..Default::default()
-    }
+    };
+    crate::events::build(involved, COMPONENT, severity, reason, message, now)
 }
 
 /// Writes an Event, logging (not returning) a failure.
@@ -74,17 +40,7 @@ pub async fn record(
     message: &str,
 ) {
     let ev = build(key, uid, severity, reason, message, jiff::Timestamp::now());
-    let api: Api<Event> = Api::namespaced(fed.clone(), &key.namespace);
-    match tokio::time::timeout(
-        Duration::from_secs(5),
-        api.create(&PostParams::default(), &ev),
-    )
-    .await
-    {
-        Ok(Ok(_)) => {}
-        Ok(Err(error)) => tracing::debug!(%key, %error, reason, "event not written"),
-        Err(_) => tracing::debug!(%key, reason, "event write timed out"),
-    }
+    crate::events::record(fed, ev).await;
 }
 
 #[cfg(test)]

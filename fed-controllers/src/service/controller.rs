@@ -1,0 +1,800 @@
+//! The service controller's federation side: watches Services, Deployments, ReplicaSets,
+//! Placements, PropagationPolicies, Clusters, their Secrets and the port allocations; keeps
+//! one member task per Cluster; and, level-triggered through a deduplicating queue, decides
+//! for each Service what every member holds, writes its Placement and status, and for the
+//! whole fleet (the `Global` key) each member's lb-agent configuration and
+//! `Cluster.status.lbAgent`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use fed_api::lbconfig::LbService;
+use fed_api::names::{LB_PORTS_CONFIGMAP, SYSTEM_NAMESPACE};
+use fed_api::placement::TargetCluster;
+use fed_api::{Cluster, Placement, PropagationPolicy};
+use futures::stream::{BoxStream, StreamExt};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+use tracing::Instrument;
+
+use super::backends::{self, WorkloadView};
+use super::member::{self, Intent, Member, MemberHandle, Want};
+use super::status::{self, MemberState};
+use super::{
+    ClusterView, FINALIZER, IGNORED_NAMESPACES, ServiceKey, Settings, desired, lbconf, ports,
+};
+use crate::cluster::controller::{fingerprint, token_digest};
+use crate::events::Severity;
+use crate::metrics::Metrics;
+use crate::workload::queue::Queue;
+
+/// A unit of the central worker's work.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum CentralKey {
+    /// One federated Service.
+    Service(ServiceKey),
+    /// Every member's lb-agent configuration and `Cluster.status.lbAgent`.
+    Global,
+    /// Every Service, then `Global` (an lb-agent or a cluster changed).
+    Everything,
+}
+
+/// Why a reconcile failed (it is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// A federation request failed.
+    #[error("{op}: {source}")]
+    Api {
+        /// What was attempted.
+        op: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A federation request timed out.
+    #[error("{0}: timed out")]
+    Timeout(String),
+    /// An object could not be converted.
+    #[error("encoding: {0}")]
+    Encode(#[from] serde_json::Error),
+    /// No listen port is left.
+    #[error(transparent)]
+    Exhausted(#[from] ports::Exhausted),
+    /// The Placement's name is taken by another resource's Placement.
+    #[error("Placement {0} exists and is not this Service's")]
+    PlacementTaken(String),
+    /// A federation watch ended.
+    #[error("the federation watches ended")]
+    WatchEnded,
+}
+
+#[derive(Clone)]
+pub(super) struct Caches {
+    pub(super) services: Store<Service>,
+    pub(super) deployments: Store<Deployment>,
+    pub(super) replicasets: Store<ReplicaSet>,
+    pub(super) placements: Store<Placement>,
+    pub(super) policies: Store<PropagationPolicy>,
+    pub(super) clusters: Store<Cluster>,
+    pub(super) secrets: Store<Secret>,
+    pub(super) ports: Store<ConfigMap>,
+}
+
+pub(super) struct Central {
+    pub(super) fed: Client,
+    pub(super) settings: Arc<Settings>,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) caches: Caches,
+    pub(super) queue: Arc<Queue<CentralKey>>,
+    pub(super) members: Mutex<HashMap<String, MemberHandle>>,
+    /// Each Service's entry in the lb-agent configuration, as last reconciled.
+    pub(super) lb_services: Mutex<BTreeMap<ServiceKey, LbService>>,
+    /// What of each Cluster matters here, to skip the cluster controller's routine
+    /// status writes (probe times).
+    pub(super) cluster_digests: Mutex<HashMap<String, String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+enum Input {
+    Service(Box<Result<Event<Service>, watcher::Error>>),
+    Workload(Option<String>),
+    Placement(Box<Result<Event<Placement>, watcher::Error>>),
+    Policy(Option<String>),
+    Cluster(Box<Result<Event<Cluster>, watcher::Error>>),
+    Secret,
+    Ports,
+}
+
+fn ignored(ns: &str) -> bool {
+    IGNORED_NAMESPACES.contains(&ns)
+}
+
+fn ready(c: &Cluster) -> bool {
+    c.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
+}
+
+/// The parts of a Cluster the service controller reacts to: its spec (connection,
+/// region, zone), labels, readiness and lb-agent.
+fn relevant(c: &Cluster) -> String {
+    format!(
+        "{:?}|{:?}|{}|{:?}",
+        c.spec,
+        c.labels(),
+        ready(c),
+        c.status.as_ref().and_then(|s| s.lb_agent.as_ref())
+    )
+}
+
+pub(super) fn rfc3339_now() -> String {
+    // Kubernetes writes condition times with second precision.
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+impl Central {
+    fn members(&self) -> Vec<Arc<Member>> {
+        lock(&self.members)
+            .values()
+            .map(|h| h.shared.clone())
+            .collect()
+    }
+
+    fn service_keys(&self, namespace: Option<&str>) -> Vec<ServiceKey> {
+        self.caches
+            .services
+            .state()
+            .iter()
+            .filter_map(|s| {
+                let ns = s.namespace().unwrap_or_default();
+                (!ignored(&ns) && namespace.is_none_or(|n| n == ns))
+                    .then(|| ServiceKey::new(ns, s.name_any()))
+            })
+            .collect()
+    }
+
+    fn push_services(&self, namespace: Option<&str>) {
+        for k in self.service_keys(namespace) {
+            self.queue.push(CentralKey::Service(k));
+        }
+    }
+
+    /// Starts, restarts or stops member tasks to match the Clusters and their credentials.
+    fn sync_members(&self) {
+        let clusters = self.caches.clusters.state();
+        let mut members = lock(&self.members);
+        members.retain(|name, _| clusters.iter().any(|c| c.name_any() == *name));
+        for c in clusters {
+            let digest = c.spec.secret_ref.as_ref().and_then(|r| {
+                let s = self
+                    .caches
+                    .secrets
+                    .get(&ObjectRef::new(&r.name).within(&r.namespace))?;
+                Some(token_digest(&s))
+            });
+            let fp = fingerprint(&c.spec, digest);
+            let name = c.name_any();
+            if members.get(&name).is_some_and(|h| h.fingerprint == fp) {
+                continue;
+            }
+            tracing::info!(cluster = %name, "service member task (re)started");
+            let h = member::spawn(
+                self.fed.clone(),
+                self.settings.clone(),
+                self.metrics.clone(),
+                self.queue.clone(),
+                c,
+                fp,
+            );
+            members.insert(name, h);
+        }
+    }
+
+    fn on_input(&self, input: Input) {
+        match input {
+            Input::Service(ev) => match *ev {
+                Ok(Event::Apply(s) | Event::Delete(s) | Event::InitApply(s)) => {
+                    let ns = s.namespace().unwrap_or_default();
+                    if !ignored(&ns) {
+                        self.queue
+                            .push(CentralKey::Service(ServiceKey::new(ns, s.name_any())));
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "federation Service watch failed; retrying"),
+            },
+            Input::Workload(ns) | Input::Policy(ns) => self.push_services(ns.as_deref()),
+            Input::Placement(ev) => {
+                if let Ok(Event::Apply(p) | Event::Delete(p) | Event::InitApply(p)) = *ev {
+                    let ns = p.namespace().unwrap_or_default();
+                    if p.spec.resource.kind == "Service" && p.spec.resource.api_version == "v1" {
+                        self.queue.push(CentralKey::Service(ServiceKey::new(
+                            ns,
+                            p.spec.resource.name.clone(),
+                        )));
+                    } else {
+                        // A workload moved: the Services selecting its pods follow.
+                        self.push_services(Some(&ns));
+                    }
+                }
+            }
+            Input::Cluster(ev) => {
+                let changed = match *ev {
+                    Ok(Event::Apply(c)) => {
+                        let digest = relevant(&c);
+                        lock(&self.cluster_digests).insert(c.name_any(), digest.clone())
+                            != Some(digest)
+                    }
+                    Ok(Event::Delete(c)) => {
+                        lock(&self.cluster_digests).remove(&c.name_any());
+                        true
+                    }
+                    Ok(Event::InitApply(c)) => {
+                        lock(&self.cluster_digests).insert(c.name_any(), relevant(&c));
+                        false
+                    }
+                    Ok(Event::InitDone) => true,
+                    Ok(Event::Init) => false,
+                    Err(error) => {
+                        tracing::warn!(%error, "federation Cluster watch failed; retrying");
+                        false
+                    }
+                };
+                if changed {
+                    self.sync_members();
+                    self.queue.push(CentralKey::Everything);
+                }
+            }
+            Input::Secret => self.sync_members(),
+            Input::Ports => self.push_services(None),
+        }
+    }
+
+    pub(super) async fn timed<T>(
+        &self,
+        op: &str,
+        f: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, ReconcileError> {
+        match tokio::time::timeout(self.settings.sync_timeout, f).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(source)) => Err(ReconcileError::Api {
+                op: op.into(),
+                source,
+            }),
+            Err(_) => Err(ReconcileError::Timeout(op.into())),
+        }
+    }
+
+    /// The clusters as the service controller sees them: Ready from the Cluster's
+    /// condition, the lb-agent from the member when it has listed, else from the status.
+    fn views(&self, members: &HashMap<String, Arc<Member>>) -> Vec<ClusterView> {
+        let mut out: Vec<ClusterView> = self
+            .caches
+            .clusters
+            .state()
+            .iter()
+            .map(|c| {
+                let name = c.name_any();
+                let reported = members.get(&name).and_then(|m| m.lb_agent());
+                ClusterView {
+                    ready: ready(c),
+                    region: c.spec.region.clone().unwrap_or_default(),
+                    zone: c.spec.zone.clone().unwrap_or_default(),
+                    labels: c.labels().clone(),
+                    lb_agent: reported
+                        .unwrap_or_else(|| c.status.as_ref().and_then(|s| s.lb_agent.clone())),
+                    name,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    pub(super) fn allocations(&self) -> (BTreeMap<String, u16>, Option<Arc<ConfigMap>>) {
+        let cm = self
+            .caches
+            .ports
+            .get(&ObjectRef::new(LB_PORTS_CONFIGMAP).within(SYSTEM_NAMESPACE));
+        let data = cm.as_ref().and_then(|c| c.data.clone()).unwrap_or_default();
+        (ports::parse(&data), cm)
+    }
+
+    /// The backend clusters of a Service.
+    fn backends(&self, svc: &Service, v: &Value, views: &[ClusterView]) -> BTreeSet<String> {
+        let ns = svc.namespace().unwrap_or_default();
+        let mut workloads = Vec::new();
+        let template_labels = |t: Option<&k8s_openapi::api::core::v1::PodTemplateSpec>| {
+            t.and_then(|t| t.metadata.as_ref())
+                .and_then(|m| m.labels.clone())
+                .unwrap_or_default()
+        };
+        for d in self.caches.deployments.state() {
+            if d.namespace().as_deref() == Some(ns.as_str()) {
+                workloads.push(WorkloadView {
+                    kind: "Deployment".into(),
+                    name: d.name_any(),
+                    template_labels: template_labels(d.spec.as_ref().map(|s| &s.template)),
+                });
+            }
+        }
+        for r in self.caches.replicasets.state() {
+            if r.namespace().as_deref() == Some(ns.as_str()) {
+                workloads.push(WorkloadView {
+                    kind: "ReplicaSet".into(),
+                    name: r.name_any(),
+                    template_labels: template_labels(
+                        r.spec.as_ref().and_then(|s| s.template.as_ref()),
+                    ),
+                });
+            }
+        }
+        let placements: HashMap<String, Vec<TargetCluster>> = workloads
+            .iter()
+            .filter_map(|w| {
+                let p = self
+                    .caches
+                    .placements
+                    .get(&ObjectRef::new(&w.placement_name()).within(&ns))?;
+                Some((w.placement_name(), p.spec.dest_clusters.clone()))
+            })
+            .collect();
+        let policies = self.caches.policies.state();
+        let policies: Vec<&PropagationPolicy> = policies
+            .iter()
+            .filter(|p| p.namespace().as_deref() == Some(ns.as_str()))
+            .map(|p| &**p)
+            .collect();
+        backends::backend_clusters(
+            &svc.name_any(),
+            svc.labels(),
+            &backends::selector_of(v),
+            &workloads,
+            |n| placements.get(n).map(Vec::as_slice),
+            &policies,
+            views,
+        )
+    }
+
+    async fn reconcile(&self, key: &ServiceKey) -> Result<(), ReconcileError> {
+        let members: HashMap<String, Arc<Member>> = self
+            .members()
+            .into_iter()
+            .map(|m| (m.name.clone(), m))
+            .collect();
+        let Some(svc) = self
+            .caches
+            .services
+            .get(&ObjectRef::new(&key.name).within(&key.namespace))
+        else {
+            // Gone (cleaned behind the finalizer): nothing left to do in members.
+            for m in members.values() {
+                m.forget(key);
+            }
+            if lock(&self.lb_services).remove(key).is_some() {
+                self.queue.push(CentralKey::Global);
+            }
+            return Ok(());
+        };
+        let v = serde_json::to_value(&*svc)?;
+        let uid = svc.uid().unwrap_or_default();
+        let fins = svc.finalizers().to_vec();
+        if svc.meta().deletion_timestamp.is_some() {
+            if lock(&self.lb_services).remove(key).is_some() {
+                self.queue.push(CentralKey::Global);
+            }
+            return self.finalize(key, &svc, &uid, &fins, &members).await;
+        }
+        if !fins.iter().any(|f| f == FINALIZER) {
+            let mut list = fins.clone();
+            list.push(FINALIZER.to_string());
+            // The watch brings the updated object back for the real work.
+            return self.set_finalizers(key, &svc, list).await;
+        }
+
+        // Listen ports first: the slices and the lb-agents need them.
+        let (alloc, base) = self.allocations();
+        let ids = desired::port_ids(&v);
+        let alloc = match ports::assign(
+            &alloc,
+            &key.namespace,
+            &key.name,
+            &ids,
+            self.settings.port_range,
+        ) {
+            Ok(Some(next)) => {
+                self.write_allocations(base, &next).await?;
+                tracing::info!(%key, "lb-agent listen ports allocated");
+                next
+            }
+            Ok(None) => alloc,
+            Err(e) => {
+                self.event(
+                    key,
+                    &uid,
+                    Severity::Warning,
+                    "PortsExhausted",
+                    &e.to_string(),
+                )
+                .await;
+                return Err(e.into());
+            }
+        };
+        let lb_ports = desired::lb_ports(&v, |id| {
+            ports::lookup(&alloc, &key.namespace, &key.name, id)
+        })
+        .unwrap_or_default();
+
+        let views = self.views(&members);
+        let pushed = self.backends(&svc, &v, &views);
+        let states: BTreeMap<String, MemberState> = members
+            .iter()
+            .map(|(n, m)| (n.clone(), m.state(key, &uid)))
+            .collect();
+        let serving = status::serving(&pushed, &views, &states);
+        let copy = desired::member_service(&v, &uid);
+        for (name, m) in &members {
+            if pushed.contains(name) {
+                let slice = desired::slice(key, &uid, &status::remotes(name, &serving), &lb_ports);
+                m.set_intent(
+                    key,
+                    Intent {
+                        uid: uid.clone(),
+                        want: Want::Present {
+                            service: copy.clone(),
+                            slice,
+                        },
+                    },
+                );
+            } else if m.holds(key, &uid) != Some(false) {
+                m.set_intent(
+                    key,
+                    Intent {
+                        uid: uid.clone(),
+                        want: Want::Absent,
+                    },
+                );
+            } else if m.has_intent(key) {
+                m.forget(key);
+            }
+        }
+
+        let endpoints: BTreeMap<String, u32> = pushed
+            .iter()
+            .map(|c| (c.clone(), states.get(c).map_or(0, |s| s.endpoints)))
+            .collect();
+        let entry = lbconf::service(key, lb_ports, &endpoints, &views);
+        if lock(&self.lb_services).insert(key.clone(), entry.clone()) != Some(entry) {
+            self.queue.push(CentralKey::Global);
+        }
+
+        self.write_placement(key, &svc, &uid, &pushed, &views, &states)
+            .await?;
+        let lb = status::load_balancer(&serving);
+        let current = v
+            .pointer("/status/loadBalancer/ingress")
+            .cloned()
+            .unwrap_or_else(|| json!([]));
+        if current != lb["ingress"] {
+            let api: Api<Service> = Api::namespaced(self.fed.clone(), &key.namespace);
+            self.timed(
+                &format!("status of {key}"),
+                api.patch_status(
+                    &key.name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {"loadBalancer": lb}})),
+                ),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// A deleting Service: remove member copies and slices, free its ports, then let go.
+    async fn finalize(
+        &self,
+        key: &ServiceKey,
+        svc: &Service,
+        uid: &str,
+        fins: &[String],
+        members: &HashMap<String, Arc<Member>>,
+    ) -> Result<(), ReconcileError> {
+        if !fins.iter().any(|f| f == FINALIZER) {
+            return Ok(());
+        }
+        let orphan = fins.iter().any(|f| f == "orphan");
+        let mut pending = Vec::new();
+        if !orphan {
+            for (name, m) in members {
+                if m.holds(key, uid) != Some(false) {
+                    m.set_intent(
+                        key,
+                        Intent {
+                            uid: uid.to_string(),
+                            want: Want::Absent,
+                        },
+                    );
+                    pending.push(name.clone());
+                }
+            }
+        }
+        if !pending.is_empty() {
+            tracing::info!(%key, clusters = ?pending, "waiting for member copies to be removed");
+            return Ok(());
+        }
+        let (alloc, base) = self.allocations();
+        if let Some(next) = ports::release(&alloc, &key.namespace, &key.name) {
+            self.write_allocations(base, &next).await?;
+            tracing::info!(%key, "lb-agent listen ports released");
+        }
+        let rest: Vec<String> = fins.iter().filter(|f| *f != FINALIZER).cloned().collect();
+        self.set_finalizers(key, svc, rest).await?;
+        for m in members.values() {
+            m.forget(key);
+        }
+        let (reason, message) = if orphan {
+            (
+                "Orphaned",
+                "member copies left in place (propagationPolicy=Orphan)",
+            )
+        } else {
+            ("MembersCleaned", "member copies and EndpointSlices removed")
+        };
+        self.event(key, uid, Severity::Normal, reason, message)
+            .await;
+        Ok(())
+    }
+
+    /// Every member's lb-agent configuration and every `Cluster.status.lbAgent`.
+    async fn reconcile_global(&self) -> Result<(), ReconcileError> {
+        let members: HashMap<String, Arc<Member>> = self
+            .members()
+            .into_iter()
+            .map(|m| (m.name.clone(), m))
+            .collect();
+        let views = self.views(&members);
+        let clusters = lbconf::clusters(&views);
+        let services: Vec<LbService> = lock(&self.lb_services).values().cloned().collect();
+        for v in &views {
+            let Some(m) = members.get(&v.name) else {
+                continue;
+            };
+            let config = match &v.lb_agent {
+                Some(_) => Some(serde_json::to_string_pretty(&lbconf::build(
+                    &v.name,
+                    &self.settings.dns_zone,
+                    self.settings.ttl_seconds,
+                    &clusters,
+                    &services,
+                ))?),
+                None => None,
+            };
+            m.set_config(config);
+        }
+        let api: Api<Cluster> = Api::all(self.fed.clone());
+        let mut first_error = None;
+        for c in self.caches.clusters.state() {
+            let name = c.name_any();
+            // Only what the member itself says: an unreachable member keeps its last one.
+            let Some(agent) = members.get(&name).and_then(|m| m.lb_agent()) else {
+                continue;
+            };
+            if c.status.as_ref().and_then(|s| s.lb_agent.as_ref()) == agent.as_ref() {
+                continue;
+            }
+            // Only lbAgent: the cluster controller owns (and merge-patches) the rest.
+            let patch = json!({"status": {"lbAgent": agent}});
+            if let Err(e) = self
+                .timed(
+                    &format!("status of Cluster {name}"),
+                    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(patch)),
+                )
+                .await
+            {
+                tracing::warn!(cluster = %name, error = %e, "lbAgent status not written");
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    async fn handle(&self, key: &CentralKey) -> Result<(), ReconcileError> {
+        match key {
+            CentralKey::Service(k) => {
+                self.reconcile(k)
+                    .instrument(tracing::info_span!("service", key = %k))
+                    .await
+            }
+            CentralKey::Global => self.reconcile_global().await,
+            CentralKey::Everything => {
+                self.push_services(None);
+                self.queue.push(CentralKey::Global);
+                Ok(())
+            }
+        }
+    }
+}
+
+fn reflect<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+) -> (
+    Store<K>,
+    BoxStream<'static, Result<Event<K>, watcher::Error>>,
+)
+where
+    K: kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    let s = watcher::watcher(api, cfg)
+        .default_backoff()
+        .reflect(writer)
+        .boxed();
+    (reader, s)
+}
+
+fn ns_of<K: Resource>(ev: &Result<Event<K>, watcher::Error>) -> Option<Option<String>> {
+    match ev {
+        Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => {
+            Some(o.meta().namespace.clone())
+        }
+        _ => None,
+    }
+}
+
+/// Runs the service controller until its federation watches end (they retry with
+/// backoff, so in practice until the task is dropped).
+pub async fn run(
+    fed: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+) -> Result<(), ReconcileError> {
+    let all = watcher::Config::default;
+    let mut streams: Vec<BoxStream<'static, Input>> = Vec::new();
+    let (services, s) = reflect(Api::<Service>::all(fed.clone()), all());
+    streams.push(s.map(|e| Input::Service(Box::new(e))).boxed());
+    let (deployments, s) = reflect(Api::<Deployment>::all(fed.clone()), all());
+    streams.push(
+        s.filter_map(|e| async move { ns_of(&e).map(Input::Workload) })
+            .boxed(),
+    );
+    let (replicasets, s) = reflect(Api::<ReplicaSet>::all(fed.clone()), all());
+    streams.push(
+        s.filter_map(|e| async move { ns_of(&e).map(Input::Workload) })
+            .boxed(),
+    );
+    let (placements, s) = reflect(Api::<Placement>::all(fed.clone()), all());
+    streams.push(s.map(|e| Input::Placement(Box::new(e))).boxed());
+    let (policies, s) = reflect(Api::<PropagationPolicy>::all(fed.clone()), all());
+    streams.push(
+        s.filter_map(|e| async move { ns_of(&e).map(Input::Policy) })
+            .boxed(),
+    );
+    let (clusters, s) = reflect(Api::<Cluster>::all(fed.clone()), all());
+    streams.push(s.map(|e| Input::Cluster(Box::new(e))).boxed());
+    let (secrets, s) = reflect(Api::<Secret>::all(fed.clone()), all());
+    streams.push(
+        s.filter_map(|e| async move {
+            matches!(e, Ok(Event::Apply(_) | Event::Delete(_))).then_some(Input::Secret)
+        })
+        .boxed(),
+    );
+    let (port_store, s) = reflect(
+        Api::<ConfigMap>::namespaced(fed.clone(), SYSTEM_NAMESPACE),
+        all().fields(&format!("metadata.name={LB_PORTS_CONFIGMAP}")),
+    );
+    streams.push(
+        s.filter_map(|e| async move {
+            matches!(e, Ok(Event::Apply(_) | Event::Delete(_))).then_some(Input::Ports)
+        })
+        .boxed(),
+    );
+
+    let central = Arc::new(Central {
+        fed,
+        settings: Arc::new(settings),
+        metrics,
+        caches: Caches {
+            services,
+            deployments,
+            replicasets,
+            placements,
+            policies,
+            clusters,
+            secrets,
+            ports: port_store,
+        },
+        queue: Arc::new(Queue::default()),
+        members: Mutex::default(),
+        lb_services: Mutex::default(),
+        cluster_digests: Mutex::default(),
+    });
+    let worker = {
+        let c = central.clone();
+        tokio::spawn(async move {
+            // Decisions read the caches: wait for every initial list first.
+            let k = &c.caches;
+            let ready = futures::future::join_all([
+                futures::FutureExt::boxed(k.services.wait_until_ready()),
+                futures::FutureExt::boxed(k.deployments.wait_until_ready()),
+                futures::FutureExt::boxed(k.replicasets.wait_until_ready()),
+                futures::FutureExt::boxed(k.placements.wait_until_ready()),
+                futures::FutureExt::boxed(k.policies.wait_until_ready()),
+                futures::FutureExt::boxed(k.clusters.wait_until_ready()),
+                futures::FutureExt::boxed(k.secrets.wait_until_ready()),
+                futures::FutureExt::boxed(k.ports.wait_until_ready()),
+            ])
+            .await;
+            if ready.iter().any(Result::is_err) {
+                return;
+            }
+            c.sync_members();
+            c.queue.push(CentralKey::Everything);
+            let mut attempts: HashMap<CentralKey, u32> = HashMap::new();
+            loop {
+                let key = c.queue.pop().await;
+                let started = Instant::now();
+                let result = c.handle(&key).await;
+                c.metrics.service_sync(
+                    if result.is_ok() { "ok" } else { "error" },
+                    started.elapsed().as_secs_f64(),
+                );
+                match result {
+                    Ok(()) => {
+                        attempts.remove(&key);
+                    }
+                    Err(error) => {
+                        let n = attempts.entry(key.clone()).or_default();
+                        *n += 1;
+                        tracing::warn!(?key, %error, "service reconcile failed; retrying");
+                        let delay = crate::cluster::backoff::delay(
+                            *n,
+                            c.settings.backoff_base,
+                            c.settings.backoff_max,
+                        );
+                        let q = c.queue.clone();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(delay).await;
+                            q.push(key);
+                        });
+                    }
+                }
+            }
+        })
+    };
+    let _worker = AbortOnDrop(worker);
+    let mut inputs = futures::stream::select_all(streams);
+    while let Some(input) = inputs.next().await {
+        central.on_input(input);
+    }
+    Err(ReconcileError::WatchEnded)
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

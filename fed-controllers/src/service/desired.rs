@@ -1,0 +1,389 @@
+//! What a member should hold for a federated Service — the Service copy and Meridian's
+//! `<name>-meridian` EndpointSlice — and what a member tells: its lb-agent's address and
+//! ports, and the ready endpoints of a Service there. Pure functions over JSON objects.
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+
+use fed_api::cluster::LbAgentStatus;
+use fed_api::lbconfig::LbPort;
+use fed_api::names::{ENDPOINTSLICE_MANAGER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_UID_LABEL};
+use serde_json::{Map, Value, json};
+
+use super::ServiceKey;
+use crate::workload::{desired::member_metadata, drift};
+
+/// Label naming the Service an EndpointSlice belongs to.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// Label naming the controller that manages an EndpointSlice.
+pub const SLICE_MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
+
+/// `spec` fields a member's API server allocates for itself: never copied, never drift.
+const ALLOCATED: [&str; 4] = [
+    "clusterIP",
+    "clusterIPs",
+    "healthCheckNodePort",
+    "ipFamilies",
+];
+
+/// The member copy of a federated Service: its metadata with Meridian's labels, its spec
+/// without the addresses and node ports the federation (or another cluster) allocated.
+pub fn member_service(fed: &Value, uid: &str) -> Value {
+    let mut spec = fed["spec"].as_object().cloned().unwrap_or_default();
+    for f in ALLOCATED {
+        spec.remove(f);
+    }
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            p.remove("nodePort");
+        }
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": member_metadata(fed, uid),
+        "spec": spec,
+    })
+}
+
+/// Whether a member's Service matches the copy Meridian wants (defaults and allocated
+/// values are not drift).
+pub fn service_in_sync(actual: &Value, desired: &Value) -> bool {
+    drift::in_sync(actual, desired)
+}
+
+/// The Service to write over a drifted `actual`: the desired spec, with the values the
+/// member allocated (cluster IPs, node ports) kept, since they are immutable there.
+pub fn service_merged(actual: &Value, desired: &Value) -> Value {
+    let mut out = drift::merged(actual, desired);
+    for f in ALLOCATED {
+        if let Some(v) = actual["spec"].get(f).filter(|v| !v.is_null()) {
+            out["spec"][f] = v.clone();
+        }
+    }
+    let have = actual["spec"]["ports"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if let Some(ports) = out["spec"]["ports"].as_array_mut() {
+        for p in ports.iter_mut() {
+            let same = have.iter().find(|h| {
+                h["port"] == p["port"] && h["protocol"] == p["protocol"] && h["name"] == p["name"]
+            });
+            if let Some(n) = same
+                .and_then(|h| h.get("nodePort"))
+                .filter(|n| !n.is_null())
+            {
+                p["nodePort"] = n.clone();
+            }
+        }
+    }
+    out
+}
+
+/// The TCP ports of a federated Service as the lb-agents serve them, with their allocated
+/// listen ports; `None` while a port has no allocation.
+pub fn lb_ports(svc: &Value, listen_port: impl Fn(&str) -> Option<u16>) -> Option<Vec<LbPort>> {
+    let mut out = Vec::new();
+    for p in tcp_ports(svc) {
+        let name = p["name"].as_str().unwrap_or_default().to_string();
+        let port = p["port"].as_u64().and_then(|n| u16::try_from(n).ok())?;
+        out.push(LbPort {
+            protocol: LbPort::protocol_of(&name, p["appProtocol"].as_str()).to_string(),
+            listen_port: listen_port(&port_id(&name, port))?,
+            name,
+            port,
+        });
+    }
+    Some(out)
+}
+
+/// The ports of a Service the lb-agents proxy: TCP only (UDP and SCTP are not proxied).
+pub fn tcp_ports(svc: &Value) -> impl Iterator<Item = &Value> {
+    svc["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["protocol"].as_str().unwrap_or("TCP") == "TCP")
+}
+
+/// How a Service port is named in the port allocation: its name, or its number when unnamed.
+pub fn port_id(name: &str, port: u16) -> String {
+    if name.is_empty() {
+        port.to_string()
+    } else {
+        name.to_string()
+    }
+}
+
+/// The allocation ids of a Service's TCP ports.
+pub fn port_ids(svc: &Value) -> Vec<String> {
+    tcp_ports(svc)
+        .filter_map(|p| {
+            let port = p["port"].as_u64().and_then(|n| u16::try_from(n).ok())?;
+            Some(port_id(p["name"].as_str().unwrap_or_default(), port))
+        })
+        .collect()
+}
+
+/// Meridian's EndpointSlice for a Service in one member: one ready endpoint per remote
+/// lb-agent address (sorted, deduplicated), ports named like the Service's with the
+/// allocated listen ports.
+pub fn slice(key: &ServiceKey, uid: &str, remotes: &[Ipv4Addr], ports: &[LbPort]) -> Value {
+    let addresses: BTreeSet<&Ipv4Addr> = remotes.iter().collect();
+    let endpoints: Vec<Value> = addresses
+        .into_iter()
+        .map(|a| json!({"addresses": [a.to_string()], "conditions": {"ready": true}}))
+        .collect();
+    let ports: Vec<Value> = ports
+        .iter()
+        .map(|p| json!({"name": p.name, "port": p.listen_port, "protocol": "TCP"}))
+        .collect();
+    json!({
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": key.slice_name(),
+            "namespace": key.namespace,
+            "labels": {
+                SERVICE_NAME_LABEL: key.name,
+                SLICE_MANAGED_BY_LABEL: ENDPOINTSLICE_MANAGER,
+                MANAGED_BY_LABEL: MANAGED_BY_VALUE,
+                OWNER_UID_LABEL: uid,
+            },
+        },
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": ports,
+    })
+}
+
+/// The top-level fields of an EndpointSlice Meridian owns.
+const SLICE_OWNED: [&str; 3] = ["addressType", "endpoints", "ports"];
+
+/// Whether a member's EndpointSlice matches the one Meridian wants.
+pub fn slice_in_sync(actual: &Value, desired: &Value) -> bool {
+    drift::contains(
+        &actual["metadata"]["labels"],
+        &desired["metadata"]["labels"],
+    ) && SLICE_OWNED.iter().all(|f| {
+        let empty = |v: &Value| v.is_null() || v.as_array().is_some_and(Vec::is_empty);
+        (empty(&actual[*f]) && empty(&desired[*f])) || drift::contains(&actual[*f], &desired[*f])
+    })
+}
+
+/// The EndpointSlice to write over a drifted `actual`: its metadata kept, our labels laid
+/// over it, the owned fields replaced.
+pub fn slice_merged(actual: &Value, desired: &Value) -> Value {
+    let mut out = actual.clone();
+    let mut labels: Map<String, Value> = actual["metadata"]["labels"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    if let Some(want) = desired["metadata"]["labels"].as_object() {
+        labels.extend(want.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    out["metadata"]["labels"] = Value::Object(labels);
+    for f in SLICE_OWNED {
+        out[f] = desired[f].clone();
+    }
+    out
+}
+
+/// A member's lb-agent from its `meridian-lb-agent` Service: the first ingress IPv4
+/// address and the ports named `http`, `dns` and `peer` (all required).
+pub fn lb_agent_of(svc: &Value) -> Option<LbAgentStatus> {
+    let address: Ipv4Addr = svc
+        .pointer("/status/loadBalancer/ingress/0/ip")
+        .and_then(Value::as_str)?
+        .parse()
+        .ok()?;
+    let port = |name: &str| {
+        svc["spec"]["ports"]
+            .as_array()?
+            .iter()
+            .find(|p| p["name"] == name)?["port"]
+            .as_i64()
+            .and_then(|n| i32::try_from(n).ok())
+    };
+    Some(LbAgentStatus {
+        address: address.to_string(),
+        http_port: Some(port("http")?),
+        dns_port: Some(port("dns")?),
+        peer_port: Some(port("peer")?),
+    })
+}
+
+/// Ready endpoints of a Service in a member: distinct addresses of ready endpoints in its
+/// EndpointSlices, except the ones Meridian writes (those are remote lb-agents).
+/// An endpoint whose readiness is not stated counts as ready (Kubernetes semantics).
+pub fn ready_endpoints<'a>(slices: impl IntoIterator<Item = &'a Value>) -> u32 {
+    let mut addresses = BTreeSet::new();
+    for s in slices {
+        if s["metadata"]["labels"][SLICE_MANAGED_BY_LABEL] == ENDPOINTSLICE_MANAGER {
+            continue;
+        }
+        for e in s["endpoints"].as_array().into_iter().flatten() {
+            if e["conditions"]["ready"] == Value::Bool(false) {
+                continue;
+            }
+            if let Some(a) = e["addresses"][0].as_str() {
+                addresses.insert(a.to_string());
+            }
+        }
+    }
+    u32::try_from(addresses.len()).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fed() -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "web", "namespace": "shop", "uid": "u1", "resourceVersion": "7",
+                         "labels": {"app": "web"},
+                         "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "team": "x"}},
+            "spec": {"type": "LoadBalancer", "clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1"],
+                     "healthCheckNodePort": 31000, "selector": {"app": "web"},
+                     "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP", "nodePort": 30080},
+                               {"name": "dns", "port": 53, "protocol": "UDP"}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}
+        })
+    }
+
+    #[test]
+    fn member_copy_drops_allocated_fields_and_status() {
+        let c = member_service(&fed(), "u1");
+        assert_eq!(c["metadata"]["labels"][MANAGED_BY_LABEL], MANAGED_BY_VALUE);
+        assert_eq!(c["metadata"]["labels"][OWNER_UID_LABEL], "u1");
+        assert_eq!(c["metadata"]["labels"]["app"], "web");
+        assert!(c["metadata"].get("resourceVersion").is_none());
+        assert!(c["metadata"].get("uid").is_none());
+        assert_eq!(c["metadata"]["annotations"], json!({"team": "x"}));
+        for f in ["clusterIP", "clusterIPs", "healthCheckNodePort"] {
+            assert!(c["spec"].get(f).is_none(), "{f}");
+        }
+        assert!(c["spec"]["ports"][0].get("nodePort").is_none());
+        assert_eq!(c["spec"]["ports"][0]["targetPort"], 8080);
+        assert!(c.get("status").is_none());
+    }
+
+    #[test]
+    fn member_allocations_are_not_drift_and_survive_a_revert() {
+        let want = member_service(&fed(), "u1");
+        let mut member = want.clone();
+        member["metadata"]["resourceVersion"] = json!("3");
+        member["spec"]["clusterIP"] = json!("10.96.0.9");
+        member["spec"]["ports"][0]["nodePort"] = json!(31234);
+        member["spec"]["sessionAffinity"] = json!("None");
+        assert!(service_in_sync(&member, &want));
+        member["spec"]["selector"] = json!({"app": "evil"});
+        assert!(!service_in_sync(&member, &want));
+        let fixed = service_merged(&member, &want);
+        assert!(service_in_sync(&fixed, &want));
+        assert_eq!(fixed["spec"]["clusterIP"], "10.96.0.9");
+        assert_eq!(fixed["spec"]["ports"][0]["nodePort"], 31234);
+        assert_eq!(fixed["metadata"]["resourceVersion"], "3");
+    }
+
+    #[test]
+    fn lb_ports_cover_tcp_ports_once_allocated() {
+        let svc = fed();
+        assert_eq!(port_ids(&svc), vec!["http".to_string()]);
+        assert_eq!(lb_ports(&svc, |_| None), None);
+        let ports = lb_ports(&svc, |id| (id == "http").then_some(30001)).expect("allocated");
+        assert_eq!(
+            ports,
+            vec![LbPort {
+                name: "http".into(),
+                port: 80,
+                protocol: "http".into(),
+                listen_port: 30001
+            }]
+        );
+        assert_eq!(port_id("", 8080), "8080");
+    }
+
+    #[test]
+    fn slice_lists_remote_agents_with_listen_ports() {
+        let key = ServiceKey::new("shop", "web");
+        let ports = [LbPort {
+            name: "http".into(),
+            port: 80,
+            protocol: "http".into(),
+            listen_port: 30001,
+        }];
+        let remotes: Vec<Ipv4Addr> =
+            vec!["127.0.1.3".parse().unwrap(), "127.0.1.2".parse().unwrap()];
+        let s = slice(&key, "u1", &remotes, &ports);
+        assert_eq!(s["metadata"]["name"], "web-meridian");
+        assert_eq!(s["metadata"]["labels"][SERVICE_NAME_LABEL], "web");
+        assert_eq!(
+            s["metadata"]["labels"][SLICE_MANAGED_BY_LABEL],
+            ENDPOINTSLICE_MANAGER
+        );
+        assert_eq!(s["addressType"], "IPv4");
+        assert_eq!(
+            s["endpoints"],
+            json!([{"addresses": ["127.0.1.2"], "conditions": {"ready": true}},
+                   {"addresses": ["127.0.1.3"], "conditions": {"ready": true}}])
+        );
+        assert_eq!(
+            s["ports"],
+            json!([{"name": "http", "port": 30001, "protocol": "TCP"}])
+        );
+        let empty = slice(&key, "u1", &[], &ports);
+        assert_eq!(empty["endpoints"], json!([]));
+
+        // Drift: an endpoint added in the member is reverted, server defaults are not drift.
+        let mut member = s.clone();
+        member["endpoints"][0]["conditions"]["serving"] = json!(true);
+        assert!(slice_in_sync(&member, &s));
+        member["endpoints"] = json!([{"addresses": ["10.9.9.9"]}]);
+        assert!(!slice_in_sync(&member, &s));
+        assert!(slice_in_sync(&slice_merged(&member, &s), &s));
+        let mut bare = empty.clone();
+        bare.as_object_mut().unwrap().remove("endpoints");
+        assert!(slice_in_sync(&bare, &empty));
+    }
+
+    #[test]
+    fn lb_agent_needs_an_address_and_all_three_ports() {
+        let mut svc = json!({
+            "spec": {"type": "LoadBalancer", "ports": [
+                {"name": "http", "port": 8080}, {"name": "dns", "port": 5353, "protocol": "UDP"},
+                {"name": "peer", "port": 15001}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "127.0.1.1"}]}}
+        });
+        assert_eq!(
+            lb_agent_of(&svc),
+            Some(LbAgentStatus {
+                address: "127.0.1.1".into(),
+                http_port: Some(8080),
+                dns_port: Some(5353),
+                peer_port: Some(15001)
+            })
+        );
+        svc["status"]["loadBalancer"]["ingress"] = json!([{"hostname": "lb.example"}]);
+        assert_eq!(lb_agent_of(&svc), None);
+        svc["status"]["loadBalancer"]["ingress"] = json!([{"ip": "127.0.1.1"}]);
+        svc["spec"]["ports"] = json!([{"name": "http", "port": 8080}]);
+        assert_eq!(lb_agent_of(&svc), None);
+    }
+
+    #[test]
+    fn ready_endpoints_count_local_ready_addresses_once() {
+        let local = json!({"metadata": {"labels": {SLICE_MANAGED_BY_LABEL: "endpointslice-controller.k8s.io"}},
+            "endpoints": [{"addresses": ["10.0.0.1"], "conditions": {"ready": true}},
+                          {"addresses": ["10.0.0.2"], "conditions": {"ready": false}},
+                          {"addresses": ["10.0.0.3"]}]});
+        let other_ports = json!({"metadata": {"labels": {}},
+            "endpoints": [{"addresses": ["10.0.0.1"], "conditions": {"ready": true}}]});
+        let ours = json!({"metadata": {"labels": {SLICE_MANAGED_BY_LABEL: ENDPOINTSLICE_MANAGER}},
+            "endpoints": [{"addresses": ["127.0.1.2"], "conditions": {"ready": true}}]});
+        assert_eq!(ready_endpoints([&local, &other_ports, &ours]), 2);
+        assert_eq!(ready_endpoints([&ours]), 0);
+    }
+}

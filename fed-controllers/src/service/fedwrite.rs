@@ -1,0 +1,218 @@
+//! The service controller's own writes to the federation: port allocations (compare-and-
+//! swap on the ConfigMap), the Service's finalizers, Events, and its Placement.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use fed_api::names::{LB_PORTS_CONFIGMAP, MANAGED_BY_LABEL, MANAGED_BY_VALUE, SYSTEM_NAMESPACE};
+use fed_api::placement::WorkloadReference;
+use fed_api::{Placement, PlacementSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::controller::{Central, ReconcileError, rfc3339_now};
+use super::status::{self, MemberState};
+use super::{COMPONENT, ClusterView, ServiceKey, ports};
+use crate::events::{self, Severity};
+
+impl Central {
+    /// Writes the port allocations with compare-and-swap on the ConfigMap's
+    /// resourceVersion (create when absent): a stale view fails and is retried.
+    pub(super) async fn write_allocations(
+        &self,
+        base: Option<Arc<ConfigMap>>,
+        next: &BTreeMap<String, u16>,
+    ) -> Result<(), ReconcileError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.fed.clone(), SYSTEM_NAMESPACE);
+        let op = format!("writing ConfigMap {SYSTEM_NAMESPACE}/{LB_PORTS_CONFIGMAP}");
+        match base {
+            Some(cm) => {
+                let mut cm = (*cm).clone();
+                cm.data = Some(ports::to_data(next));
+                self.timed(
+                    &op,
+                    api.replace(LB_PORTS_CONFIGMAP, &PostParams::default(), &cm),
+                )
+                .await?;
+            }
+            None => {
+                let cm: ConfigMap = serde_json::from_value(json!({
+                    "metadata": {"name": LB_PORTS_CONFIGMAP, "namespace": SYSTEM_NAMESPACE,
+                                 "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}},
+                    "data": ports::to_data(next),
+                }))?;
+                self.ensure_system_namespace().await?;
+                self.timed(&op, api.create(&PostParams::default(), &cm))
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) async fn ensure_system_namespace(&self) -> Result<(), ReconcileError> {
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.fed.clone());
+        if self
+            .timed("reading namespace", api.get_opt(SYSTEM_NAMESPACE))
+            .await?
+            .is_some()
+        {
+            return Ok(());
+        }
+        let ns = serde_json::from_value(json!({"metadata": {"name": SYSTEM_NAMESPACE}}))?;
+        match self
+            .timed(
+                "creating namespace",
+                api.create(&PostParams::default(), &ns),
+            )
+            .await
+        {
+            Err(ReconcileError::Api {
+                source: kube::Error::Api(s),
+                ..
+            }) if s.code == 409 => Ok(()),
+            r => r.map(|_| ()),
+        }
+    }
+
+    pub(super) async fn set_finalizers(
+        &self,
+        key: &ServiceKey,
+        svc: &Service,
+        list: Vec<String>,
+    ) -> Result<(), ReconcileError> {
+        let api: Api<Service> = Api::namespaced(self.fed.clone(), &key.namespace);
+        // resourceVersion makes it a compare-and-swap: a concurrent change is retried.
+        let patch =
+            json!({"metadata": {"finalizers": list, "resourceVersion": svc.resource_version()}});
+        self.timed(
+            &format!("finalizers of {key}"),
+            api.patch(&key.name, &PatchParams::default(), &Patch::Merge(patch)),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    pub(super) async fn event(
+        &self,
+        key: &ServiceKey,
+        uid: &str,
+        severity: Severity,
+        reason: &str,
+        message: &str,
+    ) {
+        let involved = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Service".into()),
+            name: Some(key.name.clone()),
+            namespace: Some(key.namespace.clone()),
+            uid: Some(uid.to_string()),
+            ..Default::default()
+        };
+        let ev = events::build(
+            involved,
+            COMPONENT,
+            severity,
+            reason,
+            message,
+            jiff::Timestamp::now(),
+        );
+        events::record(&self.fed, ev).await;
+    }
+
+    pub(super) async fn write_placement(
+        &self,
+        key: &ServiceKey,
+        svc: &Service,
+        uid: &str,
+        pushed: &BTreeSet<String>,
+        views: &[ClusterView],
+        states: &BTreeMap<String, MemberState>,
+    ) -> Result<(), ReconcileError> {
+        let name = key.placement_name();
+        let api: Api<Placement> = Api::namespaced(self.fed.clone(), &key.namespace);
+        let spec = PlacementSpec {
+            resource: WorkloadReference {
+                api_version: "v1".into(),
+                kind: "Service".into(),
+                name: key.name.clone(),
+                uid: Some(uid.to_string()),
+            },
+            dest_clusters: status::dest_clusters(pushed, states),
+        };
+        let owner = svc.controller_owner_ref(&()).map(|mut o: OwnerReference| {
+            o.block_owner_deletion = Some(true);
+            o
+        });
+        let current = self
+            .caches
+            .placements
+            .get(&ObjectRef::new(&name).within(&key.namespace));
+        let placement = match current {
+            Some(p) if p.spec.resource.kind != "Service" => {
+                return Err(ReconcileError::PlacementTaken(name));
+            }
+            Some(p) if p.spec == spec && p.owner_references().iter().any(|o| o.uid == uid) => {
+                (*p).clone()
+            }
+            Some(p) => {
+                let mut next = (*p).clone();
+                next.spec = spec;
+                next.metadata.owner_references = owner.map(|o| vec![o]);
+                self.timed(
+                    &format!("updating placement {name}"),
+                    api.replace(&name, &PostParams::default(), &next),
+                )
+                .await?
+            }
+            None => {
+                let mut p = Placement::new(&name, spec);
+                p.metadata.namespace = Some(key.namespace.clone());
+                p.metadata.owner_references = owner.map(|o| vec![o]);
+                self.timed(
+                    &format!("creating placement {name}"),
+                    api.create(&PostParams::default(), &p),
+                )
+                .await?
+            }
+        };
+
+        let entries = status::cluster_entries(pushed, views, states);
+        let (st, reason, message) = status::propagated(&entries, states);
+        let mut next = placement.clone();
+        let s = next.status.get_or_insert_with(Default::default);
+        s.clusters = entries;
+        let old = s.conditions.iter().position(|c| c.type_ == "Propagated");
+        let same = old.is_some_and(|i| {
+            s.conditions[i].status == st
+                && s.conditions[i].reason == reason
+                && s.conditions[i].message == message
+        });
+        if !same {
+            let cond = fed_api::common::Condition {
+                type_: "Propagated".into(),
+                status: st.into(),
+                reason: reason.into(),
+                message,
+                last_probe_time: None,
+                last_transition_time: Some(rfc3339_now()),
+            };
+            match old {
+                Some(i) => s.conditions[i] = cond,
+                None => s.conditions.push(cond),
+            }
+        }
+        if next.status == placement.status {
+            return Ok(());
+        }
+        self.timed(
+            &format!("status of placement {name}"),
+            api.replace_status(&name, &PostParams::default(), &next),
+        )
+        .await
+        .map(|_| ())
+    }
+}

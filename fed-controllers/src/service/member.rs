@@ -1,0 +1,897 @@
+//! One member cluster's side of the service controller: its own client; watches of the
+//! Services and EndpointSlices Meridian manages there, of every EndpointSlice naming a
+//! Service (to count ready endpoints), of the lb-agent's Service and of the lb-agent
+//! configuration; and its own queue and worker, so a slow or dead member never delays
+//! another. The central controller hands it [`Intent`]s and the lb-agent configuration;
+//! it converges the member to them, retrying failures with backoff, and reports back.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use fed_api::Cluster;
+use fed_api::cluster::LbAgentStatus;
+use fed_api::names::{
+    LB_AGENT_CONFIG_KEY, LB_AGENT_CONFIGMAP, LB_AGENT_SERVICE, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    SYSTEM_NAMESPACE,
+};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ObjectReference, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams, Preconditions};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+use tokio::task::{JoinHandle, JoinSet};
+use tracing::Instrument;
+
+use super::controller::CentralKey;
+use super::desired::{self, SERVICE_NAME_LABEL};
+use super::status::MemberState;
+use super::{COMPONENT, ServiceKey, Settings};
+use crate::cluster::backoff;
+use crate::credentials;
+use crate::events::{self, Severity};
+use crate::metrics::Metrics;
+use crate::workload::ownership::{self, Ownership};
+use crate::workload::queue::Queue;
+
+/// Why one sync in one member failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// The member holds the name and it is not Meridian's.
+    #[error(
+        "conflict: {kind} {namespace}/{name} exists in {cluster} and is not managed by Meridian"
+    )]
+    Conflict {
+        /// Kind of the object.
+        kind: String,
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// Member.
+        cluster: String,
+    },
+    /// No client yet (credentials or configuration problem).
+    #[error("not connected: {0}")]
+    NotConnected(String),
+    /// A member request failed.
+    #[error("{op} in {cluster}: {source}")]
+    Api {
+        /// What was attempted.
+        op: String,
+        /// Member.
+        cluster: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A member request took longer than the sync timeout.
+    #[error("{op} in {cluster}: timed out")]
+    Timeout {
+        /// What was attempted.
+        op: String,
+        /// Member.
+        cluster: String,
+    },
+    /// An object could not be converted.
+    #[error("encoding {0}: {1}")]
+    Encode(String, #[source] serde_json::Error),
+}
+
+/// What Meridian wants from a member for one Service.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Want {
+    /// Hold the Service copy, then Meridian's EndpointSlice for it.
+    Present {
+        /// The Service copy.
+        service: Value,
+        /// The `<name>-meridian` EndpointSlice.
+        slice: Value,
+    },
+    /// Hold neither (only objects carrying the Service's uid are removed).
+    Absent,
+}
+
+/// The intent for one Service in one member.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Intent {
+    /// The federated Service's uid (owner-uid of the copies).
+    pub uid: String,
+    /// What to hold.
+    pub want: Want,
+}
+
+/// A unit of work of the member's worker.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Work {
+    Service(ServiceKey),
+    LbConfig,
+}
+
+/// Per-work bookkeeping of syncs.
+#[derive(Clone, Debug, Default)]
+struct Record {
+    error: String,
+    last_sync_time: Option<String>,
+    attempts: u32,
+    /// The intent last converged, to tell a drift revert from a spec change.
+    converged: Option<Intent>,
+}
+
+/// The member's caches.
+#[derive(Clone)]
+struct Caches {
+    client: Client,
+    /// Services labelled as Meridian's.
+    managed: Store<Service>,
+    /// Every EndpointSlice that names a Service (Meridian's included).
+    slices: Store<EndpointSlice>,
+    /// The lb-agent's Service.
+    agent: Store<Service>,
+    synced: Arc<AtomicBool>,
+}
+
+/// The state one member shares with the central controller.
+pub struct Member {
+    /// Cluster name.
+    pub name: String,
+    fed: Client,
+    settings: Arc<Settings>,
+    metrics: Arc<Metrics>,
+    central: Arc<Queue<CentralKey>>,
+    queue: Queue<Work>,
+    intents: Mutex<HashMap<ServiceKey, Intent>>,
+    config: Mutex<Option<String>>,
+    records: Mutex<HashMap<Work, Record>>,
+    caches: Mutex<Option<Caches>>,
+    connect_error: Mutex<Option<String>>,
+    retrying: Mutex<HashSet<Work>>,
+    namespaces: Mutex<HashSet<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Each critical section is one step: state stays consistent after a panicking holder.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map_or_else(|_| jiff::Timestamp::now().to_string(), |t| t.to_string())
+}
+
+fn service_ar() -> ApiResource {
+    ApiResource::erase::<Service>(&())
+}
+
+fn slice_ar() -> ApiResource {
+    ApiResource::erase::<EndpointSlice>(&())
+}
+
+impl Member {
+    /// Sets the intent for a Service; the worker runs only if it changed.
+    pub fn set_intent(&self, key: &ServiceKey, intent: Intent) {
+        let changed = lock(&self.intents).insert(key.clone(), intent.clone()) != Some(intent);
+        if changed {
+            self.queue.push(Work::Service(key.clone()));
+        }
+    }
+
+    /// Forgets a Service without touching the member (cleaned, or never held here).
+    pub fn forget(&self, key: &ServiceKey) {
+        lock(&self.intents).remove(key);
+        lock(&self.records).remove(&Work::Service(key.clone()));
+    }
+
+    /// Whether the member has an intent for the Service.
+    pub fn has_intent(&self, key: &ServiceKey) -> bool {
+        lock(&self.intents).contains_key(key)
+    }
+
+    /// Sets the lb-agent configuration (JSON) the member should hold; `None` leaves
+    /// whatever is there alone.
+    pub fn set_config(&self, config: Option<String>) {
+        let mut c = lock(&self.config);
+        if *c != config {
+            *c = config;
+            drop(c);
+            self.queue.push(Work::LbConfig);
+        }
+    }
+
+    fn caches(&self) -> Option<Caches> {
+        lock(&self.caches).clone()
+    }
+
+    /// Whether the member's watches have listed (its reports are current).
+    pub fn synced(&self) -> bool {
+        self.caches()
+            .is_some_and(|c| c.synced.load(Ordering::Acquire))
+    }
+
+    fn owned<K: Resource<DynamicType = ()> + Clone + serde::Serialize>(
+        store: &Store<K>,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> bool {
+        store
+            .get(&ObjectRef::new(name).within(namespace))
+            .and_then(|o| serde_json::to_value(&*o).ok())
+            .is_some_and(|v| ownership::owned_by(&v, uid))
+    }
+
+    /// Whether the member holds a copy or slice owned by `uid`; `None` while unknown.
+    pub fn holds(&self, key: &ServiceKey, uid: &str) -> Option<bool> {
+        let c = self.caches().filter(|c| c.synced.load(Ordering::Acquire))?;
+        Some(
+            Self::owned(&c.managed, &key.namespace, &key.name, uid)
+                || Self::owned(&c.slices, &key.namespace, &key.slice_name(), uid),
+        )
+    }
+
+    /// Ready endpoints of the Service's own pods in the member.
+    pub fn endpoints(&self, key: &ServiceKey) -> u32 {
+        let Some(c) = self.caches() else { return 0 };
+        let slices: Vec<Value> = c
+            .slices
+            .state()
+            .iter()
+            .filter(|s| {
+                s.metadata.namespace.as_deref() == Some(key.namespace.as_str())
+                    && s.labels().get(SERVICE_NAME_LABEL) == Some(&key.name)
+            })
+            .filter_map(|s| serde_json::to_value(&**s).ok())
+            .collect();
+        desired::ready_endpoints(&slices)
+    }
+
+    /// What the member reports for a Service.
+    pub fn state(&self, key: &ServiceKey, uid: &str) -> MemberState {
+        let r = lock(&self.records)
+            .get(&Work::Service(key.clone()))
+            .cloned()
+            .unwrap_or_default();
+        let error = match (&*lock(&self.connect_error), r.error.is_empty()) {
+            (Some(e), true) => e.clone(),
+            _ => r.error,
+        };
+        MemberState {
+            endpoints: self.endpoints(key),
+            holds: Self::owned_copy(self, key, uid),
+            error,
+            last_sync_time: r.last_sync_time,
+        }
+    }
+
+    fn owned_copy(&self, key: &ServiceKey, uid: &str) -> bool {
+        self.caches()
+            .is_some_and(|c| Self::owned(&c.managed, &key.namespace, &key.name, uid))
+    }
+
+    /// The member's lb-agent: `None` while unknown (not listed yet), `Some(None)` when it
+    /// has none (no Service, no address yet, or ports missing).
+    pub fn lb_agent(&self) -> Option<Option<LbAgentStatus>> {
+        let c = self.caches().filter(|c| c.synced.load(Ordering::Acquire))?;
+        let svc = c
+            .agent
+            .get(&ObjectRef::new(LB_AGENT_SERVICE).within(SYSTEM_NAMESPACE));
+        Some(
+            svc.and_then(|s| serde_json::to_value(&*s).ok())
+                .and_then(|v| desired::lb_agent_of(&v)),
+        )
+    }
+
+    fn notify_all(&self) {
+        for k in lock(&self.intents).keys() {
+            self.central.push(CentralKey::Service(k.clone()));
+        }
+        self.central.push(CentralKey::Global);
+    }
+}
+
+/// A running member. Dropping it stops its task and everything the task started.
+pub struct MemberHandle {
+    task: JoinHandle<()>,
+    /// Shared state.
+    pub shared: Arc<Member>,
+    /// Fingerprint of the connection settings it was started with.
+    pub fingerprint: u64,
+}
+
+impl Drop for MemberHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts a member.
+pub fn spawn(
+    fed: Client,
+    settings: Arc<Settings>,
+    metrics: Arc<Metrics>,
+    central: Arc<Queue<CentralKey>>,
+    cluster: Arc<Cluster>,
+    fingerprint: u64,
+) -> MemberHandle {
+    let shared = Arc::new(Member {
+        name: cluster.name_any(),
+        fed,
+        settings,
+        metrics,
+        central,
+        queue: Queue::default(),
+        intents: Mutex::default(),
+        config: Mutex::default(),
+        records: Mutex::default(),
+        caches: Mutex::default(),
+        connect_error: Mutex::default(),
+        retrying: Mutex::default(),
+        namespaces: Mutex::default(),
+    });
+    let span = tracing::info_span!("service-member", cluster = %shared.name);
+    let task = tokio::spawn(run(shared.clone(), cluster).instrument(span));
+    MemberHandle {
+        task,
+        shared,
+        fingerprint,
+    }
+}
+
+fn key_of<K: Resource>(o: &K, name: Option<&str>) -> ServiceKey {
+    ServiceKey::new(
+        o.meta().namespace.clone().unwrap_or_default(),
+        name.map_or_else(|| o.meta().name.clone().unwrap_or_default(), String::from),
+    )
+}
+
+async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
+    let mut attempt = 0;
+    let client = loop {
+        match credentials::member_client(&m.fed, &cluster.spec, m.settings.sync_timeout).await {
+            Ok(c) => break c,
+            Err(e) => {
+                attempt += 1;
+                tracing::warn!(error = %e, "member client not configured; retrying");
+                *lock(&m.connect_error) = Some(format!("not connected: {e}"));
+                m.notify_all();
+                tokio::time::sleep(backoff::delay(
+                    attempt,
+                    m.settings.backoff_base,
+                    m.settings.backoff_max,
+                ))
+                .await;
+            }
+        }
+    };
+    *lock(&m.connect_error) = None;
+    let mut tasks = JoinSet::new();
+    let managed_cfg =
+        watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
+    let managed = watch(
+        &m,
+        Api::<Service>::all(client.clone()),
+        managed_cfg,
+        &mut tasks,
+        |m, s: &Service| {
+            let key = key_of(s, None);
+            m.central.push(CentralKey::Service(key.clone()));
+            // Drift: the worker compares and reverts.
+            if m.has_intent(&key) {
+                m.queue.push(Work::Service(key));
+            }
+        },
+    );
+    let slices = watch(
+        &m,
+        Api::<EndpointSlice>::all(client.clone()),
+        watcher::Config::default().labels(SERVICE_NAME_LABEL),
+        &mut tasks,
+        |m, s: &EndpointSlice| {
+            let Some(svc) = s.labels().get(SERVICE_NAME_LABEL) else {
+                return;
+            };
+            let key = key_of(s, Some(svc));
+            // Endpoint counts feed the Service's status, every slice and every LbConfig.
+            m.central.push(CentralKey::Service(key.clone()));
+            if s.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE)
+                && m.has_intent(&key)
+            {
+                m.queue.push(Work::Service(key));
+            }
+        },
+    );
+    let by_name = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let agent = watch(
+        &m,
+        Api::<Service>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+        by_name(LB_AGENT_SERVICE),
+        &mut tasks,
+        |m, _: &Service| m.central.push(CentralKey::Everything),
+    );
+    let config = watch(
+        &m,
+        Api::<ConfigMap>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+        by_name(LB_AGENT_CONFIGMAP),
+        &mut tasks,
+        |m, _: &ConfigMap| m.queue.push(Work::LbConfig),
+    );
+    let synced = Arc::new(AtomicBool::new(false));
+    *lock(&m.caches) = Some(Caches {
+        client: client.clone(),
+        managed: managed.clone(),
+        slices: slices.clone(),
+        agent: agent.clone(),
+        synced: synced.clone(),
+    });
+    let m2 = m.clone();
+    tasks.spawn(async move {
+        // Each only fails when its writer is dropped, i.e. the member is stopping.
+        if managed.wait_until_ready().await.is_err()
+            || slices.wait_until_ready().await.is_err()
+            || agent.wait_until_ready().await.is_err()
+            || config.wait_until_ready().await.is_err()
+        {
+            return;
+        }
+        synced.store(true, Ordering::Release);
+        m2.central.push(CentralKey::Everything);
+        for k in lock(&m2.intents).keys() {
+            m2.queue.push(Work::Service(k.clone()));
+        }
+        m2.queue.push(Work::LbConfig);
+    });
+    loop {
+        let work = m.queue.pop().await;
+        let result = match &work {
+            Work::Service(key) => sync_service(&m, key).await,
+            Work::LbConfig => sync_config(&m).await,
+        };
+        finish(&m, &work, result).await;
+        if let Work::Service(key) = work {
+            m.central.push(CentralKey::Service(key));
+        }
+    }
+}
+
+/// Starts a reflector in the member; `on_change` sees every applied or deleted object.
+fn watch<K>(
+    m: &Arc<Member>,
+    api: Api<K>,
+    cfg: watcher::Config,
+    tasks: &mut JoinSet<()>,
+    on_change: impl Fn(&Member, &K) + Send + 'static,
+) -> Store<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let stream = watcher::watcher(api, cfg).default_backoff().reflect(writer);
+    let m = m.clone();
+    tasks.spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => on_change(&m, &o),
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::debug!(%error, kind = %K::kind(&()), "member watch failed; retrying")
+                }
+            }
+        }
+    });
+    reader
+}
+
+async fn timed<T>(
+    m: &Member,
+    op: &str,
+    f: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, SyncError> {
+    match tokio::time::timeout(m.settings.sync_timeout, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(source)) => Err(SyncError::Api {
+            op: op.to_string(),
+            cluster: m.name.clone(),
+            source,
+        }),
+        Err(_) => Err(SyncError::Timeout {
+            op: op.to_string(),
+            cluster: m.name.clone(),
+        }),
+    }
+}
+
+/// What a write did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Applied {
+    Created,
+    Updated,
+    Unchanged,
+}
+
+fn to_dynamic(v: &Value) -> Result<DynamicObject, SyncError> {
+    serde_json::from_value(v.clone())
+        .map_err(|e| SyncError::Encode(v["metadata"]["name"].to_string(), e))
+}
+
+/// How drift of one kind is judged and reverted.
+struct DriftRules {
+    in_sync: fn(&Value, &Value) -> bool,
+    merged: fn(&Value, &Value) -> Value,
+}
+
+/// Makes the member hold `want` (never over an object that is not Meridian's).
+async fn apply(
+    m: &Member,
+    client: &Client,
+    ar: &ApiResource,
+    want: &Value,
+    rules: DriftRules,
+) -> Result<Applied, SyncError> {
+    let ns = want["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = want["metadata"]["name"].as_str().unwrap_or_default();
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
+    let what = format!("{} {ns}/{name}", ar.kind);
+    let existing = timed(m, &format!("reading {what}"), api.get_opt(name)).await?;
+    let existing = existing
+        .map(|o| serde_json::to_value(&o).map_err(|e| SyncError::Encode(what.clone(), e)))
+        .transpose()?;
+    let object = ar.plural.as_str();
+    match (ownership::check(existing.as_ref()), existing) {
+        (Ownership::Foreign, _) => Err(SyncError::Conflict {
+            kind: ar.kind.clone(),
+            namespace: ns.into(),
+            name: name.into(),
+            cluster: m.name.clone(),
+        }),
+        (Ownership::Absent, _) | (_, None) => {
+            timed(
+                m,
+                &format!("creating {what}"),
+                api.create(&PostParams::default(), &to_dynamic(want)?),
+            )
+            .await?;
+            m.metrics.service_member_write(&m.name, object, "create");
+            Ok(Applied::Created)
+        }
+        (Ownership::Managed { .. }, Some(actual)) => {
+            if (rules.in_sync)(&actual, want) {
+                return Ok(Applied::Unchanged);
+            }
+            let next = to_dynamic(&(rules.merged)(&actual, want))?;
+            timed(
+                m,
+                &format!("updating {what}"),
+                api.replace(name, &PostParams::default(), &next),
+            )
+            .await?;
+            m.metrics.service_member_write(&m.name, object, "update");
+            Ok(Applied::Updated)
+        }
+    }
+}
+
+/// Deletes `namespace/name` if it carries `uid` (uid precondition: never a same-name
+/// object created meanwhile). Returns whether it deleted.
+async fn remove(
+    m: &Member,
+    client: &Client,
+    ar: &ApiResource,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+) -> Result<bool, SyncError> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, ar);
+    let what = format!("{} {namespace}/{name}", ar.kind);
+    let Some(obj) = timed(m, &format!("reading {what}"), api.get_opt(name)).await? else {
+        return Ok(false);
+    };
+    let owned = serde_json::to_value(&obj).is_ok_and(|v| ownership::owned_by(&v, uid));
+    if !owned {
+        return Ok(false);
+    }
+    let dp = DeleteParams {
+        preconditions: obj.uid().map(|u| Preconditions {
+            uid: Some(u),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match timed(m, &format!("deleting {what}"), api.delete(name, &dp)).await {
+        Ok(_) => {
+            m.metrics
+                .service_member_write(&m.name, ar.plural.as_str(), "delete");
+            Ok(true)
+        }
+        Err(SyncError::Api {
+            source: kube::Error::Api(s),
+            ..
+        }) if s.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+async fn ensure_namespace(m: &Member, client: &Client, ns: &str) -> Result<(), SyncError> {
+    if lock(&m.namespaces).contains(ns) {
+        return Ok(());
+    }
+    let api: Api<Namespace> = Api::all(client.clone());
+    if timed(m, &format!("reading namespace {ns}"), api.get_opt(ns))
+        .await?
+        .is_none()
+    {
+        let obj = serde_json::from_value(crate::workload::desired::namespace(ns))
+            .map_err(|e| SyncError::Encode(ns.into(), e))?;
+        match timed(
+            m,
+            &format!("creating namespace {ns}"),
+            api.create(&PostParams::default(), &obj),
+        )
+        .await
+        {
+            Ok(_) => {}
+            // Someone else created it meanwhile: fine, namespaces are shared.
+            Err(SyncError::Api {
+                source: kube::Error::Api(s),
+                ..
+            }) if s.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    lock(&m.namespaces).insert(ns.to_string());
+    Ok(())
+}
+
+/// Outcome of one sync, for the record and Events.
+struct Synced {
+    service: Applied,
+    slice: Applied,
+    removed: bool,
+}
+
+async fn sync_service(m: &Member, key: &ServiceKey) -> Result<Option<Synced>, SyncError> {
+    let caches = m
+        .caches()
+        .ok_or_else(|| SyncError::NotConnected("member client not ready".into()))?;
+    let intent = lock(&m.intents).get(key).cloned();
+    let Some(intent) = intent else {
+        return Ok(None);
+    };
+    match &intent.want {
+        Want::Present { service, slice } => {
+            ensure_namespace(m, &caches.client, &key.namespace).await?;
+            // The Service first: a conflict there stops before the slice would add
+            // endpoints to someone else's Service.
+            let s = apply(
+                m,
+                &caches.client,
+                &service_ar(),
+                service,
+                DriftRules {
+                    in_sync: desired::service_in_sync,
+                    merged: desired::service_merged,
+                },
+            )
+            .await?;
+            let e = apply(
+                m,
+                &caches.client,
+                &slice_ar(),
+                slice,
+                DriftRules {
+                    in_sync: desired::slice_in_sync,
+                    merged: desired::slice_merged,
+                },
+            )
+            .await?;
+            Ok(Some(Synced {
+                service: s,
+                slice: e,
+                removed: false,
+            }))
+        }
+        Want::Absent => {
+            let (ns, uid) = (&key.namespace, &intent.uid);
+            let slice = remove(m, &caches.client, &slice_ar(), ns, &key.slice_name(), uid).await?;
+            let svc = remove(m, &caches.client, &service_ar(), ns, &key.name, uid).await?;
+            Ok(Some(Synced {
+                service: Applied::Unchanged,
+                slice: Applied::Unchanged,
+                removed: slice || svc,
+            }))
+        }
+    }
+}
+
+/// Writes the lb-agent configuration when its content differs from what the member holds.
+async fn sync_config(m: &Member) -> Result<Option<Synced>, SyncError> {
+    let caches = m
+        .caches()
+        .ok_or_else(|| SyncError::NotConnected("member client not ready".into()))?;
+    let Some(want) = lock(&m.config).clone() else {
+        return Ok(None);
+    };
+    let api: Api<ConfigMap> = Api::namespaced(caches.client.clone(), SYSTEM_NAMESPACE);
+    let what = format!("ConfigMap {SYSTEM_NAMESPACE}/{LB_AGENT_CONFIGMAP}");
+    let current = timed(
+        m,
+        &format!("reading {what}"),
+        api.get_opt(LB_AGENT_CONFIGMAP),
+    )
+    .await?;
+    let data = json!({ LB_AGENT_CONFIG_KEY: want });
+    let labels = json!({ MANAGED_BY_LABEL: MANAGED_BY_VALUE });
+    match current {
+        Some(cm)
+            if cm.data.as_ref().and_then(|d| d.get(LB_AGENT_CONFIG_KEY)) == Some(&want)
+                && cm.labels().get(MANAGED_BY_LABEL).map(String::as_str)
+                    == Some(MANAGED_BY_VALUE) =>
+        {
+            Ok(None)
+        }
+        Some(cm) => {
+            let mut next = cm.clone();
+            next.data =
+                serde_json::from_value(data).map_err(|e| SyncError::Encode(what.clone(), e))?;
+            next.labels_mut()
+                .insert(MANAGED_BY_LABEL.into(), MANAGED_BY_VALUE.into());
+            // resourceVersion kept: a concurrent writer makes this fail and retry.
+            timed(
+                m,
+                &format!("updating {what}"),
+                api.replace(LB_AGENT_CONFIGMAP, &PostParams::default(), &next),
+            )
+            .await?;
+            m.metrics
+                .service_member_write(&m.name, "configmaps", "update");
+            Ok(None)
+        }
+        None => {
+            let cm: ConfigMap = serde_json::from_value(json!({
+                "metadata": {"name": LB_AGENT_CONFIGMAP, "namespace": SYSTEM_NAMESPACE, "labels": labels},
+                "data": data,
+            }))
+            .map_err(|e| SyncError::Encode(what.clone(), e))?;
+            timed(
+                m,
+                &format!("creating {what}"),
+                api.create(&PostParams::default(), &cm),
+            )
+            .await?;
+            m.metrics
+                .service_member_write(&m.name, "configmaps", "create");
+            Ok(None)
+        }
+    }
+}
+
+/// An Event on the federated Service.
+async fn event(
+    m: &Member,
+    key: &ServiceKey,
+    uid: &str,
+    severity: Severity,
+    reason: &str,
+    message: &str,
+) {
+    let involved = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Service".into()),
+        name: Some(key.name.clone()),
+        namespace: Some(key.namespace.clone()),
+        uid: (!uid.is_empty()).then(|| uid.to_string()),
+        ..Default::default()
+    };
+    let ev = events::build(
+        involved,
+        COMPONENT,
+        severity,
+        reason,
+        message,
+        jiff::Timestamp::now(),
+    );
+    events::record(&m.fed, ev).await;
+}
+
+/// Records the outcome, writes Events on transitions and schedules a retry after failures.
+async fn finish(m: &Arc<Member>, work: &Work, result: Result<Option<Synced>, SyncError>) {
+    let (prev_error, prev_converged, attempts) = {
+        let mut records = lock(&m.records);
+        let r = records.entry(work.clone()).or_default();
+        (r.error.clone(), r.converged.clone(), r.attempts)
+    };
+    let intent = match work {
+        Work::Service(key) => lock(&m.intents).get(key).cloned(),
+        Work::LbConfig => None,
+    };
+    match result {
+        Ok(synced) => {
+            {
+                let mut records = lock(&m.records);
+                let r = records.entry(work.clone()).or_default();
+                let wrote = synced.as_ref().is_some_and(|s| {
+                    s.removed || s.service != Applied::Unchanged || s.slice != Applied::Unchanged
+                });
+                // The sync time moves when something happened, not on every no-op pass
+                // (it is part of the Placement's status).
+                if wrote
+                    || !r.error.is_empty()
+                    || r.last_sync_time.is_none()
+                    || r.converged != intent
+                {
+                    r.last_sync_time = Some(now());
+                }
+                r.error.clear();
+                r.attempts = 0;
+                r.converged = intent.clone();
+            }
+            let (Work::Service(key), Some(s), Some(intent)) = (work, synced, intent) else {
+                return;
+            };
+            let (reason, message) = match (s.removed, s.service, s.slice) {
+                (true, _, _) => ("Removed", format!("removed from {}", m.name)),
+                (_, Applied::Created, _) => ("Pushed", format!("created in {}", m.name)),
+                (_, Applied::Updated, _) | (_, _, Applied::Updated)
+                    if prev_converged.as_ref() == Some(&intent) =>
+                {
+                    ("DriftReverted", format!("edited in {}; restored", m.name))
+                }
+                (_, Applied::Updated, _) => ("Updated", format!("updated in {}", m.name)),
+                // Slice contents follow other clusters' health: routine, no Event.
+                _ => return,
+            };
+            tracing::info!(%key, reason, "member synced");
+            event(m, key, &intent.uid, Severity::Normal, reason, &message).await;
+        }
+        Err(error) => {
+            let msg = error.to_string();
+            tracing::warn!(?work, error = %msg, "member sync failed; retrying");
+            m.metrics.service_member_error(&m.name);
+            {
+                let mut records = lock(&m.records);
+                let r = records.entry(work.clone()).or_default();
+                r.error = msg.clone();
+                r.attempts = attempts + 1;
+            }
+            if msg != prev_error
+                && let (Work::Service(key), Some(intent)) = (work, &intent)
+            {
+                let reason = if matches!(error, SyncError::Conflict { .. }) {
+                    "Conflict"
+                } else {
+                    "SyncFailed"
+                };
+                event(m, key, &intent.uid, Severity::Warning, reason, &msg).await;
+            }
+            retry_later(m, work, attempts + 1);
+        }
+    }
+}
+
+fn retry_later(m: &Arc<Member>, work: &Work, attempt: u32) {
+    if !lock(&m.retrying).insert(work.clone()) {
+        return;
+    }
+    let delay = backoff::delay(attempt, m.settings.backoff_base, m.settings.backoff_max);
+    let m = Arc::downgrade(m);
+    let work = work.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        // A stopped member is gone: nothing to retry.
+        if let Some(m) = m.upgrade() {
+            lock(&m.retrying).remove(&work);
+            m.queue.push(work);
+        }
+    });
+}

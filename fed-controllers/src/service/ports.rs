@@ -1,0 +1,260 @@
+//! lb-agent listen ports: one per federated Service port, the same in every cluster,
+//! kept in the federation ConfigMap `meridian-system/meridian-lb-ports` under
+//! `<namespace>.<service>.<port>`. These are the pure decisions; the controller writes the
+//! ConfigMap with compare-and-swap on its resourceVersion, so allocations are durable and
+//! survive restarts, and two writers never hand out the same port.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
+
+/// An inclusive range of ports, `30000-32767`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortRange {
+    /// First port.
+    pub first: u16,
+    /// Last port (inclusive).
+    pub last: u16,
+}
+
+impl FromStr for PortRange {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (a, b) = s
+            .split_once('-')
+            .ok_or_else(|| format!("{s:?} is not a port range like 30000-32767"))?;
+        let parse = |p: &str| {
+            p.trim()
+                .parse::<u16>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("{s:?}: {p:?} is not a port (1-65535)"))
+        };
+        let (first, last) = (parse(a)?, parse(b)?);
+        if first > last {
+            return Err(format!("{s:?}: the first port is above the last"));
+        }
+        Ok(PortRange { first, last })
+    }
+}
+
+impl fmt::Display for PortRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.first, self.last)
+    }
+}
+
+impl PortRange {
+    fn contains(&self, p: u16) -> bool {
+        (self.first..=self.last).contains(&p)
+    }
+}
+
+/// The allocation key of one Service port.
+pub fn key(namespace: &str, service: &str, port: &str) -> String {
+    format!("{namespace}.{service}.{port}")
+}
+
+/// Namespaces and Service names are DNS labels (no dots), so the prefix is unambiguous.
+fn prefix(namespace: &str, service: &str) -> String {
+    format!("{namespace}.{service}.")
+}
+
+/// The ConfigMap's data as allocations; values that are not ports are dropped (and so
+/// reallocated), never trusted.
+pub fn parse(data: &BTreeMap<String, String>) -> BTreeMap<String, u16> {
+    data.iter()
+        .filter_map(|(k, v)| Some((k.clone(), v.trim().parse::<u16>().ok()?)))
+        .collect()
+}
+
+/// The listen port of one Service port, if allocated.
+pub fn lookup(
+    alloc: &BTreeMap<String, u16>,
+    namespace: &str,
+    service: &str,
+    port: &str,
+) -> Option<u16> {
+    alloc.get(&key(namespace, service, port)).copied()
+}
+
+/// The pool ran dry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no free lb-agent listen port left in {0}")]
+pub struct Exhausted(pub PortRange);
+
+/// The allocations after giving the Service exactly `ports` (its port ids): existing valid
+/// allocations are kept, new ports take the lowest free port of the range, ports the
+/// Service no longer has are freed. `None` when nothing changes.
+pub fn assign(
+    alloc: &BTreeMap<String, u16>,
+    namespace: &str,
+    service: &str,
+    ports: &[String],
+    range: PortRange,
+) -> Result<Option<BTreeMap<String, u16>>, Exhausted> {
+    let pre = prefix(namespace, service);
+    let wanted: BTreeSet<String> = ports.iter().map(|p| key(namespace, service, p)).collect();
+    let mut next: BTreeMap<String, u16> = alloc
+        .iter()
+        .filter(|(k, _)| !k.starts_with(&pre) || wanted.contains(*k))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    // A port held twice (a hand edit) or outside the range is reallocated for this Service.
+    let mut used: BTreeSet<u16> = BTreeSet::new();
+    for (k, v) in alloc {
+        if !k.starts_with(&pre) {
+            used.insert(*v);
+        }
+    }
+    for k in &wanted {
+        match next.get(k) {
+            Some(p) if range.contains(*p) && used.insert(*p) => {}
+            _ => {
+                next.remove(k);
+            }
+        }
+    }
+    for k in &wanted {
+        if next.contains_key(k) {
+            continue;
+        }
+        let free = (range.first..=range.last)
+            .find(|p| !used.contains(p))
+            .ok_or(Exhausted(range))?;
+        used.insert(free);
+        next.insert(k.clone(), free);
+    }
+    Ok((next != *alloc).then_some(next))
+}
+
+/// The allocations without the Service's ports; `None` when it held none.
+pub fn release(
+    alloc: &BTreeMap<String, u16>,
+    namespace: &str,
+    service: &str,
+) -> Option<BTreeMap<String, u16>> {
+    let pre = prefix(namespace, service);
+    let next: BTreeMap<String, u16> = alloc
+        .iter()
+        .filter(|(k, _)| !k.starts_with(&pre))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    (next.len() != alloc.len()).then_some(next)
+}
+
+/// The ConfigMap data for allocations.
+pub fn to_data(alloc: &BTreeMap<String, u16>) -> BTreeMap<String, String> {
+    alloc
+        .iter()
+        .map(|(k, v)| (k.clone(), v.to_string()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RANGE: PortRange = PortRange {
+        first: 30000,
+        last: 30003,
+    };
+
+    fn ids(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn ranges_parse_and_reject_nonsense() {
+        assert_eq!(
+            "30000-32767".parse::<PortRange>(),
+            Ok(PortRange {
+                first: 30000,
+                last: 32767
+            })
+        );
+        for bad in ["", "30000", "2-1", "0-5", "a-b", "1-70000"] {
+            assert!(bad.parse::<PortRange>().is_err(), "{bad}");
+        }
+        assert_eq!(RANGE.to_string(), "30000-30003");
+    }
+
+    #[test]
+    fn assigns_lowest_free_ports_and_keeps_existing_ones() {
+        let a = assign(
+            &BTreeMap::new(),
+            "shop",
+            "web",
+            &ids(&["http", "grpc"]),
+            RANGE,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(a.get("shop.web.grpc"), Some(&30000));
+        assert_eq!(a.get("shop.web.http"), Some(&30001));
+        // Stable: asking again changes nothing.
+        assert_eq!(
+            assign(&a, "shop", "web", &ids(&["http", "grpc"]), RANGE),
+            Ok(None)
+        );
+        // Another Service gets the next free one; a removed port is freed and reused.
+        let b = assign(&a, "shop", "api", &ids(&["80"]), RANGE)
+            .unwrap()
+            .unwrap();
+        assert_eq!(b.get("shop.api.80"), Some(&30002));
+        let c = assign(&b, "shop", "web", &ids(&["http"]), RANGE)
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.get("shop.web.grpc"), None);
+        assert_eq!(c.get("shop.web.http"), Some(&30001));
+        let d = assign(&c, "other", "web", &ids(&["x"]), RANGE)
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.get("other.web.x"), Some(&30000));
+        assert_eq!(
+            assign(&d, "other", "db", &ids(&["a", "b"]), RANGE),
+            Err(Exhausted(RANGE))
+        );
+    }
+
+    #[test]
+    fn invalid_or_duplicate_allocations_are_redone() {
+        let mut alloc = BTreeMap::from([
+            ("shop.api.80".to_string(), 30000),
+            ("shop.web.http".to_string(), 30000),
+            ("shop.web.grpc".to_string(), 9),
+        ]);
+        let next = assign(&alloc, "shop", "web", &ids(&["http", "grpc"]), RANGE)
+            .unwrap()
+            .unwrap();
+        assert_eq!(next.get("shop.api.80"), Some(&30000));
+        let mine: BTreeSet<u16> = [next["shop.web.http"], next["shop.web.grpc"]].into();
+        assert_eq!(mine, BTreeSet::from([30001, 30002]));
+        alloc = next;
+        assert_eq!(
+            parse(&to_data(&alloc)),
+            alloc,
+            "round trip through ConfigMap data"
+        );
+        assert_eq!(
+            parse(&BTreeMap::from([("x.y.z".to_string(), "nope".to_string())])),
+            BTreeMap::new()
+        );
+    }
+
+    #[test]
+    fn release_frees_only_that_service() {
+        let alloc = BTreeMap::from([
+            ("shop.web.http".to_string(), 30000),
+            ("shop.web2.http".to_string(), 30001),
+        ]);
+        let next = release(&alloc, "shop", "web").unwrap();
+        assert_eq!(
+            next,
+            BTreeMap::from([("shop.web2.http".to_string(), 30001)])
+        );
+        assert_eq!(release(&next, "shop", "web"), None);
+        assert_eq!(lookup(&next, "shop", "web2", "http"), Some(30001));
+    }
+}
