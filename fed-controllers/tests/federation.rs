@@ -21,10 +21,19 @@ use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::await_condition;
 
-const APISERVER: &str = env!("CARGO_MANIFEST_DIR");
+
+/// A workspace binary beside this test's executable (target/<profile>/<name>), so the
+/// test works whatever the target directory is.
+fn workspace_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    exe.parent()
+        .and_then(std::path::Path::parent)
+        .map(|d| d.join(name))
+        .expect("target directory")
+}
 
 fn apiserver_binary() -> PathBuf {
-    let p = PathBuf::from(APISERVER).join("../target/debug/federation-apiserver");
+    let p = workspace_binary("federation-apiserver");
     assert!(
         p.exists(),
         "{} is missing: cargo build -p federation-apiserver",
@@ -260,7 +269,7 @@ async fn probes_conditions_events_and_mass_failure() {
 }
 
 fn sim_binary() -> PathBuf {
-    let p = PathBuf::from(APISERVER).join("../target/debug/cluster-sim");
+    let p = workspace_binary("cluster-sim");
     assert!(
         p.exists(),
         "{} is missing: cargo build -p cluster-sim",
