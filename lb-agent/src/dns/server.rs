@@ -95,8 +95,10 @@ pub async fn serve_udp(
             metrics.dropped();
             continue;
         };
+        // Counted before sending, so a client that has its answer sees it counted.
+        metrics.answered(&answered);
         match socket.send_to(&response, peer).await {
-            Ok(_) => metrics.answered(&answered),
+            Ok(_) => {}
             Err(e) => {
                 metrics.dropped();
                 tracing::debug!(%peer, error = %e, "dns: udp send failed");
@@ -175,9 +177,9 @@ async fn serve_connection(
             metrics.dropped();
             return Ok(());
         };
+        metrics.answered(&answered);
         write.write_u16(response.len() as u16).await?;
         write.write_all(&response).await?;
-        metrics.answered(&answered);
         if read.buffer().is_empty() {
             write.flush().await?;
         }
