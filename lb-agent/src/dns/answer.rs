@@ -91,7 +91,8 @@ pub struct Answered {
     pub truncated: bool,
 }
 
-/// Answers `query` from `view` for a client at `client` into `out` (cleared first).
+/// Answers `query` from `view` for a client at `client` into `out` (cleared first). An
+/// EDNS Client Subnet option in the query stands for `client` when ordering answers.
 /// Returns `None`, with `out` empty, when the message must not be answered at all: too
 /// short to carry an ID, or itself a response.
 pub fn answer(
@@ -119,6 +120,12 @@ pub fn answer(
         return Some(r.finish(Rcode::FormErr, qtype));
     };
     r.set_edns(edns);
+    // Behind a resolver that sends EDNS Client Subnet, the client is the subnet it names
+    // (a zero-length prefix means the client asked to stay anonymous).
+    let client = edns
+        .and_then(|e| e.client_subnet)
+        .filter(|c| c.source_prefix > 0)
+        .map_or(client, |c| c.address);
     if edns.is_some_and(|e| e.version != 0) {
         return Some(r.finish(Rcode::BadVers, qtype));
     }
@@ -246,12 +253,17 @@ fn service_name(
         let serving = s.serving.iter().any(|&c| view.in_scope(scope, c));
         if serving && (qtype == rtype::A || qtype == rtype::ANY) {
             // Stable bucket pass: nearest rank first, cluster name order within a rank.
+            let before = r.counts[Section::Answer as usize];
             for rank in 0..4 {
                 for &c in s.serving.iter() {
                     if view.in_scope(scope, c) && view.rank(asker, c) == rank {
                         a_record(view, r, Section::Answer, owner, c);
                     }
                 }
+            }
+            if r.counts[Section::Answer as usize] - before > 1 {
+                // The order depends on where the client is.
+                r.client_dependent();
             }
             return;
         }
@@ -323,6 +335,9 @@ struct Response<'a> {
     limit: usize,
     /// UDP payload we advertise in our OPT record.
     advertise: u16,
+    /// SCOPE PREFIX-LENGTH of an echoed Client Subnet option: 0 unless the answer
+    /// depends on the client's address.
+    client_scope: u8,
     transport: Transport,
 }
 
@@ -343,6 +358,7 @@ impl<'a> Response<'a> {
             edns: None,
             limit: CLASSIC_UDP_PAYLOAD as usize,
             advertise,
+            client_scope: 0,
             transport,
         }
     }
@@ -364,6 +380,14 @@ impl<'a> Response<'a> {
         };
     }
 
+    /// The answer was chosen for the client's address: a Client Subnet option is echoed
+    /// with the query's source prefix as scope (what our locality decision looked at).
+    fn client_dependent(&mut self) {
+        if let Some(c) = self.edns.and_then(|e| e.client_subnet) {
+            self.client_scope = c.source_prefix;
+        }
+    }
+
     fn authoritative(&mut self) {
         self.flags |= flags::AA;
     }
@@ -376,10 +400,10 @@ impl<'a> Response<'a> {
     /// (RFC 2181 §9: no partial RRsets; the client retries over TCP), appends OPT when the
     /// query had one, and fills in the header.
     fn finish(self, rcode: Rcode, qtype: u16) -> Answered {
-        let opt_len = if self.edns.is_some() {
-            OPT_RECORD_LEN
-        } else {
-            0
+        let client_subnet = self.edns.and_then(|e| e.client_subnet);
+        let opt_len = match self.edns {
+            None => 0,
+            Some(_) => OPT_RECORD_LEN + client_subnet.map_or(0, |c| c.wire_len()),
         };
         let mut flags = self.flags | (rcode.code() & 0xF);
         let mut counts = self.counts;
@@ -390,7 +414,8 @@ impl<'a> Response<'a> {
             flags |= flags::TC;
         }
         if self.edns.is_some() {
-            put_opt(self.out, self.advertise, (rcode.code() >> 4) as u8);
+            let option = client_subnet.as_ref().map(|c| (c, self.client_scope));
+            put_opt(self.out, self.advertise, (rcode.code() >> 4) as u8, option);
             counts[Section::Additional as usize] += 1;
         }
         let h = &mut self.out[2..HEADER_LEN];

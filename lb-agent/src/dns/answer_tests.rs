@@ -4,6 +4,7 @@ use std::net::IpAddr;
 
 use fed_api::lbconfig::{LbCluster, LbConfig};
 use hickory_proto::op::{Edns as HEdns, Message, Query, ResponseCode};
+use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
 use hickory_proto::rr::{DNSClass, Name, RecordType};
 
 use super::*;
@@ -506,6 +507,47 @@ fn edns_is_echoed_and_unknown_versions_get_badvers() {
     // 16 is both BADVERS and BADSIG to hickory.
     assert_eq!(u16::from(r.rcode()), 16);
     assert!(r.answers().is_empty());
+}
+
+#[test]
+fn edns_client_subnet_stands_for_the_client() {
+    let v = DnsView::from_config(&config(), |_, _, _| true).unwrap();
+    let ask_ecs = |name: &str, subnet: &str, prefix: u8| {
+        let mut m = Message::from_vec(&query_bytes(name, RecordType::A, Some(1232))).unwrap();
+        let option = ClientSubnet::new(subnet.parse().unwrap(), prefix, 0);
+        m.edns
+            .as_mut()
+            .unwrap()
+            .options_mut()
+            .insert(EdnsOption::Subnet(option));
+        // The resolver itself sits in us-east1-b.
+        ask_raw(&v, &m.to_vec().unwrap(), "10.2.1.1", UDP)
+    };
+    let scope = |r: &Reply| match r.msg.edns.as_ref().unwrap().option(EdnsCode::Subnet) {
+        Some(EdnsOption::Subnet(s)) => (s.addr().to_string(), s.scope_prefix()),
+        other => panic!("no client subnet echoed: {other:?}"),
+    };
+    // A client in eu-west behind the resolver: eu-1 first; the answer holds for its /24.
+    let r = ask_ecs("web.prod.global.meridian.test.", "10.9.3.0", 24);
+    assert_eq!(
+        r.addresses(),
+        ["127.0.1.4", "127.0.1.1", "127.0.1.2", "127.0.1.3"]
+    );
+    assert_eq!(scope(&r), ("10.9.3.0".to_string(), 24));
+    // Prefix 0: the client stays anonymous, the resolver's address decides.
+    let r = ask_ecs("web.prod.global.meridian.test.", "0.0.0.0", 0);
+    assert_eq!(
+        r.addresses(),
+        ["127.0.1.2", "127.0.1.1", "127.0.1.3", "127.0.1.4"]
+    );
+    assert_eq!(scope(&r).1, 0);
+    // Answers that do not depend on the client carry scope 0.
+    let r = ask_ecs("web.prod.eu-west.global.meridian.test.", "10.9.3.0", 24);
+    assert_eq!(r.addresses(), ["127.0.1.4"]);
+    assert_eq!(scope(&r).1, 0);
+    let r = ask_ecs("nope.prod.global.meridian.test.", "10.9.3.0", 24);
+    assert_eq!(r.rcode(), ResponseCode::NXDomain);
+    assert_eq!(scope(&r).1, 0);
 }
 
 /// `n` clusters named c000.., all Ready and serving `prod/web`, plus a client subnet.

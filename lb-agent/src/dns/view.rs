@@ -232,6 +232,13 @@ impl DnsView {
             zone: cfg.dns_zone.clone(),
             reason,
         })?;
+        if cfg.cluster.is_empty() {
+            return Err(DnsConfigError::Label {
+                field: "cluster".into(),
+                value: String::new(),
+                reason: "is empty".into(),
+            });
+        }
         let self_ns_label = label("cluster", &format!("ns-{}", cfg.cluster))?;
 
         // Clusters sorted by name: answers of equal rank come out in name order.
@@ -712,6 +719,10 @@ mod tests {
             "clusters[3].name duplicates us-1",
         );
         check(&|c| c.cluster = "x/y".into(), "cluster \"ns-x/y\"");
+        check(
+            &|c| c.cluster = String::new(),
+            "cluster \"\" is not a DNS label: is empty",
+        );
         check(
             &|c| c.services[1].namespace = "Bad_ns!".into(),
             "services[1].namespace",

@@ -230,6 +230,102 @@ pub struct Edns {
     pub udp_payload: u16,
     /// EDNS version.
     pub version: u8,
+    /// EDNS Client Subnet option, sent by resolvers on behalf of their clients.
+    pub client_subnet: Option<ClientSubnetOption>,
+}
+
+/// Option code of EDNS Client Subnet (RFC 7871).
+pub const OPTION_CLIENT_SUBNET: u16 = 8;
+
+/// The EDNS Client Subnet option of a query: the network of the client a resolver asks
+/// for, truncated to `source_prefix` bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientSubnetOption {
+    /// The address, bits past `source_prefix` zero.
+    pub address: std::net::IpAddr,
+    /// SOURCE PREFIX-LENGTH.
+    pub source_prefix: u8,
+}
+
+impl ClientSubnetOption {
+    fn family_and_len(&self) -> (u16, usize) {
+        let family = if self.address.is_ipv4() { 1 } else { 2 };
+        (family, usize::from(self.source_prefix).div_ceil(8))
+    }
+
+    /// Bytes the option takes in an OPT record (code and length included).
+    pub fn wire_len(&self) -> usize {
+        8 + self.family_and_len().1
+    }
+
+    /// Appends the option echoing the query's, with the SCOPE PREFIX-LENGTH the answer is
+    /// valid for.
+    pub fn put(&self, out: &mut Vec<u8>, scope_prefix: u8) {
+        let (family, len) = self.family_and_len();
+        put16(out, OPTION_CLIENT_SUBNET);
+        put16(out, (4 + len) as u16);
+        put16(out, family);
+        out.push(self.source_prefix);
+        out.push(scope_prefix);
+        match self.address {
+            std::net::IpAddr::V4(a) => out.extend_from_slice(&a.octets()[..len]),
+            std::net::IpAddr::V6(a) => out.extend_from_slice(&a.octets()[..len]),
+        }
+    }
+
+    /// Reads the option data (after code and length). RFC 7871 §7.1.2: a family other than
+    /// IPv4/IPv6, a prefix longer than the family's, an address of the wrong length or
+    /// with bits set past the prefix is a FORMERR.
+    fn parse(data: &[u8]) -> Result<ClientSubnetOption, QueryError> {
+        if data.len() < 4 {
+            return Err(QueryError::Malformed);
+        }
+        let source_prefix = data[2];
+        let address = &data[4..];
+        let max_prefix = match be16(data, 0) {
+            1 => 32,
+            2 => 128,
+            _ => return Err(QueryError::Malformed),
+        };
+        if source_prefix > max_prefix || address.len() != usize::from(source_prefix).div_ceil(8) {
+            return Err(QueryError::Malformed);
+        }
+        let mut bytes = [0u8; 16];
+        bytes[..address.len()].copy_from_slice(address);
+        if source_prefix % 8 != 0 {
+            let last = address.len() - 1;
+            if bytes[last] & (0xFF >> (source_prefix % 8)) != 0 {
+                return Err(QueryError::Malformed);
+            }
+        }
+        let address = if max_prefix == 32 {
+            std::net::IpAddr::from([bytes[0], bytes[1], bytes[2], bytes[3]])
+        } else {
+            std::net::IpAddr::from(bytes)
+        };
+        Ok(ClientSubnetOption {
+            address,
+            source_prefix,
+        })
+    }
+}
+
+/// Reads the options of an OPT record, keeping the Client Subnet one.
+fn parse_options(mut rdata: &[u8]) -> Result<Option<ClientSubnetOption>, QueryError> {
+    let mut client_subnet = None;
+    while !rdata.is_empty() {
+        if rdata.len() < 4 {
+            return Err(QueryError::Malformed);
+        }
+        let code = be16(rdata, 0);
+        let len = usize::from(be16(rdata, 2));
+        let data = rdata.get(4..4 + len).ok_or(QueryError::Malformed)?;
+        if code == OPTION_CLIENT_SUBNET {
+            client_subnet = Some(ClientSubnetOption::parse(data)?);
+        }
+        rdata = &rdata[4 + len..];
+    }
+    Ok(client_subnet)
 }
 
 /// Walks the answer, authority and additional sections after the question and returns
@@ -249,6 +345,8 @@ pub fn parse_edns(
         let fixed = msg.get(pos..pos + 10).ok_or(QueryError::Malformed)?;
         let rtype = be16(fixed, 0);
         let rdlen = be16(fixed, 8) as usize;
+        pos += 10;
+        let rdata = msg.get(pos..pos + rdlen).ok_or(QueryError::Malformed)?;
         if rtype == rtype::OPT {
             if i < before_additional || edns.is_some() || msg[name_start] != 0 {
                 return Err(QueryError::Malformed);
@@ -256,11 +354,8 @@ pub fn parse_edns(
             edns = Some(Edns {
                 udp_payload: be16(fixed, 2),
                 version: fixed[5],
+                client_subnet: parse_options(rdata)?,
             });
-        }
-        pos += 10;
-        if msg.len() < pos + rdlen {
-            return Err(QueryError::Malformed);
         }
         pos += rdlen;
     }
@@ -336,13 +431,23 @@ pub fn end_rdata(out: &mut [u8], rdata_start: usize) {
 }
 
 /// Appends an OPT record advertising `udp_payload`, with the upper bits of an extended
-/// RCODE (RFC 6891 §6.1.3).
-pub fn put_opt(out: &mut Vec<u8>, udp_payload: u16, extended_rcode_high: u8) {
+/// RCODE (RFC 6891 §6.1.3) and optionally a Client Subnet option with its scope.
+pub fn put_opt(
+    out: &mut Vec<u8>,
+    udp_payload: u16,
+    extended_rcode_high: u8,
+    client_subnet: Option<(&ClientSubnetOption, u8)>,
+) {
     out.push(0);
     put16(out, rtype::OPT);
     put16(out, udp_payload);
     out.extend_from_slice(&[extended_rcode_high, 0, 0, 0]);
+    let start = out.len() + 2;
     put16(out, 0);
+    if let Some((option, scope)) = client_subnet {
+        option.put(out, scope);
+    }
+    end_rdata(out, start);
 }
 
 /// Converts a dotted name to lowercase wire form without the root label, checking label
@@ -483,14 +588,15 @@ mod tests {
         let end = q.len();
         let plain = Header::parse(&q).unwrap();
         assert_eq!(parse_edns(&q, &plain, end), Ok(None));
-        put_opt(&mut q, 1232, 0);
+        put_opt(&mut q, 1232, 0, None);
         q[11] = 1;
         let h = Header::parse(&q).unwrap();
         assert_eq!(
             parse_edns(&q, &h, end),
             Ok(Some(Edns {
                 udp_payload: 1232,
-                version: 0
+                version: 0,
+                client_subnet: None,
             }))
         );
         // Claimed but missing, or twice.
@@ -499,7 +605,7 @@ mod tests {
             parse_edns(&q, &Header::parse(&q).unwrap(), end),
             Err(QueryError::Malformed)
         );
-        put_opt(&mut q, 4096, 0);
+        put_opt(&mut q, 4096, 0, None);
         assert_eq!(
             parse_edns(&q, &Header::parse(&q).unwrap(), end),
             Err(QueryError::Malformed)
@@ -529,6 +635,56 @@ mod tests {
         );
     }
 
+    fn with_option(option: &[u8]) -> Result<Option<Edns>, QueryError> {
+        let mut q = query(&["a"], rtype::A);
+        let end = q.len();
+        put_opt(&mut q, 1232, 0, None);
+        q.extend_from_slice(option);
+        let rdlen = option.len() as u16;
+        let at = q.len() - option.len() - 2;
+        set16(&mut q, at, rdlen);
+        q[11] = 1;
+        parse_edns(&q, &Header::parse(&q).unwrap(), end)
+    }
+
+    #[test]
+    fn client_subnet_option_is_read_and_checked() {
+        // 10.9.1.0/24, after an unknown option (cookie, code 10).
+        let opt = [
+            &[0, 10, 0, 2, 0xAB, 0xCD][..],
+            &[0, 8, 0, 7, 0, 1, 24, 0, 10, 9, 1],
+        ]
+        .concat();
+        let ecs = with_option(&opt).unwrap().unwrap().client_subnet.unwrap();
+        assert_eq!(ecs.address, "10.9.1.0".parse::<std::net::IpAddr>().unwrap());
+        assert_eq!(ecs.source_prefix, 24);
+        let mut echoed = Vec::new();
+        ecs.put(&mut echoed, 16);
+        assert_eq!(echoed, [0, 8, 0, 7, 0, 1, 24, 16, 10, 9, 1]);
+        assert_eq!(ecs.wire_len(), echoed.len());
+        // fd00:1::/32 and 0.0.0.0/0.
+        let v6 = with_option(&[0, 8, 0, 8, 0, 2, 32, 0, 0xFD, 0, 0, 1])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            v6.client_subnet.unwrap().address,
+            "fd00:1::".parse::<std::net::IpAddr>().unwrap()
+        );
+        let zero = with_option(&[0, 8, 0, 4, 0, 1, 0, 0]).unwrap().unwrap();
+        assert_eq!(zero.client_subnet.unwrap().source_prefix, 0);
+        for bad in [
+            &[0, 8, 0, 7, 0, 3, 24, 0, 10, 9, 1][..], // family 3
+            &[0, 8, 0, 7, 0, 1, 33, 0, 10, 9, 1],     // /33
+            &[0, 8, 0, 6, 0, 1, 24, 0, 10, 9],        // address too short
+            &[0, 8, 0, 7, 0, 1, 20, 0, 10, 9, 1],     // bits set past /20
+            &[0, 8, 0, 3, 0, 1, 0],                   // option too short
+            &[0, 8, 0, 9, 0, 1, 24, 0, 10, 9, 1],     // option runs past the record
+            &[0, 8, 0],                               // option header cut
+        ] {
+            assert_eq!(with_option(bad), Err(QueryError::Malformed), "{bad:?}");
+        }
+    }
+
     #[test]
     fn dotted_names_convert_to_wire_form() {
         assert_eq!(
@@ -554,7 +710,7 @@ mod tests {
         end_rdata(&mut out, start);
         assert_eq!(out, [0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 30, 0, 4, 10, 0, 0, 1]);
         let mut opt = Vec::new();
-        put_opt(&mut opt, 1232, 1);
+        put_opt(&mut opt, 1232, 1, None);
         assert_eq!(opt.len(), OPT_RECORD_LEN);
         assert_eq!(opt, [0, 0, 41, 0x04, 0xD0, 1, 0, 0, 0, 0, 0]);
     }
