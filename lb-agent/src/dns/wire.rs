@@ -292,7 +292,7 @@ impl ClientSubnetOption {
         }
         let mut bytes = [0u8; 16];
         bytes[..address.len()].copy_from_slice(address);
-        if source_prefix % 8 != 0 {
+        if !source_prefix.is_multiple_of(8) {
             let last = address.len() - 1;
             if bytes[last] & (0xFF >> (source_prefix % 8)) != 0 {
                 return Err(QueryError::Malformed);
