@@ -492,12 +492,17 @@ impl DnsView {
 /// The `serves` callback that trusts the configuration's per-cluster backend counts:
 /// a cluster serves a Service when the service controller saw ready endpoints there.
 pub fn config_serves(cfg: &LbConfig) -> impl Fn(&str, &str, &str) -> bool + '_ {
+    // Indexed once: the view asks for every (cluster, Service) pair.
+    let backends: HashMap<(&str, &str), &std::collections::BTreeMap<String, u32>> = cfg
+        .services
+        .iter()
+        .map(|s| ((s.namespace.as_str(), s.name.as_str()), &s.backends))
+        .collect();
     move |cluster, namespace, service| {
-        cfg.services.iter().any(|s| {
-            s.namespace == namespace
-                && s.name == service
-                && s.backends.get(cluster).is_some_and(|&n| n > 0)
-        })
+        backends
+            .get(&(namespace, service))
+            .and_then(|b| b.get(cluster))
+            .is_some_and(|&n| n > 0)
     }
 }
 
