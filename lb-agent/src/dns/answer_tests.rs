@@ -640,3 +640,38 @@ fn the_output_buffer_is_reused() {
     assert_eq!(out.capacity(), capacity);
     assert_eq!(m.queries[0].query_class(), DNSClass::IN);
 }
+
+proptest::proptest! {
+    /// Whatever arrives, the responder does not panic, and what it sends is a well-formed
+    /// message with the query's ID: checked on random bytes and on valid queries with
+    /// bytes overwritten.
+    #[test]
+    fn any_input_gets_a_well_formed_response_or_none(
+        random in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+        edits in proptest::collection::vec((0usize..200, proptest::num::u8::ANY), 0..6),
+        edns in proptest::bool::ANY,
+    ) {
+        let v = view();
+        let mut mutated = query_bytes(
+            "web.prod.us-east1-a.us-east.global.meridian.test.",
+            RecordType::A,
+            edns.then_some(1232),
+        );
+        for (at, byte) in edits {
+            let at = at % mutated.len();
+            mutated[at] = byte;
+        }
+        let mut out = Vec::new();
+        for q in [&random, &mutated] {
+            match answer(&v, q, NOWHERE.parse().unwrap(), UDP, &mut out) {
+                None => proptest::prop_assert!(out.is_empty()),
+                Some(_) => {
+                    let m = Message::from_vec(&out);
+                    proptest::prop_assert!(m.is_ok(), "{q:?} -> {out:?}: {m:?}");
+                    proptest::prop_assert_eq!(&out[..2], &q[..2]);
+                    proptest::prop_assert!(out.len() <= 1232);
+                }
+            }
+        }
+    }
+}
