@@ -474,3 +474,38 @@ async fn idle_tcp_connections_are_closed_and_garbage_is_not_answered() {
     );
     assert_eq!(s.metrics.dropped_total(), 1);
 }
+
+#[tokio::test]
+async fn tcp_connections_beyond_the_limit_are_closed() {
+    let options = ServeOptions {
+        tcp_max_connections: 1,
+        ..ServeOptions::default()
+    };
+    let s = start(default_view(), options).await;
+    // The first connection is served (its answer proves it holds the only slot)...
+    let mut first = TcpStream::connect(s.tcp).await.unwrap();
+    let q = query(ZONE, RecordType::SOA, None).to_vec().unwrap();
+    first
+        .write_all(&(q.len() as u16).to_be_bytes())
+        .await
+        .unwrap();
+    first.write_all(&q).await.unwrap();
+    let len = tokio::time::timeout(DEADLINE, first.read_u16())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(len > 12);
+    // ... the second is closed without an answer.
+    let mut second = TcpStream::connect(s.tcp).await.unwrap();
+    second
+        .write_all(&(q.len() as u16).to_be_bytes())
+        .await
+        .unwrap();
+    let _ = second.write_all(&q).await;
+    let mut buf = [0u8; 2];
+    let read = tokio::time::timeout(DEADLINE, second.read(&mut buf))
+        .await
+        .expect("the server closes the connection");
+    // EOF, or a reset when our query arrived after the close.
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+}
