@@ -149,6 +149,11 @@ impl Metrics {
             .set(i64::from(healthy));
     }
 
+    /// The exposition text.
+    pub fn encode_text(&self) -> String {
+        meridian_endpoints::MetricsText::encode(self)
+    }
+
     /// Drops a backend's health series.
     pub fn remove_upstream(&self, backend: String) {
         self.upstream_healthy.remove(&BackendLabels { backend });
