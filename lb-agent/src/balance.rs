@@ -8,18 +8,30 @@ use crate::backend::Backend;
 use crate::table::PortRoute;
 
 /// Backends already tried for one request (a retry goes elsewhere), by address: only
-/// compared, never dereferenced.
+/// compared, never dereferenced. The first few live inline so a request that succeeds at
+/// once allocates nothing.
 #[derive(Debug, Default)]
-pub struct Tried(Vec<usize>);
+pub struct Tried {
+    inline: [usize; 4],
+    len: usize,
+    more: Vec<usize>,
+}
 
 impl Tried {
     /// Remembers `b`.
     pub fn add(&mut self, b: &Arc<Backend>) {
-        self.0.push(Arc::as_ptr(b) as usize);
+        let p = Arc::as_ptr(b) as usize;
+        if self.len < self.inline.len() {
+            self.inline[self.len] = p;
+            self.len += 1;
+        } else {
+            self.more.push(p);
+        }
     }
 
     fn has(&self, b: &Arc<Backend>) -> bool {
-        self.0.contains(&(Arc::as_ptr(b) as usize))
+        let p = Arc::as_ptr(b) as usize;
+        self.inline[..self.len].contains(&p) || self.more.contains(&p)
     }
 }
 
@@ -199,6 +211,26 @@ mod tests {
         assert!((9..=11).contains(&counts[0]), "{counts:?}");
         assert_eq!(counts[0] + counts[1], 40);
         assert!(matches!(b.backend.key, BackendKey::Remote { .. }));
+    }
+
+    #[test]
+    fn tried_spills_past_the_inline_slots() {
+        let (t, _reg) = route(&[
+            "10.0.0.1:80",
+            "10.0.0.2:80",
+            "10.0.0.3:80",
+            "10.0.0.4:80",
+            "10.0.0.5:80",
+            "10.0.0.6:80",
+        ]);
+        let r = &t.listen[&30000];
+        let mut tried = Tried::default();
+        for _ in 0..6 {
+            let c = pick(r, true, &tried, now_ms()).unwrap();
+            assert!(!c.remote);
+            tried.add(c.backend);
+        }
+        assert!(pick(r, true, &tried, now_ms()).is_none());
     }
 
     #[test]

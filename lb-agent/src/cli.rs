@@ -65,7 +65,7 @@ pub struct Args {
     /// Retries of idempotent HTTP requests that failed after being sent.
     #[arg(long, default_value_t = 2)]
     pub retries: u32,
-    /// Runtime worker threads (0: one per core).
+    /// Runtime worker threads (0: one per core; 1: a single-threaded runtime).
     #[arg(long, default_value_t = 0)]
     pub workers: usize,
     /// Read configuration and local endpoints from this JSON file instead of the API

@@ -17,8 +17,13 @@ fn main() -> anyhow::Result<()> {
         )
         .init();
     let args = Args::parse();
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if args.workers > 0 {
+    // One worker: a current-thread runtime does the same work without cross-thread wake-ups.
+    let mut runtime = if args.workers == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    if args.workers > 1 {
         runtime.worker_threads(args.workers);
     }
     runtime.enable_all().build()?.block_on(run(args))
