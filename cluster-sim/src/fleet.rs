@@ -109,7 +109,7 @@ fn default_version() -> String {
 }
 
 /// A whole fleet file.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FleetFile {
     /// The clusters.

@@ -1,0 +1,175 @@
+//! Command-line flags of the `lb-agent` binary and their validation.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::agent::Settings;
+use crate::backend::OutlierSettings;
+use crate::health::HealthSettings;
+
+/// Meridian lb-agent: the load balancer of one member cluster.
+#[derive(Debug, Parser)]
+#[command(name = "lb-agent", version)]
+pub struct Args {
+    /// Kubeconfig of this member cluster (default: in-cluster config, else $KUBECONFIG).
+    #[arg(long, env = "LB_AGENT_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Context in the kubeconfig.
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Name of this member cluster (must match `cluster` in the configuration).
+    #[arg(long, env = "LB_AGENT_CLUSTER")]
+    pub cluster: String,
+    /// Address every listener binds.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind: IpAddr,
+    /// HTTP listener port.
+    #[arg(long, default_value_t = 8080)]
+    pub http_port: u16,
+    /// Peer listener port.
+    #[arg(long, default_value_t = 8081)]
+    pub peer_port: u16,
+    /// DNS listener port (UDP and TCP).
+    #[arg(long, default_value_t = 5353)]
+    pub dns_port: u16,
+    /// Where /metrics, /healthz and /readyz are served (empty: not served).
+    #[arg(long, default_value = "0.0.0.0:9090")]
+    pub metrics_addr: String,
+    /// Time between active health-check rounds.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub health_interval: Duration,
+    /// Time one health check may take.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub health_timeout: Duration,
+    /// Consecutive failed checks that take a backend out.
+    #[arg(long, default_value_t = 2)]
+    pub unhealthy_threshold: u32,
+    /// Consecutive passed checks that put it back.
+    #[arg(long, default_value_t = 1)]
+    pub healthy_threshold: u32,
+    /// Consecutive connect failures or 5xx that eject a backend.
+    #[arg(long, default_value_t = 5)]
+    pub outlier_consecutive: u32,
+    /// First ejection period (doubles on repeated ejections, up to 8×).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub outlier_ejection: Duration,
+    /// Upstream connect timeout.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+    /// How long a removed backend may finish in-flight requests and connections.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub drain_timeout: Duration,
+    /// Retries of idempotent HTTP requests that failed after being sent.
+    #[arg(long, default_value_t = 2)]
+    pub retries: u32,
+    /// Runtime worker threads (0: one per core; 1: a single-threaded runtime).
+    #[arg(long, default_value_t = 0)]
+    pub workers: usize,
+    /// Read configuration and local endpoints from this JSON file instead of the API
+    /// (`{"config": LbConfig, "endpoints": {"ns/svc/port-name": ["ip:port", ...]}}`);
+    /// for running without a cluster.
+    #[arg(long)]
+    pub static_inputs: Option<PathBuf>,
+}
+
+/// Parses `250ms`, `2s`, `1m` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = num.parse().map_err(|_| format!("bad duration {s:?}"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => return Err(format!("bad duration unit in {s:?} (use ms, s or m)")),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+impl Args {
+    /// Checks the flags together; every problem is reported at once.
+    pub fn validate(&self) -> anyhow::Result<(Settings, Option<SocketAddr>)> {
+        let mut problems = Vec::new();
+        if self.cluster.is_empty() {
+            problems.push("--cluster must not be empty".to_string());
+        }
+        if self.health_timeout >= self.health_interval {
+            problems.push("--health-timeout must be shorter than --health-interval".into());
+        }
+        if self.unhealthy_threshold == 0 || self.healthy_threshold == 0 {
+            problems.push("health thresholds must be at least 1".into());
+        }
+        if self.outlier_consecutive == 0 {
+            problems.push("--outlier-consecutive must be at least 1".into());
+        }
+        let metrics_addr = if self.metrics_addr.is_empty() {
+            None
+        } else {
+            match self.metrics_addr.parse() {
+                Ok(a) => Some(a),
+                Err(_) => {
+                    problems.push(format!(
+                        "--metrics-addr {:?} is not ip:port",
+                        self.metrics_addr
+                    ));
+                    None
+                }
+            }
+        };
+        if !problems.is_empty() {
+            anyhow::bail!("invalid flags:\n  {}", problems.join("\n  "));
+        }
+        let mut s = Settings::new(&self.cluster, self.bind);
+        s.http_port = self.http_port;
+        s.peer_port = self.peer_port;
+        s.health = HealthSettings {
+            interval: self.health_interval,
+            timeout: self.health_timeout,
+            unhealthy_threshold: self.unhealthy_threshold,
+            healthy_threshold: self.healthy_threshold,
+        };
+        s.outlier = OutlierSettings {
+            consecutive: self.outlier_consecutive,
+            base_ejection: self.outlier_ejection,
+        };
+        s.connect_timeout = self.connect_timeout;
+        s.drain_timeout = self.drain_timeout;
+        s.retries = self.retries;
+        Ok((s, metrics_addr))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert!(parse_duration("1h").is_err());
+    }
+
+    #[test]
+    fn validation_reports_every_problem() {
+        let a = Args::parse_from([
+            "lb-agent",
+            "--cluster",
+            "",
+            "--health-timeout",
+            "2s",
+            "--metrics-addr",
+            "nope",
+        ]);
+        let e = a.validate().unwrap_err().to_string();
+        for needle in ["--cluster", "--health-timeout", "--metrics-addr"] {
+            assert!(e.contains(needle), "{e}");
+        }
+    }
+}

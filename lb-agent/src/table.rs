@@ -1,0 +1,431 @@
+//! The routing table: built from [`Inputs`] by a plain function, it maps Host names and
+//! listen ports to Service ports, each with its local and remote backends. Backends are
+//! kept in a [`Registry`] across rebuilds so their health and in-flight counts survive
+//! configuration changes; those that leave are handed back for draining.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use fed_api::lbconfig::{LbConfig, LbPort};
+use http::HeaderValue;
+
+use crate::backend::{Backend, BackendKey};
+use crate::inputs::Inputs;
+use crate::metrics::{Metrics, RouteMetrics};
+
+/// How a Service port is proxied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    /// HTTP/1.1 upstream.
+    Http,
+    /// HTTP/2 cleartext upstream.
+    H2c,
+    /// Layer 4.
+    Tcp,
+}
+
+impl Proto {
+    fn of(port: &LbPort) -> Self {
+        match port.protocol.as_str() {
+            "http" => Proto::Http,
+            "h2c" => Proto::H2c,
+            _ => Proto::Tcp,
+        }
+    }
+}
+
+/// A remote lb-agent serving a Service, with its current weight.
+#[derive(Debug)]
+pub struct RemoteEntry {
+    /// The agent.
+    pub backend: Arc<Backend>,
+    /// Ready endpoints there: the last fresh `HEALTH` answer, else the configuration's.
+    pub weight: AtomicU32,
+    /// The configuration's count.
+    pub config_weight: u32,
+}
+
+/// One Service port and where its traffic may go.
+#[derive(Debug)]
+pub struct PortRoute {
+    /// Namespace.
+    pub namespace: String,
+    /// Service.
+    pub service: String,
+    /// `ns/svc`, as in `HEALTH` answers.
+    pub service_key: String,
+    /// The port.
+    pub port: LbPort,
+    /// Proxy protocol.
+    pub proto: Proto,
+    /// Local ready endpoints (tier 1).
+    pub local: Vec<Arc<Backend>>,
+    /// Remote lb-agents (tier 2).
+    pub remote: Vec<RemoteEntry>,
+    /// Host sent to remote agents: `<svc>.<ns>.<dnsZone>`.
+    pub remote_host: HeaderValue,
+    /// Rotates the scan start so equal scores spread.
+    pub rr: AtomicUsize,
+    /// Per-service metric handles.
+    pub metrics: RouteMetrics,
+}
+
+/// Everything the proxies look up.
+#[derive(Debug, Default)]
+pub struct Table {
+    /// The configuration in force.
+    pub config: Option<Arc<LbConfig>>,
+    /// This agent's cluster.
+    pub cluster: String,
+    /// `x-meridian-forwarded-by` value for this agent.
+    pub forwarded_by: Option<HeaderValue>,
+    /// Lower-case Host (without port) → the Service's HTTP port.
+    pub hosts: HashMap<String, Arc<PortRoute>>,
+    /// Listen port → Service port.
+    pub listen: HashMap<u16, Arc<PortRoute>>,
+    /// Every Service port.
+    pub routes: Vec<Arc<PortRoute>>,
+    /// Every backend in use.
+    pub backends: Vec<Arc<Backend>>,
+}
+
+impl Table {
+    /// The route for a Host header value (any case, port suffix ignored).
+    pub fn route_for_host(&self, host: &str) -> Option<&Arc<PortRoute>> {
+        let name = strip_port(host).trim_end_matches('.');
+        if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            self.hosts.get(&name.to_ascii_lowercase())
+        } else {
+            self.hosts.get(name)
+        }
+    }
+
+    /// The route of a Service port by namespace, name and port number or name (peer `TCP`).
+    pub fn route_for_peer(&self, ns: &str, svc: &str, port: &str) -> Option<&Arc<PortRoute>> {
+        let number = port.parse::<u16>().ok();
+        self.routes.iter().find(|r| {
+            r.namespace == ns
+                && r.service == svc
+                && (Some(r.port.port) == number || r.port.name == port)
+        })
+    }
+
+    /// The `HEALTH` answer: ready local endpoints of every Service.
+    pub fn health_line(&self, now: u64) -> String {
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        for r in &self.routes {
+            let n = r.local.iter().filter(|b| b.available(now)).count();
+            match counts.iter_mut().find(|(k, _)| *k == r.service_key) {
+                Some((_, c)) => *c = (*c).max(n),
+                None => counts.push((&r.service_key, n)),
+            }
+        }
+        let mut line = String::from("OK");
+        for (k, n) in counts {
+            line.push_str(&format!(" {k}={n}"));
+        }
+        line.push('\n');
+        line
+    }
+}
+
+fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host;
+    }
+    match host.rsplit_once(':') {
+        Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => host,
+    }
+}
+
+/// Backends by key, kept across table rebuilds.
+#[derive(Debug, Default)]
+pub struct Registry {
+    backends: HashMap<BackendKey, Arc<Backend>>,
+}
+
+impl Registry {
+    fn get(&mut self, key: BackendKey, used: &mut HashSet<BackendKey>) -> Arc<Backend> {
+        used.insert(key.clone());
+        self.backends
+            .entry(key.clone())
+            .or_insert_with(|| Backend::new(key))
+            .clone()
+    }
+}
+
+/// Builds the table for `inputs`; returns it with the backends that are no longer used
+/// (to be drained). `peer_fresh` is how long a `HEALTH` answer counts as current.
+pub fn build(
+    inputs: &Inputs,
+    registry: &mut Registry,
+    metrics: &Metrics,
+    peer_fresh: Duration,
+) -> (Table, Vec<Arc<Backend>>) {
+    let mut used = HashSet::new();
+    let mut table = Table {
+        config: inputs.config.clone(),
+        ..Table::default()
+    };
+    if let Some(config) = &inputs.config {
+        table.cluster = config.cluster.clone();
+        table.forwarded_by = HeaderValue::from_str(&config.cluster).ok();
+        let zone = config.dns_zone.trim_end_matches('.').to_ascii_lowercase();
+        // Region and zone-level names: every locality present in the configuration.
+        let mut regions = BTreeSet::new();
+        let mut zones = BTreeSet::new();
+        for c in &config.clusters {
+            if !c.region.is_empty() {
+                regions.insert(c.region.to_ascii_lowercase());
+                if !c.zone.is_empty() {
+                    zones.insert(format!(
+                        "{}.{}",
+                        c.zone.to_ascii_lowercase(),
+                        c.region.to_ascii_lowercase()
+                    ));
+                }
+            }
+        }
+        for svc in &config.services {
+            let service_key = format!("{}/{}", svc.namespace, svc.name);
+            let remote_host = HeaderValue::from_str(&format!(
+                "{}.{}.{}",
+                svc.name, svc.namespace, config.dns_zone
+            ))
+            .unwrap_or_else(|_| HeaderValue::from_static("invalid"));
+            let mut remotes_of_service = Vec::new();
+            for c in &config.clusters {
+                let backends = svc.backends.get(&c.name).copied().unwrap_or(0);
+                if c.name == config.cluster || !c.ready || backends == 0 {
+                    continue;
+                }
+                let Ok(ip) = c.address.parse::<IpAddr>() else {
+                    continue;
+                };
+                let key = BackendKey::Remote {
+                    cluster: c.name.clone(),
+                    http: SocketAddr::new(ip, c.http_port),
+                    peer: SocketAddr::new(ip, c.peer_port),
+                };
+                remotes_of_service.push((registry.get(key, &mut used), backends));
+            }
+            let route_metrics = metrics.route(&svc.namespace, &svc.name);
+            let mut http_route: Option<Arc<PortRoute>> = None;
+            for port in &svc.ports {
+                let key = (svc.namespace.clone(), svc.name.clone(), port.name.clone());
+                let local = inputs
+                    .local
+                    .get(&key)
+                    .map(|addrs| {
+                        addrs
+                            .iter()
+                            .map(|a| registry.get(BackendKey::Local(*a), &mut used))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let remote = remotes_of_service
+                    .iter()
+                    .map(|(b, w)| RemoteEntry {
+                        weight: AtomicU32::new(
+                            b.peer_count(&service_key, peer_fresh).unwrap_or(*w),
+                        ),
+                        backend: b.clone(),
+                        config_weight: *w,
+                    })
+                    .collect();
+                let route = Arc::new(PortRoute {
+                    namespace: svc.namespace.clone(),
+                    service: svc.name.clone(),
+                    service_key: service_key.clone(),
+                    port: port.clone(),
+                    proto: Proto::of(port),
+                    local,
+                    remote,
+                    remote_host: remote_host.clone(),
+                    rr: AtomicUsize::new(0),
+                    metrics: route_metrics.clone(),
+                });
+                table.listen.insert(port.listen_port, route.clone());
+                // The Host-routed port: the one named `http`, else the first HTTP one.
+                if route.proto != Proto::Tcp
+                    && (http_route.is_none() || port.name == "http")
+                    && http_route.as_ref().is_none_or(|r| r.port.name != "http")
+                {
+                    http_route = Some(route.clone());
+                }
+                table.routes.push(route);
+            }
+            if let Some(route) = http_route {
+                let base = format!(
+                    "{}.{}",
+                    svc.name.to_ascii_lowercase(),
+                    svc.namespace.to_ascii_lowercase()
+                );
+                let mut names = vec![
+                    format!("{base}.{zone}"),
+                    base.clone(),
+                    format!("{base}.svc"),
+                    format!("{base}.svc.cluster.local"),
+                ];
+                names.extend(regions.iter().map(|r| format!("{base}.{r}.{zone}")));
+                names.extend(zones.iter().map(|z| format!("{base}.{z}.{zone}")));
+                for n in names {
+                    table.hosts.insert(n, route.clone());
+                }
+            }
+        }
+    }
+    table.backends = used
+        .iter()
+        .filter_map(|k| registry.backends.get(k).cloned())
+        .collect();
+    let gone: Vec<BackendKey> = registry
+        .backends
+        .keys()
+        .filter(|k| !used.contains(*k))
+        .cloned()
+        .collect();
+    let removed = gone
+        .into_iter()
+        .filter_map(|k| registry.backends.remove(&k))
+        .collect();
+    (table, removed)
+}
+
+/// Refreshes remote weights from a `HEALTH` answer of `backend`.
+pub fn apply_peer_counts(table: &Table, backend: &Arc<Backend>, fresh: Duration) {
+    for r in &table.routes {
+        for e in &r.remote {
+            if Arc::ptr_eq(&e.backend, backend) {
+                let w = backend
+                    .peer_count(&r.service_key, fresh)
+                    .unwrap_or(e.config_weight);
+                e.weight.store(w, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inputs::LocalEndpoints;
+
+    pub(crate) fn config() -> LbConfig {
+        serde_json::from_value(serde_json::json!({
+            "dnsZone": "global.test", "cluster": "a",
+            "clusters": [
+                {"name": "a", "region": "eu", "zone": "eu-1", "address": "127.0.1.1", "httpPort": 80, "peerPort": 81, "dnsPort": 53, "ready": true},
+                {"name": "b", "region": "us", "zone": "us-1", "address": "127.0.1.2", "httpPort": 80, "peerPort": 81, "dnsPort": 53, "ready": true},
+                {"name": "c", "address": "127.0.1.3", "httpPort": 80, "peerPort": 81, "dnsPort": 53, "ready": false}
+            ],
+            "services": [{"namespace": "shop", "name": "web",
+                "ports": [{"name": "metrics", "port": 9090, "protocol": "http", "listenPort": 30001},
+                          {"name": "http", "port": 80, "protocol": "http", "listenPort": 30000},
+                          {"name": "db", "port": 5432, "protocol": "tcp", "listenPort": 30002}],
+                "backends": {"a": 2, "b": 3, "c": 4}}]
+        }))
+        .unwrap()
+    }
+
+    fn inputs() -> Inputs {
+        let mut local = LocalEndpoints::new();
+        local.insert(
+            ("shop".into(), "web".into(), "http".into()),
+            ["10.0.0.1:8080".parse().unwrap()].into(),
+        );
+        Inputs {
+            config: Some(Arc::new(config())),
+            local: Arc::new(local),
+            config_error: None,
+            synced: true,
+        }
+    }
+
+    #[test]
+    fn host_names_route_to_the_http_port() {
+        let mut reg = Registry::default();
+        let (t, _) = build(
+            &inputs(),
+            &mut reg,
+            &Metrics::default(),
+            Duration::from_secs(3),
+        );
+        for host in [
+            "web.shop.global.test",
+            "WEB.shop.global.test:8080",
+            "web.shop",
+            "web.shop.svc",
+            "web.shop.svc.cluster.local",
+            "web.shop.eu.global.test",
+            "web.shop.us-1.us.global.test",
+            "web.shop.global.test.",
+        ] {
+            let r = t.route_for_host(host).unwrap_or_else(|| panic!("{host}"));
+            assert_eq!(r.port.name, "http", "{host}");
+        }
+        for host in [
+            "web.other",
+            "nope.shop.global.test",
+            "web.shop.asia.global.test",
+        ] {
+            assert!(t.route_for_host(host).is_none(), "{host}");
+        }
+        assert_eq!(t.listen[&30002].proto, Proto::Tcp);
+        assert_eq!(t.listen[&30001].port.port, 9090);
+        assert_eq!(
+            t.route_for_peer("shop", "web", "5432").unwrap().port.name,
+            "db"
+        );
+    }
+
+    #[test]
+    fn remotes_are_ready_other_clusters_with_backends() {
+        let mut reg = Registry::default();
+        let (t, _) = build(
+            &inputs(),
+            &mut reg,
+            &Metrics::default(),
+            Duration::from_secs(3),
+        );
+        let r = &t.listen[&30000];
+        assert_eq!(r.local.len(), 1);
+        let remotes: Vec<_> = r.remote.iter().map(|e| e.backend.cluster()).collect();
+        assert_eq!(remotes, vec![Some("b")]);
+        assert_eq!(r.remote[0].weight.load(Ordering::Relaxed), 3);
+        assert!(t.listen[&30002].local.is_empty());
+        assert_eq!(t.health_line(crate::backend::now_ms()), "OK shop/web=1\n");
+    }
+
+    #[test]
+    fn rebuild_keeps_backend_state_and_returns_removed() {
+        let mut reg = Registry::default();
+        let (t1, removed) = build(
+            &inputs(),
+            &mut reg,
+            &Metrics::default(),
+            Duration::from_secs(3),
+        );
+        assert!(removed.is_empty());
+        let b = t1.listen[&30000].local[0].clone();
+        let _g = b.start();
+        let (t2, removed) = build(
+            &inputs(),
+            &mut reg,
+            &Metrics::default(),
+            Duration::from_secs(3),
+        );
+        assert!(Arc::ptr_eq(&t2.listen[&30000].local[0], &b));
+        assert_eq!(t2.listen[&30000].local[0].active(), 1);
+        assert!(removed.is_empty());
+        let mut gone = inputs();
+        gone.local = Arc::default();
+        let (_, removed) = build(&gone, &mut reg, &Metrics::default(), Duration::from_secs(3));
+        assert_eq!(removed.len(), 1);
+        assert!(Arc::ptr_eq(&removed[0], &b));
+    }
+}
