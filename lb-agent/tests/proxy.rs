@@ -230,6 +230,13 @@ async fn failover_without_failed_idempotent_requests() {
         local(&[("shop", "web", "http", vec![bb.addr])]),
     )
     .await;
+    // b must have told a (HEALTH) that it has endpoints before a can fail over to it.
+    let view = a.agent.serving.clone();
+    wait_for("a sees b serving", 10, || {
+        let v = view.clone();
+        async move { v.serves("b", "shop", "web") }
+    })
+    .await;
     let stop = Arc::new(AtomicBool::new(false));
     let ok = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
