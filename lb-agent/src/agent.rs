@@ -266,6 +266,8 @@ async fn route(
             shared.settings.health.peer_fresh(),
         );
         let table = Arc::new(table);
+        // Listen ports first: once the table is visible its ports accept connections.
+        ports.reconcile(&table, &shared).await;
         table_tx.send_replace(table.clone());
         for b in removed {
             shared.metrics.remove_upstream(b.label());
@@ -279,7 +281,6 @@ async fn route(
         }
         reported_error = current.config_error.clone();
         status_tx.send_replace(status_of(&current));
-        ports.reconcile(&table, &shared).await;
         serving::publish(&shared.serving_tx, serving::compute(&table, now_ms()));
         if inputs.changed().await.is_err() {
             // The source is gone: keep serving the last table.

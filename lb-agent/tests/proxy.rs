@@ -210,8 +210,14 @@ async fn failover_without_failed_idempotent_requests() {
     let a1 = HttpBackend::start("127.0.0.1", "a-1").await;
     let a2 = HttpBackend::start("127.0.0.1", "a-2").await;
     let bb = HttpBackend::start("127.0.0.1", "b-1").await;
-    let a = TestAgent::start("a", "127.0.15.1").await;
-    let b = TestAgent::start("b", "127.0.15.2").await;
+    // This test is about retries, not active checks: under heavy load on a shared machine a
+    // slow HEALTH answer must not take b out.
+    let lenient = |s: &mut lb_agent::Settings| {
+        s.health.timeout = std::time::Duration::from_secs(2);
+        s.health.unhealthy_threshold = 10;
+    };
+    let a = TestAgent::start_with("a", "127.0.15.1", lenient).await;
+    let b = TestAgent::start_with("b", "127.0.15.2", lenient).await;
     let svc = service("shop", "web", http_port(31500), &[("a", 2), ("b", 1)]);
     let clusters = vec![a.cluster(), b.cluster()];
     a.feed(
@@ -224,6 +230,13 @@ async fn failover_without_failed_idempotent_requests() {
         local(&[("shop", "web", "http", vec![bb.addr])]),
     )
     .await;
+    // b must have told a (HEALTH) that it has endpoints before a can fail over to it.
+    let view = a.agent.serving.clone();
+    wait_for("a sees b serving", 10, || {
+        let v = view.clone();
+        async move { v.serves("b", "shop", "web") }
+    })
+    .await;
     let stop = Arc::new(AtomicBool::new(false));
     let ok = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
@@ -233,6 +246,7 @@ async fn failover_without_failed_idempotent_requests() {
         let (stop, ok, failed, from_b) = (stop.clone(), ok.clone(), failed.clone(), from_b.clone());
         let addr = a.agent.http_addr;
         let method = ["GET", "HEAD", "PUT", "DELETE"][i];
+        let table = a.agent.table.clone();
         clients.push(tokio::spawn(async move {
             while !stop.load(Ordering::SeqCst) {
                 match request(addr, method, HOST, "/", &[]).await {
@@ -244,7 +258,14 @@ async fn failover_without_failed_idempotent_requests() {
                     }
                     other => {
                         if failed.fetch_add(1, Ordering::SeqCst) < 3 {
-                            eprintln!("{method} failed: {other:?}");
+                            let t = table.borrow().clone();
+                            let remote = &t.listen[&31500].remote[0];
+                            eprintln!(
+                                "{method} failed: {other:?}; remote {:?} ejected {} weight {:?}",
+                                remote.backend,
+                                remote.backend.is_ejected(),
+                                remote.weight
+                            );
                         }
                     }
                 }
