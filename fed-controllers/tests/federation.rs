@@ -21,7 +21,6 @@ use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::await_condition;
 
-
 /// A workspace binary beside this test's executable (target/<profile>/<name>), so the
 /// test works whatever the target directory is.
 fn workspace_binary(name: &str) -> PathBuf {

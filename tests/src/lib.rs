@@ -6,6 +6,7 @@ pub mod dns;
 pub mod http;
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
@@ -44,7 +45,8 @@ pub fn kubectl_path() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
-/// A child process killed on drop.
+/// A child process, in its own process group, killed with everything it started on drop
+/// (so a failed test leaves no `fedctl up` children holding addresses).
 pub struct Proc {
     child: Child,
     /// Lines it printed before the readiness line.
@@ -61,6 +63,7 @@ impl Proc {
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
             )
             .stdout(Stdio::piped())
+            .process_group(0)
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
@@ -91,6 +94,7 @@ impl Proc {
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
             )
             .stdout(Stdio::null())
+            .process_group(0)
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
         Self {
@@ -110,6 +114,11 @@ impl Proc {
 
     /// SIGKILL.
     pub fn kill(&mut self) {
+        // The group id is the child's pid (process_group(0)).
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
