@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cluster::ControllerConfig;
+use crate::cluster::controller::member_limits;
 use crate::cluster::member::Settings;
 use crate::cluster::probe::Thresholds;
+use crate::member_client::MemberClients;
 
 /// Flag errors, all of them.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +66,10 @@ pub struct Args {
     /// At most one status write per cluster per this interval.
     #[arg(long, env = "MERIDIAN_STATUS_MIN_INTERVAL", default_value = "500ms", value_parser = parse_duration)]
     pub status_min_interval: Duration,
+    /// Objects per page when listing a member's nodes and pods (initial list and re-lists);
+    /// smaller pages bound the memory one list needs while it is decoded.
+    #[arg(long, env = "MERIDIAN_MEMBER_LIST_PAGE_SIZE", default_value_t = 500)]
+    pub member_list_page_size: u32,
     /// Deadline of one workload-controller request to a member or the federation.
     #[arg(long, env = "MERIDIAN_WORKLOAD_SYNC_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub workload_sync_timeout: Duration,
@@ -135,6 +141,9 @@ impl Args {
         if self.workload_backoff_max < Duration::from_millis(500) {
             errors.push("--workload-backoff-max must be at least 500ms".into());
         }
+        if self.member_list_page_size == 0 {
+            errors.push("--member-list-page-size must be at least 1".into());
+        }
         if !errors.is_empty() {
             return Err(FlagErrors(errors));
         }
@@ -147,10 +156,12 @@ impl Args {
             },
             discovery_period: self.discovery_period,
             status_min_interval: self.status_min_interval,
+            list_page_size: self.member_list_page_size,
             ..Settings::default()
         };
         Ok((
             ControllerConfig {
+                clients: MemberClients::new(member_limits(&settings)),
                 settings,
                 mass_failure_share: self.mass_failure_share,
             },

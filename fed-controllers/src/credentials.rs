@@ -1,5 +1,7 @@
-//! Builds a member's client configuration from its Cluster spec and credentials Secret;
-//! shared by every controller that talks to members (cluster and workload).
+//! Reads a member's credentials (CA bundle, token Secret) from its Cluster spec; shared by
+//! every controller that talks to members. Clients themselves come from
+//! [`crate::member_client`] (one multiplexed connection per member); [`member_config`]
+//! remains for callers that need a plain kube configuration.
 //!
 //! TLS is always verified against `spec.caBundle` and only it; there is no insecure mode.
 //! Tokens never appear in errors or logs.
@@ -37,6 +39,9 @@ pub enum CredentialsError {
     /// The Secret exists but has no usable `data.token`.
     #[error("credentials Secret {0} has no data.token")]
     MissingToken(String),
+    /// The token holds characters an HTTP header cannot carry.
+    #[error("the credentials token contains characters not allowed in an HTTP header")]
+    InvalidToken,
     /// Reading the Secret failed.
     #[error("reading credentials Secret {name}: {source}")]
     ReadSecret {

@@ -30,7 +30,12 @@ async fn main() -> anyhow::Result<()> {
     let client_config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
         .context("federation kubeconfig")?;
-    let fed = kube::Client::try_from(client_config).context("federation client")?;
+    // One multiplexed connection to the federation, whatever the number of members.
+    let fed = fed_controllers::member_client::federation_client(
+        client_config,
+        fed_controllers::member_client::Limits::default(),
+    )
+    .context("federation client")?;
 
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
@@ -57,9 +62,14 @@ async fn main() -> anyhow::Result<()> {
         mass_failure_share = config.mass_failure_share,
         "cluster controller starting"
     );
+    // One set of member clients for both controllers: one connection per member.
+    let workload_settings = workload::Settings {
+        clients: config.clients.clone(),
+        ..args.workload_settings()
+    };
     tokio::select! {
         r = cluster::run(fed.clone(), config, metrics, ready) => r.context("cluster controller")?,
-        r = workload::run(fed, args.workload_settings()) => r.context("workload controller")?,
+        r = workload::run(fed, workload_settings) => r.context("workload controller")?,
         s = tokio::signal::ctrl_c() => {
             s.context("waiting for Ctrl-C")?;
             tracing::info!("interrupted; stopping");

@@ -26,7 +26,6 @@ use super::queue::Queue;
 use super::status::MemberReport;
 use super::{Settings, drift};
 use crate::cluster::backoff;
-use crate::credentials::{self, ClientTimeouts};
 
 /// Why one sync of one workload in one member failed.
 #[derive(Debug, thiserror::Error)]
@@ -268,20 +267,11 @@ pub fn spawn(
 }
 
 async fn connect(m: &MemberShared, cluster: &Cluster) -> Result<Client, String> {
-    let t = m.settings.sync_timeout;
-    let token = credentials::load_token(&m.fed, &cluster.spec, t)
+    m.settings
+        .clients
+        .connect(&m.fed, &cluster.spec, m.settings.sync_timeout)
         .await
-        .map_err(|e| e.to_string())?;
-    let config = credentials::member_config(
-        &cluster.spec,
-        &token,
-        ClientTimeouts {
-            connect: t,
-            write: t,
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    Client::try_from(config).map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())
 }
 
 async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
