@@ -68,8 +68,12 @@ pub struct Args {
     pub status_min_interval: Duration,
     /// Objects per page when listing a member's nodes and pods (initial list and re-lists);
     /// smaller pages bound the memory one list needs while it is decoded.
-    #[arg(long, env = "MERIDIAN_MEMBER_LIST_PAGE_SIZE", default_value_t = 500)]
+    #[arg(long, env = "MERIDIAN_MEMBER_LIST_PAGE_SIZE", default_value_t = 100)]
     pub member_list_page_size: u32,
+    /// Members listing their nodes or pods at the same time (process-wide); bounds the
+    /// memory a fleet-wide (re-)list needs at once.
+    #[arg(long, env = "MERIDIAN_MEMBER_CONCURRENT_LISTS", default_value_t = 32)]
+    pub member_concurrent_lists: usize,
     /// Deadline of one workload-controller request to a member or the federation.
     #[arg(long, env = "MERIDIAN_WORKLOAD_SYNC_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub workload_sync_timeout: Duration,
@@ -144,6 +148,9 @@ impl Args {
         if self.member_list_page_size == 0 {
             errors.push("--member-list-page-size must be at least 1".into());
         }
+        if self.member_concurrent_lists == 0 {
+            errors.push("--member-concurrent-lists must be at least 1".into());
+        }
         if !errors.is_empty() {
             return Err(FlagErrors(errors));
         }
@@ -157,6 +164,7 @@ impl Args {
             discovery_period: self.discovery_period,
             status_min_interval: self.status_min_interval,
             list_page_size: self.member_list_page_size,
+            concurrent_lists: self.member_concurrent_lists,
             ..Settings::default()
         };
         Ok((
@@ -206,6 +214,8 @@ mod tests {
             }
         );
         assert_eq!(cfg.mass_failure_share, 0.5);
+        assert_eq!(cfg.settings.list_page_size, 100);
+        assert_eq!(cfg.settings.concurrent_lists, 32);
         assert_eq!(metrics, Some("127.0.0.1:8080".parse().expect("addr")));
 
         let args = Args::try_parse_from([
@@ -220,9 +230,13 @@ mod tests {
             "1.5",
             "--metrics-bind-address",
             "nope",
+            "--member-list-page-size",
+            "0",
+            "--member-concurrent-lists",
+            "0",
         ])
         .expect("parse");
         let err = args.validate().expect_err("invalid");
-        assert_eq!(err.0.len(), 4, "{err}");
+        assert_eq!(err.0.len(), 6, "{err}");
     }
 }

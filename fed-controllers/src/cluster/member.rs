@@ -65,7 +65,7 @@ impl Default for Settings {
             status_min_interval: Duration::from_millis(500),
             federation_timeout: Duration::from_secs(10),
             watch_idle_timeout: Duration::from_secs(330),
-            list_page_size: 500,
+            list_page_size: 100,
             concurrent_lists: 32,
         }
     }
