@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cluster::ControllerConfig;
+use crate::cluster::controller::member_limits;
 use crate::cluster::member::Settings;
 use crate::cluster::probe::Thresholds;
+use crate::member_client::MemberClients;
 
 /// Flag errors, all of them.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +66,14 @@ pub struct Args {
     /// At most one status write per cluster per this interval.
     #[arg(long, env = "MERIDIAN_STATUS_MIN_INTERVAL", default_value = "500ms", value_parser = parse_duration)]
     pub status_min_interval: Duration,
+    /// Objects per page when listing a member's nodes and pods (initial list and re-lists);
+    /// smaller pages bound the memory one list needs while it is decoded.
+    #[arg(long, env = "MERIDIAN_MEMBER_LIST_PAGE_SIZE", default_value_t = 100)]
+    pub member_list_page_size: u32,
+    /// Members listing their nodes or pods at the same time (process-wide); bounds the
+    /// memory a fleet-wide (re-)list needs at once.
+    #[arg(long, env = "MERIDIAN_MEMBER_CONCURRENT_LISTS", default_value_t = 32)]
+    pub member_concurrent_lists: usize,
     /// Deadline of one workload-controller request to a member or the federation.
     #[arg(long, env = "MERIDIAN_WORKLOAD_SYNC_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub workload_sync_timeout: Duration,
@@ -185,6 +195,12 @@ impl Args {
         if let Err(e) = self.service_settings() {
             errors.push(e);
         }
+        if self.member_list_page_size == 0 {
+            errors.push("--member-list-page-size must be at least 1".into());
+        }
+        if self.member_concurrent_lists == 0 {
+            errors.push("--member-concurrent-lists must be at least 1".into());
+        }
         if !errors.is_empty() {
             return Err(FlagErrors(errors));
         }
@@ -197,10 +213,13 @@ impl Args {
             },
             discovery_period: self.discovery_period,
             status_min_interval: self.status_min_interval,
+            list_page_size: self.member_list_page_size,
+            concurrent_lists: self.member_concurrent_lists,
             ..Settings::default()
         };
         Ok((
             ControllerConfig {
+                clients: MemberClients::new(member_limits(&settings)),
                 settings,
                 mass_failure_share: self.mass_failure_share,
             },
@@ -245,6 +264,8 @@ mod tests {
             }
         );
         assert_eq!(cfg.mass_failure_share, 0.5);
+        assert_eq!(cfg.settings.list_page_size, 100);
+        assert_eq!(cfg.settings.concurrent_lists, 32);
         assert_eq!(metrics, Some("127.0.0.1:8080".parse().expect("addr")));
         let svc = args.service_settings().expect("service settings");
         assert_eq!(svc.dns_zone, "global.meridian.test");
@@ -265,10 +286,14 @@ mod tests {
             "nope",
             "--lb-port-range",
             "40000-30000",
+            "--member-list-page-size",
+            "0",
+            "--member-concurrent-lists",
+            "0",
         ])
         .expect("parse");
         let err = args.validate().expect_err("invalid");
-        assert_eq!(err.0.len(), 5, "{err}");
+        assert_eq!(err.0.len(), 7, "{err}");
         for bad in [
             ["--dns-zone", "bad_zone.test"],
             ["--lb-ttl", "1500ms"],

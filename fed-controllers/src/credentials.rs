@@ -1,5 +1,7 @@
-//! Builds a member's client configuration from its Cluster spec and credentials Secret;
-//! shared by every controller that talks to members (cluster and workload).
+//! Reads a member's credentials (CA bundle, token Secret) from its Cluster spec; shared by
+//! every controller that talks to members. Clients themselves come from
+//! [`crate::member_client`] (one multiplexed connection per member); [`member_config`]
+//! remains for callers that need a plain kube configuration.
 //!
 //! TLS is always verified against `spec.caBundle` and only it; there is no insecure mode.
 //! Tokens never appear in errors or logs.
@@ -37,6 +39,9 @@ pub enum CredentialsError {
     /// The Secret exists but has no usable `data.token`.
     #[error("credentials Secret {0} has no data.token")]
     MissingToken(String),
+    /// The token holds characters an HTTP header cannot carry.
+    #[error("the credentials token contains characters not allowed in an HTTP header")]
+    InvalidToken,
     /// Reading the Secret failed.
     #[error("reading credentials Secret {name}: {source}")]
     ReadSecret {
@@ -157,28 +162,6 @@ pub async fn load_token(
         Ok(Ok(Some(s))) => s,
     };
     token_of(&secret).ok_or(CredentialsError::MissingToken(name))
-}
-
-/// A member client from the Cluster's spec and the token in its Secret: connect and
-/// write deadlines are `timeout`, reads have none (watches are long-lived).
-pub async fn member_client(
-    fed: &kube::Client,
-    spec: &ClusterSpec,
-    timeout: Duration,
-) -> Result<kube::Client, String> {
-    let token = load_token(fed, spec, timeout)
-        .await
-        .map_err(|e| e.to_string())?;
-    let config = member_config(
-        spec,
-        &token,
-        ClientTimeouts {
-            connect: timeout,
-            write: timeout,
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    kube::Client::try_from(config).map_err(|e| e.to_string())
 }
 
 /// `data.token` of a Secret, trimmed (tokens pasted from files often end in a newline).

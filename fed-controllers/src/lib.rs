@@ -3,12 +3,14 @@
 //! pushes federated Deployments/ReplicaSets and what they reference into members and
 //! aggregates their status; the service controller ([`service`]) makes federated Services
 //! reachable across members through their lb-agents. They share [`credentials`], [`events`]
-//! and [`metrics`].
+//! and [`metrics`]; [`member_client`] builds member clients that multiplex everything on one
+//! connection per member.
 
 pub mod cli;
 pub mod cluster;
 pub mod credentials;
 pub mod events;
+pub mod member_client;
 pub mod metrics;
 pub mod service;
 pub mod workload;

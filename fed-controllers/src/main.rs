@@ -20,7 +20,6 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let args = Args::parse();
     let (config, metrics_addr) = args.validate()?;
-    let service_settings = args.service_settings().map_err(anyhow::Error::msg)?;
 
     let kubeconfig = Kubeconfig::read_from(&args.kubeconfig)
         .with_context(|| format!("reading {}", args.kubeconfig.display()))?;
@@ -31,7 +30,12 @@ async fn main() -> anyhow::Result<()> {
     let client_config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
         .context("federation kubeconfig")?;
-    let fed = kube::Client::try_from(client_config).context("federation client")?;
+    // One multiplexed connection to the federation, whatever the number of members.
+    let fed = fed_controllers::member_client::federation_client(
+        client_config,
+        fed_controllers::member_client::Limits::default(),
+    )
+    .context("federation client")?;
 
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
@@ -58,9 +62,18 @@ async fn main() -> anyhow::Result<()> {
         mass_failure_share = config.mass_failure_share,
         "cluster controller starting"
     );
+    // One set of member clients for all controllers: one connection per member.
+    let workload_settings = workload::Settings {
+        clients: config.clients.clone(),
+        ..args.workload_settings()
+    };
+    let service_settings = service::Settings {
+        clients: config.clients.clone(),
+        ..args.service_settings().map_err(anyhow::Error::msg)?
+    };
     tokio::select! {
         r = cluster::run(fed.clone(), config, metrics.clone(), ready) => r.context("cluster controller")?,
-        r = workload::run(fed.clone(), args.workload_settings()) => r.context("workload controller")?,
+        r = workload::run(fed.clone(), workload_settings) => r.context("workload controller")?,
         r = service::run(fed, service_settings, metrics) => r.context("service controller")?,
         s = tokio::signal::ctrl_c() => {
             s.context("waiting for Ctrl-C")?;

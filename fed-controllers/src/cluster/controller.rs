@@ -18,6 +18,7 @@ use kube::{Client, ResourceExt};
 use super::credentials;
 use super::guard::{self, Board};
 use super::member::{self, MemberHandle, Settings, Shared};
+use crate::member_client::{Limits, MemberClients};
 use crate::metrics::Metrics;
 
 /// Errors that end the controller.
@@ -35,6 +36,9 @@ pub struct ControllerConfig {
     pub settings: Settings,
     /// Mass failure when strictly more than this share of members is Offline.
     pub mass_failure_share: f64,
+    /// Member clients; share one with the other controllers so each member costs one
+    /// connection per process.
+    pub clients: Arc<MemberClients>,
 }
 
 impl Default for ControllerConfig {
@@ -42,6 +46,7 @@ impl Default for ControllerConfig {
         ControllerConfig {
             settings: Settings::default(),
             mass_failure_share: 0.5,
+            clients: MemberClients::new(member_limits(&Settings::default())),
         }
     }
 }
@@ -261,6 +266,18 @@ impl Supervisor {
     }
 }
 
+/// Member connection limits derived from the probe settings: connecting counts against
+/// the probe's deadline, and a connection whose peer vanished is noticed within about two
+/// probe periods (probes themselves time out sooner; this frees the dead connection).
+pub fn member_limits(s: &Settings) -> Limits {
+    Limits {
+        connect_timeout: s.probe_timeout,
+        keep_alive_interval: s.probe_period.max(Duration::from_secs(1)),
+        keep_alive_timeout: s.probe_period.max(s.probe_timeout),
+        ..Limits::default()
+    }
+}
+
 /// Runs the cluster controller until the federation watches fail for good (they retry
 /// with backoff, so in practice until the task is dropped).
 pub async fn run(
@@ -276,6 +293,10 @@ pub async fn run(
         settings: Arc::new(config.settings.clone()),
         metrics: metrics.clone(),
         board: board.clone(),
+        clients: config.clients.clone(),
+        lists: Arc::new(tokio::sync::Semaphore::new(
+            config.settings.concurrent_lists.max(1),
+        )),
     };
     let guard_task = tokio::spawn(guard::run(
         fed.clone(),

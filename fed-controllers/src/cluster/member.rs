@@ -13,19 +13,20 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
 use super::capacity::{Tracker, extract};
 use super::conditions;
-use super::credentials::{self, ClientTimeouts};
+use super::credentials::CredentialsError;
 use super::discovery::{self, Discovered};
 use super::events;
 use super::guard::Board;
 use super::probe::{self, FailureKind, Health, Outcome, ProbeState, Thresholds};
 use super::prober::{self, HealthPath};
 use super::status::{self, Owned};
+use crate::member_client::MemberClients;
 use crate::metrics::Metrics;
 
 /// Tunables of every member task.
@@ -45,6 +46,13 @@ pub struct Settings {
     pub federation_timeout: Duration,
     /// A member watch with no event for this long is restarted.
     pub watch_idle_timeout: Duration,
+    /// Objects per page of a member list.
+    pub list_page_size: u32,
+    /// Members listing nodes or pods at the same time, process-wide. A list's decoded
+    /// pages are short-lived but large; a thousand members listing at once (controller
+    /// start, a fleet-wide outage ending) would add all of them up, and the allocator
+    /// keeps that high-water mark long after.
+    pub concurrent_lists: usize,
 }
 
 impl Default for Settings {
@@ -57,6 +65,8 @@ impl Default for Settings {
             status_min_interval: Duration::from_millis(500),
             federation_timeout: Duration::from_secs(10),
             watch_idle_timeout: Duration::from_secs(330),
+            list_page_size: 100,
+            concurrent_lists: 32,
         }
     }
 }
@@ -72,6 +82,10 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// Offline flags for the mass-failure guard.
     pub board: Arc<Board>,
+    /// Builds member clients (one multiplexed connection per member, shared TLS configs).
+    pub clients: Arc<MemberClients>,
+    /// Permits to list (see [`Settings::concurrent_lists`]).
+    pub lists: Arc<Semaphore>,
 }
 
 /// A running member task. Dropping it stops the task.
@@ -268,19 +282,14 @@ async fn run(m: Arc<Member>) {
 /// as a failed probe (reason `InvalidConfig`, the message names the problem).
 async fn connect(m: &Member) -> Client {
     let s = m.settings();
-    let timeouts = ClientTimeouts {
-        connect: s.probe_timeout,
-        write: s.probe_timeout,
-    };
     loop {
         let spec = m.cluster.borrow().spec.clone();
-        let attempt = async {
-            let token = credentials::load_token(&m.shared.fed, &spec, s.federation_timeout).await?;
-            let config = credentials::member_config(&spec, &token, timeouts)?;
-            Client::try_from(config)
-                .map_err(|e| credentials::CredentialsError::InvalidCaBundle(e.to_string()))
-        };
-        match attempt.await {
+        let attempt: Result<Client, CredentialsError> = m
+            .shared
+            .clients
+            .connect(&m.shared.fed, &spec, s.federation_timeout)
+            .await;
+        match attempt {
             Ok(c) => return c,
             Err(e) => {
                 tracing::warn!(error = %e, "member client not configured");
@@ -409,6 +418,10 @@ impl Watched for Pod {
     }
 }
 
+/// Longest a list holds its permit (see [`Settings::concurrent_lists`]); a healthy member
+/// lists far faster, this only bounds what a stuck one can hold up.
+const LIST_PERMIT_MAX: Duration = Duration::from_secs(10);
+
 /// List once, then watch, for as long as the task lives. The kube watcher resumes from
 /// its resourceVersion after errors (re-listing only when the server says 410 Gone),
 /// with exponential backoff and jitter between attempts; this loop adds an idle
@@ -416,16 +429,27 @@ impl Watched for Pod {
 async fn watch_loop<K: Watched>(m: Arc<Member>, client: Client) {
     let api = Api::<K>::all(client);
     let idle = m.settings().watch_idle_timeout;
+    let config = watcher::Config::default().page_size(m.settings().list_page_size.max(1));
     let mut rewatch = m.rewatch.subscribe();
     loop {
         // Objects are reduced to numbers as they arrive and dropped; nothing keeps them.
-        let stream = watcher::watcher(api.clone(), watcher::Config::default()).default_backoff();
+        let stream = watcher::watcher(api.clone(), config.clone()).default_backoff();
         let mut stream = std::pin::pin!(stream);
+        // Held from the start of a (re-)list to its end, and given back early on errors
+        // and after LIST_PERMIT_MAX, so a member that cannot list (or lists through a
+        // hanging connection) does not hold up the others.
+        let mut permit: Option<(OwnedSemaphorePermit, tokio::time::Instant)> = None;
         let cause = loop {
+            let give_back = permit.as_ref().map(|p| p.1);
             let next = tokio::select! {
                 changed = rewatch.changed() => {
                     if changed.is_err() { return; }
                     break "recovered";
+                }
+                () = tokio::time::sleep_until(give_back.unwrap_or_else(tokio::time::Instant::now)),
+                    if give_back.is_some() => {
+                    permit = None;
+                    continue;
                 }
                 next = tokio::time::timeout(idle, stream.next()) => next,
             };
@@ -433,6 +457,7 @@ async fn watch_loop<K: Watched>(m: Arc<Member>, client: Client) {
                 Err(_) => break "idle",
                 Ok(None) => break "ended",
                 Ok(Some(Err(error))) => {
+                    permit = None;
                     m.shared
                         .metrics
                         .watch_restart(&m.name, K::RESOURCE, "error");
@@ -441,6 +466,15 @@ async fn watch_loop<K: Watched>(m: Arc<Member>, client: Client) {
                 }
                 Ok(Some(Ok(event))) => event,
             };
+            match &event {
+                // The watcher announces a list before requesting its first page.
+                Event::Init => {
+                    let p = m.shared.lists.clone().acquire_owned().await.ok();
+                    permit = p.map(|p| (p, tokio::time::Instant::now() + LIST_PERMIT_MAX));
+                }
+                Event::InitDone => permit = None,
+                _ => {}
+            }
             let changed = {
                 let mut st = m.lock();
                 match &event {

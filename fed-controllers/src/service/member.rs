@@ -32,7 +32,6 @@ use super::desired::{self, SERVICE_NAME_LABEL};
 use super::status::MemberState;
 use super::{COMPONENT, ServiceKey, Settings};
 use crate::cluster::backoff;
-use crate::credentials;
 use crate::events::{self, Severity};
 use crate::metrics::Metrics;
 use crate::workload::ownership::{self, Ownership};
@@ -352,7 +351,12 @@ fn key_of<K: Resource>(o: &K, name: Option<&str>) -> ServiceKey {
 async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
     let mut attempt = 0;
     let client = loop {
-        match credentials::member_client(&m.fed, &cluster.spec, m.settings.sync_timeout).await {
+        match m
+            .settings
+            .clients
+            .connect(&m.fed, &cluster.spec, m.settings.sync_timeout)
+            .await
+        {
             Ok(c) => break c,
             Err(e) => {
                 attempt += 1;

@@ -49,6 +49,8 @@ pub struct Settings {
     pub backoff_base: Duration,
     /// Longest retry delay.
     pub backoff_max: Duration,
+    /// Member clients (shared with the other controllers: one connection per member).
+    pub clients: std::sync::Arc<crate::member_client::MemberClients>,
 }
 
 impl Default for Settings {
@@ -63,6 +65,9 @@ impl Default for Settings {
             sync_timeout: Duration::from_secs(10),
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(30),
+            clients: crate::member_client::MemberClients::new(
+                crate::member_client::Limits::default(),
+            ),
         }
     }
 }

@@ -26,7 +26,6 @@ use super::queue::Queue;
 use super::status::MemberReport;
 use super::{Settings, drift};
 use crate::cluster::backoff;
-use crate::credentials;
 
 /// Why one sync of one workload in one member failed.
 #[derive(Debug, thiserror::Error)]
@@ -268,7 +267,11 @@ pub fn spawn(
 }
 
 async fn connect(m: &MemberShared, cluster: &Cluster) -> Result<Client, String> {
-    credentials::member_client(&m.fed, &cluster.spec, m.settings.sync_timeout).await
+    m.settings
+        .clients
+        .connect(&m.fed, &cluster.spec, m.settings.sync_timeout)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {

@@ -20,7 +20,10 @@ pub mod plan;
 pub mod queue;
 pub mod status;
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use crate::member_client::{Limits, MemberClients};
 
 pub use controller::run;
 
@@ -33,6 +36,8 @@ pub struct Settings {
     pub backoff_base: Duration,
     /// Longest retry delay.
     pub backoff_max: Duration,
+    /// Member clients (share the cluster controller's: one connection per member).
+    pub clients: Arc<MemberClients>,
 }
 
 impl Default for Settings {
@@ -41,6 +46,7 @@ impl Default for Settings {
             sync_timeout: Duration::from_secs(10),
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(30),
+            clients: MemberClients::new(Limits::default()),
         }
     }
 }
