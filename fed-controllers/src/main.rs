@@ -58,8 +58,8 @@ async fn main() -> anyhow::Result<()> {
         "cluster controller starting"
     );
     tokio::select! {
-        r = cluster::run(fed.clone(), config, metrics, ready) => r.context("cluster controller")?,
-        r = workload::run(fed, args.workload_settings()) => r.context("workload controller")?,
+        r = cluster::run(fed.clone(), config, metrics.clone(), ready) => r.context("cluster controller")?,
+        r = workload::run(fed, args.workload_settings(), metrics.workload.clone()) => r.context("workload controller")?,
         s = tokio::signal::ctrl_c() => {
             s.context("waiting for Ctrl-C")?;
             tracing::info!("interrupted; stopping");

@@ -64,7 +64,12 @@ pub fn build(
     }
 }
 
-/// Writes an Event, logging (not returning) a failure.
+/// Event writes in flight at most: beyond that, recording waits (back-pressure on the
+/// worker) instead of piling up unbounded tasks.
+static IN_FLIGHT: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(256);
+
+/// Writes an Event in the background, logging (not returning) a failure: the worker that
+/// records it does not wait for the federation's answer.
 pub async fn record(
     fed: &Client,
     key: &WorkloadKey,
@@ -74,17 +79,25 @@ pub async fn record(
     message: &str,
 ) {
     let ev = build(key, uid, severity, reason, message, jiff::Timestamp::now());
+    let Ok(permit) = IN_FLIGHT.acquire().await else {
+        return;
+    };
     let api: Api<Event> = Api::namespaced(fed.clone(), &key.namespace);
-    match tokio::time::timeout(
-        Duration::from_secs(5),
-        api.create(&PostParams::default(), &ev),
-    )
-    .await
-    {
-        Ok(Ok(_)) => {}
-        Ok(Err(error)) => tracing::debug!(%key, %error, reason, "event not written"),
-        Err(_) => tracing::debug!(%key, reason, "event write timed out"),
-    }
+    let key = key.to_string();
+    let reason = reason.to_string();
+    tokio::spawn(async move {
+        match tokio::time::timeout(
+            Duration::from_secs(5),
+            api.create(&PostParams::default(), &ev),
+        )
+        .await
+        {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => tracing::debug!(%key, %error, reason, "event not written"),
+            Err(_) => tracing::debug!(%key, reason, "event write timed out"),
+        }
+        drop(permit);
+    });
 }
 
 #[cfg(test)]

@@ -33,6 +33,10 @@ pub struct Settings {
     pub backoff_base: Duration,
     /// Longest retry delay.
     pub backoff_max: Duration,
+    /// Federation-side workers (reconciles of different workloads run side by side).
+    pub workers: usize,
+    /// Workers per member cluster (syncs of different workloads run side by side).
+    pub member_workers: usize,
 }
 
 impl Default for Settings {
@@ -41,6 +45,8 @@ impl Default for Settings {
             sync_timeout: Duration::from_secs(10),
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(30),
+            workers: 32,
+            member_workers: 4,
         }
     }
 }
