@@ -70,7 +70,7 @@ struct Central {
     /// is looked at again) from a routine status update (nothing to do).
     cluster_ready: Mutex<HashMap<String, Option<String>>>,
     /// What of each workload and Placement was last seen that changes what members should
-    /// hold ([`wanted`]): an event that changes it is urgent, one that only changes status
+    /// hold ([`wanted_workload`], [`wanted_placement`]): an event that changes it is urgent, one that only changes status
     /// (often our own write coming back) waits behind urgent work.
     wanted_seen: Mutex<HashMap<(bool, WorkloadKey), u64>>,
     /// Set once every workload has been reconciled after start-up.
@@ -88,23 +88,33 @@ enum Input {
     Cluster(Box<Result<Event<Cluster>, watcher::Error>>),
 }
 
-/// A digest of what in an object decides the members' intents: for a workload everything
-/// but its status and bookkeeping metadata, for a Placement its spec.
-fn wanted<T: serde::Serialize>(obj: &T, placement: bool) -> u64 {
+/// A digest of what in a workload decides the members' intents: its generation (which the
+/// API server bumps on every spec change), deletion, finalizers, labels and annotations.
+/// Cheap on purpose: every federation event goes through it on one task.
+fn wanted_workload(o: &DynamicObject) -> u64 {
     use std::hash::{Hash, Hasher};
-    let mut v = serde_json::to_value(obj).unwrap_or_default();
-    if placement {
-        v = v["spec"].take();
-    } else if let Some(o) = v.as_object_mut() {
-        o.remove("status");
-        if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
-            for k in ["resourceVersion", "managedFields"] {
-                m.remove(k);
-            }
-        }
-    }
+    let m = &o.metadata;
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    v.to_string().hash(&mut h);
+    m.generation.hash(&mut h);
+    m.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .hash(&mut h);
+    m.finalizers.hash(&mut h);
+    m.labels.hash(&mut h);
+    m.annotations.hash(&mut h);
+    h.finish()
+}
+
+/// A digest of a Placement's spec (its destinations), the part that decides intents.
+fn wanted_placement(p: &Placement) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    p.spec.resource.uid.hash(&mut h);
+    for t in &p.spec.dest_clusters {
+        t.cluster.hash(&mut h);
+        t.replicas.hash(&mut h);
+    }
     h.finish()
 }
 
@@ -246,7 +256,7 @@ impl Central {
                 Ok(Event::Apply(o) | Event::InitApply(o)) => {
                     let key =
                         WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
-                    self.push_changed(false, key, Some(wanted(&o, false)));
+                    self.push_changed(false, key, Some(wanted_workload(&o)));
                 }
                 Ok(Event::Delete(o)) => {
                     let key =
@@ -289,7 +299,7 @@ impl Central {
                 if let Some(k) =
                     WorkloadKey::of_placement(&p.namespace().unwrap_or_default(), &p.spec.resource)
                 {
-                    let digest = (!deleted).then(|| wanted(&p, true));
+                    let digest = (!deleted).then(|| wanted_placement(&p));
                     self.push_changed(true, k, digest);
                 }
             }
