@@ -382,6 +382,14 @@ async fn scrape(port: u16, metric: &str) -> f64 {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // Ctrl-C drops the run, and with it the child processes.
+    tokio::select! {
+        r = run() => r,
+        s = tokio::signal::ctrl_c() => s.context("waiting for Ctrl-C"),
+    }
+}
+
+async fn run() -> anyhow::Result<()> {
     let clusters = arg("--clusters", 10).max(2) / 2 * 2;
     let deployments = arg("--deployments", 1000);
     let rate = arg("--rate", 200);
@@ -494,7 +502,11 @@ async fn main() -> anyhow::Result<()> {
     let mut stream = Box::pin(cl_api.watch(&WatchParams::default(), "0").await?);
     let mut ready = std::collections::HashSet::new();
     while ready.len() < clusters {
-        if let Some(Ok(WatchEvent::Added(c) | WatchEvent::Modified(c))) = stream.next().await
+        let ev = stream
+            .next()
+            .await
+            .context("the Cluster watch ended before every cluster was Ready")?;
+        if let Ok(WatchEvent::Added(c) | WatchEvent::Modified(c)) = ev
             && c.status.as_ref().is_some_and(|s| {
                 s.conditions
                     .iter()
