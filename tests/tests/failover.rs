@@ -143,10 +143,23 @@ const CONTROLLER_FLAGS: [&str; 5] = [
     "--metrics-bind-address=off",
 ];
 
-fn join_all(env: &Env) {
+/// Joins every cluster and waits until the scheduler can see all their capacity (else the
+/// first placement could leave out a cluster whose status is still partial).
+async fn join_all(env: &Env) {
     for c in CLUSTERS {
         let out = env.ok("fedctl", &["join", c, "--wait-seconds", "60"]);
         assert!(out.contains(&format!("cluster {c} is Ready")), "{out}");
+    }
+    let clusters: Api<fed_api::Cluster> = Api::all(env.federation().await);
+    for c in CLUSTERS {
+        wait_for(&clusters, c, "capacity and APIs in status", |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.resource_summary.is_some()
+                    && !s.api_enablements.is_empty()
+                    && s.nodes.as_ref().is_some_and(|n| n.ready == 3)
+            })
+        })
+        .await;
     }
 }
 
@@ -178,7 +191,7 @@ async fn member_down_fails_over_and_returns_to_its_current_share() {
     let env = start();
     let _controllers = env.controllers(&CONTROLLER_FLAGS);
     let _scheduler = env.scheduler(&[]);
-    join_all(&env);
+    join_all(&env).await;
     apply(&env, "app.yaml", &app(&CLUSTERS, 12));
     rollout(&env);
     let fed = env.federation().await;
@@ -281,6 +294,11 @@ async fn member_down_fails_over_and_returns_to_its_current_share() {
     let members = member_replicas(&env, &CLUSTERS).await;
     assert_eq!(members, after, "member copies follow the placement exactly");
     assert_eq!(members.values().sum::<i32>(), 12);
+    // The federated status drops sim-3's old pods once its copy is gone.
+    wait_for(&fed_web, "web", "12/12 without sim-3's old pods", |d| {
+        d.status.as_ref().and_then(|s| s.replicas) == Some(12) && ready(d) == 12
+    })
+    .await;
     rollout(&env);
     let table = env.ok("kubectl", &["get", "deploy", "web", "-n", "shop"]);
     assert!(table.contains("12/12"), "{table}");
@@ -291,7 +309,7 @@ async fn controller_killed_mid_push_converges_without_duplicates() {
     let env = start();
     let mut controllers = env.controllers(&CONTROLLER_FLAGS);
     let _scheduler = env.scheduler(&[]);
-    join_all(&env);
+    join_all(&env).await;
     apply(&env, "app.yaml", &app(&CLUSTERS, 30));
     rollout(&env);
     let fed = env.federation().await;
@@ -338,7 +356,7 @@ async fn orphaning_delete_leaves_member_copies() {
     let env = start();
     let _controllers = env.controllers(&CONTROLLER_FLAGS);
     let _scheduler = env.scheduler(&[]);
-    join_all(&env);
+    join_all(&env).await;
     apply(&env, "app.yaml", &app(&CLUSTERS, 6));
     rollout(&env);
     let fed = env.federation().await;

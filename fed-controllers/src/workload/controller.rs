@@ -648,6 +648,25 @@ impl Central {
         }
     }
 
+    /// Whether the workload's Placement was orphaned: the API server's garbage collector
+    /// handles `propagationPolicy=Orphan` by dropping dependents' owner references and then
+    /// the `orphan` finalizer, possibly before this controller sees that finalizer. Read live,
+    /// not from the cache, so the answer is not older than the workload's deletion.
+    async fn placement_orphaned(
+        &self,
+        key: &WorkloadKey,
+        uid: &str,
+    ) -> Result<bool, ReconcileError> {
+        let api: Api<Placement> = Api::namespaced(self.fed.clone(), &key.namespace);
+        let p = self
+            .timed(
+                &format!("reading placement {}", key.placement_name()),
+                api.get_opt(&key.placement_name()),
+            )
+            .await?;
+        Ok(p.is_some_and(|p| !p.owner_references().iter().any(|r| r.uid == uid)))
+    }
+
     /// A deleting workload: orphaned → let go; else remove member copies, then the finalizer.
     async fn finalize(
         &self,
@@ -660,7 +679,8 @@ impl Central {
         if !fins.iter().any(|f| f == WORKLOAD_FINALIZER) {
             return Ok(());
         }
-        let orphan = fins.iter().any(|f| f == "orphan");
+        let orphan =
+            fins.iter().any(|f| f == "orphan") || self.placement_orphaned(key, uid).await?;
         let mut pending = Vec::new();
         if !orphan {
             for m in members {
