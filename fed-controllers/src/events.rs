@@ -70,6 +70,23 @@ pub async fn record(fed: &Client, event: Event) {
     }
 }
 
+/// Event writes in flight at most: beyond that, recording waits (back-pressure on the
+/// caller) instead of piling up unbounded tasks.
+static IN_FLIGHT: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(256);
+
+/// Like [`record`], but the caller does not wait for the federation's answer, only for a
+/// free slot among the writes in flight.
+pub async fn record_in_background(fed: &Client, event: Event) {
+    let Ok(permit) = IN_FLIGHT.acquire().await else {
+        return;
+    };
+    let fed = fed.clone();
+    tokio::spawn(async move {
+        record(&fed, event).await;
+        drop(permit);
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -73,7 +73,7 @@ async fn main() -> anyhow::Result<()> {
     };
     tokio::select! {
         r = cluster::run(fed.clone(), config, metrics.clone(), ready) => r.context("cluster controller")?,
-        r = workload::run(fed.clone(), workload_settings) => r.context("workload controller")?,
+        r = workload::run(fed.clone(), workload_settings, metrics.workload.clone()) => r.context("workload controller")?,
         r = service::run(fed, service_settings, metrics) => r.context("service controller")?,
         s = tokio::signal::ctrl_c() => {
             s.context("waiting for Ctrl-C")?;

@@ -14,7 +14,74 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 12))
 }
 
-/// Counters and gauges of the cluster and service controllers.
+fn write_histogram() -> Histogram {
+    // 0.5 ms .. ~16 s: member writes on loopback take about a millisecond, timeouts seconds.
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
+
+fn lag_histogram() -> Histogram {
+    // 5 ms .. ~40 s: from a member change to the federation status that shows it.
+    Histogram::new(exponential_buckets(0.005, 2.0, 14))
+}
+
+/// Metrics of the workload controller, shared by its central loop and member tasks.
+#[derive(Debug)]
+pub struct WorkloadMetrics {
+    queue_depth: Family<Labels, Gauge>,
+    syncs: Family<Labels, Counter>,
+    member_writes: Family<Labels, Counter>,
+    member_write_latency: Family<Labels, Histogram, fn() -> Histogram>,
+    status_lag: Histogram,
+    reconciles: Family<Labels, Counter>,
+}
+
+impl WorkloadMetrics {
+    /// Keys waiting: `queue` is `central` (federation side) or `members` (summed over every
+    /// member's queue, so the series count does not grow with the fleet).
+    pub fn set_queue_depth(&self, central: usize, members: usize) {
+        for (q, n) in [("central", central), ("members", members)] {
+            self.queue_depth
+                .get_or_create(&vec![("queue", q.to_string())])
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// One member sync of one workload: `created`, `updated`, `drift_reverted`, `removed`,
+    /// `unchanged`, `conflict` or `error`.
+    pub fn sync(&self, result: &str) {
+        self.syncs
+            .get_or_create(&vec![("result", result.to_string())])
+            .inc();
+    }
+
+    /// One write to a member (`verb` create/update/delete; `result` ok or error).
+    pub fn member_write(&self, verb: &str, result: &str, seconds: f64) {
+        self.member_writes
+            .get_or_create(&vec![
+                ("verb", verb.to_string()),
+                ("result", result.to_string()),
+            ])
+            .inc();
+        self.member_write_latency
+            .get_or_create(&vec![("verb", verb.to_string())])
+            .observe(seconds);
+    }
+
+    /// Time from the change that queued a workload to the federation status write showing it.
+    pub fn status_lag(&self, seconds: f64) {
+        self.status_lag.observe(seconds);
+    }
+
+    /// One federation-side reconcile of a workload (`ok` or `error`).
+    pub fn reconcile(&self, result: &str) {
+        self.reconciles
+            .get_or_create(&vec![("result", result.to_string())])
+            .inc();
+    }
+}
+
+/// Counters and gauges of the cluster and service controllers, and the workload
+/// controller's.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
@@ -29,6 +96,8 @@ pub struct Metrics {
     service_sync_latency: Histogram,
     service_member_writes: Family<Labels, Counter>,
     service_member_errors: Family<Labels, Counter>,
+    /// The workload controller's metrics.
+    pub workload: std::sync::Arc<WorkloadMetrics>,
 }
 
 impl Default for Metrics {
@@ -105,6 +174,46 @@ impl Metrics {
             "Failed service controller syncs in members by cluster",
             service_member_errors.clone(),
         );
+        let workload = WorkloadMetrics {
+            queue_depth: Family::default(),
+            syncs: Family::default(),
+            member_writes: Family::default(),
+            member_write_latency: Family::new_with_constructor(
+                write_histogram as fn() -> Histogram,
+            ),
+            status_lag: lag_histogram(),
+            reconciles: Family::default(),
+        };
+        registry.register(
+            "workload_queue_depth",
+            "Workload keys waiting, central queue and all member queues summed",
+            workload.queue_depth.clone(),
+        );
+        registry.register(
+            "workload_member_syncs",
+            "Member syncs of one workload by result",
+            workload.syncs.clone(),
+        );
+        registry.register(
+            "workload_member_writes",
+            "Writes to member clusters by verb and result",
+            workload.member_writes.clone(),
+        );
+        registry.register(
+            "workload_member_write_duration_seconds",
+            "Latency of writes to member clusters by verb",
+            workload.member_write_latency.clone(),
+        );
+        registry.register(
+            "workload_status_lag_seconds",
+            "From the change that queued a workload to the federation status write showing it",
+            workload.status_lag.clone(),
+        );
+        registry.register(
+            "workload_reconciles",
+            "Federation-side reconciles of a workload by result",
+            workload.reconciles.clone(),
+        );
         Metrics {
             registry,
             probes,
@@ -118,6 +227,7 @@ impl Metrics {
             service_sync_latency,
             service_member_writes,
             service_member_errors,
+            workload: std::sync::Arc::new(workload),
         }
     }
 
@@ -279,5 +389,27 @@ mod tests {
         );
         m.forget_cluster("eu-1");
         assert!(!m.encode().contains("cluster=\"eu-1\""));
+    }
+
+    #[test]
+    fn workload_series() {
+        let m = Metrics::new();
+        m.workload.set_queue_depth(3, 40);
+        m.workload.sync("created");
+        m.workload.member_write("create", "ok", 0.002);
+        m.workload.status_lag(0.3);
+        m.workload.reconcile("ok");
+        let text = m.encode();
+        for want in [
+            "meridian_controllers_workload_queue_depth{queue=\"central\"} 3",
+            "meridian_controllers_workload_queue_depth{queue=\"members\"} 40",
+            "meridian_controllers_workload_member_syncs_total{result=\"created\"} 1",
+            "meridian_controllers_workload_member_writes_total{verb=\"create\",result=\"ok\"} 1",
+            "meridian_controllers_workload_member_write_duration_seconds_count{verb=\"create\"} 1",
+            "meridian_controllers_workload_status_lag_seconds_count 1",
+            "meridian_controllers_workload_reconciles_total{result=\"ok\"} 1",
+        ] {
+            assert!(text.contains(want), "{want} missing in\n{text}");
+        }
     }
 }

@@ -1,4 +1,5 @@
-//! `fedctl`: join and unjoin member clusters of a Meridian federation, and plan placements offline.
+//! `fedctl`: join and unjoin member clusters of a Meridian federation, run it locally, show
+//! where a federated object runs, and plan placements offline.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -10,6 +11,7 @@ mod join;
 mod kubeutil;
 mod lbagents;
 mod plan;
+mod status;
 mod up;
 mod whatif;
 
@@ -78,6 +80,21 @@ enum Cmd {
         /// Port of the federation API server (0 picks a free one).
         #[arg(long, default_value_t = 6443)]
         port: u16,
+    },
+    /// Where a federated Deployment, ReplicaSet or Service runs: one row per member cluster
+    /// from its Placement (e.g. `fedctl status deploy/web -n shop`).
+    Status {
+        /// `<kind>/<name>` with kind deploy|deployment, rs|replicaset or svc|service (or the
+        /// kind alone, with the name as the next argument).
+        target: String,
+        /// The name, when `target` is only the kind.
+        name: Option<String>,
+        /// Namespace (default: the context's namespace, else `default`).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+        /// Output format.
+        #[arg(short = 'o', long, value_enum, default_value = "table")]
+        output: status::Format,
     },
     /// Offline what-if: decide placements for objects in YAML files, without a server.
     Plan {
@@ -190,6 +207,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 federation_context: cli.context,
             };
             join::unjoin(&kc, &o).await
+        }
+        Cmd::Status {
+            target,
+            name,
+            namespace,
+            output,
+        } => {
+            let (kind, name) = status::parse_target(&target, name.as_deref())?;
+            let t = kubeutil::target(&kc, cli.context.as_deref()).await?;
+            let ns = namespace.unwrap_or_else(|| t.client.default_namespace().to_string());
+            print!(
+                "{}",
+                status::run(&t.client, kind, &ns, &name, output).await?
+            );
+            Ok(())
         }
         Cmd::Plan { .. } | Cmd::Up { .. } => Ok(()),
     }

@@ -25,6 +25,7 @@ use super::plan::{self, MemberPlan};
 use super::queue::Queue;
 use super::{Settings, deps, desired, status};
 use crate::cluster::controller::{fingerprint, token_digest};
+use crate::metrics::WorkloadMetrics;
 
 /// Why a reconcile of one workload failed (it is retried).
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +65,14 @@ struct Central {
     caches: Caches,
     queue: Arc<Queue<WorkloadKey>>,
     members: Mutex<HashMap<String, MemberHandle>>,
+    metrics: Arc<WorkloadMetrics>,
+    /// Each cluster's Ready status as last seen, to tell a readiness change (every workload
+    /// is looked at again) from a routine status update (nothing to do).
+    cluster_ready: Mutex<HashMap<String, Option<String>>>,
+    /// What of each workload and Placement was last seen that changes what members should
+    /// hold ([`wanted_workload`], [`wanted_placement`]): an event that changes it is urgent, one that only changes status
+    /// (often our own write coming back) waits behind urgent work.
+    wanted_seen: Mutex<HashMap<(bool, WorkloadKey), u64>>,
     /// Set once every workload has been reconciled after start-up.
     initial_pass_done: std::sync::atomic::AtomicBool,
 }
@@ -77,6 +86,36 @@ enum Input {
     Dep(DepKind, Box<Result<Event<DynamicObject>, watcher::Error>>),
     Placement(Box<Result<Event<Placement>, watcher::Error>>),
     Cluster(Box<Result<Event<Cluster>, watcher::Error>>),
+}
+
+/// A digest of what in a workload decides the members' intents: its generation (which the
+/// API server bumps on every spec change), deletion, finalizers, labels and annotations.
+/// Cheap on purpose: every federation event goes through it on one task.
+fn wanted_workload(o: &DynamicObject) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let m = &o.metadata;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    m.generation.hash(&mut h);
+    m.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .hash(&mut h);
+    m.finalizers.hash(&mut h);
+    m.labels.hash(&mut h);
+    m.annotations.hash(&mut h);
+    h.finish()
+}
+
+/// A digest of a Placement's spec (its destinations), the part that decides intents.
+fn wanted_placement(p: &Placement) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    p.spec.resource.uid.hash(&mut h);
+    for t in &p.spec.dest_clusters {
+        t.cluster.hash(&mut h);
+        t.replicas.hash(&mut h);
+    }
+    h.finish()
 }
 
 fn finalizers(v: &Value) -> Vec<String> {
@@ -98,6 +137,43 @@ impl Central {
             .collect()
     }
 
+    /// A member's status entry. A cluster the cluster controller reports not Ready counts no
+    /// ready or available replicas: its last known pods cannot be vouched for (as a node
+    /// that stops reporting has its pods marked not ready).
+    fn entry(
+        &self,
+        cluster: &str,
+        report: &status::MemberReport,
+    ) -> fed_api::placement::ClusterWorkloadStatus {
+        let mut e = status::cluster_status(cluster, report);
+        let not_ready = self
+            .caches
+            .clusters
+            .get(&ObjectRef::new(cluster))
+            .and_then(|c| {
+                let s = c.status.as_ref()?;
+                let ready = s.conditions.iter().find(|c| c.type_ == "Ready")?;
+                (ready.status != "True").then(|| ready.reason.clone())
+            });
+        if let Some(reason) = not_ready {
+            if e.error.is_empty() {
+                e.error = format!(
+                    "cluster {cluster} is not Ready ({reason}); last known ready replicas {}",
+                    e.ready_replicas
+                );
+            }
+            e.ready_replicas = 0;
+            e.available_replicas = 0;
+        }
+        e
+    }
+
+    fn requeue_all(&self) {
+        for k in self.all_keys() {
+            self.queue.push(k);
+        }
+    }
+
     fn all_keys(&self) -> Vec<WorkloadKey> {
         let mut keys = Vec::new();
         for (kind, store) in &self.caches.workloads {
@@ -112,13 +188,16 @@ impl Central {
         keys
     }
 
-    /// Starts, restarts or stops member tasks to match the Clusters and their credentials.
-    fn sync_members(&self) {
+    /// Starts, restarts or stops member tasks to match the Clusters and their credentials;
+    /// says whether any member changed.
+    fn sync_members(&self) -> bool {
         let secrets = &self.caches.deps[&DepKind::Secret];
         let clusters = self.caches.clusters.state();
         let gc = self.initial_pass_done.load(Ordering::Acquire);
         let mut members = lock(&self.members);
+        let before = members.len();
         members.retain(|name, _| clusters.iter().any(|c| c.name_any() == *name));
+        let mut changed = members.len() != before;
         for c in clusters {
             let digest = c.spec.secret_ref.as_ref().and_then(|r| {
                 let s = secrets.get(&dyn_ref(
@@ -141,25 +220,51 @@ impl Central {
                 self.fed.clone(),
                 self.settings.clone(),
                 self.queue.clone(),
+                self.metrics.clone(),
                 c,
                 fp,
                 gc,
             );
             members.insert(name, h);
+            changed = true;
+        }
+        changed
+    }
+
+    /// Queues `key`: urgently if what it wants changed since last seen, else behind urgent work.
+    fn push_changed(&self, placement: bool, key: WorkloadKey, digest: Option<u64>) {
+        let mut seen = lock(&self.wanted_seen);
+        let slot = (placement, key.clone());
+        let changed = match digest {
+            Some(d) => seen.insert(slot, d) != Some(d),
+            None => {
+                seen.remove(&slot);
+                true
+            }
+        };
+        drop(seen);
+        if changed {
+            self.queue.push(key);
+        } else {
+            self.queue.push_low(key);
         }
     }
 
     fn on_input(&self, input: Input) {
         match input {
-            Input::Workload(kind, ev) => {
-                if let Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) = *ev {
-                    self.queue.push(WorkloadKey::new(
-                        kind,
-                        o.namespace().unwrap_or_default(),
-                        o.name_any(),
-                    ));
+            Input::Workload(kind, ev) => match *ev {
+                Ok(Event::Apply(o) | Event::InitApply(o)) => {
+                    let key =
+                        WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
+                    self.push_changed(false, key, Some(wanted_workload(&o)));
                 }
-            }
+                Ok(Event::Delete(o)) => {
+                    let key =
+                        WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
+                    self.push_changed(false, key, None);
+                }
+                _ => {}
+            },
             Input::Dep(kind, ev) => match *ev {
                 Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => {
                     let ns = o.namespace().unwrap_or_default();
@@ -178,29 +283,58 @@ impl Central {
                             }
                         }
                     }
-                    if kind == DepKind::Secret {
-                        self.sync_members();
+                    if kind == DepKind::Secret && self.sync_members() {
+                        self.requeue_all();
                     }
                 }
                 Ok(_) => {}
                 Err(error) => tracing::warn!(%error, "federation watch failed; retrying"),
             },
             Input::Placement(ev) => {
-                if let Ok(Event::Apply(p) | Event::Delete(p) | Event::InitApply(p)) = *ev
-                    && let Some(k) = WorkloadKey::of_placement(
-                        &p.namespace().unwrap_or_default(),
-                        &p.spec.resource,
-                    )
+                let (p, deleted) = match *ev {
+                    Ok(Event::Apply(p) | Event::InitApply(p)) => (p, false),
+                    Ok(Event::Delete(p)) => (p, true),
+                    _ => return,
+                };
+                if let Some(k) =
+                    WorkloadKey::of_placement(&p.namespace().unwrap_or_default(), &p.spec.resource)
                 {
-                    self.queue.push(k);
+                    let digest = (!deleted).then(|| wanted_placement(&p));
+                    self.push_changed(true, k, digest);
                 }
             }
             Input::Cluster(ev) => match *ev {
-                Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone) => {
-                    self.sync_members();
-                    for k in self.all_keys() {
-                        self.queue.push(k);
+                Ok(Event::Apply(c)) => {
+                    let ready = c.status.as_ref().and_then(|s| {
+                        s.conditions
+                            .iter()
+                            .find(|x| x.type_ == "Ready")
+                            .map(|x| x.status.clone())
+                    });
+                    let was = lock(&self.cluster_ready).insert(c.name_any(), ready.clone());
+                    // Capacity and probe times change all the time: only membership and
+                    // readiness change what workloads need.
+                    if self.sync_members() || was != Some(ready) {
+                        self.requeue_all();
                     }
+                }
+                Ok(Event::InitApply(c)) => {
+                    let ready = c.status.as_ref().and_then(|s| {
+                        s.conditions
+                            .iter()
+                            .find(|x| x.type_ == "Ready")
+                            .map(|x| x.status.clone())
+                    });
+                    lock(&self.cluster_ready).insert(c.name_any(), ready);
+                }
+                Ok(Event::Delete(c)) => {
+                    lock(&self.cluster_ready).remove(&c.name_any());
+                    self.sync_members();
+                    self.requeue_all();
+                }
+                Ok(Event::InitDone) => {
+                    self.sync_members();
+                    self.requeue_all();
                 }
                 Ok(_) => {}
                 Err(error) => tracing::warn!(%error, "federation Cluster watch failed; retrying"),
@@ -228,7 +362,7 @@ impl Central {
         key: &WorkloadKey,
         fed: &Value,
         list: Vec<String>,
-    ) -> Result<(), ReconcileError> {
+    ) -> Result<DynamicObject, ReconcileError> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.fed.clone(), &key.namespace, &key.kind.api_resource());
         // resourceVersion makes it a compare-and-swap: a concurrent change is retried.
@@ -238,10 +372,10 @@ impl Central {
             api.patch(&key.name, &PatchParams::default(), &Patch::Merge(patch)),
         )
         .await
-        .map(|_| ())
     }
 
-    async fn reconcile(&self, key: &WorkloadKey) -> Result<(), ReconcileError> {
+    /// Converges one workload; `Ok(true)` when it wrote a status (Placement or workload).
+    async fn reconcile(&self, key: &WorkloadKey) -> Result<bool, ReconcileError> {
         let members = self.members();
         let obj = self.caches.workloads[&key.kind].get(&dyn_ref(
             &key.kind.api_resource(),
@@ -253,9 +387,9 @@ impl Central {
             for m in &members {
                 m.forget(key);
             }
-            return Ok(());
+            return Ok(false);
         };
-        let fed = serde_json::to_value(&*obj)?;
+        let mut fed = serde_json::to_value(&*obj)?;
         let uid = desired::uid_of(&fed).unwrap_or_default().to_string();
         let fins = finalizers(&fed);
         let ours = fins.iter().any(|f| f == WORKLOAD_FINALIZER);
@@ -263,13 +397,16 @@ impl Central {
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|t| !t.is_null())
         {
-            return self.finalize(key, &fed, &uid, &fins, &members).await;
+            return self
+                .finalize(key, &fed, &uid, &fins, &members)
+                .await
+                .map(|()| false);
         }
         if !ours {
             let mut list = fins.clone();
             list.push(WORKLOAD_FINALIZER.to_string());
-            // The watch brings the updated object back for the real work.
-            return self.set_finalizers(key, &fed, list).await;
+            // Carry on with the object as written rather than wait for the watch to bring it.
+            fed = serde_json::to_value(self.set_finalizers(key, &fed, list).await?)?;
         }
         let placement = self
             .caches
@@ -313,7 +450,7 @@ impl Central {
             by_name.get(c).is_some_and(|m| {
                 let r = m.report(key, &uid);
                 status::observed(r.object.as_ref(), &want_of(replicas))
-                    && status::cluster_status(c, &r).available_replicas >= replicas
+                    && self.entry(c, &r).available_replicas >= replicas
             })
         };
         let dest_ready = dest.iter().all(|(c, r)| observed_in(c, *r));
@@ -352,14 +489,14 @@ impl Central {
                     ..Default::default()
                 },
             };
-            entries.push(status::cluster_status(c, &report));
+            entries.push(self.entry(c, &report));
         }
         for c in holding
             .iter()
             .filter(|c| !dest.iter().any(|(d, _)| d == *c))
         {
             if let Some(m) = by_name.get(c.as_str()) {
-                entries.push(status::cluster_status(c, &m.report(key, &uid)));
+                entries.push(self.entry(c, &m.report(key, &uid)));
             }
         }
         let all_observed = !dest.is_empty()
@@ -372,12 +509,15 @@ impl Central {
         let now = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
+        let mut wrote = false;
         if let Some(p) = placement {
-            self.write_placement_status(key, &p, entries.clone(), all_observed, &missing, &now)
+            wrote = self
+                .write_placement_status(key, &p, entries.clone(), all_observed, &missing, &now)
                 .await?;
         }
         let st = status::federated(key.kind, &fed, status::sum(&entries), all_observed, &now);
         if !super::drift::contains(&fed["status"], &st) {
+            wrote = true;
             let api: Api<DynamicObject> =
                 Api::namespaced_with(self.fed.clone(), &key.namespace, &key.kind.api_resource());
             self.timed(
@@ -390,9 +530,10 @@ impl Central {
             )
             .await?;
         }
-        Ok(())
+        Ok(wrote)
     }
 
+    /// Writes the Placement's status if it changed; `Ok(true)` when it wrote.
     async fn write_placement_status(
         &self,
         key: &WorkloadKey,
@@ -401,7 +542,7 @@ impl Central {
         all_observed: bool,
         missing: &[String],
         now: &str,
-    ) -> Result<(), ReconcileError> {
+    ) -> Result<bool, ReconcileError> {
         let errors: Vec<String> = entries
             .iter()
             .filter(|e| !e.error.is_empty())
@@ -451,7 +592,7 @@ impl Central {
             }
         }
         if next.status == p.status {
-            return Ok(());
+            return Ok(false);
         }
         let api: Api<Placement> = Api::namespaced(self.fed.clone(), &key.namespace);
         self.timed(
@@ -459,7 +600,71 @@ impl Central {
             api.replace_status(&key.placement_name(), &PostParams::default(), &next),
         )
         .await
-        .map(|_| ())
+        .map(|_| true)
+    }
+
+    /// One worker: reconciles keys until the task stops (several run side by side; the queue
+    /// never hands one key to two of them).
+    async fn work(self: Arc<Self>, attempts: Arc<Mutex<HashMap<WorkloadKey, u32>>>) {
+        loop {
+            let (key, queued) = self.queue.pop_timed().await;
+            let span = tracing::info_span!("workload", %key);
+            match self.reconcile(&key).instrument(span).await {
+                Ok(wrote) => {
+                    self.metrics.reconcile("ok");
+                    if wrote {
+                        self.metrics.status_lag(queued.elapsed().as_secs_f64());
+                    }
+                    lock(&attempts).remove(&key);
+                }
+                Err(error) => {
+                    self.metrics.reconcile("error");
+                    let n = {
+                        let mut a = lock(&attempts);
+                        let n = a.entry(key.clone()).or_default();
+                        *n += 1;
+                        *n
+                    };
+                    tracing::warn!(%key, %error, "reconcile failed; retrying");
+                    let delay = crate::cluster::backoff::delay(
+                        n,
+                        self.settings.backoff_base,
+                        self.settings.backoff_max,
+                    );
+                    let q = self.queue.clone();
+                    let key = key.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        q.push(key);
+                    });
+                }
+            }
+            self.queue.done(&key);
+            if self.queue.is_idle() && !self.initial_pass_done.swap(true, Ordering::AcqRel) {
+                for m in self.members() {
+                    m.gc.store(true, Ordering::Release);
+                }
+            }
+        }
+    }
+
+    /// Whether the workload's Placement was orphaned: the API server's garbage collector
+    /// handles `propagationPolicy=Orphan` by dropping dependents' owner references and then
+    /// the `orphan` finalizer, possibly before this controller sees that finalizer. Read live,
+    /// not from the cache, so the answer is not older than the workload's deletion.
+    async fn placement_orphaned(
+        &self,
+        key: &WorkloadKey,
+        uid: &str,
+    ) -> Result<bool, ReconcileError> {
+        let api: Api<Placement> = Api::namespaced(self.fed.clone(), &key.namespace);
+        let p = self
+            .timed(
+                &format!("reading placement {}", key.placement_name()),
+                api.get_opt(&key.placement_name()),
+            )
+            .await?;
+        Ok(p.is_some_and(|p| !p.owner_references().iter().any(|r| r.uid == uid)))
     }
 
     /// A deleting workload: orphaned → let go; else remove member copies, then the finalizer.
@@ -474,7 +679,8 @@ impl Central {
         if !fins.iter().any(|f| f == WORKLOAD_FINALIZER) {
             return Ok(());
         }
-        let orphan = fins.iter().any(|f| f == "orphan");
+        let orphan =
+            fins.iter().any(|f| f == "orphan") || self.placement_orphaned(key, uid).await?;
         let mut pending = Vec::new();
         if !orphan {
             for m in members {
@@ -564,7 +770,11 @@ fn dyn_ref(ar: &kube::api::ApiResource, namespace: &str, name: &str) -> ObjectRe
 
 /// Runs the workload controller until its federation watches end (they retry with
 /// backoff, so in practice until the task is dropped).
-pub async fn run(fed: Client, settings: Settings) -> Result<(), ReconcileError> {
+pub async fn run(
+    fed: Client,
+    settings: Settings,
+    metrics: Arc<WorkloadMetrics>,
+) -> Result<(), ReconcileError> {
     let mut streams: Vec<BoxStream<'static, Input>> = Vec::new();
     let mut workloads = HashMap::new();
     for kind in Kind::ALL {
@@ -595,6 +805,9 @@ pub async fn run(fed: Client, settings: Settings) -> Result<(), ReconcileError> 
         },
         queue: Arc::new(Queue::default()),
         members: Mutex::default(),
+        metrics,
+        cluster_ready: Mutex::default(),
+        wanted_seen: Mutex::default(),
         initial_pass_done: std::sync::atomic::AtomicBool::new(false),
     });
     let worker = {
@@ -611,39 +824,27 @@ pub async fn run(fed: Client, settings: Settings) -> Result<(), ReconcileError> 
             {
                 return;
             }
-            let mut attempts: HashMap<WorkloadKey, u32> = HashMap::new();
-            loop {
-                let key = c.queue.pop().await;
-                let span = tracing::info_span!("workload", %key);
-                match c.reconcile(&key).instrument(span).await {
-                    Ok(()) => {
-                        attempts.remove(&key);
-                    }
-                    Err(error) => {
-                        let n = attempts.entry(key.clone()).or_default();
-                        *n += 1;
-                        tracing::warn!(%key, %error, "reconcile failed; retrying");
-                        let delay = crate::cluster::backoff::delay(
-                            *n,
-                            c.settings.backoff_base,
-                            c.settings.backoff_max,
-                        );
-                        let q = c.queue.clone();
-                        tokio::spawn(async move {
-                            tokio::time::sleep(delay).await;
-                            q.push(key);
-                        });
-                    }
-                }
-                if c.queue.is_empty() && !c.initial_pass_done.swap(true, Ordering::AcqRel) {
-                    for m in c.members() {
-                        m.gc.store(true, Ordering::Release);
-                    }
-                }
-            }
+            let attempts = Arc::new(Mutex::new(HashMap::new()));
+            let workers = (0..c.settings.workers.max(1))
+                .map(|_| c.clone().work(attempts.clone()))
+                .collect::<Vec<_>>();
+            futures::future::join_all(workers).await;
         })
     };
     let _worker = AbortOnDrop(worker);
+    // Queue depths are sampled: a gauge update per push would cost more than it tells.
+    let sampler = {
+        let c = central.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                let members: usize = c.members().iter().map(|m| m.queue_len()).sum();
+                c.metrics.set_queue_depth(c.queue.len(), members);
+            }
+        })
+    };
+    let _sampler = AbortOnDrop(sampler);
     let mut inputs = futures::stream::select_all(streams);
     while let Some(input) = inputs.next().await {
         central.on_input(input);

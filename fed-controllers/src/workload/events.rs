@@ -30,7 +30,8 @@ pub fn build(
     crate::events::build(involved, COMPONENT, severity, reason, message, now)
 }
 
-/// Writes an Event, logging (not returning) a failure.
+/// Writes an Event in the background, logging (not returning) a failure: the worker that
+/// records it does not wait for the federation's answer.
 pub async fn record(
     fed: &Client,
     key: &WorkloadKey,
@@ -40,7 +41,7 @@ pub async fn record(
     message: &str,
 ) {
     let ev = build(key, uid, severity, reason, message, jiff::Timestamp::now());
-    crate::events::record(fed, ev).await;
+    crate::events::record_in_background(fed, ev).await;
 }
 
 #[cfg(test)]

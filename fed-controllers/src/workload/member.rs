@@ -26,6 +26,7 @@ use super::queue::Queue;
 use super::status::MemberReport;
 use super::{Settings, drift};
 use crate::cluster::backoff;
+use crate::metrics::WorkloadMetrics;
 
 /// Why one sync of one workload in one member failed.
 #[derive(Debug, thiserror::Error)]
@@ -120,6 +121,7 @@ pub struct MemberShared {
     fed: Client,
     settings: Arc<Settings>,
     central: Arc<Queue<WorkloadKey>>,
+    metrics: Arc<WorkloadMetrics>,
     queue: Queue<WorkloadKey>,
     intents: Mutex<HashMap<WorkloadKey, Intent>>,
     records: Mutex<HashMap<WorkloadKey, Record>>,
@@ -150,6 +152,11 @@ impl MemberShared {
         if changed {
             self.queue.push(key.clone());
         }
+    }
+
+    /// Keys waiting in this member's queue.
+    pub fn queue_len(&self) -> usize {
+        self.queue.len()
     }
 
     /// Forgets a workload without touching the member (orphaned, or already cleaned).
@@ -239,6 +246,7 @@ pub fn spawn(
     fed: Client,
     settings: Arc<Settings>,
     central: Arc<Queue<WorkloadKey>>,
+    metrics: Arc<WorkloadMetrics>,
     cluster: Arc<Cluster>,
     fingerprint: u64,
     gc: bool,
@@ -248,6 +256,7 @@ pub fn spawn(
         fed,
         settings,
         central,
+        metrics,
         queue: Queue::default(),
         intents: Mutex::default(),
         records: Mutex::default(),
@@ -306,8 +315,9 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
     for kind in Kind::ALL {
         let store = watch(&m, &client, kind.api_resource(), &mut tasks, move |m, o| {
             let key = WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
-            // Status for the central controller; drift for this member's worker.
-            m.central.push(key.clone());
+            // Status for the central controller (behind changes of what is wanted); drift
+            // for this member's worker.
+            m.central.push_low(key.clone());
             if lock(&m.intents).contains_key(&key) {
                 m.queue.push(key);
             }
@@ -339,11 +349,20 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
             m2.queue.push(k.clone());
         }
     });
+    for _ in 1..m.settings.member_workers.max(1) {
+        tasks.spawn(work(m.clone()));
+    }
+    work(m).await;
+}
+
+/// One member worker: syncs keys until the member stops.
+async fn work(m: Arc<MemberShared>) {
     loop {
         let key = m.queue.pop().await;
         let result = sync(&m, &key).await;
         finish(&m, &key, result).await;
-        m.central.push(key);
+        m.queue.done(&key);
+        m.central.push_low(key);
     }
 }
 
@@ -397,6 +416,21 @@ async fn timed<T>(
     }
 }
 
+/// [`timed`] for a write, counted and timed in the metrics by `verb`.
+async fn write<T>(
+    m: &MemberShared,
+    verb: &str,
+    op: &str,
+    f: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, SyncError> {
+    let start = std::time::Instant::now();
+    let r = timed(m, op, f).await;
+    let result = if r.is_ok() { "ok" } else { "error" };
+    m.metrics
+        .member_write(verb, result, start.elapsed().as_secs_f64());
+    r
+}
+
 /// What a write did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Applied {
@@ -410,12 +444,17 @@ fn to_dynamic(v: &Value) -> Result<DynamicObject, SyncError> {
         .map_err(|e| SyncError::Encode(v["metadata"]["name"].to_string(), e))
 }
 
-/// Makes the member hold `desired` (never over an object that is not Meridian's).
+/// Makes the member hold `desired` (never over an object that is not Meridian's). With a
+/// synced `cache` of the member's managed objects it decides from the cache first, so a sync
+/// that changes nothing costs no request and a change costs one; a stale cache shows as a
+/// 409 (AlreadyExists, or a resourceVersion conflict), and then the object is read and the
+/// decision made again.
 async fn apply(
     m: &MemberShared,
     client: &Client,
     ar: &kube::api::ApiResource,
     desired: &Value,
+    cache: Option<&Store<DynamicObject>>,
 ) -> Result<Applied, SyncError> {
     let ns = desired["metadata"]["namespace"]
         .as_str()
@@ -423,10 +462,41 @@ async fn apply(
     let name = desired["metadata"]["name"].as_str().unwrap_or_default();
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
     let what = format!("{} {ns}/{name}", ar.kind);
-    let existing = timed(m, &format!("reading {what}"), api.get_opt(name)).await?;
-    let existing = existing
-        .map(|o| serde_json::to_value(&o).map_err(|e| SyncError::Encode(what.clone(), e)))
+    let encode =
+        |o: &DynamicObject| serde_json::to_value(o).map_err(|e| SyncError::Encode(what.clone(), e));
+    if let Some(store) = cache {
+        let cached = store
+            .get(&ObjectRef::new_with(name, ar.clone()).within(ns))
+            .map(|o| encode(&o))
+            .transpose()?;
+        match converge(m, &api, ar, desired, cached, &what).await {
+            Err(SyncError::Api {
+                source: kube::Error::Api(s),
+                ..
+            }) if s.code == 409 => {}
+            r => return r,
+        }
+    }
+    let existing = timed(m, &format!("reading {what}"), api.get_opt(name))
+        .await?
+        .map(|o| encode(&o))
         .transpose()?;
+    converge(m, &api, ar, desired, existing, &what).await
+}
+
+/// One decision and write of [`apply`] against `existing` (as read or as cached).
+async fn converge(
+    m: &MemberShared,
+    api: &Api<DynamicObject>,
+    ar: &kube::api::ApiResource,
+    desired: &Value,
+    existing: Option<Value>,
+    what: &str,
+) -> Result<Applied, SyncError> {
+    let ns = desired["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default();
+    let name = desired["metadata"]["name"].as_str().unwrap_or_default();
     match ownership::check(existing.as_ref()) {
         Ownership::Foreign => Err(SyncError::Conflict {
             kind: ar.kind.clone(),
@@ -435,8 +505,9 @@ async fn apply(
             cluster: m.name.clone(),
         }),
         Ownership::Absent => {
-            timed(
+            write(
                 m,
+                "create",
                 &format!("creating {what}"),
                 api.create(&PostParams::default(), &to_dynamic(desired)?),
             )
@@ -450,9 +521,11 @@ async fn apply(
             if drift::in_sync(&actual, desired) {
                 return Ok(Applied::Unchanged);
             }
+            // `merged` keeps the resourceVersion read: a concurrent change is a 409.
             let next = to_dynamic(&drift::merged(&actual, desired))?;
-            timed(
+            write(
                 m,
+                "update",
                 &format!("updating {what}"),
                 api.replace(name, &PostParams::default(), &next),
             )
@@ -473,8 +546,9 @@ async fn ensure_namespace(m: &MemberShared, client: &Client, ns: &str) -> Result
     {
         let obj = serde_json::from_value(super::desired::namespace(ns))
             .map_err(|e| SyncError::Encode(ns.into(), e))?;
-        match timed(
+        match write(
             m,
+            "create",
             &format!("creating namespace {ns}"),
             api.create(&PostParams::default(), &obj),
         )
@@ -508,10 +582,14 @@ async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, Syn
     match intent.as_ref().map(|i| (&i.want, i.uid.as_str())) {
         Some((Want::Present { deps, workload }, _)) => {
             ensure_namespace(m, &caches.client, &key.namespace).await?;
+            let synced = caches.synced.load(Ordering::Acquire);
             for (kind, d) in deps {
-                apply(m, &caches.client, &kind.api_resource(), d).await?;
+                let cache = caches.deps.get(kind).filter(|_| synced);
+                apply(m, &caches.client, &kind.api_resource(), d, cache).await?;
             }
-            let applied = apply(m, &caches.client, &key.kind.api_resource(), workload).await?;
+            let cache = caches.workloads.get(&key.kind).filter(|_| synced);
+            let applied =
+                apply(m, &caches.client, &key.kind.api_resource(), workload, cache).await?;
             out = Some(Synced {
                 workload: applied,
                 removed: false,
@@ -537,7 +615,14 @@ async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, Syn
                     }),
                     ..Default::default()
                 };
-                match timed(m, &format!("deleting {key}"), api.delete(&key.name, &dp)).await {
+                match write(
+                    m,
+                    "delete",
+                    &format!("deleting {key}"),
+                    api.delete(&key.name, &dp),
+                )
+                .await
+                {
                     Ok(_) => removed = true,
                     Err(SyncError::Api {
                         source: kube::Error::Api(s),
@@ -599,8 +684,9 @@ async fn collect_garbage(m: &MemberShared, caches: &Caches) -> Result<(), SyncEr
                 }),
                 ..Default::default()
             };
-            match timed(
+            match write(
                 m,
+                "delete",
                 &format!("deleting {} {ns}/{name}", kind.as_str()),
                 api.delete(&name, &dp),
             )
@@ -659,6 +745,14 @@ async fn finish(
                 r.converged = Some(intent.clone());
             }
             let Some(s) = synced else { return };
+            let drift = prev_converged.as_ref() == Some(&intent);
+            m.metrics.sync(match (s.workload, s.removed) {
+                (_, true) => "removed",
+                (Applied::Created, _) => "created",
+                (Applied::Updated, _) if drift => "drift_reverted",
+                (Applied::Updated, _) => "updated",
+                (Applied::Unchanged, _) => "unchanged",
+            });
             let replicas = match &intent.want {
                 Want::Present { workload, .. } => {
                     workload["spec"]["replicas"].as_i64().unwrap_or(0)
@@ -671,7 +765,7 @@ async fn finish(
                     "Pushed",
                     format!("created {key} in {} with {replicas} replicas", m.name),
                 ),
-                (Applied::Updated, _) if prev_converged.as_ref() == Some(&intent) => (
+                (Applied::Updated, _) if drift => (
                     "DriftReverted",
                     format!("{key} in {} was edited there; restored", m.name),
                 ),
@@ -685,6 +779,12 @@ async fn finish(
             events::record(&m.fed, key, &uid, Severity::Normal, reason, &message).await;
         }
         Err(error) => {
+            m.metrics
+                .sync(if matches!(error, SyncError::Conflict { .. }) {
+                    "conflict"
+                } else {
+                    "error"
+                });
             let msg = error.to_string();
             tracing::warn!(%key, error = %msg, "member sync failed; retrying");
             {

@@ -38,6 +38,10 @@ pub struct Settings {
     pub backoff_max: Duration,
     /// Member clients (share the cluster controller's: one connection per member).
     pub clients: Arc<MemberClients>,
+    /// Federation-side workers (reconciles of different workloads run side by side).
+    pub workers: usize,
+    /// Workers per member cluster (syncs of different workloads run side by side).
+    pub member_workers: usize,
 }
 
 impl Default for Settings {
@@ -47,6 +51,8 @@ impl Default for Settings {
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(30),
             clients: MemberClients::new(Limits::default()),
+            workers: 32,
+            member_workers: 4,
         }
     }
 }

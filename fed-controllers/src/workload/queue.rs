@@ -1,39 +1,76 @@
 //! A deduplicating work queue: a key waits at most once, so the queue is bounded by the
 //! number of distinct keys and producers never block (level-triggered: the worker reads the
-//! latest state when it pops a key, however many changes were coalesced).
+//! latest state when it pops a key, however many changes were coalesced). Several workers
+//! may pop: a key being worked on is never handed out twice; pushed meanwhile, it waits
+//! until its worker calls [`Queue::done`] (client-go's workqueue rule). Keys pushed with
+//! [`Queue::push_low`] (status refreshes) wait behind those pushed with [`Queue::push`]
+//! (changes to what is wanted), so a flood of status updates never delays new work; a key
+//! pushed both ways waits once, in the first lane. Each waiting key remembers when it was
+//! first queued, for the status-lag metric.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 use tokio::sync::Notify;
 
+struct Inner<K> {
+    /// The lanes, first served first. An entry whose key waits in another lane (it moved
+    /// up) or does not wait any more is stale and skipped.
+    lanes: [VecDeque<K>; 2],
+    /// Waiting keys (in a lane unless their worker is still busy): since when, which lane.
+    waiting: HashMap<K, (Instant, usize)>,
+    /// Keys a worker holds.
+    processing: HashSet<K>,
+}
+
 /// Keys waiting for a worker.
 pub struct Queue<K> {
-    inner: Mutex<(VecDeque<K>, HashSet<K>)>,
+    inner: Mutex<Inner<K>>,
     notify: Notify,
 }
 
 impl<K: Clone + Eq + Hash> Default for Queue<K> {
     fn default() -> Self {
         Queue {
-            inner: Mutex::new((VecDeque::new(), HashSet::new())),
+            inner: Mutex::new(Inner {
+                lanes: [VecDeque::new(), VecDeque::new()],
+                waiting: HashMap::new(),
+                processing: HashSet::new(),
+            }),
             notify: Notify::new(),
         }
     }
 }
 
 impl<K: Clone + Eq + Hash> Queue<K> {
-    fn lock(&self) -> MutexGuard<'_, (VecDeque<K>, HashSet<K>)> {
+    fn lock(&self) -> MutexGuard<'_, Inner<K>> {
         // The data stays consistent across a panicking holder: each operation is one step.
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Adds a key unless it already waits.
+    /// Adds a key unless it already waits (moving it to this lane if it waited in the low one).
     pub fn push(&self, key: K) {
+        self.push_to(key, 0);
+    }
+
+    /// Adds a key behind every key of [`Queue::push`], unless it already waits.
+    pub fn push_low(&self, key: K) {
+        self.push_to(key, 1);
+    }
+
+    fn push_to(&self, key: K, lane: usize) {
         let mut g = self.lock();
-        if g.1.insert(key.clone()) {
-            g.0.push_back(key);
+        let since = match g.waiting.get(&key) {
+            Some(&(_, l)) if l <= lane => return,
+            Some(&(since, _)) => since,
+            None => Instant::now(),
+        };
+        g.waiting.insert(key.clone(), (since, lane));
+        // A busy key is queued again by `done`.
+        if !g.processing.contains(&key) {
+            g.lanes[lane].push_back(key);
             drop(g);
             self.notify.notify_one();
         }
@@ -41,17 +78,50 @@ impl<K: Clone + Eq + Hash> Queue<K> {
 
     /// Takes the next key without waiting.
     pub fn try_pop(&self) -> Option<K> {
+        self.try_pop_timed().map(|(k, _)| k)
+    }
+
+    /// Takes the next key and when it was first queued, without waiting. The key is busy
+    /// until [`Queue::done`].
+    pub fn try_pop_timed(&self) -> Option<(K, Instant)> {
         let mut g = self.lock();
-        let k = g.0.pop_front()?;
-        g.1.remove(&k);
-        Some(k)
+        for lane in 0..2 {
+            while let Some(k) = g.lanes[lane].pop_front() {
+                match g.waiting.get(&k) {
+                    Some(&(since, l)) if l == lane && !g.processing.contains(&k) => {
+                        g.waiting.remove(&k);
+                        g.processing.insert(k.clone());
+                        return Some((k, since));
+                    }
+                    // Stale: moved to another lane, or busy (`done` queues it again).
+                    _ => {}
+                }
+            }
+        }
+        None
+    }
+
+    /// The worker is done with `key`; if it was pushed meanwhile it waits again.
+    pub fn done(&self, key: &K) {
+        let mut g = self.lock();
+        g.processing.remove(key);
+        if let Some(&(_, lane)) = g.waiting.get(key) {
+            g.lanes[lane].push_back(key.clone());
+            drop(g);
+            self.notify.notify_one();
+        }
     }
 
     /// Waits for the next key.
     pub async fn pop(&self) -> K {
+        self.pop_timed().await.0
+    }
+
+    /// Waits for the next key; also returns when it was first queued.
+    pub async fn pop_timed(&self) -> (K, Instant) {
         loop {
             let notified = self.notify.notified();
-            if let Some(k) = self.try_pop() {
+            if let Some(k) = self.try_pop_timed() {
                 return k;
             }
             notified.await;
@@ -60,12 +130,18 @@ impl<K: Clone + Eq + Hash> Queue<K> {
 
     /// Keys waiting.
     pub fn len(&self) -> usize {
-        self.lock().0.len()
+        self.lock().waiting.len()
     }
 
     /// Whether nothing waits.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Whether nothing waits and no worker holds a key.
+    pub fn is_idle(&self) -> bool {
+        let g = self.lock();
+        g.waiting.is_empty() && g.processing.is_empty()
     }
 }
 
@@ -82,8 +158,57 @@ mod tests {
         assert_eq!(q.len(), 3);
         assert_eq!((q.pop().await, q.pop().await, q.pop().await), (1, 2, 3));
         assert!(q.is_empty());
+        for k in [1, 2, 3] {
+            q.done(&k);
+        }
+        assert!(q.is_idle());
+        q.push(1);
+        let before = Instant::now();
+        q.push(1);
+        let (k, since) = q.try_pop_timed().expect("queued");
+        assert_eq!(k, 1);
+        assert!(since <= before, "the first push's time is kept");
+        q.done(&1);
         q.push(1);
         assert_eq!(q.try_pop(), Some(1));
         assert_eq!(q.try_pop(), None);
+        q.done(&1);
+    }
+
+    #[test]
+    fn low_lane_waits_behind_and_moves_up() {
+        let q = Queue::default();
+        q.push_low(1);
+        q.push_low(2);
+        q.push(3);
+        q.push(2);
+        q.push_low(3);
+        assert_eq!(q.len(), 3);
+        let order: Vec<i32> = std::iter::from_fn(|| q.try_pop()).collect();
+        assert_eq!(order, [3, 2, 1]);
+        for k in order {
+            q.done(&k);
+        }
+        assert!(q.is_idle());
+    }
+
+    #[tokio::test]
+    async fn a_busy_key_is_not_handed_out_twice() {
+        let q = Queue::default();
+        q.push("a");
+        assert_eq!(q.try_pop(), Some("a"));
+        // Changed while its worker runs: it waits for the worker, then comes back once.
+        q.push("a");
+        q.push("a");
+        q.push("b");
+        assert_eq!(q.len(), 2);
+        assert_eq!(q.try_pop(), Some("b"));
+        assert_eq!(q.try_pop(), None);
+        assert!(!q.is_idle());
+        q.done(&"a");
+        assert_eq!(q.try_pop(), Some("a"));
+        q.done(&"a");
+        q.done(&"b");
+        assert!(q.is_idle());
     }
 }

@@ -1,0 +1,689 @@
+//! Propagation benchmark of the workload controller: real federation-apiserver (embedded
+//! store), cluster-sim, fed-scheduler and fed-controllers processes (release builds). Every
+//! Deployment has 2 replicas divided over a pair of clusters (one policy per pair), so each
+//! one becomes two sub-Deployments. Timestamps are taken when watch events arrive here.
+//! Prints:
+//! - propagation latency, paced and burst: create in the federation → the sub-object's
+//!   ADDED event from every destination member's watch (p50/p99/max);
+//! - federated status lag: the last destination's copy reports its pods Ready (member
+//!   watch) → the federated Deployment shows READY (federation watch) (p50/p99/max);
+//! - control-plane RSS (VmRSS of apiserver + scheduler + controllers) with every
+//!   Deployment propagated;
+//! - member write throughput: every Deployment scaled 2 → 4 at once, sub-object updates
+//!   per second seen by the member watches, and the controller's own write counters.
+//!
+//! ```text
+//! cargo build --release -p federation-apiserver -p cluster-sim -p fed-scheduler -p fed-controllers
+//! cargo run --release -p fed-controllers --example propagation_bench -- --clusters 10 --deployments 1000
+//! cargo run --release -p fed-controllers --example propagation_bench -- --clusters 100 --deployments 10000 --rate 500
+//! ```
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::runtime::watcher;
+use serde_json::json;
+use tokio::sync::Semaphore;
+
+const NS: &str = "bench";
+/// Requests in flight while creating or scaling.
+const CONCURRENCY: usize = 64;
+
+fn arg(name: &str, default: usize) -> usize {
+    std::env::args()
+        .skip_while(|a| a != name)
+        .nth(1)
+        .map(|v| v.parse().expect("number"))
+        .unwrap_or(default)
+}
+
+fn bin(name: &str) -> PathBuf {
+    let p = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join(name);
+    assert!(
+        p.exists(),
+        "build it first: cargo build --release -p {name}"
+    );
+    p
+}
+
+/// A child process killed on drop.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_until(bin: &Path, args: &[String], prefix: &str) -> (Proc, Vec<String>) {
+    let mut child = Command::new(bin)
+        .args(args)
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for l in lines.by_ref() {
+        let l = l.unwrap();
+        let done = l.starts_with(prefix);
+        seen.push(l);
+        if done {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    (Proc(child), seen)
+}
+
+fn spawn_quiet(bin: &Path, args: &[String]) -> Proc {
+    Proc(
+        Command::new(bin)
+            .args(args)
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+fn rss_mb(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|k| k.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
+fn summary(label: &str, mut ms: Vec<f64>) {
+    if ms.is_empty() {
+        println!("{label}: no samples");
+        return;
+    }
+    ms.sort_by(f64::total_cmp);
+    let p = |q: f64| ms[((ms.len() as f64 - 1.0) * q).round() as usize];
+    println!(
+        "{label}: n={} p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        ms.len(),
+        p(0.5),
+        p(0.99),
+        p(1.0)
+    );
+}
+
+/// What the watches saw, keyed by Deployment name; times are arrival times.
+#[derive(Default)]
+struct Seen {
+    /// First ADDED of the copy in member `c`.
+    added: HashMap<(usize, String), Instant>,
+    /// First event where the copy in `c` has `spec.replicas == r`.
+    scaled: HashMap<(usize, String, i32), Instant>,
+    /// First event where the copy in `c` has `r` replicas, all ready.
+    member_ready: HashMap<(usize, String, i32), Instant>,
+    /// First event where the federated Deployment has `r` replicas, all ready.
+    fed_ready: HashMap<(String, i32), Instant>,
+    /// First event where the workload's Placement has destinations (the scheduler's part).
+    placed: HashMap<String, Instant>,
+}
+
+/// Records when each Placement first has destinations.
+fn watch_placements(client: kube::Client, seen: Arc<Mutex<Seen>>) {
+    let api: Api<fed_api::Placement> = Api::namespaced(client, NS);
+    tokio::spawn(async move {
+        let mut s = std::pin::pin!(watcher::watcher(api, watcher::Config::default()));
+        while let Some(ev) = s.next().await {
+            let now = Instant::now();
+            let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = ev else {
+                continue;
+            };
+            if !p.spec.dest_clusters.is_empty() {
+                seen.lock()
+                    .unwrap()
+                    .placed
+                    .entry(p.spec.resource.name.clone())
+                    .or_insert(now);
+            }
+        }
+    });
+}
+
+fn counts(d: &Deployment) -> (i32, i32) {
+    let spec = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let ready = d
+        .status
+        .as_ref()
+        .and_then(|s| s.ready_replicas)
+        .unwrap_or(0);
+    (spec, ready)
+}
+
+/// Starts a watcher on the Deployments of [`NS`]; `member` is `None` for the federation.
+fn watch(client: kube::Client, member: Option<usize>, seen: Arc<Mutex<Seen>>) {
+    let api: Api<Deployment> = Api::namespaced(client, NS);
+    tokio::spawn(async move {
+        let mut s = std::pin::pin!(watcher::watcher(api, watcher::Config::default()));
+        while let Some(ev) = s.next().await {
+            let now = Instant::now();
+            let Ok(watcher::Event::Apply(d) | watcher::Event::InitApply(d)) = ev else {
+                continue;
+            };
+            let name = d.metadata.name.clone().unwrap_or_default();
+            let (spec, ready) = counts(&d);
+            let mut g = seen.lock().unwrap();
+            match member {
+                Some(c) => {
+                    g.added.entry((c, name.clone())).or_insert(now);
+                    g.scaled.entry((c, name.clone(), spec)).or_insert(now);
+                    if ready == spec {
+                        g.member_ready.entry((c, name, spec)).or_insert(now);
+                    }
+                }
+                None => {
+                    if ready == spec {
+                        g.fed_ready.entry((name, spec)).or_insert(now);
+                    }
+                }
+            }
+        }
+    });
+}
+
+fn deployment(name: &str, group: usize) -> Deployment {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": NS, "labels": {"app": name, "group": group.to_string()}},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "app", "image": "app:1",
+                                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}
+    }))
+    .unwrap()
+}
+
+/// Creates `names` in the federation, `rate` per second (0: as fast as possible); returns
+/// each one's creation start time.
+async fn create_all(
+    fed: &kube::Client,
+    names: &[(String, usize)],
+    rate: usize,
+) -> HashMap<String, Instant> {
+    let api: Api<Deployment> = Api::namespaced(fed.clone(), NS);
+    let sem = Arc::new(Semaphore::new(CONCURRENCY));
+    let started = Arc::new(Mutex::new(HashMap::new()));
+    let mut tick = (rate > 0).then(|| {
+        let mut t = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        t
+    });
+    let mut tasks = Vec::new();
+    for (name, group) in names {
+        if let Some(t) = tick.as_mut() {
+            t.tick().await;
+        }
+        let permit = sem.clone().acquire_owned().await.unwrap();
+        let (api, started) = (api.clone(), started.clone());
+        let d = deployment(name, *group);
+        let name = name.clone();
+        tasks.push(tokio::spawn(async move {
+            started.lock().unwrap().insert(name.clone(), Instant::now());
+            api.create(&PostParams::default(), &d)
+                .await
+                .unwrap_or_else(|e| panic!("creating {name}: {e}"));
+            drop(permit);
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    Arc::try_unwrap(started).unwrap().into_inner().unwrap()
+}
+
+/// Polls until `done` holds, printing progress; gives up after `limit`.
+async fn until(what: &str, limit: Duration, mut done: impl FnMut() -> (usize, usize)) -> bool {
+    let start = Instant::now();
+    let mut last_print = Instant::now();
+    loop {
+        let (have, want) = done();
+        if have >= want {
+            return true;
+        }
+        if start.elapsed() > limit {
+            println!("  {what}: gave up after {limit:?} at {have}/{want}");
+            return false;
+        }
+        if last_print.elapsed() > Duration::from_secs(10) {
+            println!("  {what}: {have}/{want}");
+            last_print = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn dests(group: usize) -> [usize; 2] {
+    [2 * group, 2 * group + 1]
+}
+
+/// Propagation latencies (ms) of `created` from the members' ADDED events.
+async fn propagation(
+    label: &str,
+    seen: &Arc<Mutex<Seen>>,
+    names: &[(String, usize)],
+    created: &HashMap<String, Instant>,
+) {
+    let total = names.len();
+    until(label, Duration::from_secs(600), || {
+        let g = seen.lock().unwrap();
+        let n = names
+            .iter()
+            .filter(|(n, grp)| {
+                dests(*grp)
+                    .iter()
+                    .all(|c| g.added.contains_key(&(*c, n.clone())))
+            })
+            .count();
+        (n, total)
+    })
+    .await;
+    let g = seen.lock().unwrap();
+    let lat: Vec<f64> = names
+        .iter()
+        .filter_map(|(n, grp)| {
+            let last = dests(*grp)
+                .iter()
+                .map(|c| g.added.get(&(*c, n.clone())).copied())
+                .collect::<Option<Vec<_>>>()?
+                .into_iter()
+                .max()?;
+            Some(last.saturating_duration_since(created[n]).as_secs_f64() * 1e3)
+        })
+        .collect();
+    let first = created.values().min().copied();
+    let last = names
+        .iter()
+        .flat_map(|(n, grp)| dests(*grp).map(|c| g.added.get(&(c, n.clone())).copied()))
+        .flatten()
+        .max();
+    if let (Some(a), Some(b)) = (first, last) {
+        println!(
+            "  {label}: all {} sub-objects in {:.2}s",
+            2 * total,
+            b.duration_since(a).as_secs_f64()
+        );
+    }
+    summary(&format!("  {label} latency (create -> in every dest)"), lat);
+    let split = |f: &dyn Fn(&Instant, &Instant) -> f64| -> Vec<f64> {
+        names
+            .iter()
+            .filter_map(|(n, grp)| {
+                let placed = g.placed.get(n)?;
+                let last = dests(*grp)
+                    .iter()
+                    .map(|c| g.added.get(&(*c, n.clone())).copied())
+                    .collect::<Option<Vec<_>>>()?
+                    .into_iter()
+                    .max()?;
+                Some(f(placed, &last))
+            })
+            .collect()
+    };
+    summary(
+        &format!("  {label}   of which create -> Placement scheduled"),
+        names
+            .iter()
+            .filter_map(|(n, _)| {
+                Some(
+                    g.placed
+                        .get(n)?
+                        .saturating_duration_since(created[n])
+                        .as_secs_f64()
+                        * 1e3,
+                )
+            })
+            .collect(),
+    );
+    summary(
+        &format!("  {label}   of which Placement scheduled -> in every dest"),
+        split(&|p, l| l.saturating_duration_since(*p).as_secs_f64() * 1e3),
+    );
+}
+
+async fn scrape(port: u16, metric: &str) -> f64 {
+    let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return f64::NAN;
+    };
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = s
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .await;
+    let mut body = String::new();
+    let _ = s.read_to_string(&mut body).await;
+    body.lines()
+        .filter(|l| l.starts_with(metric))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    // Ctrl-C drops the run, and with it the child processes.
+    tokio::select! {
+        r = run() => r,
+        s = tokio::signal::ctrl_c() => s.context("waiting for Ctrl-C"),
+    }
+}
+
+async fn run() -> anyhow::Result<()> {
+    let clusters = arg("--clusters", 10).max(2) / 2 * 2;
+    let deployments = arg("--deployments", 1000);
+    let rate = arg("--rate", 200);
+    let burst = arg("--burst", deployments / 5);
+    let ready_delay_ms = arg("--ready-delay-ms", 100);
+    let metrics_port = arg("--metrics-port", 18089) as u16;
+    let groups = clusters / 2;
+    println!(
+        "{deployments} Deployments x 2 replicas over {clusters} clusters ({groups} policies), paced at {rate}/s, then a burst of {burst}"
+    );
+    let dir = std::env::temp_dir().join(format!("propagation-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let (apiserver, banner) = spawn_until(
+        &bin("federation-apiserver"),
+        &[
+            "--secure-port=0".into(),
+            format!("--data-dir={}", dir.join("fed").display()),
+        ],
+        "export KUBECONFIG=",
+    );
+    let fed_kc = PathBuf::from(
+        banner
+            .last()
+            .context("apiserver banner")?
+            .trim_start_matches("export KUBECONFIG="),
+    );
+    let sim_kc = dir.join("sim.kubeconfig");
+    // Room for every pod after the scale to 4, whatever the split.
+    let pods_per_node = (4 * (deployments + burst) / clusters).max(110) as u32;
+    let (_sim, _) = spawn_until(
+        &bin("cluster-sim"),
+        &[
+            format!("--clusters={clusters}"),
+            "--nodes=2".into(),
+            "--node-cpu=512".into(),
+            "--node-memory=2Ti".into(),
+            format!("--node-pods={pods_per_node}"),
+            format!("--ready-delay={ready_delay_ms}ms"),
+            format!("--kubeconfig-out={}", sim_kc.display()),
+        ],
+        "admin API:",
+    );
+
+    let fed = client(&fed_kc, None).await;
+    let sim: serde_json::Value = serde_yaml_ng::from_str(&std::fs::read_to_string(&sim_kc)?)?;
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(fed.clone());
+    for ns in ["meridian-system", NS] {
+        nss.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
+        )
+        .await?;
+    }
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(fed.clone(), "meridian-system");
+    let cl_api: Api<fed_api::Cluster> = Api::all(fed.clone());
+    let mut names = Vec::new();
+    for (i, c) in sim["clusters"]
+        .as_array()
+        .context("clusters")?
+        .iter()
+        .enumerate()
+    {
+        let name = c["name"].as_str().context("name")?.to_string();
+        let token = sim["users"][i]["user"]["token"].as_str().context("token")?;
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(token);
+        secrets
+            .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": format!("{name}-credentials")}, "data": {"token": b64}}))?)
+            .await?;
+        let cluster: fed_api::Cluster = serde_json::from_value(json!({
+            "apiVersion": "federation.meridian.dev/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": name},
+            "spec": {"apiEndpoint": c["cluster"]["server"], "caBundle": c["cluster"]["certificate-authority-data"],
+                     "secretRef": {"namespace": "meridian-system", "name": format!("{name}-credentials")}}
+        }))?;
+        cl_api.create(&PostParams::default(), &cluster).await?;
+        names.push(name);
+    }
+    // sim-1..sim-N sorted by number: group g holds clusters 2g and 2g+1.
+    names.sort_by_key(|n| n.trim_start_matches("sim-").parse::<usize>().unwrap_or(0));
+    let policies: Api<fed_api::PropagationPolicy> = Api::namespaced(fed.clone(), NS);
+    for g in 0..groups {
+        let [a, b] = dests(g);
+        let p: fed_api::PropagationPolicy = serde_json::from_value(json!({
+            "apiVersion": "federation.meridian.dev/v1alpha1", "kind": "PropagationPolicy",
+            "metadata": {"name": format!("group-{g}"), "namespace": NS},
+            "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                            "labelSelector": {"matchLabels": {"group": g.to_string()}}}],
+                     "placement": {"clusterAffinity": {"clusterNames": [names[a], names[b]]},
+                                   "replicaScheduling": {"type": "Divided", "division": "StaticWeight"}}}
+        }))?;
+        policies.create(&PostParams::default(), &p).await?;
+    }
+
+    let fed_arg = format!("--kubeconfig={}", fed_kc.display());
+    let scheduler = spawn_quiet(
+        &bin("fed-scheduler"),
+        &[fed_arg.clone(), "--metrics-bind-address=off".into()],
+    );
+    let controllers = spawn_quiet(
+        &bin("fed-controllers"),
+        &[
+            fed_arg,
+            "--probe-period=5s".into(),
+            format!("--metrics-bind-address=127.0.0.1:{metrics_port}"),
+        ],
+    );
+    let t0 = Instant::now();
+    let mut stream = Box::pin(cl_api.watch(&WatchParams::default(), "0").await?);
+    let mut ready = std::collections::HashSet::new();
+    while ready.len() < clusters {
+        let ev = stream
+            .next()
+            .await
+            .context("the Cluster watch ended before every cluster was Ready")?;
+        if let Ok(WatchEvent::Added(c) | WatchEvent::Modified(c)) = ev
+            && c.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|x| x.type_ == "Ready" && x.status == "True")
+            })
+        {
+            ready.insert(c.metadata.name.clone().unwrap_or_default());
+        }
+    }
+    println!(
+        "{clusters} clusters Ready after {:.1}s",
+        t0.elapsed().as_secs_f64()
+    );
+
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    for (i, n) in names.iter().enumerate() {
+        watch(client(&sim_kc, Some(n)).await, Some(i), seen.clone());
+    }
+    watch(fed.clone(), None, seen.clone());
+    watch_placements(fed.clone(), seen.clone());
+
+    // (a) paced.
+    let paced: Vec<(String, usize)> = (0..deployments)
+        .map(|i| (format!("p-{i}"), i % groups))
+        .collect();
+    let created = create_all(&fed, &paced, rate).await;
+    propagation("paced", &seen, &paced, &created).await;
+
+    // (d) status lag on the paced set: last member copy Ready -> federated READY.
+    until("federated READY", Duration::from_secs(600), || {
+        let g = seen.lock().unwrap();
+        let n = paced
+            .iter()
+            .filter(|(n, _)| g.fed_ready.contains_key(&(n.clone(), 2)))
+            .count();
+        (n, paced.len())
+    })
+    .await;
+    {
+        let g = seen.lock().unwrap();
+        let lag: Vec<f64> = paced
+            .iter()
+            .filter_map(|(n, grp)| {
+                let member = dests(*grp)
+                    .iter()
+                    .map(|c| g.member_ready.get(&(*c, n.clone(), 1)).copied())
+                    .collect::<Option<Vec<_>>>()?
+                    .into_iter()
+                    .max()?;
+                let fed = g.fed_ready.get(&(n.clone(), 2))?;
+                Some(fed.saturating_duration_since(member).as_secs_f64() * 1e3)
+            })
+            .collect();
+        summary("  status lag (member copies Ready -> federated READY)", lag);
+    }
+
+    // (c) memory with every Deployment propagated and steady.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (a, s, c) = (
+        rss_mb(apiserver.0.id()),
+        rss_mb(scheduler.0.id()),
+        rss_mb(controllers.0.id()),
+    );
+    println!(
+        "  RSS with {deployments} federated Deployments over {clusters} clusters: apiserver {a:.0} MB + scheduler {s:.0} MB + controllers {c:.0} MB = {:.0} MB",
+        a + s + c
+    );
+
+    // (b) member write throughput: scale every Deployment 2 -> 4 at once.
+    let writes0 = scrape(
+        metrics_port,
+        "meridian_controllers_workload_member_writes_total{verb=\"update\",result=\"ok\"}",
+    )
+    .await;
+    let api: Api<Deployment> = Api::namespaced(fed.clone(), NS);
+    let sem = Arc::new(Semaphore::new(CONCURRENCY));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for (n, _) in &paced {
+        let permit = sem.clone().acquire_owned().await?;
+        let (api, n) = (api.clone(), n.clone());
+        tasks.push(tokio::spawn(async move {
+            api.patch(
+                &n,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": 4}})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("scaling {n}: {e}"));
+            drop(permit);
+        }));
+    }
+    for t in tasks {
+        t.await?;
+    }
+    let patched = start.elapsed();
+    until("scale 2 -> 4", Duration::from_secs(600), || {
+        let g = seen.lock().unwrap();
+        let n = paced
+            .iter()
+            .map(|(n, grp)| {
+                dests(*grp)
+                    .iter()
+                    .filter(|c| g.scaled.contains_key(&(**c, n.clone(), 2)))
+                    .count()
+            })
+            .sum();
+        (n, 2 * paced.len())
+    })
+    .await;
+    {
+        let g = seen.lock().unwrap();
+        let times: Vec<Instant> = paced
+            .iter()
+            .flat_map(|(n, grp)| dests(*grp).map(|c| g.scaled.get(&(c, n.clone(), 2)).copied()))
+            .flatten()
+            .collect();
+        if let (Some(first), Some(last)) = (times.iter().min(), times.iter().max()) {
+            let all = last.duration_since(start).as_secs_f64();
+            let window = last.duration_since(*first).as_secs_f64().max(1e-3);
+            println!(
+                "  member writes: {} sub-object updates; federation patches took {:.2}s; all members updated {:.2}s after the first patch = {:.0} writes/s end to end, {:.0} writes/s between the first and last member update",
+                times.len(),
+                patched.as_secs_f64(),
+                all,
+                times.len() as f64 / all,
+                times.len() as f64 / window
+            );
+        }
+    }
+    let writes1 = scrape(
+        metrics_port,
+        "meridian_controllers_workload_member_writes_total{verb=\"update\",result=\"ok\"}",
+    )
+    .await;
+    println!(
+        "  controller member update writes (metrics): {:.0}",
+        writes1 - writes0
+    );
+
+    // (a) burst: a new batch created as fast as the client can.
+    if burst > 0 {
+        let batch: Vec<(String, usize)> =
+            (0..burst).map(|i| (format!("b-{i}"), i % groups)).collect();
+        let created = create_all(&fed, &batch, 0).await;
+        propagation("burst", &seen, &batch, &created).await;
+    }
+    let (a, s, c) = (
+        rss_mb(apiserver.0.id()),
+        rss_mb(scheduler.0.id()),
+        rss_mb(controllers.0.id()),
+    );
+    println!(
+        "  RSS at the end ({} Deployments): apiserver {a:.0} MB + scheduler {s:.0} MB + controllers {c:.0} MB = {:.0} MB",
+        deployments + burst,
+        a + s + c
+    );
+    for m in [
+        "meridian_controllers_workload_member_writes_total",
+        "meridian_controllers_workload_member_syncs_total",
+        "meridian_controllers_workload_reconciles_total",
+    ] {
+        println!("  {m}: {:.0}", scrape(metrics_port, m).await);
+    }
+    drop((controllers, scheduler, apiserver));
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+async fn client(path: &Path, context: Option<&str>) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
+    let opts = kube::config::KubeConfigOptions {
+        context: context.map(String::from),
+        ..Default::default()
+    };
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &opts)
+        .await
+        .unwrap();
+    kube::Client::try_from(cfg).unwrap()
+}
