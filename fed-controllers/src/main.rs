@@ -33,7 +33,7 @@ async fn main() -> anyhow::Result<()> {
     // One multiplexed connection to the federation, whatever the number of members.
     let fed = fed_controllers::member_client::federation_client(
         client_config,
-        fed_controllers::member_client::Limits::default(),
+        fed_controllers::member_client::Limits::federation(),
     )
     .context("federation client")?;
 

@@ -66,6 +66,19 @@ pub struct Limits {
     pub connection_window: u32,
 }
 
+impl Limits {
+    /// Limits for the federation connection: it carries every watch and write of every
+    /// controller, so its windows are wide — a small connection window would let one
+    /// watch whose consumer is busy stall all the others (HTTP/2 flow control is shared).
+    pub fn federation() -> Self {
+        Limits {
+            stream_window: 16 * 1024 * 1024,
+            connection_window: 1024 * 1024 * 1024,
+            ..Limits::default()
+        }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {

@@ -234,9 +234,10 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
 
 fn spawn_quiet(name: &str, args: &[String], logs: &Path, log_name: &str) -> anyhow::Result<Child> {
     let log = std::fs::File::create(logs.join(format!("{log_name}.log")))?;
+    // Logs go to stdout (tracing's default) and panics to stderr: both into the log file.
     Command::new(sibling(name)?)
         .args(args)
-        .stdout(Stdio::null())
+        .stdout(log.try_clone()?)
         .stderr(log)
         .kill_on_drop(true)
         .spawn()

@@ -756,6 +756,8 @@ pub async fn run(
                 let key = c.queue.pop().await;
                 let started = Instant::now();
                 let result = c.handle(&key).await;
+                // Pushed again while it was handled: it waits again now.
+                c.queue.done(&key);
                 c.metrics.service_sync(
                     if result.is_ok() { "ok" } else { "error" },
                     started.elapsed().as_secs_f64(),

@@ -456,6 +456,8 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
             Work::LbConfig => sync_config(&m).await,
         };
         finish(&m, &work, result).await;
+        // The key may have been pushed again while it was being synced: it waits again now.
+        m.queue.done(&work);
         if let Work::Service(key) = work {
             m.central.push(CentralKey::Service(key));
         }
