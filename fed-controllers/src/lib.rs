@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod credentials;
 pub mod events;
 pub mod member_client;
+pub mod member_sync;
 pub mod metrics;
 pub mod service;
 pub mod workload;

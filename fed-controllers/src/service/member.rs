@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use fed_api::Cluster;
 use fed_api::cluster::LbAgentStatus;
@@ -33,53 +33,10 @@ use super::status::MemberState;
 use super::{COMPONENT, ServiceKey, Settings};
 use crate::cluster::backoff;
 use crate::events::{self, Severity};
+use crate::member_sync::{self, Applied, SyncError, lock, now, to_dynamic};
 use crate::metrics::Metrics;
 use crate::workload::ownership::{self, Ownership};
 use crate::workload::queue::Queue;
-
-/// Why one sync in one member failed.
-#[derive(Debug, thiserror::Error)]
-pub enum SyncError {
-    /// The member holds the name and it is not Meridian's.
-    #[error(
-        "conflict: {kind} {namespace}/{name} exists in {cluster} and is not managed by Meridian"
-    )]
-    Conflict {
-        /// Kind of the object.
-        kind: String,
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-        /// Member.
-        cluster: String,
-    },
-    /// No client yet (credentials or configuration problem).
-    #[error("not connected: {0}")]
-    NotConnected(String),
-    /// A member request failed.
-    #[error("{op} in {cluster}: {source}")]
-    Api {
-        /// What was attempted.
-        op: String,
-        /// Member.
-        cluster: String,
-        /// The client error.
-        #[source]
-        source: kube::Error,
-    },
-    /// A member request took longer than the sync timeout.
-    #[error("{op} in {cluster}: timed out")]
-    Timeout {
-        /// What was attempted.
-        op: String,
-        /// Member.
-        cluster: String,
-    },
-    /// An object could not be converted.
-    #[error("encoding {0}: {1}")]
-    Encode(String, #[source] serde_json::Error),
-}
 
 /// What Meridian wants from a member for one Service.
 #[derive(Clone, Debug, PartialEq)]
@@ -150,17 +107,6 @@ pub struct Member {
     connect_error: Mutex<Option<String>>,
     retrying: Mutex<HashSet<Work>>,
     namespaces: Mutex<HashSet<String>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Each critical section is one step: state stays consistent after a panicking holder.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn now() -> String {
-    jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
-        .map_or_else(|_| jiff::Timestamp::now().to_string(), |t| t.to_string())
 }
 
 fn service_ar() -> ApiResource {
@@ -504,31 +450,7 @@ async fn timed<T>(
     op: &str,
     f: impl Future<Output = Result<T, kube::Error>>,
 ) -> Result<T, SyncError> {
-    match tokio::time::timeout(m.settings.sync_timeout, f).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(source)) => Err(SyncError::Api {
-            op: op.to_string(),
-            cluster: m.name.clone(),
-            source,
-        }),
-        Err(_) => Err(SyncError::Timeout {
-            op: op.to_string(),
-            cluster: m.name.clone(),
-        }),
-    }
-}
-
-/// What a write did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Applied {
-    Created,
-    Updated,
-    Unchanged,
-}
-
-fn to_dynamic(v: &Value) -> Result<DynamicObject, SyncError> {
-    serde_json::from_value(v.clone())
-        .map_err(|e| SyncError::Encode(v["metadata"]["name"].to_string(), e))
+    member_sync::timed(&m.name, m.settings.sync_timeout, op, f).await
 }
 
 /// How drift of one kind is judged and reverted.

@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use fed_api::Cluster;
 use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
@@ -26,51 +26,8 @@ use super::queue::Queue;
 use super::status::MemberReport;
 use super::{Settings, drift};
 use crate::cluster::backoff;
+use crate::member_sync::{self, Applied, SyncError, lock, now, to_dynamic};
 use crate::metrics::WorkloadMetrics;
-
-/// Why one sync of one workload in one member failed.
-#[derive(Debug, thiserror::Error)]
-pub enum SyncError {
-    /// The member holds the name and it is not Meridian's.
-    #[error(
-        "conflict: {kind} {namespace}/{name} exists in {cluster} and is not managed by Meridian"
-    )]
-    Conflict {
-        /// Kind of the object.
-        kind: String,
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-        /// Member.
-        cluster: String,
-    },
-    /// No client yet (credentials or configuration problem).
-    #[error("not connected: {0}")]
-    NotConnected(String),
-    /// A member request failed.
-    #[error("{op} in {cluster}: {source}")]
-    Api {
-        /// What was attempted.
-        op: String,
-        /// Member.
-        cluster: String,
-        /// The client error.
-        #[source]
-        source: kube::Error,
-    },
-    /// A member request took longer than the sync timeout.
-    #[error("{op} in {cluster}: timed out")]
-    Timeout {
-        /// What was attempted.
-        op: String,
-        /// Member.
-        cluster: String,
-    },
-    /// An object could not be converted.
-    #[error("encoding {0}: {1}")]
-    Encode(String, #[source] serde_json::Error),
-}
 
 /// What Meridian wants from a member for one workload.
 #[derive(Clone, Debug, PartialEq)]
@@ -132,17 +89,6 @@ pub struct MemberShared {
     /// handed out every intent (else a restart would delete what is still needed).
     pub gc: AtomicBool,
     namespaces: Mutex<HashSet<String>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Each critical section is one step: state stays consistent after a panicking holder.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn now() -> String {
-    jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
-        .map_or_else(|_| jiff::Timestamp::now().to_string(), |t| t.to_string())
 }
 
 impl MemberShared {
@@ -402,18 +348,7 @@ async fn timed<T>(
     op: &str,
     f: impl Future<Output = Result<T, kube::Error>>,
 ) -> Result<T, SyncError> {
-    match tokio::time::timeout(m.settings.sync_timeout, f).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(source)) => Err(SyncError::Api {
-            op: op.to_string(),
-            cluster: m.name.clone(),
-            source,
-        }),
-        Err(_) => Err(SyncError::Timeout {
-            op: op.to_string(),
-            cluster: m.name.clone(),
-        }),
-    }
+    member_sync::timed(&m.name, m.settings.sync_timeout, op, f).await
 }
 
 /// [`timed`] for a write, counted and timed in the metrics by `verb`.
@@ -429,19 +364,6 @@ async fn write<T>(
     m.metrics
         .member_write(verb, result, start.elapsed().as_secs_f64());
     r
-}
-
-/// What a write did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Applied {
-    Created,
-    Updated,
-    Unchanged,
-}
-
-fn to_dynamic(v: &Value) -> Result<DynamicObject, SyncError> {
-    serde_json::from_value(v.clone())
-        .map_err(|e| SyncError::Encode(v["metadata"]["name"].to_string(), e))
 }
 
 /// Makes the member hold `desired` (never over an object that is not Meridian's). With a

@@ -1,0 +1,121 @@
+//! Pieces every controller that writes into member clusters shares: the error of one
+//! member sync, what a write did, and requests bounded by the sync timeout.
+
+use std::future::Future;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use kube::api::DynamicObject;
+use serde_json::Value;
+
+/// Why syncing one object into one member failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// The member holds the name and it is not Meridian's.
+    #[error(
+        "conflict: {kind} {namespace}/{name} exists in {cluster} and is not managed by Meridian"
+    )]
+    Conflict {
+        /// Kind of the object.
+        kind: String,
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// Member.
+        cluster: String,
+    },
+    /// No client yet (credentials or configuration problem).
+    #[error("not connected: {0}")]
+    NotConnected(String),
+    /// A member request failed.
+    #[error("{op} in {cluster}: {source}")]
+    Api {
+        /// What was attempted.
+        op: String,
+        /// Member.
+        cluster: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A member request took longer than the sync timeout.
+    #[error("{op} in {cluster}: timed out")]
+    Timeout {
+        /// What was attempted.
+        op: String,
+        /// Member.
+        cluster: String,
+    },
+    /// An object could not be converted.
+    #[error("encoding {0}: {1}")]
+    Encode(String, #[source] serde_json::Error),
+}
+
+/// What a write did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The object did not exist and was created.
+    Created,
+    /// It existed and was changed.
+    Updated,
+    /// It was already as wanted.
+    Unchanged,
+}
+
+/// Runs one member request with a deadline; the error names the operation and the member.
+pub async fn timed<T>(
+    cluster: &str,
+    timeout: Duration,
+    op: &str,
+    f: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, SyncError> {
+    match tokio::time::timeout(timeout, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(source)) => Err(SyncError::Api {
+            op: op.to_string(),
+            cluster: cluster.to_string(),
+            source,
+        }),
+        Err(_) => Err(SyncError::Timeout {
+            op: op.to_string(),
+            cluster: cluster.to_string(),
+        }),
+    }
+}
+
+/// A JSON object as a kube dynamic object.
+pub fn to_dynamic(v: &Value) -> Result<DynamicObject, SyncError> {
+    serde_json::from_value(v.clone())
+        .map_err(|e| SyncError::Encode(v["metadata"]["name"].to_string(), e))
+}
+
+/// Locks a member task's state.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Each critical section is one step: state stays consistent after a panicking holder.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Now, RFC 3339 to the second (as `lastSyncTime` is written).
+pub fn now() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map_or_else(|_| jiff::Timestamp::now().to_string(), |t| t.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_slow_request_times_out_naming_the_member() {
+        let r: Result<(), _> = timed(
+            "m1",
+            Duration::from_millis(1),
+            "reading x",
+            std::future::pending(),
+        )
+        .await;
+        assert_eq!(r.unwrap_err().to_string(), "reading x in m1: timed out");
+    }
+}
