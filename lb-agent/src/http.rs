@@ -23,7 +23,7 @@ use crate::agent::Shared;
 use crate::backend::{Backend, now_ms};
 use crate::balance::{Tried, pick};
 use crate::table::{PortRoute, Proto};
-use crate::upstream::{PooledBody, Sender, UpBody, checkout};
+use crate::upstream::{Affinity, PooledBody, Sender, UpBody, checkout};
 
 /// Body of a response to the client.
 pub type RespBody = Either<PooledBody, Full<Bytes>>;
@@ -35,9 +35,12 @@ const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection")
 pub async fn serve(stream: TcpStream, shared: Arc<Shared>, listen_port: Option<u16>) {
     let _ = stream.set_nodelay(true);
     let svc_shared = shared.clone();
+    // The upstream connection this client connection used last, for its next request.
+    let affinity = Arc::new(Affinity::default());
     let service = hyper::service::service_fn(move |req| {
         let shared = svc_shared.clone();
-        async move { Ok::<_, Infallible>(handle(&shared, listen_port, req).await) }
+        let affinity = affinity.clone();
+        async move { Ok::<_, Infallible>(handle(&shared, listen_port, &affinity, req).await) }
     });
     if let Err(error) = shared
         .http_server
@@ -59,7 +62,7 @@ fn plain(code: StatusCode, text: String) -> Response<RespBody> {
 }
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    for h in [
+    const HOP_BY_HOP: [HeaderName; 7] = [
         CONNECTION,
         KEEP_ALIVE,
         PROXY_CONNECTION,
@@ -67,10 +70,14 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
         TE,
         UPGRADE,
         PROXY_AUTHENTICATE,
-    ] {
-        if headers.contains_key(&h) {
-            headers.remove(&h);
-        }
+    ];
+    // One pass over the few headers a request carries, instead of a hashed lookup per
+    // hop-by-hop name: most requests have none.
+    if !headers.keys().any(|k| HOP_BY_HOP.contains(k)) {
+        return;
+    }
+    for h in HOP_BY_HOP {
+        headers.remove(&h);
     }
 }
 
@@ -95,6 +102,7 @@ impl Replay {
 pub async fn handle(
     shared: &Shared,
     listen_port: Option<u16>,
+    affinity: &Arc<Affinity>,
     req: Request<Incoming>,
 ) -> Response<RespBody> {
     let table = shared.table.borrow().clone();
@@ -115,7 +123,7 @@ pub async fn handle(
     };
     route.metrics.requests.inc();
     let started = Instant::now();
-    let response = forward(shared, route, table.forwarded_by.as_ref(), req).await;
+    let response = forward(shared, route, affinity, table.forwarded_by.as_ref(), req).await;
     route
         .metrics
         .latency
@@ -129,6 +137,7 @@ pub async fn handle(
 async fn forward(
     shared: &Shared,
     route: &Arc<PortRoute>,
+    affinity: &Arc<Affinity>,
     forwarded_by: Option<&HeaderValue>,
     req: Request<Incoming>,
 ) -> Response<RespBody> {
@@ -183,7 +192,7 @@ async fn forward(
         if last_error.is_some() {
             shared.metrics.retries.inc();
         }
-        let sender = match checkout(&backend, h2, shared.settings.connect_timeout).await {
+        let sender = match checkout(&backend, affinity, h2, shared.settings.connect_timeout).await {
             Ok(s) => s,
             Err(e) => {
                 // Nothing was sent: any request may go to another backend.
@@ -216,10 +225,10 @@ async fn forward(
         );
         let flight = backend.start();
         let result = match sender {
-            Sender::H1(mut s) => match s.try_send_request(request).await {
-                Ok(resp) => Ok((resp, Some(s))),
-                Err(mut e) => Err((e.take_message(), e.into_error())),
-            },
+            Sender::H1(conn) => conn
+                .send(request)
+                .await
+                .map(|(resp, conn)| (resp, conn.map(|c| (c, affinity.clone())))),
             Sender::H2(mut s) => match s.try_send_request(request).await {
                 Ok(resp) => Ok((resp, None)),
                 Err(mut e) => Err((e.take_message(), e.into_error())),
