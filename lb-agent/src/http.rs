@@ -23,7 +23,7 @@ use crate::agent::Shared;
 use crate::backend::{Backend, now_ms};
 use crate::balance::{Tried, pick};
 use crate::table::{PortRoute, Proto};
-use crate::upstream::{Affinity, PooledBody, Sender, UpBody, checkout};
+use crate::upstream::{PooledBody, Sender, UpBody, checkout};
 
 /// Body of a response to the client.
 pub type RespBody = Either<PooledBody, Full<Bytes>>;
@@ -35,12 +35,9 @@ const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection")
 pub async fn serve(stream: TcpStream, shared: Arc<Shared>, listen_port: Option<u16>) {
     let _ = stream.set_nodelay(true);
     let svc_shared = shared.clone();
-    // The upstream connection this client connection used last, for its next request.
-    let affinity = Arc::new(Affinity::default());
     let service = hyper::service::service_fn(move |req| {
         let shared = svc_shared.clone();
-        let affinity = affinity.clone();
-        async move { Ok::<_, Infallible>(handle(&shared, listen_port, &affinity, req).await) }
+        async move { Ok::<_, Infallible>(handle(&shared, listen_port, req).await) }
     });
     if let Err(error) = shared
         .http_server
@@ -102,7 +99,6 @@ impl Replay {
 pub async fn handle(
     shared: &Shared,
     listen_port: Option<u16>,
-    affinity: &Arc<Affinity>,
     req: Request<Incoming>,
 ) -> Response<RespBody> {
     let table = shared.table.borrow().clone();
@@ -123,7 +119,7 @@ pub async fn handle(
     };
     route.metrics.requests.inc();
     let started = Instant::now();
-    let response = forward(shared, route, affinity, table.forwarded_by.as_ref(), req).await;
+    let response = forward(shared, route, table.forwarded_by.as_ref(), req).await;
     route
         .metrics
         .latency
@@ -137,7 +133,6 @@ pub async fn handle(
 async fn forward(
     shared: &Shared,
     route: &Arc<PortRoute>,
-    affinity: &Arc<Affinity>,
     forwarded_by: Option<&HeaderValue>,
     req: Request<Incoming>,
 ) -> Response<RespBody> {
@@ -192,7 +187,7 @@ async fn forward(
         if last_error.is_some() {
             shared.metrics.retries.inc();
         }
-        let sender = match checkout(&backend, affinity, h2, shared.settings.connect_timeout).await {
+        let sender = match checkout(&backend, h2, shared.settings.connect_timeout).await {
             Ok(s) => s,
             Err(e) => {
                 // Nothing was sent: any request may go to another backend.
@@ -225,10 +220,10 @@ async fn forward(
         );
         let flight = backend.start();
         let result = match sender {
-            Sender::H1(conn) => conn
-                .send(request)
-                .await
-                .map(|(resp, conn)| (resp, conn.map(|c| (c, affinity.clone())))),
+            Sender::H1(mut s) => match s.try_send_request(request).await {
+                Ok(resp) => Ok((resp, Some(s))),
+                Err(mut e) => Err((e.take_message(), e.into_error())),
+            },
             Sender::H2(mut s) => match s.try_send_request(request).await {
                 Ok(resp) => Ok((resp, None)),
                 Err(mut e) => Err((e.take_message(), e.into_error())),

@@ -407,7 +407,7 @@ async fn counting_backend(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn client_connections_keep_their_upstream_connection_and_skip_closed_ones() {
+async fn upstream_connections_are_reused_and_closed_ones_skipped() {
     let close_after = Arc::new(AtomicBool::new(false));
     let (backend, accepted) = counting_backend(close_after.clone()).await;
     let a = TestAgent::start("a", "127.0.18.1").await;
@@ -451,7 +451,7 @@ async fn client_connections_keep_their_upstream_connection_and_skip_closed_ones(
     assert_eq!(
         accepted.load(Ordering::SeqCst),
         1,
-        "one client connection's requests share one upstream connection"
+        "sequential requests share one pooled upstream connection"
     );
     // The upstream now closes every connection after answering: a POST (never retried once
     // sent) must not be written to a connection it already closed.
