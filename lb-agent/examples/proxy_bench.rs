@@ -3,11 +3,13 @@
 //!
 //! ```text
 //! cargo build --release -p lb-agent --bin lb-agent --example proxy_bench
-//! target/release/examples/proxy_bench [--conns 64] [--secs 5]
+//! target/release/examples/proxy_bench [--conns 64] [--secs 5] [--slices 5]
 //! ```
 //! The proxy under test runs on core 1 (`taskset -c 1`; lb-agent with `--workers 1`,
 //! nginx with `worker_processes 1`); this process (backend and load generator, one thread)
-//! re-executes itself on core 0. nginx comes from `tools/install-nginx.sh`.
+//! re-executes itself on core 0. nginx comes from `tools/install-nginx.sh`. The targets
+//! take turns in interleaved slices so that other load on the machine falls on each alike;
+//! `PROXY_BENCH_AGENT=<path>` measures another lb-agent build.
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -147,8 +149,9 @@ impl Client {
     }
 }
 
-/// Closed loop: `conns` connections each sending the next request on the previous answer.
-async fn peak(addr: SocketAddr, conns: u64, secs: u64) -> f64 {
+/// Closed loop: `conns` connections each sending the next request on the previous answer,
+/// counted for `secs` after `warm_up`. Returns (requests, seconds).
+async fn peak(addr: SocketAddr, conns: u64, warm_up: Duration, secs: f64) -> (u64, f64) {
     let done = Arc::new(AtomicU64::new(0));
     let measuring = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
@@ -166,25 +169,25 @@ async fn peak(addr: SocketAddr, conns: u64, secs: u64) -> f64 {
             }
         }));
     }
-    tokio::time::sleep(Duration::from_secs(1)).await; // warm-up
+    tokio::time::sleep(warm_up).await;
     measuring.store(true, Ordering::Relaxed);
     let t0 = Instant::now();
-    tokio::time::sleep(Duration::from_secs(secs)).await;
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
     let n = done.load(Ordering::Relaxed);
     let elapsed = t0.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
         t.await.expect("client task");
     }
-    n as f64 / elapsed
+    (n, elapsed)
 }
 
 /// Open loop at `rate` req/s over `conns` connections (each sends on its own schedule, so a
-/// slow answer does not slow the offered load elsewhere). Returns (median, p99) in µs.
-async fn paced(addr: SocketAddr, conns: u64, rate: f64, secs: u64) -> (f64, f64) {
+/// slow answer does not slow the offered load elsewhere). Returns the latencies in µs.
+async fn paced(addr: SocketAddr, conns: u64, rate: f64, secs: f64) -> Vec<f64> {
     let per_conn = Duration::from_secs_f64(conns as f64 / rate);
     let start = tokio::time::Instant::now() + Duration::from_millis(200);
-    let end = start + Duration::from_secs(secs);
+    let end = start + Duration::from_secs_f64(secs);
     let mut tasks = Vec::new();
     for i in 0..conns {
         tasks.push(tokio::spawn(async move {
@@ -208,6 +211,11 @@ async fn paced(addr: SocketAddr, conns: u64, rate: f64, secs: u64) -> (f64, f64)
     for t in tasks {
         all.extend(t.await.expect("client task"));
     }
+    all
+}
+
+/// (median, p99) of latencies.
+fn quantiles(mut all: Vec<f64>) -> (f64, f64) {
     all.sort_by(|a, b| a.total_cmp(b));
     let q = |p: f64| all[((all.len() as f64 - 1.0) * p) as usize];
     (q(0.5), q(0.99))
@@ -237,6 +245,10 @@ async fn wait_http(addr: SocketAddr) {
 }
 
 fn agent_bin() -> std::path::PathBuf {
+    // Another build of the agent (to compare two versions under the same load).
+    if let Some(bin) = std::env::var_os("PROXY_BENCH_AGENT") {
+        return bin.into();
+    }
     let exe = std::env::current_exe().expect("current exe");
     let bin = exe
         .parent()
@@ -460,6 +472,7 @@ fn main() {
 async fn run() {
     let conns = arg("--conns", 64);
     let secs = arg("--secs", 5);
+    let slices = arg("--slices", 5).clamp(1, secs.max(1) * 5);
     let bin = agent_bin();
     let dir = std::env::temp_dir().join(format!("proxy-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -477,29 +490,57 @@ async fn run() {
     wait_http(agent_addr).await;
     wait_http(nginx_addr).await;
 
+    // Targets take turns in short slices, in a rotating order, so that load from other
+    // processes on this machine (which comes and goes over seconds) falls on all of them
+    // alike instead of on whichever ran during a busy spell.
+    let slice = secs as f64 / slices as f64;
     println!(
-        "closed loop, {conns} keep-alive connections, {secs} s per target (after 1 s warm-up)"
+        "closed loop, {conns} keep-alive connections, {secs} s per target \
+         in {slices} interleaved slices (1 s warm-up, then 0.2 s per slice)"
     );
     let targets = [
         ("direct", be),
         ("lb-agent", agent_addr),
         ("nginx", nginx_addr),
     ];
-    let mut peaks = Vec::new();
-    for (name, addr) in targets {
-        let before = ACCEPTED.load(Ordering::Relaxed);
-        let rps = peak(addr, conns, secs).await;
-        let opened = ACCEPTED.load(Ordering::Relaxed) - before;
-        println!("  {name:<9} peak {rps:>9.0} req/s   (backend connections opened: {opened})");
-        peaks.push(rps);
+    let n = targets.len();
+    let mut done = [(0u64, 0f64); 3];
+    let mut opened = [0u64; 3];
+    for round in 0..slices {
+        for k in 0..n {
+            let i = (k + round as usize) % n;
+            let warm_up = Duration::from_millis(if round == 0 { 1000 } else { 200 });
+            let before = ACCEPTED.load(Ordering::Relaxed);
+            let (count, elapsed) = peak(targets[i].1, conns, warm_up, slice).await;
+            opened[i] += ACCEPTED.load(Ordering::Relaxed) - before;
+            done[i].0 += count;
+            done[i].1 += elapsed;
+        }
+    }
+    let peaks: Vec<f64> = done.iter().map(|(c, s)| *c as f64 / s).collect();
+    for (i, (name, _)) in targets.iter().enumerate() {
+        println!(
+            "  {name:<9} peak {:>9.0} req/s   (backend connections opened: {})",
+            peaks[i], opened[i]
+        );
     }
     println!("  lb-agent / nginx = {:.2}", peaks[1] / peaks[2]);
     let rate = peaks[1] / 2.0;
-    println!("open loop at {rate:.0} req/s (half the lb-agent peak), {secs} s per target");
+    println!(
+        "open loop at {rate:.0} req/s (half the lb-agent peak), {secs} s per target in {slices} \
+         interleaved slices"
+    );
+    let mut latencies: [Vec<f64>; 3] = Default::default();
+    for round in 0..slices {
+        for k in 0..n {
+            let i = (k + round as usize) % n;
+            latencies[i].extend(paced(targets[i].1, conns, rate, slice).await);
+        }
+    }
     let mut direct = (0.0, 0.0);
-    for (name, addr) in targets {
-        let (p50, p99) = paced(addr, conns, rate, secs).await;
-        if name == "direct" {
+    for (i, (name, _)) in targets.iter().enumerate() {
+        let (p50, p99) = quantiles(std::mem::take(&mut latencies[i]));
+        if i == 0 {
             direct = (p50, p99);
             println!("  {name:<9} p50 {p50:>7.0} µs  p99 {p99:>7.0} µs");
         } else {

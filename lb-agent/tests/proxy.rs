@@ -359,3 +359,106 @@ async fn consecutive_5xx_eject_a_backend() {
     let text = lb_agent::metrics::Metrics::encode_text(&a.metrics);
     assert!(text.contains("meridian_lb_ejections_total 1"), "{text}");
 }
+
+/// A raw HTTP/1.1 backend answering `ok` to every request head; counts the connections
+/// that carried requests (health checks only connect) and, while `close_after` is set, closes each connection after answering (as an
+/// upstream's idle timeout would, without announcing it).
+async fn counting_backend(
+    close_after: Arc<AtomicBool>,
+) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let (close_after, count) = (close_after.clone(), count.clone());
+            tokio::spawn(async move {
+                let mut first = true;
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Ok(n) = s.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        if std::mem::take(&mut first) {
+                            count.fetch_add(1, Ordering::SeqCst);
+                        }
+                        let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                        if s.write_all(answer).await.is_err() {
+                            return;
+                        }
+                        if close_after.load(Ordering::SeqCst) {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_connections_are_reused_and_closed_ones_skipped() {
+    let close_after = Arc::new(AtomicBool::new(false));
+    let (backend, accepted) = counting_backend(close_after.clone()).await;
+    let a = TestAgent::start("a", "127.0.18.1").await;
+    a.feed(
+        config(
+            "a",
+            vec![a.cluster()],
+            vec![service("shop", "web", http_port(31800), &[("a", 1)])],
+        ),
+        local(&[("shop", "web", "http", vec![backend])]),
+    )
+    .await;
+    let stream = tokio::net::TcpStream::connect(a.agent.http_addr)
+        .await
+        .unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let mut call = async |method: &str| {
+        let req = http::Request::builder()
+            .method(method)
+            .uri("/")
+            .header("host", HOST)
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        // Our side of the connection turns idle in its own task after the last answer.
+        send.ready().await.unwrap();
+        let resp = send.send_request(req).await.unwrap();
+        let status = resp.status().as_u16();
+        let body = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    };
+    for _ in 0..5 {
+        assert_eq!(call("GET").await, (200, "ok".to_string()));
+    }
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "sequential requests share one pooled upstream connection"
+    );
+    // The upstream now closes every connection after answering: a POST (never retried once
+    // sent) must not be written to a connection it already closed.
+    close_after.store(true, Ordering::SeqCst);
+    for _ in 0..4 {
+        assert_eq!(call("POST").await, (200, "ok".to_string()));
+    }
+    // The first POST still went on the open connection; each later one needed a new one.
+    assert_eq!(accepted.load(Ordering::SeqCst), 4);
+}
