@@ -345,6 +345,13 @@ fn servable(pod: &Value) -> Option<PodAddress> {
     PodAddress::of(pod, str_at(pod, "/status/podIP")?)
 }
 
+/// A live pod the kubelet has not reported running yet.
+fn not_started(pod: &Value) -> bool {
+    !util::is_deleting(pod)
+        && matches!(str_at(pod, "/status/phase"), None | Some("Pending"))
+        && str_at(pod, "/status/podIP").is_none()
+}
+
 struct ContainerLoop {
     sim: Arc<Sim>,
     rt: Arc<Containers>,
@@ -360,12 +367,17 @@ impl Reconciler<String> for ContainerLoop {
             self.rt.stop(key, None).await;
             return Ok(Requeue::No);
         };
-        match servable(&cached.value()) {
+        let pod = cached.value();
+        match servable(&pod) {
             Some(address) => self
                 .rt
                 .serve(key, address, None)
                 .await
                 .map_err(|e| SimError::Invalid(format!("pod {key}: {e}")))?,
+            // Not started in the API yet: the kubelet starts listeners just before it writes
+            // Running/Ready, so a still-pending view (whatever its resourceVersion — other
+            // writers touch the pod too) must not stop what the kubelet started.
+            None if not_started(&pod) => {}
             None => self.rt.stop(key, Some(cached.rv)).await,
         }
         Ok(Requeue::No)
