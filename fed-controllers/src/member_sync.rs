@@ -84,6 +84,54 @@ pub async fn timed<T>(
     }
 }
 
+/// Makes sure namespace `ns` exists in the member (created as Meridian's if missing; one
+/// created meanwhile by someone else is fine, namespaces are shared). `record_create` hears
+/// the outcome (`ok`/`error`) and duration of a create when one was sent.
+pub async fn ensure_namespace(
+    client: &kube::Client,
+    cluster: &str,
+    timeout: Duration,
+    ns: &str,
+    record_create: impl FnOnce(&str, f64),
+) -> Result<(), SyncError> {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{Api, PostParams};
+    let api: Api<Namespace> = Api::all(client.clone());
+    if timed(
+        cluster,
+        timeout,
+        &format!("reading namespace {ns}"),
+        api.get_opt(ns),
+    )
+    .await?
+    .is_some()
+    {
+        return Ok(());
+    }
+    let obj = serde_json::from_value(crate::workload::desired::namespace(ns))
+        .map_err(|e| SyncError::Encode(ns.into(), e))?;
+    let start = std::time::Instant::now();
+    let created = timed(
+        cluster,
+        timeout,
+        &format!("creating namespace {ns}"),
+        api.create(&PostParams::default(), &obj),
+    )
+    .await;
+    record_create(
+        if created.is_ok() { "ok" } else { "error" },
+        start.elapsed().as_secs_f64(),
+    );
+    match created {
+        Ok(_) => Ok(()),
+        Err(SyncError::Api {
+            source: kube::Error::Api(s),
+            ..
+        }) if s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// A JSON object as a kube dynamic object.
 pub fn to_dynamic(v: &Value) -> Result<DynamicObject, SyncError> {
     serde_json::from_value(v.clone())

@@ -16,7 +16,7 @@ use fed_api::names::{
     SYSTEM_NAMESPACE,
 };
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ObjectReference, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams, Preconditions};
 use kube::runtime::WatchStreamExt;
@@ -554,29 +554,7 @@ async fn ensure_namespace(m: &Member, client: &Client, ns: &str) -> Result<(), S
     if lock(&m.namespaces).contains(ns) {
         return Ok(());
     }
-    let api: Api<Namespace> = Api::all(client.clone());
-    if timed(m, &format!("reading namespace {ns}"), api.get_opt(ns))
-        .await?
-        .is_none()
-    {
-        let obj = serde_json::from_value(crate::workload::desired::namespace(ns))
-            .map_err(|e| SyncError::Encode(ns.into(), e))?;
-        match timed(
-            m,
-            &format!("creating namespace {ns}"),
-            api.create(&PostParams::default(), &obj),
-        )
-        .await
-        {
-            Ok(_) => {}
-            // Someone else created it meanwhile: fine, namespaces are shared.
-            Err(SyncError::Api {
-                source: kube::Error::Api(s),
-                ..
-            }) if s.code == 409 => {}
-            Err(e) => return Err(e),
-        }
-    }
+    member_sync::ensure_namespace(client, &m.name, m.settings.sync_timeout, ns, |_, _| {}).await?;
     lock(&m.namespaces).insert(ns.to_string());
     Ok(())
 }

@@ -461,30 +461,14 @@ async fn ensure_namespace(m: &MemberShared, client: &Client, ns: &str) -> Result
     if lock(&m.namespaces).contains(ns) {
         return Ok(());
     }
-    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    if timed(m, &format!("reading namespace {ns}"), api.get_opt(ns))
-        .await?
-        .is_none()
-    {
-        let obj = serde_json::from_value(super::desired::namespace(ns))
-            .map_err(|e| SyncError::Encode(ns.into(), e))?;
-        match write(
-            m,
-            "create",
-            &format!("creating namespace {ns}"),
-            api.create(&PostParams::default(), &obj),
-        )
-        .await
-        {
-            Ok(_) => {}
-            // Someone else created it meanwhile: fine, namespaces are shared.
-            Err(SyncError::Api {
-                source: kube::Error::Api(s),
-                ..
-            }) if s.code == 409 => {}
-            Err(e) => return Err(e),
-        }
-    }
+    member_sync::ensure_namespace(
+        client,
+        &m.name,
+        m.settings.sync_timeout,
+        ns,
+        |result, secs| m.metrics.member_write("create", result, secs),
+    )
+    .await?;
     lock(&m.namespaces).insert(ns.to_string());
     Ok(())
 }
