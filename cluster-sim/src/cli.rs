@@ -110,6 +110,10 @@ pub struct RunArgs {
     /// Ready pods answer HTTP on their TCP container ports (needs --pod-network loopback).
     #[arg(long)]
     pub serve_pods: bool,
+    /// Serve each cluster's API and storage only: no simulated controllers, scheduler or
+    /// kubelets (written objects stay as written; for benchmarking API clients).
+    #[arg(long)]
+    pub api_only: bool,
     /// A YAML fleet file describing clusters individually (overrides the cluster flags above;
     /// see the format below).
     #[arg(long)]
@@ -238,6 +242,7 @@ pub fn fleet_from_flags(a: &RunArgs) -> anyhow::Result<FleetFile> {
         f.pod_network = net;
     }
     f.serve_pods |= a.serve_pods;
+    f.api_only |= a.api_only;
     let patterns: Vec<String> = match &a.lb_pool {
         Some(p) => p.clone(),
         None if a.fleet.is_none() => vec!["127.200.{i}.0/24".to_string()],

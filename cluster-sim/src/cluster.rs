@@ -146,7 +146,9 @@ impl SimCluster {
         });
         bootstrap(&engine).await?;
         controllers::create_nodes(&sim, &node_specs(&spec)).await?;
-        controllers::start(sim.clone());
+        if !pods.api_only {
+            controllers::start(sim.clone());
+        }
         let tls =
             federation_apiserver::server::tls_config(&serving.cert_pem, &serving.key_pem, None)?;
         let cluster = Arc::new(Self {

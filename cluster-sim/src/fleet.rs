@@ -120,15 +120,21 @@ pub struct FleetFile {
     /// Ready pods answer HTTP on their TCP container ports (needs `podNetwork: loopback`).
     #[serde(default)]
     pub serve_pods: bool,
+    /// Clusters serve their API and storage only: no simulated controllers, scheduler or
+    /// kubelets, so written objects stay as written (for measuring API clients alone).
+    #[serde(default)]
+    pub api_only: bool,
 }
 
-/// The fleet-wide pod settings every cluster gets.
+/// The fleet-wide pod and loop settings every cluster gets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PodOptions {
     /// How pods are addressed.
     pub network: PodNetwork,
     /// Whether Ready pods listen on their container ports.
     pub serve: bool,
+    /// Whether the simulated control loops are off (see [`FleetFile::api_only`]).
+    pub api_only: bool,
 }
 
 /// Parses `500ms`, `2s`, `1m` or a bare number of seconds.
@@ -189,6 +195,7 @@ impl FleetFile {
             clusters,
             pod_network: PodNetwork::Overlay,
             serve_pods: false,
+            api_only: false,
         }
     }
 
@@ -197,6 +204,7 @@ impl FleetFile {
         PodOptions {
             network: self.pod_network,
             serve: self.serve_pods,
+            api_only: self.api_only,
         }
     }
 
@@ -267,6 +275,12 @@ impl FleetFile {
         if self.serve_pods && self.pod_network != PodNetwork::Loopback {
             problems.push(
                 "servePods needs podNetwork: loopback (--pod-network loopback): overlay pod addresses cannot be bound on this host"
+                    .to_string(),
+            );
+        }
+        if self.serve_pods && self.api_only {
+            problems.push(
+                "servePods needs the simulated loops, which apiOnly (--api-only) turns off: no pod would ever run"
                     .to_string(),
             );
         }
@@ -396,6 +410,11 @@ mod tests {
         serving.serve_pods = true;
         let e = serving.validate().unwrap_err().to_string();
         assert!(e.contains("servePods needs podNetwork: loopback"), "{e}");
+        serving.pod_network = PodNetwork::Loopback;
+        serving.validate().unwrap();
+        serving.api_only = true;
+        let e = serving.validate().unwrap_err().to_string();
+        assert!(e.contains("servePods needs the simulated loops"), "{e}");
     }
 
     #[test]

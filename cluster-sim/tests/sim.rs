@@ -598,6 +598,37 @@ async fn loopback_fleet_from_flags_serves_pods_and_places_lb_agents() {
     }
 }
 
+#[tokio::test]
+async fn api_only_fleet_stores_workloads_as_written() {
+    let f = Fleet::start(&["--clusters=1", "--nodes=2", "--api-only"]);
+    let c = f.client("sim-1").await;
+    // Bootstrap still ran: the nodes exist for capacity probes.
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(c.clone());
+    assert_eq!(nodes.list(&ListParams::default()).await.unwrap().items.len(), 2);
+    let deps: Api<Deployment> = Api::namespaced(c.clone(), "default");
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "x"}]}}}
+    }))
+    .unwrap();
+    deps.create(&PostParams::default(), &d).await.unwrap();
+    deps.patch(
+        "web",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"spec": {"replicas": 5}})),
+    )
+    .await
+    .unwrap();
+    let got = deps.get("web").await.unwrap();
+    assert_eq!(got.spec.unwrap().replicas, Some(5));
+    // No deployment controller: nothing wrote a status or a ReplicaSet.
+    assert!(got.status.is_none(), "{:?}", got.status);
+    let rs: Api<k8s_openapi::api::apps::v1::ReplicaSet> = Api::namespaced(c, "default");
+    assert!(rs.list(&ListParams::default()).await.unwrap().items.is_empty());
+}
+
 #[test]
 fn fleets_past_the_loopback_limits_are_rejected() {
     let dir = tempfile::tempdir().unwrap();
@@ -617,6 +648,15 @@ fn fleets_past_the_loopback_limits_are_rejected() {
                 "--lb-pool=127.10.0.7",
             ],
             "lies in the loopback pod range",
+        ),
+        (
+            vec![
+                "--clusters=1",
+                "--pod-network=loopback",
+                "--serve-pods",
+                "--api-only",
+            ],
+            "servePods needs the simulated loops",
         ),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_cluster-sim"))

@@ -12,9 +12,17 @@
 //! - member write throughput: every Deployment scaled 2 → 4 at once, sub-object updates
 //!   per second seen by the member watches, and the controller's own write counters.
 //!
+//!
+//! `--api-only` runs the members without their simulated controllers (cluster-sim
+//! `--api-only`): written copies stay as written and no pods run, so the member side costs
+//! what a real member's API server costs this host (its controllers and kubelets run on the
+//! member's own machines) and the figures show the federation side alone. The status-lag
+//! phase needs running pods and is skipped then.
+//!
 //! ```text
 //! cargo build --release -p federation-apiserver -p cluster-sim -p fed-scheduler -p fed-controllers
 //! cargo run --release -p fed-controllers --example propagation_bench -- --clusters 10 --deployments 1000
+//! cargo run --release -p fed-controllers --example propagation_bench -- --clusters 10 --deployments 1000 --api-only
 //! cargo run --release -p fed-controllers --example propagation_bench -- --clusters 100 --deployments 10000 --rate 500
 //! ```
 
@@ -364,6 +372,36 @@ async fn propagation(
     );
 }
 
+/// Status lag on `paced`: the last member copy Ready -> the federated READY.
+async fn status_lag(seen: &Arc<Mutex<Seen>>, paced: &[(String, usize)]) {
+    until("federated READY", Duration::from_secs(600), || {
+        let g = seen.lock().unwrap();
+        let n = paced
+            .iter()
+            .filter(|(n, _)| g.fed_ready.contains_key(&(n.clone(), 2)))
+            .count();
+        (n, paced.len())
+    })
+    .await;
+    {
+        let g = seen.lock().unwrap();
+        let lag: Vec<f64> = paced
+            .iter()
+            .filter_map(|(n, grp)| {
+                let member = dests(*grp)
+                    .iter()
+                    .map(|c| g.member_ready.get(&(*c, n.clone(), 1)).copied())
+                    .collect::<Option<Vec<_>>>()?
+                    .into_iter()
+                    .max()?;
+                let fed = g.fed_ready.get(&(n.clone(), 2))?;
+                Some(fed.saturating_duration_since(member).as_secs_f64() * 1e3)
+            })
+            .collect();
+        summary("  status lag (member copies Ready -> federated READY)", lag);
+    }
+}
+
 async fn scrape(port: u16, metric: &str) -> f64 {
     let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
         return f64::NAN;
@@ -396,9 +434,15 @@ async fn run() -> anyhow::Result<()> {
     let burst = arg("--burst", deployments / 5);
     let ready_delay_ms = arg("--ready-delay-ms", 100);
     let metrics_port = arg("--metrics-port", 18089) as u16;
+    let api_only = std::env::args().any(|a| a == "--api-only");
     let groups = clusters / 2;
     println!(
-        "{deployments} Deployments x 2 replicas over {clusters} clusters ({groups} policies), paced at {rate}/s, then a burst of {burst}"
+        "{deployments} Deployments x 2 replicas over {clusters} clusters ({groups} policies), paced at {rate}/s, then a burst of {burst}{}",
+        if api_only {
+            "; members API-only (no simulated controllers or pods)"
+        } else {
+            ""
+        }
     );
     let dir = std::env::temp_dir().join(format!("propagation-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -419,17 +463,24 @@ async fn run() -> anyhow::Result<()> {
     let sim_kc = dir.join("sim.kubeconfig");
     // Room for every pod after the scale to 4, whatever the split.
     let pods_per_node = (4 * (deployments + burst) / clusters).max(110) as u32;
+    let mut sim_args = vec![format!("--clusters={clusters}")];
+    if api_only {
+        sim_args.push("--api-only".into());
+    }
     let (_sim, _) = spawn_until(
         &bin("cluster-sim"),
         &[
-            format!("--clusters={clusters}"),
-            "--nodes=2".into(),
-            "--node-cpu=512".into(),
-            "--node-memory=2Ti".into(),
-            format!("--node-pods={pods_per_node}"),
-            format!("--ready-delay={ready_delay_ms}ms"),
-            format!("--kubeconfig-out={}", sim_kc.display()),
-        ],
+            sim_args,
+            vec![
+                "--nodes=2".into(),
+                "--node-cpu=512".into(),
+                "--node-memory=2Ti".into(),
+                format!("--node-pods={pods_per_node}"),
+                format!("--ready-delay={ready_delay_ms}ms"),
+                format!("--kubeconfig-out={}", sim_kc.display()),
+            ],
+        ]
+        .concat(),
         "admin API:",
     );
 
@@ -536,31 +587,10 @@ async fn run() -> anyhow::Result<()> {
     propagation("paced", &seen, &paced, &created).await;
 
     // (d) status lag on the paced set: last member copy Ready -> federated READY.
-    until("federated READY", Duration::from_secs(600), || {
-        let g = seen.lock().unwrap();
-        let n = paced
-            .iter()
-            .filter(|(n, _)| g.fed_ready.contains_key(&(n.clone(), 2)))
-            .count();
-        (n, paced.len())
-    })
-    .await;
-    {
-        let g = seen.lock().unwrap();
-        let lag: Vec<f64> = paced
-            .iter()
-            .filter_map(|(n, grp)| {
-                let member = dests(*grp)
-                    .iter()
-                    .map(|c| g.member_ready.get(&(*c, n.clone(), 1)).copied())
-                    .collect::<Option<Vec<_>>>()?
-                    .into_iter()
-                    .max()?;
-                let fed = g.fed_ready.get(&(n.clone(), 2))?;
-                Some(fed.saturating_duration_since(member).as_secs_f64() * 1e3)
-            })
-            .collect();
-        summary("  status lag (member copies Ready -> federated READY)", lag);
+    if api_only {
+        println!("  status lag: not measured (API-only members run no pods)");
+    } else {
+        status_lag(&seen, &paced).await;
     }
 
     // (c) memory with every Deployment propagated and steady.
