@@ -372,7 +372,8 @@ mod tests {
             f.pod_options(),
             PodOptions {
                 network: PodNetwork::Loopback,
-                serve: true
+                serve: true,
+                api_only: false,
             }
         );
         let plain: FleetFile = serde_yaml_ng::from_str("clusters:\n- name: a\n").unwrap();
