@@ -604,7 +604,15 @@ async fn api_only_fleet_stores_workloads_as_written() {
     let c = f.client("sim-1").await;
     // Bootstrap still ran: the nodes exist for capacity probes.
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(c.clone());
-    assert_eq!(nodes.list(&ListParams::default()).await.unwrap().items.len(), 2);
+    assert_eq!(
+        nodes
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        2
+    );
     let deps: Api<Deployment> = Api::namespaced(c.clone(), "default");
     let d: Deployment = serde_json::from_value(json!({
         "metadata": {"name": "web"},
@@ -626,7 +634,13 @@ async fn api_only_fleet_stores_workloads_as_written() {
     // No deployment controller: nothing wrote a status or a ReplicaSet.
     assert!(got.status.is_none(), "{:?}", got.status);
     let rs: Api<k8s_openapi::api::apps::v1::ReplicaSet> = Api::namespaced(c, "default");
-    assert!(rs.list(&ListParams::default()).await.unwrap().items.is_empty());
+    assert!(
+        rs.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 }
 
 #[test]

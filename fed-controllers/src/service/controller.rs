@@ -16,6 +16,7 @@ use fed_api::{Cluster, Placement, PropagationPolicy};
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -646,12 +647,86 @@ where
         + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
+    reflect_trimmed(api, cfg, |_| {})
+}
+
+/// [`reflect`] keeping only what `trim` leaves of each object: the caches of every
+/// federated workload and Placement are large, and this controller reads little of them.
+fn reflect_trimmed<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+    trim: impl FnMut(&mut K) + Send + 'static,
+) -> (
+    Store<K>,
+    BoxStream<'static, Result<Event<K>, watcher::Error>>,
+)
+where
+    K: kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
     let (reader, writer) = reflector::store();
     let s = watcher::watcher(api, cfg)
         .default_backoff()
+        .modify(trim)
         .reflect(writer)
         .boxed();
     (reader, s)
+}
+
+/// What [`Central::backends`] reads of a workload: its name, namespace and pod template
+/// labels.
+fn trim_deployment(d: &mut Deployment) {
+    trim_meta(&mut d.metadata);
+    d.status = None;
+    if let Some(spec) = d.spec.as_mut() {
+        let labels = spec.template.metadata.take().map(|m| m.labels);
+        *spec = Default::default();
+        spec.template.metadata = labels.map(|labels| ObjectMeta {
+            labels,
+            ..Default::default()
+        });
+    }
+}
+
+/// [`trim_deployment`] for ReplicaSets.
+fn trim_replicaset(r: &mut ReplicaSet) {
+    trim_meta(&mut r.metadata);
+    r.status = None;
+    if let Some(spec) = r.spec.as_mut() {
+        let labels = spec
+            .template
+            .take()
+            .and_then(|t| t.metadata)
+            .map(|m| m.labels);
+        *spec = Default::default();
+        spec.template = labels.map(|labels| k8s_openapi::api::core::v1::PodTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels,
+                ..Default::default()
+            }),
+            spec: None,
+        });
+    }
+}
+
+/// Workload Placements are read for their destinations only; Service Placements (this
+/// controller's own) are kept whole.
+fn trim_placement(p: &mut Placement) {
+    if p.spec.resource.kind != "Service" {
+        trim_meta(&mut p.metadata);
+        p.status = None;
+    }
+}
+
+fn trim_meta(m: &mut ObjectMeta) {
+    m.annotations = None;
+    m.managed_fields = None;
 }
 
 fn ns_of<K: Resource>(ev: &Result<Event<K>, watcher::Error>) -> Option<Option<String>> {
@@ -674,17 +749,20 @@ pub async fn run(
     let mut streams: Vec<BoxStream<'static, Input>> = Vec::new();
     let (services, s) = reflect(Api::<Service>::all(fed.clone()), all());
     streams.push(s.map(|e| Input::Service(Box::new(e))).boxed());
-    let (deployments, s) = reflect(Api::<Deployment>::all(fed.clone()), all());
+    let (deployments, s) =
+        reflect_trimmed(Api::<Deployment>::all(fed.clone()), all(), trim_deployment);
     streams.push(
         s.filter_map(|e| async move { ns_of(&e).map(Input::Workload) })
             .boxed(),
     );
-    let (replicasets, s) = reflect(Api::<ReplicaSet>::all(fed.clone()), all());
+    let (replicasets, s) =
+        reflect_trimmed(Api::<ReplicaSet>::all(fed.clone()), all(), trim_replicaset);
     streams.push(
         s.filter_map(|e| async move { ns_of(&e).map(Input::Workload) })
             .boxed(),
     );
-    let (placements, s) = reflect(Api::<Placement>::all(fed.clone()), all());
+    let (placements, s) =
+        reflect_trimmed(Api::<Placement>::all(fed.clone()), all(), trim_placement);
     streams.push(s.map(|e| Input::Placement(Box::new(e))).boxed());
     let (policies, s) = reflect(Api::<PropagationPolicy>::all(fed.clone()), all());
     streams.push(
@@ -798,5 +876,65 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trimmed_workloads_keep_what_backends_read() {
+        let mut d: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"},
+                         "annotations": {"big": "x"}},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web", "tier": "fe"}},
+                                  "spec": {"containers": [{"name": "c", "image": "i"}]}}},
+            "status": {"replicas": 3}
+        }))
+        .unwrap();
+        trim_deployment(&mut d);
+        assert_eq!(d.name_any(), "web");
+        assert_eq!(d.namespace().as_deref(), Some("shop"));
+        assert!(d.metadata.annotations.is_none() && d.status.is_none());
+        let spec = d.spec.unwrap();
+        assert_eq!(spec.replicas, None);
+        assert!(spec.template.spec.is_none());
+        let labels = spec.template.metadata.unwrap().labels.unwrap();
+        assert_eq!(labels.get("tier").map(String::as_str), Some("fe"));
+
+        let mut r: ReplicaSet = serde_json::from_value(json!({
+            "metadata": {"name": "old", "namespace": "shop"},
+            "spec": {"selector": {"matchLabels": {"app": "old"}},
+                     "template": {"metadata": {"labels": {"app": "old"}},
+                                  "spec": {"containers": [{"name": "c", "image": "i"}]}}}
+        }))
+        .unwrap();
+        trim_replicaset(&mut r);
+        let t = r.spec.unwrap().template.unwrap();
+        assert!(t.spec.is_none());
+        assert_eq!(t.metadata.unwrap().labels.unwrap()["app"], "old");
+    }
+
+    #[test]
+    fn only_workload_placements_lose_their_status() {
+        let placement = |kind: &str| -> Placement {
+            serde_json::from_value(json!({
+                "apiVersion": "federation.meridian.dev/v1alpha1", "kind": "Placement",
+                "metadata": {"name": "p", "namespace": "shop"},
+                "spec": {"resource": {"apiVersion": "v1", "kind": kind, "name": "web"},
+                         "destClusters": [{"cluster": "a", "replicas": 1}]},
+                "status": {"clusters": [{"cluster": "a"}]}
+            }))
+            .unwrap()
+        };
+        let mut w = placement("Deployment");
+        trim_placement(&mut w);
+        assert!(w.status.is_none());
+        assert_eq!(w.spec.dest_clusters.len(), 1);
+        let mut s = placement("Service");
+        trim_placement(&mut s);
+        assert!(s.status.is_some());
     }
 }

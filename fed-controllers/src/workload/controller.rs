@@ -18,9 +18,11 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
+use super::compact::Compact;
 use super::events::{self, Severity};
 use super::kinds::{DepKind, Kind, WorkloadKey};
-use super::member::{self, Intent, MemberHandle, MemberShared, Want};
+use super::member::{self, Dependency, Intent, MemberHandle, MemberShared, Want};
+use super::objects::ObjectCache;
 use super::plan::{self, MemberPlan};
 use super::queue::Queue;
 use super::{Settings, deps, desired, status};
@@ -53,7 +55,7 @@ pub enum ReconcileError {
 /// The federation caches.
 #[derive(Clone)]
 struct Caches {
-    workloads: HashMap<Kind, Store<DynamicObject>>,
+    workloads: HashMap<Kind, ObjectCache>,
     deps: HashMap<DepKind, Store<DynamicObject>>,
     placements: Store<Placement>,
     clusters: Store<Cluster>,
@@ -178,11 +180,7 @@ impl Central {
         let mut keys = Vec::new();
         for (kind, store) in &self.caches.workloads {
             for o in store.state() {
-                keys.push(WorkloadKey::new(
-                    *kind,
-                    o.namespace().unwrap_or_default(),
-                    o.name_any(),
-                ));
+                keys.push(WorkloadKey::new(*kind, o.namespace.clone(), o.name.clone()));
             }
         }
         keys
@@ -273,14 +271,10 @@ impl Central {
                         for w in store
                             .state()
                             .iter()
-                            .filter(|w| w.namespace().as_deref() == Some(ns.as_str()))
+                            .filter(|w| w.namespace == ns && w.deps.contains(kind, &name))
                         {
-                            if deps::of_pod_template(&w.data["spec"]["template"])
-                                .contains(kind, &name)
-                            {
-                                self.queue
-                                    .push(WorkloadKey::new(*wk, ns.clone(), w.name_any()));
-                            }
+                            self.queue
+                                .push(WorkloadKey::new(*wk, ns.clone(), w.name.clone()));
                         }
                     }
                     if kind == DepKind::Secret && self.sync_members() {
@@ -377,11 +371,7 @@ impl Central {
     /// Converges one workload; `Ok(true)` when it wrote a status (Placement or workload).
     async fn reconcile(&self, key: &WorkloadKey) -> Result<bool, ReconcileError> {
         let members = self.members();
-        let obj = self.caches.workloads[&key.kind].get(&dyn_ref(
-            &key.kind.api_resource(),
-            &key.namespace,
-            &key.name,
-        ));
+        let obj = self.caches.workloads[&key.kind].get(&key.namespace, &key.name);
         let Some(obj) = obj else {
             // Gone (cleaned behind the finalizer, or orphaned): nothing left to do in members.
             for m in &members {
@@ -389,7 +379,7 @@ impl Central {
             }
             return Ok(false);
         };
-        let mut fed = serde_json::to_value(&*obj)?;
+        let mut fed = obj.value();
         let uid = desired::uid_of(&fed).unwrap_or_default().to_string();
         let fins = finalizers(&fed);
         let ours = fins.iter().any(|f| f == WORKLOAD_FINALIZER);
@@ -431,7 +421,11 @@ impl Central {
                 Some(d) => {
                     let v = serde_json::to_value(&*d)?;
                     let duid = desired::uid_of(&v).unwrap_or_default().to_string();
-                    dep_copies.push((kind, desired::dependency(&v, kind, &duid)));
+                    dep_copies.push(Dependency {
+                        kind,
+                        name,
+                        object: Compact::new(&desired::dependency(&v, kind, &duid)),
+                    });
                 }
                 None => missing.push(format!("{} {name}", kind.as_str())),
             }
@@ -446,14 +440,28 @@ impl Central {
             .map(|m| m.name.clone())
             .collect();
         let want_of = |replicas: i32| desired::sub_object(&fed, key.kind, replicas, &uid);
-        let observed_in = |c: &str, replicas: i32| {
-            by_name.get(c).is_some_and(|m| {
-                let r = m.report(key, &uid);
-                status::observed(r.object.as_ref(), &want_of(replicas))
-                    && self.entry(c, &r).available_replicas >= replicas
+        // Each member's report once: reading a cached copy parses it.
+        let reports: HashMap<&str, status::MemberReport> = dest
+            .iter()
+            .map(|(c, _)| c.as_str())
+            .chain(holding.iter().map(String::as_str))
+            .filter_map(|c| Some((c, by_name.get(c)?.report(key, &uid))))
+            .collect();
+        // Whether each destination has observed the spec it should hold.
+        let observed: Vec<bool> = dest
+            .iter()
+            .map(|(c, r)| {
+                reports
+                    .get(c.as_str())
+                    .is_some_and(|rep| status::observed(rep.object.as_ref(), &want_of(*r)))
             })
-        };
-        let dest_ready = dest.iter().all(|(c, r)| observed_in(c, *r));
+            .collect();
+        let dest_ready = dest.iter().zip(&observed).all(|((c, r), seen)| {
+            *seen
+                && reports
+                    .get(c.as_str())
+                    .is_some_and(|rep| self.entry(c, rep).available_replicas >= *r)
+        });
         for (cluster, p) in plan::plan(&dest, &holding, dest_ready) {
             let Some(m) = by_name.get(cluster.as_str()) else {
                 continue;
@@ -465,7 +473,8 @@ impl Central {
                         uid: uid.clone(),
                         want: Want::Present {
                             deps: dep_copies.clone(),
-                            workload: want_of(r),
+                            workload: Compact::new(&want_of(r)),
+                            replicas: r,
                         },
                     },
                 ),
@@ -482,29 +491,27 @@ impl Central {
 
         let mut entries = Vec::new();
         for (c, _) in &dest {
-            let report = match by_name.get(c.as_str()) {
-                Some(m) => m.report(key, &uid),
-                None => status::MemberReport {
-                    error: format!("cluster {c} is not joined"),
-                    ..Default::default()
-                },
+            let entry = match reports.get(c.as_str()) {
+                Some(report) => self.entry(c, report),
+                None => self.entry(
+                    c,
+                    &status::MemberReport {
+                        error: format!("cluster {c} is not joined"),
+                        ..Default::default()
+                    },
+                ),
             };
-            entries.push(self.entry(c, &report));
+            entries.push(entry);
         }
         for c in holding
             .iter()
             .filter(|c| !dest.iter().any(|(d, _)| d == *c))
         {
-            if let Some(m) = by_name.get(c.as_str()) {
-                entries.push(self.entry(c, &m.report(key, &uid)));
+            if let Some(report) = reports.get(c.as_str()) {
+                entries.push(self.entry(c, report));
             }
         }
-        let all_observed = !dest.is_empty()
-            && dest.iter().all(|(c, r)| {
-                by_name.get(c.as_str()).is_some_and(|m| {
-                    status::observed(m.report(key, &uid).object.as_ref(), &want_of(*r))
-                })
-            });
+        let all_observed = !dest.is_empty() && observed.iter().all(|o| *o);
         // Kubernetes writes condition times with second precision.
         let now = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -778,8 +785,17 @@ pub async fn run(
     let mut streams: Vec<BoxStream<'static, Input>> = Vec::new();
     let mut workloads = HashMap::new();
     for kind in Kind::ALL {
-        let (store, s) = reflect_dynamic(&fed, &kind.api_resource());
-        workloads.insert(kind, store);
+        let cache = ObjectCache::new(true);
+        let writer = cache.clone();
+        let api: Api<DynamicObject> = Api::all_with(fed.clone(), &kind.api_resource());
+        let s = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .inspect(move |e| {
+                if let Ok(e) = e {
+                    writer.apply(e);
+                }
+            });
+        workloads.insert(kind, cache);
         streams.push(s.map(move |e| Input::Workload(kind, Box::new(e))).boxed());
     }
     let mut dep_stores = HashMap::new();
@@ -814,7 +830,10 @@ pub async fn run(
         let c = central.clone();
         tokio::spawn(async move {
             // Decisions read the caches: wait for every initial list first.
-            for s in c.caches.workloads.values().chain(c.caches.deps.values()) {
+            for s in c.caches.workloads.values() {
+                s.wait_until_ready().await;
+            }
+            for s in c.caches.deps.values() {
                 if s.wait_until_ready().await.is_err() {
                     return;
                 }

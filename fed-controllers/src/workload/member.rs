@@ -12,15 +12,16 @@ use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use futures::StreamExt;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams, Preconditions};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
+use super::compact::Compact;
 use super::events::{self, Severity};
 use super::kinds::{DepKind, Kind, WorkloadKey};
+use super::objects::{Entry, ObjectCache};
 use super::ownership::{self, Ownership};
 use super::queue::Queue;
 use super::status::MemberReport;
@@ -29,15 +30,28 @@ use crate::cluster::backoff;
 use crate::member_sync::{self, Applied, SyncError, lock, now, to_dynamic};
 use crate::metrics::WorkloadMetrics;
 
+/// A dependency copy (ConfigMap, Secret) a workload needs in a member.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dependency {
+    /// Its kind.
+    pub kind: DepKind,
+    /// Its name (in the workload's namespace).
+    pub name: String,
+    /// The copy to hold.
+    pub object: Compact,
+}
+
 /// What Meridian wants from a member for one workload.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Want {
     /// Hold these: the namespace, the dependencies, then the workload copy.
     Present {
-        /// Dependency copies (ConfigMaps, Secrets).
-        deps: Vec<(DepKind, Value)>,
+        /// Dependency copies.
+        deps: Vec<Dependency>,
         /// The workload copy.
-        workload: Value,
+        workload: Compact,
+        /// Its replicas (for Events).
+        replicas: i32,
     },
     /// Hold no copy of the workload (only a copy carrying its uid is removed).
     Absent,
@@ -63,11 +77,10 @@ struct Record {
 }
 
 /// The caches of the member's Meridian-managed objects.
-#[derive(Clone)]
 struct Caches {
     client: Client,
-    workloads: HashMap<Kind, Store<DynamicObject>>,
-    deps: HashMap<DepKind, Store<DynamicObject>>,
+    workloads: HashMap<Kind, ObjectCache>,
+    deps: HashMap<DepKind, ObjectCache>,
     synced: Arc<AtomicBool>,
 }
 
@@ -82,7 +95,7 @@ pub struct MemberShared {
     queue: Queue<WorkloadKey>,
     intents: Mutex<HashMap<WorkloadKey, Intent>>,
     records: Mutex<HashMap<WorkloadKey, Record>>,
-    caches: Mutex<Option<Caches>>,
+    caches: Mutex<Option<Arc<Caches>>>,
     connect_error: Mutex<Option<String>>,
     retrying: Mutex<HashSet<WorkloadKey>>,
     /// Unreferenced dependency copies are removed only once the central controller has
@@ -113,7 +126,7 @@ impl MemberShared {
         self.queue.push(key.clone());
     }
 
-    fn caches(&self) -> Option<Caches> {
+    fn caches(&self) -> Option<Arc<Caches>> {
         lock(&self.caches).clone()
     }
 
@@ -122,21 +135,22 @@ impl MemberShared {
             .is_some_and(|c| c.synced.load(Ordering::Acquire))
     }
 
+    /// The cached copy of the workload, if it is Meridian's for `uid`.
+    fn entry(&self, key: &WorkloadKey, uid: &str) -> Option<Arc<Entry>> {
+        let c = self.caches()?;
+        let e = c.workloads.get(&key.kind)?.get(&key.namespace, &key.name)?;
+        e.owned_by(uid).then_some(e)
+    }
+
     /// The member's copy of the workload, if it holds one owned by `uid`.
     fn copy(&self, key: &WorkloadKey, uid: &str) -> Option<Value> {
-        let c = self.caches()?;
-        let obj = c
-            .workloads
-            .get(&key.kind)?
-            .get(&ObjectRef::new_with(&key.name, key.kind.api_resource()).within(&key.namespace))?;
-        let v = serde_json::to_value(&*obj).ok()?;
-        ownership::owned_by(&v, uid).then_some(v)
+        self.entry(key, uid).map(|e| e.value())
     }
 
     /// Whether the member holds a copy owned by `uid`; `None` while that is unknown
     /// (not connected, or the watches have not listed yet).
     pub fn holds(&self, key: &WorkloadKey, uid: &str) -> Option<bool> {
-        self.synced().then(|| self.copy(key, uid).is_some())
+        self.synced().then(|| self.entry(key, uid).is_some())
     }
 
     /// What the member reports for a workload.
@@ -165,7 +179,7 @@ impl MemberShared {
             .iter()
             .filter(|(k, i)| {
                 k.namespace == namespace
-                    && matches!(&i.want, Want::Present { deps, .. } if deps.iter().any(|(dk, d)| *dk == kind && d["metadata"]["name"] == name))
+                    && matches!(&i.want, Want::Present { deps, .. } if deps.iter().any(|d| d.kind == kind && d.name == name))
             })
             .map(|(k, _)| k.clone())
             .collect()
@@ -259,35 +273,46 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
     };
     let mut readiness = Vec::new();
     for kind in Kind::ALL {
-        let store = watch(&m, &client, kind.api_resource(), &mut tasks, move |m, o| {
-            let key = WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
-            // Status for the central controller (behind changes of what is wanted); drift
-            // for this member's worker.
-            m.central.push_low(key.clone());
-            if lock(&m.intents).contains_key(&key) {
-                m.queue.push(key);
-            }
-        });
+        let store = watch(
+            &m,
+            &client,
+            kind.api_resource(),
+            &mut tasks,
+            false,
+            move |m, o| {
+                let key = WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
+                // Status for the central controller (behind changes of what is wanted); drift
+                // for this member's worker.
+                m.central.push_low(key.clone());
+                if lock(&m.intents).contains_key(&key) {
+                    m.queue.push(key);
+                }
+            },
+        );
         readiness.push(store.clone());
         caches.workloads.insert(kind, store);
     }
     for kind in DepKind::ALL {
-        let store = watch(&m, &client, kind.api_resource(), &mut tasks, move |m, o| {
-            for k in m.users_of(kind, &o.namespace().unwrap_or_default(), &o.name_any()) {
-                m.queue.push(k);
-            }
-        });
+        let store = watch(
+            &m,
+            &client,
+            kind.api_resource(),
+            &mut tasks,
+            false,
+            move |m, o| {
+                for k in m.users_of(kind, &o.namespace().unwrap_or_default(), &o.name_any()) {
+                    m.queue.push(k);
+                }
+            },
+        );
         readiness.push(store.clone());
         caches.deps.insert(kind, store);
     }
-    *lock(&m.caches) = Some(caches);
+    *lock(&m.caches) = Some(Arc::new(caches));
     let m2 = m.clone();
     tasks.spawn(async move {
         for s in readiness {
-            // Only fails when the writer is dropped, i.e. the member is stopping.
-            if s.wait_until_ready().await.is_err() {
-                return;
-            }
+            s.wait_until_ready().await;
         }
         synced.store(true, Ordering::Release);
         m2.notify_all();
@@ -319,18 +344,22 @@ fn watch(
     client: &Client,
     ar: kube::api::ApiResource,
     tasks: &mut JoinSet<()>,
+    with_deps: bool,
     on_change: impl Fn(&MemberShared, &DynamicObject) + Send + 'static,
-) -> Store<DynamicObject> {
-    let writer = reflector::store::Writer::new(ar.clone());
-    let reader = writer.as_reader();
+) -> ObjectCache {
+    let cache = ObjectCache::new(with_deps);
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
     let cfg = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
-    let stream = watcher::watcher(api, cfg).default_backoff().reflect(writer);
+    let stream = watcher::watcher(api, cfg).default_backoff();
     let m = m.clone();
     let plural = ar.plural.clone();
+    let writer = cache.clone();
     tasks.spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(ev) = stream.next().await {
+            if let Ok(e) = &ev {
+                writer.apply(e);
+            }
             match ev {
                 Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => on_change(&m, &o),
                 Ok(_) => {}
@@ -340,7 +369,7 @@ fn watch(
             }
         }
     });
-    reader
+    cache
 }
 
 async fn timed<T>(
@@ -376,7 +405,7 @@ async fn apply(
     client: &Client,
     ar: &kube::api::ApiResource,
     desired: &Value,
-    cache: Option<&Store<DynamicObject>>,
+    cache: Option<&ObjectCache>,
 ) -> Result<Applied, SyncError> {
     let ns = desired["metadata"]["namespace"]
         .as_str()
@@ -387,10 +416,7 @@ async fn apply(
     let encode =
         |o: &DynamicObject| serde_json::to_value(o).map_err(|e| SyncError::Encode(what.clone(), e));
     if let Some(store) = cache {
-        let cached = store
-            .get(&ObjectRef::new_with(name, ar.clone()).within(ns))
-            .map(|o| encode(&o))
-            .transpose()?;
+        let cached = store.get(ns, name).map(|e| e.value());
         match converge(m, &api, ar, desired, cached, &what).await {
             Err(SyncError::Api {
                 source: kube::Error::Api(s),
@@ -486,16 +512,24 @@ async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, Syn
     let intent = lock(&m.intents).get(key).cloned();
     let mut out = None;
     match intent.as_ref().map(|i| (&i.want, i.uid.as_str())) {
-        Some((Want::Present { deps, workload }, _)) => {
+        Some((Want::Present { deps, workload, .. }, _)) => {
             ensure_namespace(m, &caches.client, &key.namespace).await?;
             let synced = caches.synced.load(Ordering::Acquire);
-            for (kind, d) in deps {
-                let cache = caches.deps.get(kind).filter(|_| synced);
-                apply(m, &caches.client, &kind.api_resource(), d, cache).await?;
+            for d in deps {
+                let cache = caches.deps.get(&d.kind).filter(|_| synced);
+                let object = d.object.value();
+                apply(m, &caches.client, &d.kind.api_resource(), &object, cache).await?;
             }
             let cache = caches.workloads.get(&key.kind).filter(|_| synced);
-            let applied =
-                apply(m, &caches.client, &key.kind.api_resource(), workload, cache).await?;
+            let workload = workload.value();
+            let applied = apply(
+                m,
+                &caches.client,
+                &key.kind.api_resource(),
+                &workload,
+                cache,
+            )
+            .await?;
             out = Some(Synced {
                 workload: applied,
                 removed: false,
@@ -558,16 +592,7 @@ async fn collect_garbage(m: &MemberShared, caches: &Caches) -> Result<(), SyncEr
         .filter_map(|(k, i)| match &i.want {
             Want::Present { deps, .. } => Some(
                 deps.iter()
-                    .map(|(dk, d)| {
-                        (
-                            *dk,
-                            k.namespace.clone(),
-                            d["metadata"]["name"]
-                                .as_str()
-                                .unwrap_or_default()
-                                .to_string(),
-                        )
-                    })
+                    .map(|d| (d.kind, k.namespace.clone(), d.name.clone()))
                     .collect::<Vec<_>>(),
             ),
             Want::Absent => None,
@@ -576,16 +601,15 @@ async fn collect_garbage(m: &MemberShared, caches: &Caches) -> Result<(), SyncEr
         .collect();
     for (kind, store) in &caches.deps {
         for obj in store.state() {
-            let ns = obj.namespace().unwrap_or_default();
-            let name = obj.name_any();
+            let (ns, name) = (obj.namespace.clone(), obj.name.clone());
             if needed.contains(&(*kind, ns.clone(), name.clone())) {
                 continue;
             }
             let api: Api<DynamicObject> =
                 Api::namespaced_with(caches.client.clone(), &ns, &kind.api_resource());
             let dp = DeleteParams {
-                preconditions: obj.uid().map(|u| Preconditions {
-                    uid: Some(u),
+                preconditions: (!obj.uid.is_empty()).then(|| Preconditions {
+                    uid: Some(obj.uid.clone()),
                     resource_version: None,
                 }),
                 ..Default::default()
@@ -660,9 +684,7 @@ async fn finish(
                 (Applied::Unchanged, _) => "unchanged",
             });
             let replicas = match &intent.want {
-                Want::Present { workload, .. } => {
-                    workload["spec"]["replicas"].as_i64().unwrap_or(0)
-                }
+                Want::Present { replicas, .. } => *replicas,
                 Want::Absent => 0,
             };
             let (reason, message) = match (s.workload, s.removed) {

@@ -8,6 +8,7 @@
 //! are separate from the effects: [`member`] runs one task and queue per member cluster,
 //! [`controller`] watches the federation and hands members their intents.
 
+pub mod compact;
 pub mod controller;
 pub mod deps;
 pub mod desired;
@@ -15,6 +16,7 @@ pub mod drift;
 pub mod events;
 pub mod kinds;
 pub mod member;
+pub mod objects;
 pub mod ownership;
 pub mod plan;
 pub mod queue;
