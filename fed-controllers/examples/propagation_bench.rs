@@ -17,7 +17,9 @@
 //! `--api-only`): written copies stay as written and no pods run, so the member side costs
 //! what a real member's API server costs this host (its controllers and kubelets run on the
 //! member's own machines) and the figures show the federation side alone. The status-lag
-//! phase needs running pods and is skipped then.
+//! phase needs running pods and is skipped then. `PROPAGATION_BENCH_CONTROLLERS=<path>`
+//! measures another fed-controllers build. CPU seconds per process are printed per phase
+//! (robust to a noisy machine where latencies are not).
 //!
 //! ```text
 //! cargo build --release -p federation-apiserver -p cluster-sim -p fed-scheduler -p fed-controllers
@@ -119,6 +121,53 @@ fn rss_mb(pid: u32) -> f64 {
         .and_then(|k| k.parse::<f64>().ok())
         .unwrap_or(0.0)
         / 1024.0
+}
+
+/// CPU seconds (user + system) `pid` has used so far.
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    f.iter().sum::<f64>() / 100.0
+}
+
+/// CPU seconds of each control-plane process and of the simulated members.
+#[derive(Clone, Copy)]
+struct Cpu {
+    apiserver: f64,
+    scheduler: f64,
+    controllers: f64,
+    members: f64,
+}
+
+impl Cpu {
+    fn sample(pids: [u32; 4]) -> Self {
+        Self {
+            apiserver: cpu_secs(pids[0]),
+            scheduler: cpu_secs(pids[1]),
+            controllers: cpu_secs(pids[2]),
+            members: cpu_secs(pids[3]),
+        }
+    }
+
+    /// Prints what each used since `before`, and the controllers' CPU per `per` unit.
+    fn report(self, before: Cpu, label: &str, per: (f64, &str)) {
+        let c = self.controllers - before.controllers;
+        println!(
+            "  CPU during {label}: apiserver {:.2}s, scheduler {:.2}s, controllers {c:.2}s, members {:.2}s; controllers {:.0} us per {}",
+            self.apiserver - before.apiserver,
+            self.scheduler - before.scheduler,
+            self.members - before.members,
+            c * 1e6 / per.0.max(1.0),
+            per.1
+        );
+    }
 }
 
 fn summary(label: &str, mut ms: Vec<f64>) {
@@ -467,7 +516,7 @@ async fn run() -> anyhow::Result<()> {
     if api_only {
         sim_args.push("--api-only".into());
     }
-    let (_sim, _) = spawn_until(
+    let (sim_proc, _) = spawn_until(
         &bin("cluster-sim"),
         &[
             sim_args,
@@ -541,8 +590,11 @@ async fn run() -> anyhow::Result<()> {
         &bin("fed-scheduler"),
         &[fed_arg.clone(), "--metrics-bind-address=off".into()],
     );
+    // Another build of the controllers can be measured against the same everything else.
+    let controllers_bin = std::env::var_os("PROPAGATION_BENCH_CONTROLLERS")
+        .map_or_else(|| bin("fed-controllers"), PathBuf::from);
     let controllers = spawn_quiet(
-        &bin("fed-controllers"),
+        &controllers_bin,
         &[
             fed_arg,
             "--probe-period=5s".into(),
@@ -583,8 +635,20 @@ async fn run() -> anyhow::Result<()> {
     let paced: Vec<(String, usize)> = (0..deployments)
         .map(|i| (format!("p-{i}"), i % groups))
         .collect();
+    let pids = [
+        apiserver.0.id(),
+        scheduler.0.id(),
+        controllers.0.id(),
+        sim_proc.0.id(),
+    ];
+    let cpu0 = Cpu::sample(pids);
     let created = create_all(&fed, &paced, rate).await;
     propagation("paced", &seen, &paced, &created).await;
+    Cpu::sample(pids).report(
+        cpu0,
+        "paced creation",
+        (2.0 * paced.len() as f64, "sub-object"),
+    );
 
     // (d) status lag on the paced set: last member copy Ready -> federated READY.
     if api_only {
@@ -613,6 +677,7 @@ async fn run() -> anyhow::Result<()> {
     .await;
     let api: Api<Deployment> = Api::namespaced(fed.clone(), NS);
     let sem = Arc::new(Semaphore::new(CONCURRENCY));
+    let cpu0 = Cpu::sample(pids);
     let start = Instant::now();
     let mut tasks = Vec::new();
     for (n, _) in &paced {
@@ -676,6 +741,7 @@ async fn run() -> anyhow::Result<()> {
         "  controller member update writes (metrics): {:.0}",
         writes1 - writes0
     );
+    Cpu::sample(pids).report(cpu0, "the scale", (writes1 - writes0, "member write"));
 
     // (a) burst: a new batch created as fast as the client can.
     if burst > 0 {

@@ -16,6 +16,11 @@ impl Compact {
         Self(v.to_string().into())
     }
 
+    /// Wraps JSON text written by serde_json (so it parses again).
+    pub fn from_json(text: String) -> Self {
+        Self(text.into())
+    }
+
     /// Decodes the object again.
     pub fn value(&self) -> Value {
         // The text was written by `new` from a Value, so it always parses.

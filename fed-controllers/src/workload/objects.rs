@@ -49,15 +49,15 @@ impl Entry {
         } else {
             Dependencies::default()
         };
-        let json = serde_json::to_value(o).map(Compact::from);
+        let json = serde_json::to_string(o).map(Compact::from_json);
         Self {
             namespace: o.namespace().unwrap_or_default(),
             name: o.name_any(),
             uid: o.uid().unwrap_or_default(),
             owner_uid,
             deps,
-            // A DynamicObject always encodes; Null would only show as an empty object.
-            json: json.unwrap_or_else(|_| Compact::new(&Value::Null)),
+            // A DynamicObject always encodes; null would only show as an empty object.
+            json: json.unwrap_or_else(|_| Compact::from_json("null".into())),
         }
     }
 
