@@ -83,7 +83,8 @@ async fn echo_backend() -> SocketAddr {
 }
 
 /// A raw backend answering by path; counts the connections that carried requests.
-/// `/chunked`: a chunked body with a trailer, written in pieces; `/eof`: a body without
+/// `/chunked`: a chunked body with a trailer, written in pieces; `/early`: 413 without
+/// reading the request body, which it never reads; `/eof`: a body without
 /// length, then close; `/close`: `Connection: close`, then close; `/once`: answers the
 /// first request of a connection and closes the connection, unanswered, at the next one
 /// (an upstream whose idle timeout raced the request); anything else: the path as body.
@@ -132,6 +133,10 @@ async fn script_backend() -> (SocketAddr, Arc<AtomicUsize>) {
                                 .to_vec(),
                         ],
                         "/once" if answered > 1 => return,
+                        "/early" => vec![
+                            b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 4\r\n\r\nbig!"
+                                .to_vec(),
+                        ],
                         _ if method == "HEAD" => {
                             vec![b"HTTP/1.1 200 OK\r\ncontent-length: 11\r\n\r\n".to_vec()]
                         }
@@ -151,6 +156,9 @@ async fn script_backend() -> (SocketAddr, Arc<AtomicUsize>) {
                     }
                     if path == "/eof" || path == "/close" {
                         return;
+                    }
+                    if path == "/early" {
+                        return std::future::pending().await;
                     }
                 }
             });
@@ -486,6 +494,32 @@ async fn pooled_connection_dropped_by_the_backend_is_retried() {
         text.contains("meridian_lb_ejections_total 0"),
         "a dropped idle connection is not the backend's failure: {text}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_early_answer_is_relayed_and_the_rest_of_the_body_dropped() {
+    let (script, _) = script_backend().await;
+    let a = agent("127.0.28.1", 32800, script).await;
+    let s = TcpStream::connect(a.agent.http_addr).await.unwrap();
+    let (mut rd, mut wr) = s.into_split();
+    let size = 8 * 1024 * 1024;
+    let writer = tokio::spawn(async move {
+        let head = format!("PUT /early HTTP/1.1\r\nhost: {HOST}\r\ncontent-length: {size}\r\n\r\n");
+        wr.write_all(head.as_bytes()).await?;
+        let block = vec![b'x'; 64 * 1024];
+        for _ in 0..size / block.len() {
+            wr.write_all(&block).await?;
+        }
+        Ok::<_, std::io::Error>(())
+    });
+    let mut got = Vec::new();
+    within(rd.read_to_end(&mut got)).await.unwrap();
+    let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
+    assert!(text.starts_with("http/1.1 413"), "{text}");
+    assert!(text.contains("\r\nconnection: close\r\n"), "{text}");
+    assert!(text.ends_with("\r\n\r\nbig!"), "{text}");
+    // The proxy discarded the body for a while, then closed: the writer ends either way.
+    let _ = within(writer).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

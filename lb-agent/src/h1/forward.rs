@@ -9,6 +9,7 @@ use std::time::Instant;
 use http::HeaderValue;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use tokio::net::tcp::WriteHalf;
 
 use super::codec::{self, Chunked, Framing, ParsedResponse};
 use super::{Conn, Window};
@@ -70,20 +71,11 @@ pub(super) async fn forward(
         if last_error.is_some() {
             shared.metrics.retries.inc();
         }
-        let host = if choice.remote {
-            Some(route.remote_host.as_bytes())
-        } else if conn.head.has_host {
-            Some(&conn.head.host[..])
-        } else {
-            None
-        };
         let fwd = if choice.remote {
             forwarded_by.map(HeaderValue::as_bytes)
         } else {
             None
         };
-        codec::write_upstream_head(&mut conn.out, &conn.head, host, fwd);
-        let upstream_head_len = conn.out.len();
         let mut fresh = false;
         let outcome = loop {
             let (up, reused) =
@@ -91,7 +83,15 @@ pub(super) async fn forward(
                     Ok(x) => x,
                     Err(e) => break Err(Failure::Connect(e)),
                 };
-            conn.out.truncate(upstream_head_len);
+            // Remote agents get the global name; local endpoints the client's Host.
+            let host = if choice.remote {
+                Some(route.remote_host.as_bytes())
+            } else if conn.head.has_host {
+                Some(&conn.head.host[..])
+            } else {
+                None
+            };
+            codec::write_upstream_head(&mut conn.out, &conn.head, host, fwd);
             let _flight = backend.start();
             let attempt = exchange(conn, up, backend, shared, &route.metrics, started);
             let r = tokio::select! {
@@ -220,6 +220,7 @@ async fn exchange(
         upbuf,
         head,
         out,
+        linger,
     } = conn;
 
     // The head goes out with whatever body bytes came with it, in one write.
@@ -237,35 +238,20 @@ async fn exchange(
     out.extend_from_slice(&inbuf.pending()[..first]);
     write_first(&mut up, out).await?;
     inbuf.consume(first);
-    match head.framing {
-        Framing::Length(n) => {
-            let mut left = n - first as u64;
-            while left > 0 {
-                fill_client(inbuf, client).await?;
-                let take = inbuf
-                    .pending()
-                    .len()
-                    .min(usize::try_from(left).unwrap_or(usize::MAX));
-                up.write_all(&inbuf.pending()[..take])
-                    .await
-                    .map_err(|e| sent(e, true))?;
-                inbuf.consume(take);
-                left -= take as u64;
+    // The rest of the body, unless the upstream answers before it has all of it (e.g.
+    // 413): then that answer is relayed and both connections close afterwards.
+    let mut body_sent = true;
+    if head.framing != Framing::Empty {
+        let (rd, mut wr) = up.split();
+        tokio::select! {
+            biased;
+            r = send_rest(&mut wr, client, inbuf, head.framing, first, &mut chunked) => r?,
+            _ = rd.readable() => {
+                body_sent = false;
+                head.keep_alive = false;
+                *linger = true;
             }
         }
-        Framing::Chunked => {
-            while !chunked.done() {
-                fill_client(inbuf, client).await?;
-                let take = chunked
-                    .feed(inbuf.pending(), |_| {})
-                    .map_err(|_| Failure::BadBody)?;
-                up.write_all(&inbuf.pending()[..take])
-                    .await
-                    .map_err(|e| sent(e, true))?;
-                inbuf.consume(take);
-            }
-        }
-        Framing::Empty | Framing::ToEof => {}
     }
 
     // The response head; interim (1xx) ones are dropped.
@@ -312,12 +298,54 @@ async fn exchange(
         return Err(Failure::Abort);
     }
     // Anything past the response would be answering a request never sent.
-    if resp.upstream_reusable && upbuf.pending().is_empty() {
+    if resp.upstream_reusable && body_sent && upbuf.pending().is_empty() {
         checkin_raw(backend, up);
     } else {
         upbuf.consume(upbuf.pending().len());
     }
     Ok(resp.client_keep_alive)
+}
+
+/// Sends what is left of the request body after its first `first` bytes.
+async fn send_rest(
+    up: &mut WriteHalf<'_>,
+    client: &mut TcpStream,
+    inbuf: &mut Window,
+    framing: Framing,
+    first: usize,
+    chunked: &mut Chunked,
+) -> Result<(), Failure> {
+    match framing {
+        Framing::Length(n) => {
+            let mut left = n - first as u64;
+            while left > 0 {
+                fill_client(inbuf, client).await?;
+                let take = inbuf
+                    .pending()
+                    .len()
+                    .min(usize::try_from(left).unwrap_or(usize::MAX));
+                up.write_all(&inbuf.pending()[..take])
+                    .await
+                    .map_err(|e| sent(e, true))?;
+                inbuf.consume(take);
+                left -= take as u64;
+            }
+        }
+        Framing::Chunked => {
+            while !chunked.done() {
+                fill_client(inbuf, client).await?;
+                let take = chunked
+                    .feed(inbuf.pending(), |_| {})
+                    .map_err(|_| Failure::BadBody)?;
+                up.write_all(&inbuf.pending()[..take])
+                    .await
+                    .map_err(|e| sent(e, true))?;
+                inbuf.consume(take);
+            }
+        }
+        Framing::Empty | Framing::ToEof => {}
+    }
+    Ok(())
 }
 
 /// Writes `out` (the response head) and the response body to the client.

@@ -12,6 +12,7 @@ pub mod rewind;
 
 use std::io;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -82,6 +83,8 @@ struct Conn {
     head: RequestHead,
     /// What is written next (a head and the body bytes that came with it).
     out: Vec<u8>,
+    /// The connection closes with a request body left unread.
+    linger: bool,
 }
 
 /// How the lean path left a connection.
@@ -100,13 +103,21 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>, listen_port: Option<u
         upbuf: Window::new(),
         head: RequestHead::default(),
         out: Vec::with_capacity(1024),
+        linger: false,
     };
-    if let End::Handoff = conn.run(&shared, listen_port).await {
-        let pre = conn.inbuf.pending().to_vec();
-        let io = rewind::Rewind::new(pre, conn.client);
-        crate::http::serve(io, shared, listen_port).await;
+    match conn.run(&shared, listen_port).await {
+        End::Handoff => {
+            let pre = conn.inbuf.pending().to_vec();
+            let io = rewind::Rewind::new(pre, conn.client);
+            crate::http::serve(io, shared, listen_port).await;
+        }
+        End::Closed if conn.linger => conn.linger().await,
+        End::Closed => {}
     }
 }
+
+/// How long a closing connection may keep sending the body nobody reads.
+const LINGER: Duration = Duration::from_secs(2);
 
 impl Conn {
     async fn run(&mut self, shared: &Shared, listen_port: Option<u16>) -> End {
@@ -166,14 +177,32 @@ impl Conn {
         };
         self.head.is_head = false;
         self.head.http10 = false;
+        self.linger = true;
         codec::write_plain(&mut self.out, code, &format!("{e}\n"), &self.head, true);
         let _ = self.client.write_all(&self.out).await;
+    }
+
+    /// Closes after an answer sent before the request body was read: a close with unread
+    /// data would reset the connection and could destroy the answer in the client's
+    /// buffers, so the write side closes first and the body is discarded for a while.
+    async fn linger(&mut self) {
+        let _ = self.client.shutdown().await;
+        let discard = async {
+            loop {
+                match self.client.read(&mut self.inbuf.buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        };
+        let _ = tokio::time::timeout(LINGER, discard).await;
     }
 
     /// Sends the agent's own answer to the current request; returns whether the connection
     /// stays open (not when the request's body was left unread).
     async fn answer(&mut self, code: u16, text: &str) -> bool {
         let close = !self.head.keep_alive || self.head.framing != Framing::Empty;
+        self.linger |= self.head.framing != Framing::Empty;
         codec::write_plain(&mut self.out, code, text, &self.head, close);
         self.client.write_all(&self.out).await.is_ok() && !close
     }
