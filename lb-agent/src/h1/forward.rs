@@ -1,6 +1,8 @@
 //! Forwards one parsed request upstream and relays the response: backend choice, pooled raw
-//! connections, retries (any request that was never written; idempotent empty-bodied ones
-//! that were, up to `retries`), outlier accounting and metrics, as the hyper path does.
+//! connections, retries on another backend (any request that was never written; idempotent
+//! empty-bodied ones that were, up to `retries`), outlier accounting and metrics, as the
+//! hyper path does. A pooled connection the upstream dropped while idle is no fault of the
+//! backend: the request goes again on a new connection to it when it may.
 
 use std::io;
 use std::sync::Arc;
