@@ -16,7 +16,7 @@ use common::*;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use lb_agent::h1::codec::Chunked;
+use lb_agent::h1::chunked::Chunked;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

@@ -1,7 +1,7 @@
-//! HTTP/1.x framing for the lean forwarding path: request and response heads parsed with
+//! HTTP/1.x heads for the lean forwarding path: request and response heads parsed with
 //! `httparse` and rewritten for the next hop straight from the parsed slices (hop-by-hop
-//! headers removed), body framing, and a chunked-coding scanner that finds where a chunked
-//! body ends (and, for HTTP/1.0 clients, what its payload is).
+//! headers removed), and the body framing they declare. Chunked bodies are followed by
+//! [`super::chunked`].
 
 use std::io::Write as _;
 use std::mem::MaybeUninit;
@@ -10,10 +10,6 @@ use std::mem::MaybeUninit;
 pub const MAX_HEADERS: usize = 100;
 /// Largest head accepted.
 pub const MAX_HEAD: usize = 64 * 1024;
-/// Longest chunk-size line (size and extensions).
-const MAX_CHUNK_LINE: usize = 4096;
-/// Most trailer bytes after the last chunk.
-const MAX_TRAILERS: usize = 64 * 1024;
 
 /// The start of the HTTP/2 connection preface (prior knowledge h2c).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n";
@@ -518,147 +514,6 @@ pub fn write_plain(out: &mut Vec<u8>, code: u16, text: &str, req: &RequestHead, 
     out.extend_from_slice(b"\r\n");
     if !req.is_head {
         out.extend_from_slice(text.as_bytes());
-    }
-}
-
-/// A malformed chunked body.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("malformed chunked body")]
-pub struct ChunkError;
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum ChunkState {
-    #[default]
-    Size,
-    /// Whitespace or extensions after the size, up to CR.
-    Ext,
-    SizeLf,
-    Data,
-    DataCr,
-    DataLf,
-    /// Start of a trailer line, or of the final CRLF.
-    TrailerStart,
-    Trailer,
-    TrailerLf,
-    EndLf,
-    Done,
-}
-
-/// Follows a chunked body through any split of its bytes.
-#[derive(Clone, Debug, Default)]
-pub struct Chunked {
-    state: ChunkState,
-    size: u64,
-    digits: usize,
-    line: usize,
-    trailers: usize,
-}
-
-impl Chunked {
-    /// Whether the whole body (last chunk, trailers, final CRLF) went by.
-    pub fn done(&self) -> bool {
-        self.state == ChunkState::Done
-    }
-
-    /// Scans `input`, handing each piece of chunk payload to `data`; returns how many bytes
-    /// belong to the body (all of `input` unless the body ends inside it).
-    pub fn feed(&mut self, input: &[u8], mut data: impl FnMut(&[u8])) -> Result<usize, ChunkError> {
-        let mut i = 0;
-        while i < input.len() {
-            let b = input[i];
-            match self.state {
-                ChunkState::Size => match b {
-                    b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F' => {
-                        let d = (b as char).to_digit(16).unwrap_or(0);
-                        if self.size > u64::MAX >> 4 {
-                            return Err(ChunkError);
-                        }
-                        self.size = self.size << 4 | u64::from(d);
-                        self.digits += 1;
-                    }
-                    b'\r' if self.digits > 0 => self.state = ChunkState::SizeLf,
-                    b';' | b' ' | b'\t' if self.digits > 0 => {
-                        self.state = ChunkState::Ext;
-                        self.line = 0;
-                    }
-                    _ => return Err(ChunkError),
-                },
-                ChunkState::Ext => match b {
-                    b'\r' => self.state = ChunkState::SizeLf,
-                    b'\n' => return Err(ChunkError),
-                    _ => {
-                        self.line += 1;
-                        if self.line > MAX_CHUNK_LINE {
-                            return Err(ChunkError);
-                        }
-                    }
-                },
-                ChunkState::SizeLf => {
-                    if b != b'\n' {
-                        return Err(ChunkError);
-                    }
-                    self.state = if self.size == 0 {
-                        ChunkState::TrailerStart
-                    } else {
-                        ChunkState::Data
-                    };
-                }
-                ChunkState::Data => {
-                    let n = (input.len() - i).min(usize::try_from(self.size).unwrap_or(usize::MAX));
-                    data(&input[i..i + n]);
-                    self.size -= n as u64;
-                    i += n;
-                    if self.size == 0 {
-                        self.state = ChunkState::DataCr;
-                    }
-                    continue;
-                }
-                ChunkState::DataCr if b == b'\r' => self.state = ChunkState::DataLf,
-                ChunkState::DataLf if b == b'\n' => {
-                    self.state = ChunkState::Size;
-                    self.digits = 0;
-                }
-                ChunkState::DataCr | ChunkState::DataLf => return Err(ChunkError),
-                ChunkState::TrailerStart => {
-                    self.state = if b == b'\r' {
-                        ChunkState::EndLf
-                    } else {
-                        ChunkState::Trailer
-                    };
-                    self.count_trailer()?;
-                }
-                ChunkState::Trailer => {
-                    if b == b'\r' {
-                        self.state = ChunkState::TrailerLf;
-                    }
-                    self.count_trailer()?;
-                }
-                ChunkState::TrailerLf => {
-                    if b != b'\n' {
-                        return Err(ChunkError);
-                    }
-                    self.state = ChunkState::TrailerStart;
-                }
-                ChunkState::EndLf => {
-                    if b != b'\n' {
-                        return Err(ChunkError);
-                    }
-                    self.state = ChunkState::Done;
-                    return Ok(i + 1);
-                }
-                ChunkState::Done => return Ok(i),
-            }
-            i += 1;
-        }
-        Ok(i)
-    }
-
-    fn count_trailer(&mut self) -> Result<(), ChunkError> {
-        self.trailers += 1;
-        if self.trailers > MAX_TRAILERS {
-            return Err(ChunkError);
-        }
-        Ok(())
     }
 }
 

@@ -13,7 +13,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::net::tcp::WriteHalf;
 
-use super::codec::{self, Chunked, Framing, ParsedResponse};
+use super::chunked::Chunked;
+use super::codec::{self, Framing, ParsedResponse};
 use super::{Conn, Window};
 use crate::agent::Shared;
 use crate::backend::{Backend, now_ms};

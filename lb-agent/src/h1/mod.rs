@@ -6,6 +6,7 @@
 //! CONNECT, `Expect`, routes to h2c upstreams — is handed, with the bytes already read, to
 //! hyper's server ([`crate::http`]) for the rest of the connection.
 
+pub mod chunked;
 pub mod codec;
 mod forward;
 pub mod rewind;
