@@ -168,7 +168,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, kind: Listener)
         let shared = shared.clone();
         match kind {
             Listener::Http => {
-                tokio::spawn(crate::http::serve(stream, shared, None));
+                tokio::spawn(crate::h1::serve(stream, shared, None));
             }
             Listener::Peer => {
                 tokio::spawn(crate::peer::serve(stream, shared));
@@ -182,7 +182,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, kind: Listener)
                         });
                     }
                     Some(_) => {
-                        tokio::spawn(crate::http::serve(stream, shared, Some(port)));
+                        tokio::spawn(crate::h1::serve(stream, shared, Some(port)));
                     }
                     None => drop(stream),
                 }

@@ -230,6 +230,11 @@ impl Backend {
         self.ejected_until.load(Ordering::Relaxed) > now_ms()
     }
 
+    /// Left the configuration: its connections are not pooled any more.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
     /// Takes the backend out of rotation for good (it left the configuration).
     pub fn set_draining(&self) {
         self.draining.store(true, Ordering::Relaxed);

@@ -1,6 +1,7 @@
-//! The L7 proxy: HTTP/1.1 and h2c from clients, routed by Host (http listener) or by the
-//! listen port, to local endpoints or remote lb-agents over pooled connections, with
-//! retries on another backend.
+//! The hyper side of the L7 proxy: h2c from clients, HTTP/1.1 requests the lean path
+//! ([`crate::h1`]) hands over (Upgrade, CONNECT, `Expect`, routes to h2c upstreams), routed
+//! by Host (http listener) or by the listen port, to local endpoints or remote lb-agents
+//! over pooled connections, with retries on another backend.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -17,7 +18,6 @@ use http_body::Body as _;
 use http_body_util::{Either, Empty, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
 
 use crate::agent::Shared;
 use crate::backend::{Backend, now_ms};
@@ -31,9 +31,12 @@ pub type RespBody = Either<PooledBody, Full<Bytes>>;
 const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 
-/// Serves one client connection until it closes; `listen_port` selects port routing.
-pub async fn serve(stream: TcpStream, shared: Arc<Shared>, listen_port: Option<u16>) {
-    let _ = stream.set_nodelay(true);
+/// Serves one client connection with hyper until it closes; `listen_port` selects port
+/// routing.
+pub async fn serve<I>(io: I, shared: Arc<Shared>, listen_port: Option<u16>)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let svc_shared = shared.clone();
     let service = hyper::service::service_fn(move |req| {
         let shared = svc_shared.clone();
@@ -41,7 +44,7 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>, listen_port: Option<u
     });
     if let Err(error) = shared
         .http_server
-        .serve_connection(TokioIo::new(stream), service)
+        .serve_connection(TokioIo::new(io), service)
         .await
     {
         tracing::debug!(%error, "client connection ended");

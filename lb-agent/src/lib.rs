@@ -9,6 +9,7 @@ pub mod balance;
 pub mod cli;
 pub mod dns;
 pub mod dns_feed;
+pub mod h1;
 pub mod health;
 pub mod http;
 pub mod inputs;

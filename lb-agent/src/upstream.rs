@@ -1,5 +1,6 @@
-//! Pooled keep-alive connections to upstreams: HTTP/1.1 senders are checked out per request
-//! and returned when the response body ends; one HTTP/2 (h2c) connection per backend is
+//! Pooled keep-alive connections to upstreams: raw HTTP/1.1 streams for the lean forwarding
+//! path ([`crate::h1`]) and hyper HTTP/1.1 senders for the hyper path, both checked out per
+//! request and returned when the response ends; one HTTP/2 (h2c) connection per backend is
 //! shared by all requests.
 
 use std::net::SocketAddr;
@@ -27,15 +28,22 @@ const MAX_IDLE_H1: usize = 256;
 /// The idle connections of one backend.
 #[derive(Default)]
 pub struct Pools {
+    raw: Mutex<Vec<TcpStream>>,
     h1: Mutex<Vec<http1::SendRequest<UpBody>>>,
     h2: Mutex<Option<http2::SendRequest<UpBody>>>,
 }
 
 impl Pools {
-    /// Forgets every idle connection (they close once their tasks see no sender).
+    /// Forgets every idle connection: raw ones close here, hyper's once their tasks see no
+    /// sender.
     pub fn clear(&self) {
+        self.raw.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.h1.lock().unwrap_or_else(|e| e.into_inner()).clear();
         *self.h2.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    fn take_raw(&self) -> Option<TcpStream> {
+        self.raw.lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
 
     fn take_h1(&self) -> Option<http1::SendRequest<UpBody>> {
@@ -141,6 +149,40 @@ pub async fn checkout(
         .map_err(|source| ConnectError::Handshake { addr, source })?;
     drive(backend, conn);
     Ok(Sender::H1(sender))
+}
+
+/// An idle raw connection to `backend`'s HTTP address that still looks open (`true`: it
+/// was pooled), or a new one. `fresh` skips the pool.
+pub async fn checkout_raw(
+    backend: &Backend,
+    fresh: bool,
+    timeout: Duration,
+) -> Result<(TcpStream, bool), ConnectError> {
+    if !fresh {
+        while let Some(s) = backend.pools.take_raw() {
+            // An idle connection has nothing to say: a readable one was closed by the
+            // upstream (or sent garbage). Tokio answers from its cached readiness, so this
+            // costs at most one non-blocking read.
+            if let Err(e) = s.try_read(&mut [0u8; 1])
+                && e.kind() == std::io::ErrorKind::WouldBlock
+            {
+                return Ok((s, true));
+            }
+        }
+    }
+    Ok((connect_tcp(backend.http_addr(), timeout).await?, false))
+}
+
+/// Gives an idle raw connection back to `backend`'s pool (dropped when the backend is
+/// draining or the pool is full).
+pub fn checkin_raw(backend: &Backend, stream: TcpStream) {
+    if backend.is_draining() {
+        return;
+    }
+    let mut idle = backend.pools.raw.lock().unwrap_or_else(|e| e.into_inner());
+    if idle.len() < MAX_IDLE_H1 {
+        idle.push(stream);
+    }
 }
 
 /// Runs a connection until it ends or its backend is killed after draining.
