@@ -153,6 +153,21 @@ pub fn kubeconfig(server: &str, ca_pem: Option<&str>, token: &str, name: &str) -
     )
 }
 
+/// How the server opens its embedded store.
+///
+/// The watch cache is the store's only watcher and reads every event as soon as it is
+/// published, so the store's own history only has to cover a few write groups (each
+/// event holds the new value and the previous one). Reads are served from the cache, so
+/// the page cache mostly serves the writer's lookups of the keys it updates.
+fn store_options() -> meridian_store::EmbeddedOptions {
+    let defaults = meridian_store::EmbeddedOptions::default();
+    meridian_store::EmbeddedOptions {
+        history_capacity: 4 * defaults.max_batch,
+        cache_size: 16 << 20,
+        ..defaults
+    }
+}
+
 /// Starts the server; returns once it is listening, leaving it running in the background
 /// until `shutdown` is set.
 pub async fn start(
@@ -178,9 +193,11 @@ pub async fn start(
         _ => {
             let dir = args.data_dir.join("store");
             ensure_dir(&dir)?;
-            let s = tokio::task::spawn_blocking(move || meridian_store::EmbeddedStore::open(&dir))
-                .await?
-                .context("opening the embedded store")?;
+            let s = tokio::task::spawn_blocking(move || {
+                meridian_store::EmbeddedStore::open_with(&dir, store_options())
+            })
+            .await?
+            .context("opening the embedded store")?;
             Arc::new(s)
         }
     };
