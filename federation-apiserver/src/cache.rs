@@ -3,7 +3,7 @@
 //! resource share, fed by one store watch.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -11,12 +11,20 @@ use futures::StreamExt;
 use meridian_store::{Event as StoreEvent, EventKind, KeyValue, Revision, Storage, StoreError};
 use serde_json::{Map, Value};
 use tokio::sync::{Notify, broadcast, watch};
+use tokio::time::Instant;
 
 use crate::object;
 use crate::registry::{Registry, ResourceDef};
 
 /// How many events each resource keeps for watches that resume from a resourceVersion.
 pub const HISTORY_PER_RESOURCE: usize = 10_000;
+/// How long an event stays in its resource's history at most: a watch can resume from a
+/// resourceVersion this recent (unless `HISTORY_PER_RESOURCE` newer events came since).
+/// Idle resources then stop holding old versions of their objects.
+pub const HISTORY_WINDOW: Duration = Duration::from_secs(150);
+/// Events each resource keeps whatever their age, so a watcher that saw the latest changes
+/// of a quiet resource can still resume.
+pub const HISTORY_MIN: usize = 100;
 /// How far a watcher may fall behind the live stream before it is closed (it then resumes).
 pub const BROADCAST_CAPACITY: usize = 8192;
 
@@ -33,8 +41,13 @@ pub struct Cached {
     pub uid: String,
     /// The resourceVersion (store revision of its last write, or of its deletion).
     pub rv: Revision,
-    /// The object as JSON with `resourceVersion` set.
+    /// The object as JSON with `resourceVersion` set: a slice of `frame`.
     pub bytes: Bytes,
+    /// `bytes` inside the watch frame of the change that produced this version. The history
+    /// and the watchers share this one buffer instead of holding the object and its frame.
+    frame: Bytes,
+    /// The event type `frame` announces.
+    frame_kind: EventType,
     /// `metadata.labels`, compact (a list-heavy server holds these for every object).
     pub labels: Labels,
     /// Uids in `metadata.ownerReferences`.
@@ -49,6 +62,16 @@ impl Cached {
     /// The object parsed back into a value.
     pub fn value(&self) -> Value {
         serde_json::from_slice(&self.bytes).unwrap_or(Value::Null)
+    }
+
+    /// The watch frame announcing this version as `kind`: the shared buffer when `kind` is
+    /// the type it was built for, a fresh copy otherwise.
+    pub fn frame_as(&self, kind: EventType) -> Bytes {
+        if kind == self.frame_kind {
+            self.frame.clone()
+        } else {
+            watch_frame(kind.as_str(), &self.bytes)
+        }
     }
 
     /// The value a field selector asks for.
@@ -135,26 +158,33 @@ pub struct CacheEvent {
     pub obj: Arc<Cached>,
     /// The object before the change.
     pub prev: Option<Arc<Cached>>,
-    frame: OnceLock<Bytes>,
+    /// When the cache applied it; the history drops events older than its window.
+    at: Instant,
 }
 
 impl CacheEvent {
-    /// The JSON watch frame, built once and shared by every watcher.
+    /// The JSON watch frame, shared by every watcher (it is the object's own buffer).
     pub fn frame(&self) -> Bytes {
-        self.frame
-            .get_or_init(|| watch_frame(self.kind.as_str(), &self.obj.bytes))
-            .clone()
+        self.obj.frame_as(self.kind)
     }
 }
+
+/// `{"type":"T","object":`, the part of a watch frame before the object.
+fn frame_head(kind: &str, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+}
+
+/// `}\n`, the part of a watch frame after the object.
+const FRAME_TAIL: &[u8] = b"}\n";
 
 /// `{"type":T,"object":OBJ}\n`.
 pub fn watch_frame(kind: &str, obj: &[u8]) -> Bytes {
     let mut out = Vec::with_capacity(obj.len() + 32);
-    out.extend_from_slice(b"{\"type\":\"");
-    out.extend_from_slice(kind.as_bytes());
-    out.extend_from_slice(b"\",\"object\":");
+    frame_head(kind, &mut out);
     out.extend_from_slice(obj);
-    out.extend_from_slice(b"}\n");
+    out.extend_from_slice(FRAME_TAIL);
     Bytes::from(out)
 }
 
@@ -170,6 +200,21 @@ struct ResourceState {
 }
 
 impl ResourceState {
+    /// Drops the oldest events beyond `bounds`, moving the horizon past them.
+    fn trim(&mut self, bounds: HistoryBounds, now: Instant) {
+        while let Some(front) = self.history.front() {
+            let len = self.history.len();
+            let over = len > bounds.max_events;
+            let stale =
+                len > HISTORY_MIN && now.saturating_duration_since(front.at) > bounds.window;
+            if !(over || stale) {
+                break;
+            }
+            self.horizon = front.rv;
+            self.history.pop_front();
+        }
+    }
+
     fn sender(&mut self) -> &broadcast::Sender<Arc<CacheEvent>> {
         let cap = self.broadcast_capacity;
         self.tx.get_or_insert_with(|| broadcast::channel(cap).0)
@@ -236,6 +281,25 @@ pub struct OwnerIndex {
     pub dependents: HashMap<String, HashSet<Arc<str>>>,
 }
 
+/// How much history each resource keeps for watches that resume from a resourceVersion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryBounds {
+    /// The most events kept (at least one).
+    pub max_events: usize,
+    /// Events older than this are dropped, down to [`HISTORY_MIN`].
+    pub window: Duration,
+}
+
+impl HistoryBounds {
+    /// At most `max_events` events, none older than [`HISTORY_WINDOW`] beyond [`HISTORY_MIN`].
+    pub fn new(max_events: usize) -> Self {
+        Self {
+            max_events: max_events.max(1),
+            window: HISTORY_WINDOW,
+        }
+    }
+}
+
 /// The cache of every resource.
 pub struct Cache {
     registry: Registry,
@@ -245,10 +309,16 @@ pub struct Cache {
     pub owners: Mutex<OwnerIndex>,
     /// Work signals for the in-server controllers.
     pub signals: Signals,
-    history_limit: usize,
+    history: HistoryBounds,
 }
 
-fn to_cached(def: &ResourceDef, kv: &KeyValue, rv: Revision) -> Option<Arc<Cached>> {
+/// The cached form of a stored value at revision `rv`, framed as a `kind` event.
+fn to_cached(
+    def: &ResourceDef,
+    kv: &KeyValue,
+    rv: Revision,
+    kind: EventType,
+) -> Option<Arc<Cached>> {
     let mut v: Value = match serde_json::from_slice(&kv.value) {
         Ok(v) => v,
         Err(e) => {
@@ -257,7 +327,18 @@ fn to_cached(def: &ResourceDef, kv: &KeyValue, rv: Revision) -> Option<Arc<Cache
         }
     };
     object::set_resource_version(&mut v, rv);
-    let bytes = Bytes::from(serde_json::to_vec(&v).ok()?);
+    // Room for the frame around the object and the resourceVersion the stored bytes lack,
+    // so the buffer rarely regrows; what is left over is given back below.
+    let mut out = Vec::with_capacity(kv.value.len() + 64);
+    frame_head(kind.as_str(), &mut out);
+    let start = out.len();
+    serde_json::to_writer(&mut out, &v).ok()?;
+    let end = out.len();
+    out.extend_from_slice(FRAME_TAIL);
+    // Every version stays in the history for a while: no slack from the growth above.
+    out.shrink_to_fit();
+    let frame = Bytes::from(out);
+    let bytes = frame.slice(start..end);
     let meta = object::meta(&v);
     Some(Arc::new(Cached {
         key: kv.key.clone(),
@@ -266,6 +347,8 @@ fn to_cached(def: &ResourceDef, kv: &KeyValue, rv: Revision) -> Option<Arc<Cache
         uid: object::uid(&v).to_string(),
         rv,
         bytes,
+        frame,
+        frame_kind: kind,
         labels: Labels::from_map(meta.get("labels").and_then(Value::as_object)),
         owners: object::owner_uids(&v),
         fields: def
@@ -286,12 +369,31 @@ fn field_string(v: Option<&Value>) -> String {
     }
 }
 
+/// Trims every history a few times per window, until the cache is dropped.
+async fn trim_periodically(cache: Weak<Cache>) {
+    let Some(period) = cache
+        .upgrade()
+        .map(|c| (c.history.window / 8).max(Duration::from_secs(1)))
+    else {
+        return;
+    };
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(cache) = cache.upgrade() else {
+            return;
+        };
+        cache.trim_histories();
+    }
+}
+
 impl Cache {
     /// Loads every object from the store and starts following its changes.
     pub async fn start(
         registry: Registry,
         store: Arc<dyn Storage>,
-        history_limit: usize,
+        history: HistoryBounds,
         broadcast_capacity: usize,
     ) -> Result<Arc<Self>, StoreError> {
         let list = store.list("/").await?;
@@ -316,13 +418,16 @@ impl Cache {
             revision: watch::channel(list.revision).0,
             owners: Mutex::new(OwnerIndex::default()),
             signals: Signals::default(),
-            history_limit: history_limit.max(1),
+            history: HistoryBounds {
+                max_events: history.max_events.max(1),
+                ..history
+            },
         });
         for kv in &list.items {
             let Some((def, rc)) = cache.resource_for_key(&kv.key) else {
                 continue;
             };
-            if let Some(c) = to_cached(def, kv, kv.mod_revision) {
+            if let Some(c) = to_cached(def, kv, kv.mod_revision, EventType::Added) {
                 cache.index_put(&c, None);
                 rc.state
                     .write()
@@ -345,6 +450,7 @@ impl Cache {
         }
         let follower = cache.clone();
         tokio::spawn(async move { follower.follow(store, list.revision).await });
+        tokio::spawn(trim_periodically(Arc::downgrade(&cache)));
         Ok(cache)
     }
 
@@ -449,48 +555,71 @@ impl Cache {
 
     fn apply(&self, ev: &StoreEvent) {
         let rev = ev.revision();
-        if let Some((def, rc)) = self.resource_for_key(&ev.kv.key)
-            && let Some(obj) = to_cached(def, &ev.kv, rev)
-        {
-            let mut st = rc.state.write().expect("cache lock");
-            let (kind, prev) = match ev.kind {
-                EventKind::Put => {
-                    let prev = st.objects.insert(obj.key.clone(), obj.clone());
-                    let kind = if prev.is_some() {
-                        EventType::Modified
-                    } else {
-                        EventType::Added
-                    };
-                    (kind, prev)
+        if let Some((def, rc)) = self.resource_for_key(&ev.kv.key) {
+            // Only this task (the store follower) changes `objects`, so the type decided
+            // here still holds when the write lock is taken below.
+            let kind = match ev.kind {
+                EventKind::Delete => EventType::Deleted,
+                EventKind::Put
+                    if rc
+                        .state
+                        .read()
+                        .expect("cache lock")
+                        .objects
+                        .contains_key(&*ev.kv.key) =>
+                {
+                    EventType::Modified
                 }
-                EventKind::Delete => (EventType::Deleted, st.objects.remove(&obj.key)),
+                EventKind::Put => EventType::Added,
             };
-            let event = Arc::new(CacheEvent {
-                rv: rev,
-                kind,
-                obj: obj.clone(),
-                prev: prev.clone(),
-                frame: OnceLock::new(),
-            });
-            st.history.push_back(event.clone());
-            while st.history.len() > self.history_limit {
-                if let Some(old) = st.history.pop_front() {
-                    st.horizon = old.rv;
-                }
-            }
-            if let Some(tx) = &st.tx {
-                let _ = tx.send(event);
-            }
-            drop(st);
-            match kind {
-                EventType::Deleted => self.index_delete(&obj),
-                _ => self.index_put(&obj, prev.as_deref()),
-            }
-            if kind == EventType::Deleted && !obj.namespace.is_empty() {
-                self.signal_namespace(&obj.namespace);
+            if let Some(obj) = to_cached(def, &ev.kv, rev, kind) {
+                self.record(rc, kind, obj, rev);
             }
         }
         self.revision.send_replace(rev);
+    }
+
+    /// Stores one change of `rc`, appends it to the history and hands it to the watchers.
+    fn record(&self, rc: &ResourceCache, kind: EventType, obj: Arc<Cached>, rev: Revision) {
+        let mut st = rc.state.write().expect("cache lock");
+        let prev = match kind {
+            EventType::Deleted => st.objects.remove(&obj.key),
+            EventType::Added | EventType::Modified => {
+                st.objects.insert(obj.key.clone(), obj.clone())
+            }
+        };
+        let event = Arc::new(CacheEvent {
+            rv: rev,
+            kind,
+            obj: obj.clone(),
+            prev: prev.clone(),
+            at: Instant::now(),
+        });
+        st.history.push_back(event.clone());
+        st.trim(self.history, Instant::now());
+        if let Some(tx) = &st.tx {
+            let _ = tx.send(event);
+        }
+        drop(st);
+        match kind {
+            EventType::Deleted => self.index_delete(&obj),
+            _ => self.index_put(&obj, prev.as_deref()),
+        }
+        if kind == EventType::Deleted && !obj.namespace.is_empty() {
+            self.signal_namespace(&obj.namespace);
+        }
+    }
+
+    /// Drops history events past the window of every resource, including the ones no write
+    /// touched lately (their trimming would otherwise wait for their next change).
+    pub fn trim_histories(&self) {
+        let now = Instant::now();
+        for rc in self.resources.values() {
+            rc.state
+                .write()
+                .expect("cache lock")
+                .trim(self.history, now);
+        }
     }
 
     fn index_put(&self, obj: &Arc<Cached>, prev: Option<&Cached>) {
@@ -675,3 +804,7 @@ impl ResourceCache {
         self.len() == 0
     }
 }
+
+#[cfg(test)]
+#[path = "cache_tests.rs"]
+mod tests;

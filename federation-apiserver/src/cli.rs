@@ -46,9 +46,29 @@ pub struct Args {
     /// Events kept per resource for watches that resume from a resourceVersion.
     #[arg(long, default_value_t = crate::cache::HISTORY_PER_RESOURCE)]
     pub watch_history: usize,
+    /// How long Events are kept after the last time they record (e.g. `1h`, `30m`, `90s`).
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    pub event_ttl: std::time::Duration,
     /// Write the address actually bound (useful with --secure-port 0) to this file.
     #[arg(long)]
     pub address_file: Option<PathBuf>,
+}
+
+/// A duration as kube-apiserver flags write them: a number with `h`, `m`, `s` or `ms`.
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let split = s
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("{s:?}: missing unit (h, m, s or ms)"))?;
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n.parse().map_err(|_| format!("{s:?}: not a duration"))?;
+    let secs = |k: u64| std::time::Duration::from_secs(n.saturating_mul(k));
+    match unit {
+        "h" => Ok(secs(3600)),
+        "m" => Ok(secs(60)),
+        "s" => Ok(secs(1)),
+        "ms" => Ok(std::time::Duration::from_millis(n)),
+        _ => Err(format!("{s:?}: unknown unit {unit:?} (h, m, s or ms)")),
+    }
 }
 
 /// What start-up produced.
@@ -153,6 +173,21 @@ pub fn kubeconfig(server: &str, ca_pem: Option<&str>, token: &str, name: &str) -
     )
 }
 
+/// How the server opens its embedded store.
+///
+/// The watch cache is the store's only watcher and reads every event as soon as it is
+/// published, so the store's own history only has to cover a few write groups (each
+/// event holds the new value and the previous one). Reads are served from the cache, so
+/// the page cache mostly serves the writer's lookups of the keys it updates.
+fn store_options() -> meridian_store::EmbeddedOptions {
+    let defaults = meridian_store::EmbeddedOptions::default();
+    meridian_store::EmbeddedOptions {
+        history_capacity: 4 * defaults.max_batch,
+        cache_size: 16 << 20,
+        ..defaults
+    }
+}
+
 /// Starts the server; returns once it is listening, leaving it running in the background
 /// until `shutdown` is set.
 pub async fn start(
@@ -178,9 +213,11 @@ pub async fn start(
         _ => {
             let dir = args.data_dir.join("store");
             ensure_dir(&dir)?;
-            let s = tokio::task::spawn_blocking(move || meridian_store::EmbeddedStore::open(&dir))
-                .await?
-                .context("opening the embedded store")?;
+            let s = tokio::task::spawn_blocking(move || {
+                meridian_store::EmbeddedStore::open_with(&dir, store_options())
+            })
+            .await?
+            .context("opening the embedded store")?;
             Arc::new(s)
         }
     };
@@ -229,6 +266,7 @@ pub async fn start(
     if let Some(f) = &args.address_file {
         pki::write_private(f, &addr.to_string())?;
     }
+    tokio::spawn(crate::event_ttl::run(api.engine.clone(), args.event_ttl));
     tokio::spawn(crate::server::serve(listener, tls, api, shutdown));
     Ok((
         Started {
@@ -237,4 +275,22 @@ pub async fn start(
         },
         store,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::parse_duration;
+
+    #[test]
+    fn durations_take_kube_apiserver_units() {
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("10").is_err());
+        assert!(parse_duration("h").is_err());
+        assert!(parse_duration("5d").is_err());
+    }
 }

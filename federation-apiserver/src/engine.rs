@@ -121,7 +121,11 @@ fn encode(obj: &Value) -> Result<Bytes, ApiError> {
         m.remove("resourceVersion");
     }
     serde_json::to_vec(&copy)
-        .map(Bytes::from)
+        .map(|mut v| {
+            // The store's watch history keeps this buffer: without the growth slack.
+            v.shrink_to_fit();
+            Bytes::from(v)
+        })
         .map_err(|e| ApiError::internal(e.to_string()))
 }
 

@@ -11,6 +11,7 @@ pub mod cache;
 pub mod cli;
 pub mod discovery;
 pub mod engine;
+pub mod event_ttl;
 pub mod gc;
 pub mod kinds;
 pub mod metrics;

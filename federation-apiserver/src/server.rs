@@ -139,7 +139,13 @@ pub async fn build_engine_with(
 ) -> Result<Arc<Engine>, ServeError> {
     // Watchers may fall behind by a burst as large as the history they could resume from.
     let broadcast = watch_history.clamp(64, crate::cache::BROADCAST_CAPACITY);
-    let cache = Cache::start(registry.clone(), store.clone(), watch_history, broadcast).await?;
+    let cache = Cache::start(
+        registry.clone(),
+        store.clone(),
+        crate::cache::HistoryBounds::new(watch_history),
+        broadcast,
+    )
+    .await?;
     let engine = Arc::new(Engine {
         registry,
         store,

@@ -49,12 +49,12 @@ struct Encoder {
 }
 
 impl Encoder {
-    fn frame(&self, kind: &str, obj: &Cached) -> Bytes {
+    fn frame(&self, kind: EventType, obj: &Cached) -> Bytes {
         if self.table {
             let t = table::single(&self.def, &obj.value(), false);
-            watch_frame(kind, t.to_string().as_bytes())
+            watch_frame(kind.as_str(), t.to_string().as_bytes())
         } else {
-            watch_frame(kind, &obj.bytes)
+            obj.frame_as(kind)
         }
     }
 
@@ -74,7 +74,7 @@ impl Encoder {
         if !self.table && kind == ev.kind && filter.label.is_none() {
             return Some(ev.frame());
         }
-        Some(self.frame(kind.as_str(), &ev.obj))
+        Some(self.frame(kind, &ev.obj))
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
@@ -147,7 +147,7 @@ pub fn serve(
         let mut last = sub.revision;
         if let Some(objects) = initial {
             for c in objects.iter().filter(|c| filter.matches(c)) {
-                if tx.send(encoder.frame("ADDED", c)).await.is_err() {
+                if tx.send(encoder.frame(EventType::Added, c)).await.is_err() {
                     metrics.watchers.dec();
                     return;
                 }

@@ -6,8 +6,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use fed_api::Placement;
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::runtime::reflector::{self, Store};
 use tracing::Instrument as _;
@@ -19,7 +17,7 @@ use super::metrics::Metrics;
 use super::queue::WorkQueue;
 use super::rate::{Rate, TokenBucket};
 use super::reconcile::Reconciler;
-use super::watch::{self, Ctx};
+use super::watch::{self, Ctx, Synced};
 use super::writer::Writer;
 
 /// How the loop runs.
@@ -111,12 +109,17 @@ pub async fn run(
 ) -> Result<(), ControllerError> {
     let index = Arc::new(Index::new());
     let queue = Arc::new(WorkQueue::new(config.queue_capacity));
+    // Placements are the one kind kept whole: the reconciler reads and rewrites them.
+    // The others are digested into the index as they arrive.
     let (placements, placements_w) = reflector::store::<Placement>();
-    let (deployments, deployments_w) = reflector::store::<Deployment>();
-    let (replicasets, replicasets_w) = reflector::store::<ReplicaSet>();
-    let (clusters, clusters_w) = reflector::store::<fed_api::Cluster>();
-    let (policies, policies_w) = reflector::store::<fed_api::PropagationPolicy>();
-    let (status, status_w) = reflector::store::<ConfigMap>();
+    let [
+        placements_synced,
+        deployments,
+        replicasets,
+        clusters,
+        policies,
+        status,
+    ] = std::array::from_fn(|_| Synced::default());
 
     let (sink, sender) = events::sink(
         client.clone(),
@@ -151,30 +154,34 @@ pub async fn run(
     };
 
     let mut tasks = tokio::task::JoinSet::new();
-    let c = client.clone();
-    let x = ctx.clone();
+    let (c, x, d, r) = (
+        client.clone(),
+        ctx.clone(),
+        deployments.clone(),
+        replicasets.clone(),
+    );
     tasks.spawn(async move {
-        watch::all_workloads(c, deployments_w, replicasets_w, x).await;
+        watch::all_workloads(c, d, r, x).await;
         "workload"
     });
-    let (c, x) = (client.clone(), ctx.clone());
+    let (c, x, s) = (client.clone(), ctx.clone(), clusters.clone());
     tasks.spawn(async move {
-        watch::clusters(c, clusters_w, x).await;
+        watch::clusters(c, s, x).await;
         "Cluster"
     });
-    let (c, x) = (client.clone(), ctx.clone());
+    let (c, x, s) = (client.clone(), ctx.clone(), policies.clone());
     tasks.spawn(async move {
-        watch::policies(c, policies_w, x).await;
+        watch::policies(c, s, x).await;
         "PropagationPolicy"
     });
-    let (c, x) = (client.clone(), ctx.clone());
+    let (c, x, s) = (client.clone(), ctx.clone(), placements_synced.clone());
     tasks.spawn(async move {
-        watch::placements(c, placements_w, x).await;
+        watch::placements(c, placements_w, s, x).await;
         "Placement"
     });
-    let (c, x) = (client.clone(), ctx.clone());
+    let (c, x, s) = (client.clone(), ctx.clone(), status.clone());
     tasks.spawn(async move {
-        watch::federation_status(c, status_w, x).await;
+        watch::federation_status(c, s, x).await;
         "federation-status ConfigMap"
     });
     tasks.spawn(async move {
@@ -186,11 +193,10 @@ pub async fn run(
     // evict from clusters not seen yet.
     let synced = async {
         wait(&placements).await?;
-        wait(&deployments).await?;
-        wait(&replicasets).await?;
-        wait(&clusters).await?;
-        wait(&policies).await?;
-        wait(&status).await
+        for kind in [&deployments, &replicasets, &clusters, &policies, &status] {
+            kind.wait().await;
+        }
+        Ok(())
     };
     tokio::select! {
         r = synced => r.map_err(ControllerError::CacheDropped)?,

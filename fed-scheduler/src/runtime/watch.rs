@@ -4,6 +4,10 @@
 //! Every watch lists, then watches, and re-lists after errors with kube's default backoff;
 //! a re-list reports objects that vanished meanwhile by their absence, which the
 //! handlers turn into deletions (level-triggered: no event is load-bearing).
+//!
+//! Only Placements are kept whole (the reconciler reads and rewrites them); the other
+//! kinds are digested into the index as they arrive and not stored, so 10,000 Deployments
+//! cost their digest, not 10,000 typed objects.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -19,6 +23,7 @@ use kube::runtime::{WatchStreamExt, reflector};
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tokio::sync::watch as signal;
 
 use crate::offline::{FEDERATION_STATUS_CONFIGMAP, MASS_FAILURE_KEY, SYSTEM_NAMESPACE};
 use crate::types::Workload;
@@ -98,23 +103,72 @@ fn convert<A: Serialize, B: DeserializeOwned>(
         })
 }
 
-/// Drives one reflector, handing each event to `handle`, until the task is dropped.
+/// Whether a watch has completed its first list: the loop decides only once every kind
+/// it digests was seen whole.
+#[derive(Debug, Clone)]
+pub struct Synced(Arc<signal::Sender<bool>>);
+
+impl Default for Synced {
+    fn default() -> Self {
+        Self(Arc::new(signal::Sender::new(false)))
+    }
+}
+
+impl Synced {
+    fn mark(&self) {
+        self.0
+            .send_if_modified(|synced| !std::mem::replace(synced, true));
+    }
+
+    /// Whether the first list completed.
+    pub fn is_synced(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Waits for the first complete list.
+    pub async fn wait(&self) {
+        let mut rx = self.0.subscribe();
+        // The sender lives as long as `self`, so this cannot fail.
+        let _ = rx.wait_for(|synced| *synced).await;
+    }
+}
+
+/// Drives one watch, handing each event to `handle` and marking `synced` after the first
+/// complete list, until the task is dropped.
 async fn drive<K>(
     stream: impl Stream<Item = Result<Event<K>, watcher::Error>>,
     kind: &'static str,
     metrics: Arc<Metrics>,
+    synced: Synced,
     mut handle: impl FnMut(Event<K>),
 ) {
     let mut stream = std::pin::pin!(stream);
     while let Some(item) = stream.next().await {
         match item {
-            Ok(ev) => handle(ev),
+            Ok(ev) => {
+                let listed = matches!(ev, Event::InitDone);
+                handle(ev);
+                if listed {
+                    synced.mark();
+                }
+            }
             Err(error) => {
                 metrics.watch_error(kind);
                 tracing::warn!(kind, %error, "watch error; retrying with backoff");
             }
         }
     }
+}
+
+/// A watch of `api` whose objects are handed on, not stored.
+fn digest<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl Stream<Item = Result<Event<K>, watcher::Error>>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watcher::watcher(api, config).default_backoff()
 }
 
 /// A reflector stream for `api` feeding `writer`.
@@ -131,7 +185,7 @@ where
 }
 
 /// Watches one workload kind (Deployments or ReplicaSets).
-pub async fn workloads<K>(client: Client, writer: Writer<K>, kind: WorkloadKind, ctx: Ctx)
+pub async fn workloads<K>(client: Client, synced: Synced, kind: WorkloadKind, ctx: Ctx)
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -142,10 +196,10 @@ where
         + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
-    let stream = reflect(Api::<K>::all(client), watcher::Config::default(), writer);
+    let stream = digest(Api::<K>::all(client), watcher::Config::default());
     let mut seen: HashSet<WorkloadKey> = HashSet::new();
     let metrics = ctx.metrics.clone();
-    drive(stream, kind.as_str(), metrics, move |ev| {
+    drive(stream, kind.as_str(), metrics, synced, move |ev| {
         let key_of =
             |o: &K| WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
         let apply = |o: &K| {
@@ -193,11 +247,11 @@ where
 }
 
 /// Watches Clusters.
-pub async fn clusters(client: Client, writer: Writer<fed_api::Cluster>, ctx: Ctx) {
-    let stream = reflect(Api::all(client), watcher::Config::default(), writer);
+pub async fn clusters(client: Client, synced: Synced, ctx: Ctx) {
+    let stream = digest::<fed_api::Cluster>(Api::all(client), watcher::Config::default());
     let mut seen: HashSet<String> = HashSet::new();
     let metrics = ctx.metrics.clone();
-    drive(stream, "Cluster", metrics, move |ev| {
+    drive(stream, "Cluster", metrics, synced, move |ev| {
         let apply = |o: &fed_api::Cluster| {
             let name = o.name_any();
             match convert::<_, crate::Cluster>("Cluster", &name, o) {
@@ -229,11 +283,11 @@ pub async fn clusters(client: Client, writer: Writer<fed_api::Cluster>, ctx: Ctx
 }
 
 /// Watches PropagationPolicies.
-pub async fn policies(client: Client, writer: Writer<fed_api::PropagationPolicy>, ctx: Ctx) {
-    let stream = reflect(Api::all(client), watcher::Config::default(), writer);
+pub async fn policies(client: Client, synced: Synced, ctx: Ctx) {
+    let stream = digest::<fed_api::PropagationPolicy>(Api::all(client), watcher::Config::default());
     let mut seen: HashSet<(String, String)> = HashSet::new();
     let metrics = ctx.metrics.clone();
-    drive(stream, "PropagationPolicy", metrics, move |ev| {
+    drive(stream, "PropagationPolicy", metrics, synced, move |ev| {
         let id = |o: &fed_api::PropagationPolicy| (o.namespace().unwrap_or_default(), o.name_any());
         let apply = |o: &fed_api::PropagationPolicy| {
             let (ns, name) = id(o);
@@ -288,10 +342,10 @@ fn placement_key(p: &Placement) -> Option<WorkloadKey> {
 
 /// Watches Placements: the cache the reconciler reads, and a trigger to restore a
 /// Placement someone else changed or deleted.
-pub async fn placements(client: Client, writer: Writer<Placement>, ctx: Ctx) {
+pub async fn placements(client: Client, writer: Writer<Placement>, synced: Synced, ctx: Ctx) {
     let stream = reflect(Api::all(client), watcher::Config::default(), writer);
     let metrics = ctx.metrics.clone();
-    drive(stream, "Placement", metrics, move |ev| match ev {
+    drive(stream, "Placement", metrics, synced, move |ev| match ev {
         Event::Apply(p) | Event::InitApply(p) => {
             if let Some(key) = placement_key(&p) {
                 let dest = desired::targets(&p.spec.dest_clusters);
@@ -314,13 +368,13 @@ pub async fn placements(client: Client, writer: Writer<Placement>, ctx: Ctx) {
 }
 
 /// Watches the `meridian-system/federation-status` ConfigMap for the mass-failure flag.
-pub async fn federation_status(client: Client, writer: Writer<ConfigMap>, ctx: Ctx) {
+pub async fn federation_status(client: Client, synced: Synced, ctx: Ctx) {
     let config =
         watcher::Config::default().fields(&format!("metadata.name={FEDERATION_STATUS_CONFIGMAP}"));
-    let stream = reflect(Api::namespaced(client, SYSTEM_NAMESPACE), config, writer);
+    let stream = digest::<ConfigMap>(Api::namespaced(client, SYSTEM_NAMESPACE), config);
     let mut seen = false;
     let metrics = ctx.metrics.clone();
-    drive(stream, "ConfigMap", metrics, move |ev| {
+    drive(stream, "ConfigMap", metrics, synced, move |ev| {
         let set = |on: bool| {
             if ctx.index.set_mass_failure(on) {
                 tracing::info!(mass_failure = on, "mass-failure guard changed");
@@ -348,19 +402,71 @@ pub async fn federation_status(client: Client, writer: Writer<ConfigMap>, ctx: C
 }
 
 /// Watches both workload kinds (helper for callers that do not care which is which).
-pub async fn all_workloads(
-    client: Client,
-    deployments: Writer<Deployment>,
-    replicasets: Writer<ReplicaSet>,
-    ctx: Ctx,
-) {
+pub async fn all_workloads(client: Client, deployments: Synced, replicasets: Synced, ctx: Ctx) {
     tokio::join!(
-        workloads(
+        workloads::<Deployment>(
             client.clone(),
             deployments,
             WorkloadKind::Deployment,
             ctx.clone()
         ),
-        workloads(client, replicasets, WorkloadKind::ReplicaSet, ctx),
+        workloads::<ReplicaSet>(client, replicasets, WorkloadKind::ReplicaSet, ctx),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    fn events(
+        list: Vec<Event<ConfigMap>>,
+    ) -> impl Stream<Item = Result<Event<ConfigMap>, watcher::Error>> {
+        futures::stream::iter(list.into_iter().map(Ok))
+    }
+
+    #[tokio::test]
+    async fn a_kind_is_synced_only_after_its_first_complete_list_was_handled() {
+        let synced = Synced::default();
+        let metrics = Arc::new(Metrics::new());
+        let partial = vec![Event::Init, Event::InitApply(ConfigMap::default())];
+        drive(
+            events(partial),
+            "ConfigMap",
+            metrics.clone(),
+            synced.clone(),
+            |_| {},
+        )
+        .await;
+        assert!(!synced.is_synced(), "a list cut short is not a sync");
+
+        let seen_at_done = Arc::new(Mutex::new(None));
+        let (probe, seen) = (synced.clone(), seen_at_done.clone());
+        let whole = vec![
+            Event::Init,
+            Event::InitApply(ConfigMap::default()),
+            Event::InitDone,
+        ];
+        drive(
+            events(whole),
+            "ConfigMap",
+            metrics,
+            synced.clone(),
+            move |ev| {
+                if matches!(ev, Event::InitDone) {
+                    *seen.lock().unwrap() = Some(probe.is_synced());
+                }
+            },
+        )
+        .await;
+        assert_eq!(
+            *seen_at_done.lock().unwrap(),
+            Some(false),
+            "the handler digests the list before the kind counts as synced"
+        );
+        assert!(synced.is_synced());
+        // Waiting on a synced kind returns at once.
+        synced.wait().await;
+    }
 }
