@@ -273,38 +273,24 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
     };
     let mut readiness = Vec::new();
     for kind in Kind::ALL {
-        let store = watch(
-            &m,
-            &client,
-            kind.api_resource(),
-            &mut tasks,
-            false,
-            move |m, o| {
-                let key = WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
-                // Status for the central controller (behind changes of what is wanted); drift
-                // for this member's worker.
-                m.central.push_low(key.clone());
-                if lock(&m.intents).contains_key(&key) {
-                    m.queue.push(key);
-                }
-            },
-        );
+        let store = watch(&m, &client, kind.api_resource(), &mut tasks, move |m, o| {
+            let key = WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
+            // Status for the central controller (behind changes of what is wanted); drift
+            // for this member's worker.
+            m.central.push_low(key.clone());
+            if lock(&m.intents).contains_key(&key) {
+                m.queue.push(key);
+            }
+        });
         readiness.push(store.clone());
         caches.workloads.insert(kind, store);
     }
     for kind in DepKind::ALL {
-        let store = watch(
-            &m,
-            &client,
-            kind.api_resource(),
-            &mut tasks,
-            false,
-            move |m, o| {
-                for k in m.users_of(kind, &o.namespace().unwrap_or_default(), &o.name_any()) {
-                    m.queue.push(k);
-                }
-            },
-        );
+        let store = watch(&m, &client, kind.api_resource(), &mut tasks, move |m, o| {
+            for k in m.users_of(kind, &o.namespace().unwrap_or_default(), &o.name_any()) {
+                m.queue.push(k);
+            }
+        });
         readiness.push(store.clone());
         caches.deps.insert(kind, store);
     }
@@ -344,10 +330,10 @@ fn watch(
     client: &Client,
     ar: kube::api::ApiResource,
     tasks: &mut JoinSet<()>,
-    with_deps: bool,
     on_change: impl Fn(&MemberShared, &DynamicObject) + Send + 'static,
 ) -> ObjectCache {
-    let cache = ObjectCache::new(with_deps);
+    // Member copies are looked up by name; their pod-template references are never read.
+    let cache = ObjectCache::new(false);
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
     let cfg = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
     let stream = watcher::watcher(api, cfg).default_backoff();
