@@ -39,7 +39,7 @@ use anyhow::Context as _;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
@@ -205,7 +205,8 @@ struct Seen {
 fn watch_placements(client: kube::Client, seen: Arc<Mutex<Seen>>) {
     let api: Api<fed_api::Placement> = Api::namespaced(client, NS);
     tokio::spawn(async move {
-        let mut s = std::pin::pin!(watcher::watcher(api, watcher::Config::default()));
+        let mut s =
+            std::pin::pin!(watcher::watcher(api, watcher::Config::default()).default_backoff());
         while let Some(ev) = s.next().await {
             let now = Instant::now();
             let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = ev else {
@@ -236,7 +237,8 @@ fn counts(d: &Deployment) -> (i32, i32) {
 fn watch(client: kube::Client, member: Option<usize>, seen: Arc<Mutex<Seen>>) {
     let api: Api<Deployment> = Api::namespaced(client, NS);
     tokio::spawn(async move {
-        let mut s = std::pin::pin!(watcher::watcher(api, watcher::Config::default()));
+        let mut s =
+            std::pin::pin!(watcher::watcher(api, watcher::Config::default()).default_backoff());
         while let Some(ev) = s.next().await {
             let now = Instant::now();
             let Ok(watcher::Event::Apply(d) | watcher::Event::InitApply(d)) = ev else {
@@ -451,6 +453,54 @@ async fn status_lag(seen: &Arc<Mutex<Seen>>, paced: &[(String, usize)]) {
     }
 }
 
+/// The federation API server's request counters (`verb resource` → count), from its
+/// `/metrics`; writes only (reads and watches do not change state).
+async fn fed_writes(fed: &kube::Client) -> HashMap<String, f64> {
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = fed.request_text(req).await.unwrap_or_default();
+    let mut out = HashMap::new();
+    for l in text
+        .lines()
+        .filter(|l| l.starts_with("meridian_apiserver_requests_total{"))
+    {
+        let label = |k: &str| {
+            l.split_once(&format!("{k}=\""))
+                .and_then(|(_, r)| r.split_once('"'))
+                .map(|(v, _)| v.to_string())
+                .unwrap_or_default()
+        };
+        let verb = label("verb");
+        if !["create", "update", "patch", "delete"].contains(&verb.as_str()) {
+            continue;
+        }
+        let n: f64 = l
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        *out.entry(format!("{verb} {}", label("resource")))
+            .or_default() += n;
+    }
+    out
+}
+
+/// Prints the federation writes made since `before`, per `per` unit.
+fn report_fed_writes(before: &HashMap<String, f64>, after: &HashMap<String, f64>, per: f64) {
+    let mut rows: Vec<(String, f64)> = after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, d)| *d > 0.0)
+        .collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let total: f64 = rows.iter().map(|r| r.1).sum();
+    let list: Vec<String> = rows.iter().map(|(k, d)| format!("{k} {d:.0}")).collect();
+    println!(
+        "  federation writes: {total:.0} ({:.2} per Deployment): {}",
+        total / per.max(1.0),
+        list.join(", ")
+    );
+}
+
 async fn scrape(port: u16, metric: &str) -> f64 {
     let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
         return f64::NAN;
@@ -642,6 +692,7 @@ async fn run() -> anyhow::Result<()> {
         sim_proc.0.id(),
     ];
     let cpu0 = Cpu::sample(pids);
+    let fw0 = fed_writes(&fed).await;
     let created = create_all(&fed, &paced, rate).await;
     propagation("paced", &seen, &paced, &created).await;
     Cpu::sample(pids).report(
@@ -649,6 +700,7 @@ async fn run() -> anyhow::Result<()> {
         "paced creation",
         (2.0 * paced.len() as f64, "sub-object"),
     );
+    report_fed_writes(&fw0, &fed_writes(&fed).await, paced.len() as f64);
 
     // (d) status lag on the paced set: last member copy Ready -> federated READY.
     if api_only {
@@ -678,6 +730,7 @@ async fn run() -> anyhow::Result<()> {
     let api: Api<Deployment> = Api::namespaced(fed.clone(), NS);
     let sem = Arc::new(Semaphore::new(CONCURRENCY));
     let cpu0 = Cpu::sample(pids);
+    let fw0 = fed_writes(&fed).await;
     let start = Instant::now();
     let mut tasks = Vec::new();
     for (n, _) in &paced {
@@ -742,6 +795,7 @@ async fn run() -> anyhow::Result<()> {
         writes1 - writes0
     );
     Cpu::sample(pids).report(cpu0, "the scale", (writes1 - writes0, "member write"));
+    report_fed_writes(&fw0, &fed_writes(&fed).await, paced.len() as f64);
 
     // (a) burst: a new batch created as fast as the client can.
     if burst > 0 {
@@ -766,6 +820,14 @@ async fn run() -> anyhow::Result<()> {
         "meridian_controllers_workload_reconciles_total",
     ] {
         println!("  {m}: {:.0}", scrape(metrics_port, m).await);
+    }
+    for result in ["created", "updated", "unchanged", "error", "conflict"] {
+        let series =
+            format!("meridian_controllers_workload_member_syncs_total{{result=\"{result}\"}}");
+        println!(
+            "    syncs {result}: {:.0}",
+            scrape(metrics_port, &series).await
+        );
     }
     drop((controllers, scheduler, apiserver));
     let _ = std::fs::remove_dir_all(&dir);

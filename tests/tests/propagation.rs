@@ -6,7 +6,7 @@
 
 use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use meridian_e2e::Env;
 use serde::de::DeserializeOwned;
@@ -51,6 +51,44 @@ where
         }
     }
     panic!("watch on {name} ended before it was deleted");
+}
+
+/// Waits on a watch of the namespace's Events until those seen about Deployment `name`
+/// satisfy `pred`.
+async fn wait_events(api: &Api<Event>, name: &str, what: &str, pred: impl Fn(&[Event]) -> bool) {
+    let mut seen = Vec::new();
+    let mut stream = Box::pin(
+        api.watch(&WatchParams::default(), "0")
+            .await
+            .expect("watch events"),
+    );
+    while let Some(ev) = stream.try_next().await.expect("event watch") {
+        if let WatchEvent::Added(e) | WatchEvent::Modified(e) = ev
+            && e.involved_object.name.as_deref() == Some(name)
+            && e.involved_object.kind.as_deref() == Some("Deployment")
+        {
+            seen.push(e);
+            if pred(&seen) {
+                return;
+            }
+        }
+    }
+    let msgs: Vec<_> = seen
+        .iter()
+        .map(|e| format!("{:?}: {:?}", e.reason, e.message))
+        .collect();
+    panic!("event watch ended waiting for {what}; seen about {name}: {msgs:#?}");
+}
+
+/// Whether some Event with `reason` says every one of `parts`.
+fn told(events: &[Event], reason: &str, parts: &[&str]) -> bool {
+    let text: String = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| e.message.clone())
+        .collect::<Vec<_>>()
+        .join("\n");
+    parts.iter().all(|p| text.contains(p))
 }
 
 fn replicas(d: &Deployment) -> i32 {
@@ -141,14 +179,33 @@ async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
 
     let fed = env.federation().await;
     let placements: Api<fed_api::Placement> = Api::namespaced(fed.clone(), "shop");
-    let p = placements.get("deployment-web").await.expect("placement");
-    let dest: Vec<(String, i32)> = p
-        .spec
-        .dest_clusters
-        .iter()
-        .map(|t| (t.cluster.clone(), t.replicas))
-        .collect();
-    assert_eq!(dest, vec![("sim-1".into(), 3), ("sim-2".into(), 7)]);
+    let dest_of = |p: &fed_api::Placement| -> Vec<(String, i32)> {
+        p.spec
+            .dest_clusters
+            .iter()
+            .map(|t| (t.cluster.clone(), t.replicas))
+            .collect()
+    };
+    let policy_split = vec![("sim-1".to_string(), 3), ("sim-2".to_string(), 7)];
+    // A member whose capacity the scheduler has not heard of yet gets nothing at first:
+    // wait for the policy's split, all ready.
+    let p = wait_for(
+        &placements,
+        "deployment-web",
+        "0",
+        "destClusters sim-1:3 sim-2:7 with every replica ready",
+        |p| {
+            dest_of(p) == policy_split
+                && p.status.as_ref().is_some_and(|s| {
+                    s.clusters.iter().map(|c| c.ready_replicas).sum::<i32>() == 10
+                        && s.conditions
+                            .iter()
+                            .any(|c| c.type_ == "Propagated" && c.status == "True")
+                })
+        },
+    )
+    .await;
+    assert_eq!(dest_of(&p), policy_split);
     let st = p.status.expect("placement status");
     assert_eq!(
         st.clusters.iter().map(|c| c.ready_replicas).sum::<i32>(),
@@ -173,6 +230,21 @@ async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
         "{:?}",
         web.metadata.finalizers
     );
+    // Each push is told on the federated object (one Event when the members were pushed
+    // together, naming each member's share).
+    let events: Api<Event> = Api::namespaced(fed.clone(), "shop");
+    wait_events(&events, "web", "Pushed events", |evs| {
+        told(
+            evs,
+            "Pushed",
+            &[
+                "created Deployment shop/web in",
+                "sim-1 (3 replicas)",
+                "sim-2 (7 replicas)",
+            ],
+        )
+    })
+    .await;
     let m1: Api<Deployment> = Api::namespaced(env.member("sim-1").await, "shop");
     let m2: Api<Deployment> = Api::namespaced(env.member("sim-2").await, "shop");
     for (api, want) in [(&m1, 3), (&m2, 7)] {
@@ -257,6 +329,14 @@ async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
     assert_eq!(replicas(&edited), 1);
     let rv = edited.metadata.resource_version.clone().expect("rv");
     wait_for(&m1, "web", &rv, "drift reverted", |d| replicas(d) == 7).await;
+    wait_events(&events, "web", "a DriftReverted event", |evs| {
+        told(
+            evs,
+            "DriftReverted",
+            &["restored Deployment shop/web", "sim-1"],
+        )
+    })
+    .await;
 
     // An unmanaged same-name object in a member is not overwritten; the Placement says why.
     let unmanaged: Deployment = serde_json::from_value(serde_json::json!({
@@ -293,6 +373,11 @@ async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
     )
     .await;
     assert!(p.status.is_some());
+    wait_events(&events, "other", "a Conflict warning", |evs| {
+        evs.iter().any(|e| e.type_.as_deref() == Some("Warning"))
+            && told(evs, "Conflict", &["sim-1", "not managed by Meridian"])
+    })
+    .await;
     let mine = m1.get("other").await.expect("unmanaged object");
     assert_eq!(image(&mine), "mine:1");
     assert_eq!(replicas(&mine), 1);

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::compact::Compact;
-use super::events::{self, Severity};
+use super::events::{self, Recorder, Severity};
 use super::kinds::{DepKind, Kind, WorkloadKey};
 use super::member::{self, Dependency, Intent, MemberHandle, MemberShared, Want};
 use super::objects::ObjectCache;
@@ -68,6 +68,7 @@ struct Central {
     queue: Arc<Queue<WorkloadKey>>,
     members: Mutex<HashMap<String, MemberHandle>>,
     metrics: Arc<WorkloadMetrics>,
+    events: Arc<Recorder>,
     /// Each cluster's Ready status as last seen, to tell a readiness change (every workload
     /// is looked at again) from a routine status update (nothing to do).
     cluster_ready: Mutex<HashMap<String, Option<String>>>,
@@ -219,6 +220,7 @@ impl Central {
                 self.settings.clone(),
                 self.queue.clone(),
                 self.metrics.clone(),
+                self.events.clone(),
                 c,
                 fp,
                 gc,
@@ -229,7 +231,9 @@ impl Central {
         changed
     }
 
-    /// Queues `key`: urgently if what it wants changed since last seen, else behind urgent work.
+    /// Queues `key` if what it wants changed since last seen. Other changes are status
+    /// writes, nearly all this controller's own coming back; members' reports and the
+    /// periodic resync bring what they could have changed.
     fn push_changed(&self, placement: bool, key: WorkloadKey, digest: Option<u64>) {
         let mut seen = lock(&self.wanted_seen);
         let slot = (placement, key.clone());
@@ -243,8 +247,6 @@ impl Central {
         drop(seen);
         if changed {
             self.queue.push(key);
-        } else {
-            self.queue.push_low(key);
         }
     }
 
@@ -413,23 +415,52 @@ impl Central {
             })
             .unwrap_or_default();
 
-        let mut dep_copies = Vec::new();
+        // The dependencies as cached; their copies are built only if an intent is.
+        let mut dep_objects = Vec::new();
         let mut missing = Vec::new();
         for (kind, name) in deps::of_pod_template(&fed["spec"]["template"]).refs {
             match self.caches.deps[&kind].get(&dyn_ref(&kind.api_resource(), &key.namespace, &name))
             {
-                Some(d) => {
-                    let v = serde_json::to_value(&*d)?;
-                    let duid = desired::uid_of(&v).unwrap_or_default().to_string();
-                    dep_copies.push(Dependency {
-                        kind,
-                        name,
-                        object: Compact::new(&desired::dependency(&v, kind, &duid)),
-                    });
-                }
+                Some(d) => dep_objects.push((kind, name, d)),
                 None => missing.push(format!("{} {name}", kind.as_str())),
             }
         }
+        // What every Present intent of this pass is built from: the workload's spec,
+        // labels and annotations (its cache entry's shape), its uid and each dependency's
+        // version. A member whose intent came from the same inputs keeps it unbuilt.
+        let source = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (obj.shape, &uid).hash(&mut h);
+            for (kind, name, d) in &dep_objects {
+                (kind.as_str(), name, &d.metadata.resource_version).hash(&mut h);
+            }
+            h.finish()
+        };
+        let source_of = |replicas: i32| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (source, replicas).hash(&mut h);
+            h.finish()
+        };
+        let mut dep_copies: Option<Vec<Dependency>> = None;
+        let mut build_dep_copies = || -> Result<Vec<Dependency>, ReconcileError> {
+            if let Some(d) = &dep_copies {
+                return Ok(d.clone());
+            }
+            let mut out = Vec::new();
+            for (kind, name, d) in &dep_objects {
+                let v = serde_json::to_value(&**d)?;
+                let duid = desired::uid_of(&v).unwrap_or_default().to_string();
+                out.push(Dependency {
+                    kind: *kind,
+                    name: name.clone(),
+                    object: Compact::new(&desired::dependency(&v, *kind, &duid)),
+                });
+            }
+            dep_copies = Some(out.clone());
+            Ok(out)
+        };
 
         let by_name: HashMap<&str, &Arc<MemberShared>> =
             members.iter().map(|m| (m.name.as_str(), m)).collect();
@@ -440,20 +471,27 @@ impl Central {
             .map(|m| m.name.clone())
             .collect();
         let want_of = |replicas: i32| desired::sub_object(&fed, key.kind, replicas, &uid);
-        // Each member's report once: reading a cached copy parses it.
         let reports: HashMap<&str, status::MemberReport> = dest
             .iter()
             .map(|(c, _)| c.as_str())
             .chain(holding.iter().map(String::as_str))
             .filter_map(|c| Some((c, by_name.get(c)?.report(key, &uid))))
             .collect();
-        // Whether each destination has observed the spec it should hold.
+        // Whether each destination has observed the spec it should hold. The wanted copy is
+        // built, and the member's copy parsed, only once its member's controller has caught
+        // up with that copy.
         let observed: Vec<bool> = dest
             .iter()
             .map(|(c, r)| {
-                reports
-                    .get(c.as_str())
-                    .is_some_and(|rep| status::observed(rep.object.as_ref(), &want_of(*r)))
+                let copy = reports.get(c.as_str()).and_then(|rep| rep.copy);
+                let entry = || by_name.get(c.as_str()).and_then(|m| m.entry(key, &uid));
+                copy.is_some_and(|copy| {
+                    status::observed(
+                        &copy,
+                        || entry().map_or(Value::Null, |e| e.value()),
+                        &want_of(*r),
+                    )
+                })
             })
             .collect();
         let dest_ready = dest.iter().zip(&observed).all(|((c, r), seen)| {
@@ -462,31 +500,46 @@ impl Central {
                     .get(c.as_str())
                     .is_some_and(|rep| self.entry(c, rep).available_replicas >= *r)
         });
+        // Whether a member got a new intent: it reports back once it has acted on it, and
+        // the status is written then rather than now as well.
+        let mut handed_out = false;
+        // Members holding equal shares share one copy of the wanted object.
+        let mut built: HashMap<i32, Compact> = HashMap::new();
         for (cluster, p) in plan::plan(&dest, &holding, dest_ready) {
             let Some(m) = by_name.get(cluster.as_str()) else {
                 continue;
             };
             match p {
-                MemberPlan::Hold(r) => m.set_intent(
-                    key,
-                    Intent {
+                MemberPlan::Hold(r) => {
+                    let src = source_of(r);
+                    if m.has_intent_from(key, src) {
+                        continue;
+                    }
+                    let intent = Intent {
                         uid: uid.clone(),
                         want: Want::Present {
-                            deps: dep_copies.clone(),
-                            workload: Compact::new(&want_of(r)),
+                            deps: build_dep_copies()?,
+                            workload: built
+                                .entry(r)
+                                .or_insert_with(|| Compact::new(&want_of(r)))
+                                .clone(),
                             replicas: r,
                         },
-                    },
-                ),
-                MemberPlan::Remove => m.set_intent(
-                    key,
-                    Intent {
+                    };
+                    handed_out |= m.set_intent(key, intent, Some(src));
+                }
+                MemberPlan::Remove => {
+                    let intent = Intent {
                         uid: uid.clone(),
                         want: Want::Absent,
-                    },
-                ),
+                    };
+                    handed_out |= m.set_intent(key, intent, None);
+                }
                 MemberPlan::Wait => {}
             }
+        }
+        if handed_out {
+            return Ok(false);
         }
 
         let mut entries = Vec::new();
@@ -698,6 +751,7 @@ impl Central {
                             uid: uid.to_string(),
                             want: Want::Absent,
                         },
+                        None,
                     );
                     pending.push(m.name.clone());
                 }
@@ -810,8 +864,10 @@ pub async fn run(
     let cluster_store = clusters.clone();
     streams.push(s.map(|e| Input::Cluster(Box::new(e))).boxed());
 
+    let events = Recorder::start(fed.clone(), settings.event_window);
     let central = Arc::new(Central {
         fed,
+        events,
         settings: Arc::new(settings),
         caches: Caches {
             workloads,
@@ -864,6 +920,22 @@ pub async fn run(
         })
     };
     let _sampler = AbortOnDrop(sampler);
+    // Level-triggered in the end: every workload is looked at again now and then, whatever
+    // its events said.
+    let resync = {
+        let c = central.clone();
+        tokio::spawn(async move {
+            let period = c.settings.resync_period;
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            loop {
+                tick.tick().await;
+                for k in c.all_keys() {
+                    c.queue.push_low(k);
+                }
+            }
+        })
+    };
+    let _resync = AbortOnDrop(resync);
     let mut inputs = futures::stream::select_all(streams);
     while let Some(input) = inputs.next().await {
         central.on_input(input);

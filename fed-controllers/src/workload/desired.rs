@@ -31,11 +31,11 @@ pub fn member_metadata(fed: &Value, uid: &str) -> Value {
     let meta = &fed["metadata"];
     let mut labels = meta["labels"].as_object().cloned().unwrap_or_default();
     labels.extend(managed_labels(uid));
-    let mut out = json!({
-        "name": meta["name"],
-        "namespace": meta["namespace"],
-        "labels": labels,
-    });
+    let mut out = Map::new();
+    out.insert("name".into(), meta["name"].clone());
+    out.insert("namespace".into(), meta["namespace"].clone());
+    out.insert("labels".into(), Value::Object(labels));
+    let mut out = Value::Object(out);
     let annotations: Map<String, Value> = meta["annotations"]
         .as_object()
         .into_iter()
@@ -59,12 +59,13 @@ pub fn uid_of(obj: &Value) -> Option<&str> {
 pub fn sub_object(fed: &Value, kind: Kind, replicas: i32, uid: &str) -> Value {
     let mut spec = fed["spec"].as_object().cloned().unwrap_or_default();
     spec.insert("replicas".into(), replicas.into());
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": kind.as_str(),
-        "metadata": member_metadata(fed, uid),
-        "spec": spec,
-    })
+    // Built field by field: `json!` would copy `spec` once more through a serializer.
+    let mut o = Map::new();
+    o.insert("apiVersion".into(), "apps/v1".into());
+    o.insert("kind".into(), kind.as_str().into());
+    o.insert("metadata".into(), member_metadata(fed, uid));
+    o.insert("spec".into(), Value::Object(spec));
+    Value::Object(o)
 }
 
 /// The member copy of a federated ConfigMap or Secret; it belongs to the federated

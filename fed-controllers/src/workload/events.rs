@@ -1,8 +1,20 @@
 //! Kubernetes Events on federated workloads: pushes, drift reverts, conflicts, failures and
 //! member cleanup (best effort: a lost Event never blocks propagation).
+//!
+//! Members report each of their outcomes as a [`Note`]; the [`Recorder`] gathers the notes
+//! of one workload, reason and action made within a short window into one Event that names
+//! every cluster ("created shop/web in sim-1 (3 replicas), sim-2 (7 replicas)"), so a
+//! workload spread over many clusters costs the federation one Event per change, not one
+//! per cluster. While the federation is slow to take Events, batches keep growing instead
+//! of queueing writes.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, ObjectReference};
 use kube::Client;
+use tokio::sync::Notify;
 
 use super::kinds::WorkloadKey;
 pub use crate::events::Severity;
@@ -44,10 +56,302 @@ pub async fn record(
     crate::events::record_in_background(fed, ev).await;
 }
 
+/// Clusters named in one Event at most; the rest are counted.
+const MAX_ITEMS: usize = 20;
+
+/// One member's outcome, to be told in an Event on the federated workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Note {
+    /// The workload.
+    pub key: WorkloadKey,
+    /// Its uid.
+    pub uid: String,
+    /// Normal or Warning.
+    pub severity: Severity,
+    /// The Event reason.
+    pub reason: &'static str,
+    /// What happened, shared by every cluster of a batch ("created shop/web in"); empty
+    /// when each item is a whole sentence (errors).
+    pub action: String,
+    /// This cluster's part ("sim-1 (3 replicas)", or an error naming the cluster).
+    pub item: String,
+}
+
+type BatchKey = (WorkloadKey, &'static str, String);
+
+struct Batch {
+    uid: String,
+    severity: Severity,
+    items: Vec<String>,
+    more: usize,
+}
+
+impl Batch {
+    fn message(&self, action: &str) -> String {
+        let sep = if self.severity == Severity::Warning {
+            "; "
+        } else {
+            ", "
+        };
+        let mut m = self.items.join(sep);
+        if self.more > 0 {
+            m.push_str(&format!("{sep}and {} more", self.more));
+        }
+        if action.is_empty() {
+            m
+        } else {
+            format!("{action} {m}")
+        }
+    }
+}
+
+/// Notes waiting to become Events, oldest first (pure: time is passed in).
+#[derive(Default)]
+pub struct Batches {
+    open: HashMap<BatchKey, Batch>,
+    /// When each batch opened, in order.
+    order: VecDeque<(Instant, BatchKey)>,
+}
+
+impl Batches {
+    /// Adds a note to its open batch, or opens one at `now`.
+    pub fn add(&mut self, note: Note, now: Instant) {
+        let key = (note.key, note.reason, note.action);
+        match self.open.get_mut(&key) {
+            Some(b) => {
+                if b.items.contains(&note.item) {
+                    return;
+                }
+                if b.items.len() < MAX_ITEMS {
+                    b.items.push(note.item);
+                } else {
+                    b.more += 1;
+                }
+            }
+            None => {
+                self.order.push_back((now, key.clone()));
+                self.open.insert(
+                    key,
+                    Batch {
+                        uid: note.uid,
+                        severity: note.severity,
+                        items: vec![note.item],
+                        more: 0,
+                    },
+                );
+            }
+        }
+    }
+
+    /// When the oldest batch opened.
+    pub fn oldest(&self) -> Option<Instant> {
+        self.order.front().map(|(t, _)| *t)
+    }
+
+    /// Closes the batches opened at or before `cutoff`, as Events stamped `now`.
+    pub fn take_due(&mut self, cutoff: Instant, now: jiff::Timestamp) -> Vec<Event> {
+        let mut out = Vec::new();
+        while self.order.front().is_some_and(|(t, _)| *t <= cutoff) {
+            let Some((_, key)) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(b) = self.open.remove(&key) {
+                let (wk, reason, action) = &key;
+                out.push(build(
+                    wk,
+                    &b.uid,
+                    b.severity,
+                    reason,
+                    &b.message(action),
+                    now,
+                ));
+            }
+        }
+        out
+    }
+
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+}
+
+/// Gathers notes into batches and writes each batch as one Event once it is `window` old.
+/// Dropping it stops its writer task.
+pub struct Recorder {
+    shared: Arc<Shared>,
+    writer: tokio::task::JoinHandle<()>,
+}
+
+struct Shared {
+    batches: Mutex<Batches>,
+    wake: Notify,
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.writer.abort();
+    }
+}
+
+impl Recorder {
+    /// A recorder writing to `fed`.
+    pub fn start(fed: Client, window: Duration) -> Arc<Self> {
+        let shared = Arc::new(Shared {
+            batches: Mutex::default(),
+            wake: Notify::new(),
+        });
+        let writer = tokio::spawn(write_loop(shared.clone(), fed, window));
+        Arc::new(Self { shared, writer })
+    }
+
+    /// Adds a note; its Event is written about a window later.
+    pub fn note(&self, note: Note) {
+        let was_empty = {
+            let mut b = crate::member_sync::lock(&self.shared.batches);
+            let empty = b.is_empty();
+            b.add(note, Instant::now());
+            empty
+        };
+        if was_empty {
+            self.shared.wake.notify_one();
+        }
+    }
+}
+
+async fn write_loop(shared: Arc<Shared>, fed: Client, window: Duration) {
+    loop {
+        let wake = shared.wake.notified();
+        let oldest = crate::member_sync::lock(&shared.batches).oldest();
+        match oldest {
+            None => {
+                wake.await;
+                continue;
+            }
+            Some(t) => tokio::time::sleep_until((t + window).into()).await,
+        }
+        let Some(cutoff) = Instant::now().checked_sub(window) else {
+            continue;
+        };
+        let due =
+            crate::member_sync::lock(&shared.batches).take_due(cutoff, jiff::Timestamp::now());
+        for ev in due {
+            // Waits for a free slot among the writes in flight: meanwhile new notes join
+            // open batches.
+            crate::events::record_in_background(&fed, ev).await;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::workload::kinds::Kind;
+
+    fn note(name: &str, reason: &'static str, action: &str, item: &str) -> Note {
+        Note {
+            key: WorkloadKey::new(Kind::Deployment, "shop", name),
+            uid: format!("uid-{name}"),
+            severity: if reason == "SyncFailed" {
+                Severity::Warning
+            } else {
+                Severity::Normal
+            },
+            reason,
+            action: action.into(),
+            item: item.into(),
+        }
+    }
+
+    #[test]
+    fn notes_of_one_change_become_one_event() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut b = Batches::default();
+        b.add(
+            note("web", "Pushed", "created shop/web in", "sim-1 (3 replicas)"),
+            t0,
+        );
+        b.add(
+            note("web", "Pushed", "created shop/web in", "sim-2 (7 replicas)"),
+            ms(10),
+        );
+        b.add(
+            note("web", "Pushed", "created shop/web in", "sim-2 (7 replicas)"),
+            ms(11),
+        );
+        b.add(
+            note("web", "SyncFailed", "", "creating in sim-3: refused"),
+            ms(20),
+        );
+        b.add(
+            note("web", "SyncFailed", "", "creating in sim-4: refused"),
+            ms(21),
+        );
+        b.add(
+            note("db", "Pushed", "created shop/db in", "sim-1 (1 replicas)"),
+            ms(30),
+        );
+        assert_eq!(b.oldest(), Some(t0));
+        let now = jiff::Timestamp::UNIX_EPOCH;
+        assert!(b.take_due(t0 - Duration::from_millis(1), now).is_empty());
+        let first = b.take_due(ms(25), now);
+        let msgs: Vec<(&str, &str, &str)> = first
+            .iter()
+            .map(|e| {
+                (
+                    e.involved_object.name.as_deref().unwrap(),
+                    e.reason.as_deref().unwrap(),
+                    e.message.as_deref().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            msgs,
+            [
+                (
+                    "web",
+                    "Pushed",
+                    "created shop/web in sim-1 (3 replicas), sim-2 (7 replicas)"
+                ),
+                (
+                    "web",
+                    "SyncFailed",
+                    "creating in sim-3: refused; creating in sim-4: refused"
+                ),
+            ]
+        );
+        assert_eq!(first[1].type_.as_deref(), Some("Warning"));
+        assert_eq!(first[0].involved_object.uid.as_deref(), Some("uid-web"));
+        // A note after its batch closed opens a new one.
+        b.add(
+            note("web", "Pushed", "created shop/web in", "sim-5 (1 replicas)"),
+            ms(40),
+        );
+        let rest = b.take_due(ms(40), now);
+        assert_eq!(rest.len(), 2);
+        assert_eq!(
+            rest[0].message.as_deref(),
+            Some("created shop/db in sim-1 (1 replicas)")
+        );
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn long_batches_name_the_first_clusters_and_count_the_rest() {
+        let t0 = Instant::now();
+        let mut b = Batches::default();
+        for i in 0..MAX_ITEMS + 5 {
+            b.add(
+                note("web", "Removed", "removed shop/web from", &format!("c{i}")),
+                t0,
+            );
+        }
+        let ev = b.take_due(t0, jiff::Timestamp::UNIX_EPOCH);
+        let m = ev[0].message.clone().unwrap();
+        assert!(m.starts_with("removed shop/web from c0, c1,"), "{m}");
+        assert!(m.ends_with(", and 5 more"), "{m}");
+    }
 
     #[test]
     fn event_shape() {

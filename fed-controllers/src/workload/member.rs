@@ -11,6 +11,7 @@ use fed_api::Cluster;
 use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use futures::StreamExt;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams, Preconditions};
+use kube::core::Request;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
@@ -19,15 +20,15 @@ use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
 use super::compact::Compact;
-use super::events::{self, Severity};
+use super::events::{Note, Recorder, Severity};
 use super::kinds::{DepKind, Kind, WorkloadKey};
-use super::objects::{Entry, ObjectCache};
+use super::objects::{Change, Entry, ObjectCache};
 use super::ownership::{self, Ownership};
 use super::queue::Queue;
 use super::status::MemberReport;
 use super::{Settings, drift};
 use crate::cluster::backoff;
-use crate::member_sync::{self, Applied, SyncError, lock, now, to_dynamic};
+use crate::member_sync::{self, Applied, SyncError, lock, now};
 use crate::metrics::WorkloadMetrics;
 
 /// A dependency copy (ConfigMap, Secret) a workload needs in a member.
@@ -92,8 +93,11 @@ pub struct MemberShared {
     settings: Arc<Settings>,
     central: Arc<Queue<WorkloadKey>>,
     metrics: Arc<WorkloadMetrics>,
+    events: Arc<Recorder>,
     queue: Queue<WorkloadKey>,
     intents: Mutex<HashMap<WorkloadKey, Intent>>,
+    /// A digest of the inputs each Present intent was built from (see [`MemberShared::set_intent`]).
+    sources: Mutex<HashMap<WorkloadKey, u64>>,
     records: Mutex<HashMap<WorkloadKey, Record>>,
     caches: Mutex<Option<Arc<Caches>>>,
     connect_error: Mutex<Option<String>>,
@@ -102,15 +106,31 @@ pub struct MemberShared {
     /// handed out every intent (else a restart would delete what is still needed).
     pub gc: AtomicBool,
     namespaces: Mutex<HashSet<String>>,
+    /// The resourceVersion of each object this member's workers last wrote, by kind,
+    /// namespace and name: its watch event is that write coming back, not an edit.
+    written: Mutex<HashMap<(String, String, String), String>>,
 }
 
 impl MemberShared {
-    /// Sets the intent for a workload; the worker runs only if it changed.
-    pub fn set_intent(&self, key: &WorkloadKey, intent: Intent) {
+    /// Sets the intent for a workload, built from inputs with digest `source` (`None` for
+    /// an intent that costs nothing to build); the worker runs only if it changed, and the
+    /// answer says whether it did.
+    pub fn set_intent(&self, key: &WorkloadKey, intent: Intent, source: Option<u64>) -> bool {
+        match source {
+            Some(s) => lock(&self.sources).insert(key.clone(), s),
+            None => lock(&self.sources).remove(key),
+        };
         let changed = lock(&self.intents).insert(key.clone(), intent.clone()) != Some(intent);
         if changed {
             self.queue.push(key.clone());
         }
+        changed
+    }
+
+    /// Whether the workload's intent was built from inputs with digest `source`: building
+    /// it again would give the same intent.
+    pub fn has_intent_from(&self, key: &WorkloadKey, source: u64) -> bool {
+        lock(&self.sources).get(key) == Some(&source)
     }
 
     /// Keys waiting in this member's queue.
@@ -121,6 +141,7 @@ impl MemberShared {
     /// Forgets a workload without touching the member (orphaned, or already cleaned).
     pub fn forget(&self, key: &WorkloadKey) {
         lock(&self.intents).remove(key);
+        lock(&self.sources).remove(key);
         lock(&self.records).remove(key);
         // Its dependencies may now be unreferenced.
         self.queue.push(key.clone());
@@ -136,15 +157,10 @@ impl MemberShared {
     }
 
     /// The cached copy of the workload, if it is Meridian's for `uid`.
-    fn entry(&self, key: &WorkloadKey, uid: &str) -> Option<Arc<Entry>> {
+    pub fn entry(&self, key: &WorkloadKey, uid: &str) -> Option<Arc<Entry>> {
         let c = self.caches()?;
         let e = c.workloads.get(&key.kind)?.get(&key.namespace, &key.name)?;
         e.owned_by(uid).then_some(e)
-    }
-
-    /// The member's copy of the workload, if it holds one owned by `uid`.
-    fn copy(&self, key: &WorkloadKey, uid: &str) -> Option<Value> {
-        self.entry(key, uid).map(|e| e.value())
     }
 
     /// Whether the member holds a copy owned by `uid`; `None` while that is unknown
@@ -161,7 +177,7 @@ impl MemberShared {
             _ => r.error,
         };
         MemberReport {
-            object: self.copy(key, uid),
+            copy: self.entry(key, uid).map(|e| e.status),
             error,
             last_sync_time: r.last_sync_time,
         }
@@ -202,11 +218,13 @@ impl Drop for MemberHandle {
 }
 
 /// Starts a member.
+#[allow(clippy::too_many_arguments)]
 pub fn spawn(
     fed: Client,
     settings: Arc<Settings>,
     central: Arc<Queue<WorkloadKey>>,
     metrics: Arc<WorkloadMetrics>,
+    events: Arc<Recorder>,
     cluster: Arc<Cluster>,
     fingerprint: u64,
     gc: bool,
@@ -217,14 +235,17 @@ pub fn spawn(
         settings,
         central,
         metrics,
+        events,
         queue: Queue::default(),
         intents: Mutex::default(),
+        sources: Mutex::default(),
         records: Mutex::default(),
         caches: Mutex::default(),
         connect_error: Mutex::default(),
         retrying: Mutex::default(),
         gc: AtomicBool::new(gc),
         namespaces: Mutex::default(),
+        written: Mutex::default(),
     });
     let span = tracing::info_span!("workload-member", cluster = %shared.name);
     let task = tokio::spawn(run(shared.clone(), cluster).instrument(span));
@@ -273,24 +294,46 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
     };
     let mut readiness = Vec::new();
     for kind in Kind::ALL {
-        let store = watch(&m, &client, kind.api_resource(), &mut tasks, move |m, o| {
-            let key = WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
-            // Status for the central controller (behind changes of what is wanted); drift
-            // for this member's worker.
-            m.central.push_low(key.clone());
-            if lock(&m.intents).contains_key(&key) {
-                m.queue.push(key);
-            }
-        });
+        let store = watch(
+            &m,
+            &client,
+            kind.api_resource(),
+            &mut tasks,
+            move |m, o, change, deleted| {
+                let key = WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
+                // Drift for this member's worker: only an edit (generation, labels,
+                // annotations) can be one; status updates are most events and never are,
+                // nor is our own write coming back.
+                if change.shape
+                    && !m.is_own_write(o, deleted)
+                    && lock(&m.intents).contains_key(&key)
+                {
+                    m.queue.push(key.clone());
+                }
+                // Status for the central controller, behind changes of what is wanted.
+                if change.shape || change.status {
+                    m.status_soon(key);
+                }
+            },
+        );
         readiness.push(store.clone());
         caches.workloads.insert(kind, store);
     }
     for kind in DepKind::ALL {
-        let store = watch(&m, &client, kind.api_resource(), &mut tasks, move |m, o| {
-            for k in m.users_of(kind, &o.namespace().unwrap_or_default(), &o.name_any()) {
-                m.queue.push(k);
-            }
-        });
+        let store = watch(
+            &m,
+            &client,
+            kind.api_resource(),
+            &mut tasks,
+            move |m, o, change, deleted| {
+                if !change.shape || m.is_own_write(o, deleted) {
+                    return;
+                }
+                for k in m.users_of(kind, &o.namespace().unwrap_or_default(), &o.name_any()) {
+                    m.queue.push(k);
+                }
+            },
+        );
         readiness.push(store.clone());
         caches.deps.insert(kind, store);
     }
@@ -317,23 +360,47 @@ async fn work(m: Arc<MemberShared>) {
     loop {
         let key = m.queue.pop().await;
         let result = sync(&m, &key).await;
-        finish(&m, &key, result).await;
+        finish(&m, &key, result);
         m.queue.done(&key);
-        m.central.push_low(key);
+        m.status_soon(key);
+    }
+}
+
+impl MemberShared {
+    /// Whether `o` is the object as this member's workers last wrote it (the write coming
+    /// back through the watch); a deleted object never is.
+    fn is_own_write(&self, o: &DynamicObject, deleted: bool) -> bool {
+        let key = (
+            o.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default(),
+            o.namespace().unwrap_or_default(),
+            o.name_any(),
+        );
+        let mut w = lock(&self.written);
+        let own = !deleted && w.get(&key) == o.metadata.resource_version.as_ref();
+        if own || deleted {
+            w.remove(&key);
+        }
+        own
+    }
+
+    /// Has the central controller look at the workload's status soon; reports that follow
+    /// within the settings' status delay share that look.
+    fn status_soon(&self, key: WorkloadKey) {
+        self.central.push_low_after(key, self.settings.status_delay);
     }
 }
 
 /// Starts a label-selected reflector of `ar` in the member; `on_change` sees every
-/// applied or deleted object.
+/// applied or deleted object with what it changed in the cache.
 fn watch(
     m: &Arc<MemberShared>,
     client: &Client,
     ar: kube::api::ApiResource,
     tasks: &mut JoinSet<()>,
-    on_change: impl Fn(&MemberShared, &DynamicObject) + Send + 'static,
+    on_change: impl Fn(&MemberShared, &DynamicObject, Change, bool) + Send + 'static,
 ) -> ObjectCache {
     // Member copies are looked up by name; their pod-template references are never read.
-    let cache = ObjectCache::new(false);
+    let cache = ObjectCache::new(false).without_status();
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
     let cfg = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
     let stream = watcher::watcher(api, cfg).default_backoff();
@@ -343,11 +410,13 @@ fn watch(
     tasks.spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(ev) = stream.next().await {
-            if let Ok(e) = &ev {
-                writer.apply(e);
-            }
+            let change = match &ev {
+                Ok(e) => writer.apply(e),
+                Err(_) => Change::default(),
+            };
             match ev {
-                Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => on_change(&m, &o),
+                Ok(Event::Apply(o) | Event::InitApply(o)) => on_change(&m, &o, change, false),
+                Ok(Event::Delete(o)) => on_change(&m, &o, change, true),
                 Ok(_) => {}
                 Err(error) => {
                     tracing::debug!(%error, resource = %plural, "member watch failed; retrying")
@@ -385,25 +454,26 @@ async fn write<T>(
 /// synced `cache` of the member's managed objects it decides from the cache first, so a sync
 /// that changes nothing costs no request and a change costs one; a stale cache shows as a
 /// 409 (AlreadyExists, or a resourceVersion conflict), and then the object is read and the
-/// decision made again.
+/// decision made again. Objects travel as JSON text: a create sends the desired copy as it
+/// is held, and no answer is decoded (the watch brings the result).
 async fn apply(
     m: &MemberShared,
     client: &Client,
     ar: &kube::api::ApiResource,
-    desired: &Value,
+    (ns, name): (&str, &str),
+    desired: &Compact,
     cache: Option<&ObjectCache>,
 ) -> Result<Applied, SyncError> {
-    let ns = desired["metadata"]["namespace"]
-        .as_str()
-        .unwrap_or_default();
-    let name = desired["metadata"]["name"].as_str().unwrap_or_default();
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
-    let what = format!("{} {ns}/{name}", ar.kind);
-    let encode =
-        |o: &DynamicObject| serde_json::to_value(o).map_err(|e| SyncError::Encode(what.clone(), e));
+    let target = Target {
+        client,
+        ar,
+        ns,
+        name,
+        what: format!("{} {ns}/{name}", ar.kind),
+    };
     if let Some(store) = cache {
         let cached = store.get(ns, name).map(|e| e.value());
-        match converge(m, &api, ar, desired, cached, &what).await {
+        match converge(m, &target, desired, cached).await {
             Err(SyncError::Api {
                 source: kube::Error::Api(s),
                 ..
@@ -411,58 +481,120 @@ async fn apply(
             r => return r,
         }
     }
-    let existing = timed(m, &format!("reading {what}"), api.get_opt(name))
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
+    let existing = timed(m, &format!("reading {}", target.what), api.get_opt(name))
         .await?
-        .map(|o| encode(&o))
-        .transpose()?;
-    converge(m, &api, ar, desired, existing, &what).await
+        .map(|o| serde_json::to_value(&o))
+        .transpose()
+        .map_err(|e| SyncError::Encode(target.what.clone(), e))?;
+    converge(m, &target, desired, existing).await
+}
+
+/// The member object one [`apply`] is about.
+struct Target<'a> {
+    client: &'a Client,
+    ar: &'a kube::api::ApiResource,
+    ns: &'a str,
+    name: &'a str,
+    /// "Kind ns/name", for errors.
+    what: String,
+}
+
+impl Target<'_> {
+    fn request(&self) -> Request {
+        Request::new(<DynamicObject as kube::Resource>::url_path(
+            self.ar,
+            Some(self.ns),
+        ))
+    }
+
+    /// Sends a write built by `build` from the request; the answer's body is not decoded.
+    async fn send(
+        &self,
+        m: &MemberShared,
+        verb: &str,
+        build: impl FnOnce(&Request) -> Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+    ) -> Result<(), SyncError> {
+        let op = format!(
+            "{} {}",
+            if verb == "create" {
+                "creating"
+            } else {
+                "updating"
+            },
+            self.what
+        );
+        let req = build(&self.request()).map_err(|e| SyncError::Api {
+            op: op.clone(),
+            cluster: m.name.clone(),
+            source: kube::Error::BuildRequest(e),
+        })?;
+        let answer = write(m, verb, &op, self.client.request_text(req)).await?;
+        // Of the answer only the resourceVersion is read: it tells this write from an edit
+        // when it comes back through the watch.
+        if let Ok(Written {
+            metadata: WrittenMeta {
+                resource_version: Some(rv),
+            },
+        }) = serde_json::from_str(&answer)
+        {
+            let key = (
+                self.ar.kind.clone(),
+                self.ns.to_string(),
+                self.name.to_string(),
+            );
+            lock(&m.written).insert(key, rv);
+        }
+        Ok(())
+    }
+}
+
+/// The part of a write's answer that is read.
+#[derive(serde::Deserialize)]
+struct Written {
+    metadata: WrittenMeta,
+}
+
+#[derive(serde::Deserialize)]
+struct WrittenMeta {
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
 }
 
 /// One decision and write of [`apply`] against `existing` (as read or as cached).
 async fn converge(
     m: &MemberShared,
-    api: &Api<DynamicObject>,
-    ar: &kube::api::ApiResource,
-    desired: &Value,
+    t: &Target<'_>,
+    desired: &Compact,
     existing: Option<Value>,
-    what: &str,
 ) -> Result<Applied, SyncError> {
-    let ns = desired["metadata"]["namespace"]
-        .as_str()
-        .unwrap_or_default();
-    let name = desired["metadata"]["name"].as_str().unwrap_or_default();
     match ownership::check(existing.as_ref()) {
         Ownership::Foreign => Err(SyncError::Conflict {
-            kind: ar.kind.clone(),
-            namespace: ns.into(),
-            name: name.into(),
+            kind: t.ar.kind.clone(),
+            namespace: t.ns.into(),
+            name: t.name.into(),
             cluster: m.name.clone(),
         }),
         Ownership::Absent => {
-            write(
-                m,
-                "create",
-                &format!("creating {what}"),
-                api.create(&PostParams::default(), &to_dynamic(desired)?),
-            )
-            .await?;
+            let body = desired.as_str().as_bytes().to_vec();
+            t.send(m, "create", |r| r.create(&PostParams::default(), body))
+                .await?;
             Ok(Applied::Created)
         }
         Ownership::Managed { .. } => {
             let Some(actual) = existing else {
                 return Ok(Applied::Unchanged);
             };
-            if drift::in_sync(&actual, desired) {
+            let desired = desired.value();
+            if drift::in_sync(&actual, &desired) {
                 return Ok(Applied::Unchanged);
             }
             // `merged` keeps the resourceVersion read: a concurrent change is a 409.
-            let next = to_dynamic(&drift::merged(&actual, desired))?;
-            write(
-                m,
-                "update",
-                &format!("updating {what}"),
-                api.replace(name, &PostParams::default(), &next),
-            )
+            let body = serde_json::to_vec(&drift::merged(&actual, &desired))
+                .map_err(|e| SyncError::Encode(t.what.clone(), e))?;
+            t.send(m, "update", |r| {
+                r.replace(t.name, &PostParams::default(), body)
+            })
             .await?;
             Ok(Applied::Updated)
         }
@@ -503,16 +635,17 @@ async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, Syn
             let synced = caches.synced.load(Ordering::Acquire);
             for d in deps {
                 let cache = caches.deps.get(&d.kind).filter(|_| synced);
-                let object = d.object.value();
-                apply(m, &caches.client, &d.kind.api_resource(), &object, cache).await?;
+                let target = (key.namespace.as_str(), d.name.as_str());
+                let ar = d.kind.api_resource();
+                apply(m, &caches.client, &ar, target, &d.object, cache).await?;
             }
             let cache = caches.workloads.get(&key.kind).filter(|_| synced);
-            let workload = workload.value();
             let applied = apply(
                 m,
                 &caches.client,
                 &key.kind.api_resource(),
-                &workload,
+                (&key.namespace, &key.name),
+                workload,
                 cache,
             )
             .await?;
@@ -622,12 +755,8 @@ async fn collect_garbage(m: &MemberShared, caches: &Caches) -> Result<(), SyncEr
     Ok(())
 }
 
-/// Records the outcome, writes Events on transitions and schedules a retry after failures.
-async fn finish(
-    m: &Arc<MemberShared>,
-    key: &WorkloadKey,
-    result: Result<Option<Synced>, SyncError>,
-) {
+/// Records the outcome, notes Events on transitions and schedules a retry after failures.
+fn finish(m: &Arc<MemberShared>, key: &WorkloadKey, result: Result<Option<Synced>, SyncError>) {
     let intent = lock(&m.intents).get(key).cloned();
     let Some(intent) = intent else {
         if let Err(error) = result {
@@ -673,24 +802,27 @@ async fn finish(
                 Want::Present { replicas, .. } => *replicas,
                 Want::Absent => 0,
             };
-            let (reason, message) = match (s.workload, s.removed) {
-                (_, true) => ("Removed", format!("removed {key} from {}", m.name)),
-                (Applied::Created, _) => (
-                    "Pushed",
-                    format!("created {key} in {} with {replicas} replicas", m.name),
-                ),
+            let with_replicas = format!("{} ({replicas} replicas)", m.name);
+            let (reason, action, item) = match (s.workload, s.removed) {
+                (_, true) => ("Removed", format!("removed {key} from"), m.name.clone()),
+                (Applied::Created, _) => ("Pushed", format!("created {key} in"), with_replicas),
                 (Applied::Updated, _) if drift => (
                     "DriftReverted",
-                    format!("{key} in {} was edited there; restored", m.name),
+                    format!("restored {key} after a direct edit in"),
+                    m.name.clone(),
                 ),
-                (Applied::Updated, _) => (
-                    "Updated",
-                    format!("updated {key} in {} ({replicas} replicas)", m.name),
-                ),
+                (Applied::Updated, _) => ("Updated", format!("updated {key} in"), with_replicas),
                 (Applied::Unchanged, false) => return,
             };
             tracing::info!(%key, reason, "member synced");
-            events::record(&m.fed, key, &uid, Severity::Normal, reason, &message).await;
+            m.events.note(Note {
+                key: key.clone(),
+                uid,
+                severity: Severity::Normal,
+                reason,
+                action,
+                item,
+            });
         }
         Err(error) => {
             m.metrics
@@ -713,7 +845,14 @@ async fn finish(
                 } else {
                     "SyncFailed"
                 };
-                events::record(&m.fed, key, &uid, Severity::Warning, reason, &msg).await;
+                m.events.note(Note {
+                    key: key.clone(),
+                    uid,
+                    severity: Severity::Warning,
+                    reason,
+                    action: String::new(),
+                    item: msg,
+                });
             }
             retry_later(m, key, attempts + 1);
         }

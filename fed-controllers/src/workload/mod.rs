@@ -44,6 +44,13 @@ pub struct Settings {
     pub workers: usize,
     /// Workers per member cluster (syncs of different workloads run side by side).
     pub member_workers: usize,
+    /// How long a member's status report waits for the reports that follow it before the
+    /// central controller aggregates them (one status write for a burst).
+    pub status_delay: Duration,
+    /// How long an Event gathers the same outcome from other members before it is written.
+    pub event_window: Duration,
+    /// How often every workload is reconciled whatever its events said.
+    pub resync_period: Duration,
 }
 
 impl Default for Settings {
@@ -55,6 +62,9 @@ impl Default for Settings {
             clients: MemberClients::new(Limits::default()),
             workers: 32,
             member_workers: 4,
+            status_delay: Duration::from_millis(100),
+            event_window: Duration::from_millis(250),
+            resync_period: Duration::from_secs(600),
         }
     }
 }

@@ -3,6 +3,10 @@
 //! controller caches every federated workload and every copy it pushed, and a parsed
 //! `serde_json::Value` costs about ten times its JSON size.
 //!
+//! Each entry also carries its copy's status counts and a digest of what a member edit
+//! can change (generation, labels, annotations), so an event that changes neither is
+//! recognised without parsing anything again.
+//!
 //! It follows kube's reflector semantics: a relist (`Init` … `InitDone`) replaces the
 //! contents at once, and until the first list completes the cache is not ready.
 
@@ -18,6 +22,7 @@ use tokio::sync::watch;
 
 use super::compact::Compact;
 use super::deps::{self, Dependencies};
+use super::status::CopyStatus;
 
 /// One cached object.
 #[derive(Debug)]
@@ -32,12 +37,86 @@ pub struct Entry {
     pub owner_uid: Option<String>,
     /// What its pod template references (workloads only; empty otherwise).
     pub deps: Dependencies,
+    /// Its status counts (all zero for kinds without them).
+    pub status: CopyStatus,
+    /// A digest of what an edit of the object changes: its generation (every spec change
+    /// bumps it), labels, annotations and deletion; the whole content for kinds without a
+    /// generation (ConfigMaps, Secrets).
+    pub shape: u64,
     json: Compact,
+}
+
+/// What a watch event changed in the cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Change {
+    /// The object appeared, went, or its [`Entry::shape`] changed.
+    pub shape: bool,
+    /// The object appeared, went, or its [`Entry::status`] changed.
+    pub status: bool,
+}
+
+impl Change {
+    const ALL: Change = Change {
+        shape: true,
+        status: true,
+    };
+}
+
+fn shape_of(o: &DynamicObject) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let m = &o.metadata;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    m.generation.hash(&mut h);
+    m.labels.hash(&mut h);
+    m.annotations.hash(&mut h);
+    m.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .hash(&mut h);
+    if m.generation.is_none() {
+        o.data.to_string().hash(&mut h);
+    }
+    h.finish()
+}
+
+/// `o` encoded without its status and managedFields: what a member copy is read for
+/// (drift, the base of an update) never needs them, and its counts are kept apart.
+struct WithoutStatus<'a>(&'a DynamicObject);
+
+impl serde::Serialize for WithoutStatus<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let o = self.0;
+        let mut m = s.serialize_map(None)?;
+        if let Some(t) = &o.types {
+            m.serialize_entry("apiVersion", &t.api_version)?;
+            m.serialize_entry("kind", &t.kind)?;
+        }
+        if o.metadata.managed_fields.is_some() {
+            let mut meta = o.metadata.clone();
+            meta.managed_fields = None;
+            m.serialize_entry("metadata", &meta)?;
+        } else {
+            m.serialize_entry("metadata", &o.metadata)?;
+        }
+        if let Value::Object(data) = &o.data {
+            for (k, v) in data.iter().filter(|(k, _)| *k != "status") {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        m.end()
+    }
 }
 
 impl Entry {
     /// Summarises `o`; `with_deps` also reads its pod template's references.
     pub fn new(o: &DynamicObject, with_deps: bool) -> Self {
+        Self::summarise(o, with_deps, true)
+    }
+
+    /// [`Entry::new`]; without `keep_status` the text leaves out the object's status
+    /// and managedFields ([`Entry::status`] still has the counts).
+    fn summarise(o: &DynamicObject, with_deps: bool, keep_status: bool) -> Self {
         let labels = o.labels();
         let managed = labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE);
         let owner_uid = labels
@@ -49,13 +128,34 @@ impl Entry {
         } else {
             Dependencies::default()
         };
-        let json = serde_json::to_string(o).map(Compact::from_json);
+        let json = if keep_status {
+            serde_json::to_string(o)
+        } else {
+            serde_json::to_string(&WithoutStatus(o))
+        }
+        .map(Compact::from_json);
+        let int = |k: &str| {
+            o.data["status"][k]
+                .as_i64()
+                .and_then(|n| i32::try_from(n).ok())
+                .unwrap_or(0)
+        };
+        let status = CopyStatus {
+            generation: o.metadata.generation,
+            observed_generation: o.data["status"]["observedGeneration"].as_i64(),
+            replicas: int("replicas"),
+            ready: int("readyReplicas"),
+            available: int("availableReplicas"),
+            updated: int("updatedReplicas"),
+        };
         Self {
             namespace: o.namespace().unwrap_or_default(),
             name: o.name_any(),
             uid: o.uid().unwrap_or_default(),
             owner_uid,
             deps,
+            status,
+            shape: shape_of(o),
             // A DynamicObject always encodes; null would only show as an empty object.
             json: json.unwrap_or_else(|_| Compact::from_json("null".into())),
         }
@@ -87,6 +187,7 @@ pub struct ObjectCache {
     inner: Arc<RwLock<Inner>>,
     ready: watch::Sender<bool>,
     with_deps: bool,
+    keep_status: bool,
 }
 
 impl ObjectCache {
@@ -96,32 +197,56 @@ impl ObjectCache {
             inner: Arc::default(),
             ready: watch::Sender::new(false),
             with_deps,
+            keep_status: true,
         }
+    }
+
+    /// The same cache keeping objects without their status and managedFields (member
+    /// copies: only their counts are read, from [`Entry::status`]).
+    pub fn without_status(mut self) -> Self {
+        self.keep_status = false;
+        self
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
         self.inner.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Applies one watcher event.
-    pub fn apply(&self, event: &Event<DynamicObject>) {
+    /// Applies one watcher event; says what it changed.
+    pub fn apply(&self, event: &Event<DynamicObject>) -> Change {
         let key = |o: &DynamicObject| (o.namespace().unwrap_or_default(), o.name_any());
         // Summarise outside the lock: encoding is the costly part.
         let entry = match event {
-            Event::Apply(o) | Event::InitApply(o) => Some(Arc::new(Entry::new(o, self.with_deps))),
+            Event::Apply(o) | Event::InitApply(o) => Some(Arc::new(Entry::summarise(
+                o,
+                self.with_deps,
+                self.keep_status,
+            ))),
             _ => None,
         };
         let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
         match (event, entry) {
             (Event::Apply(o), Some(e)) => {
-                g.objects.insert(key(o), e);
+                let (shape, status) = (e.shape, e.status);
+                match g.objects.insert(key(o), e) {
+                    Some(old) => Change {
+                        shape: old.shape != shape,
+                        status: old.status != status,
+                    },
+                    None => Change::ALL,
+                }
             }
             (Event::Delete(o), _) => {
                 g.objects.remove(&key(o));
+                Change::ALL
             }
-            (Event::Init, _) => g.relist = Some(Map::new()),
+            (Event::Init, _) => {
+                g.relist = Some(Map::new());
+                Change::default()
+            }
             (Event::InitApply(o), Some(e)) => {
                 g.relist.get_or_insert_with(Map::new).insert(key(o), e);
+                Change::ALL
             }
             (Event::InitDone, _) => {
                 if let Some(m) = g.relist.take() {
@@ -129,8 +254,9 @@ impl ObjectCache {
                 }
                 drop(g);
                 self.ready.send_replace(true);
+                Change::default()
             }
-            _ => {}
+            _ => Change::default(),
         }
     }
 
@@ -225,6 +351,69 @@ mod tests {
         let foreign = Entry::new(&obj("x", json!({OWNER_UID_LABEL: "fed-uid"})), false);
         assert!(!foreign.owned_by("fed-uid"));
         assert!(foreign.deps.refs.is_empty());
+    }
+
+    #[test]
+    fn changes_tell_edits_from_status_updates() {
+        let c = ObjectCache::new(false);
+        let copy = |generation: i64, ready: i64, labels: Value| -> DynamicObject {
+            serde_json::from_value(json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": "shop", "generation": generation, "labels": labels},
+                "spec": {"replicas": 2},
+                "status": {"observedGeneration": generation, "readyReplicas": ready}
+            }))
+            .unwrap()
+        };
+        assert_eq!(
+            c.apply(&Event::Apply(copy(1, 0, json!({})))),
+            Change::ALL,
+            "a new object"
+        );
+        assert_eq!(
+            c.apply(&Event::Apply(copy(1, 0, json!({})))),
+            Change::default(),
+            "nothing we read changed"
+        );
+        assert_eq!(
+            c.apply(&Event::Apply(copy(1, 2, json!({})))),
+            Change {
+                shape: false,
+                status: true
+            }
+        );
+        assert_eq!(c.get("shop", "web").unwrap().status.ready, 2);
+        let stripped = ObjectCache::new(false).without_status();
+        stripped.apply(&Event::Apply(copy(1, 2, json!({"x": "y"}))));
+        let e = stripped.get("shop", "web").unwrap();
+        assert_eq!(e.status.ready, 2, "counts kept");
+        let v = e.value();
+        assert!(v.get("status").is_none(), "{v}");
+        assert_eq!(v["spec"]["replicas"], 2);
+        assert_eq!(v["metadata"]["labels"]["x"], "y");
+        assert_eq!(v["kind"], "Deployment");
+        assert!(
+            c.apply(&Event::Apply(copy(2, 2, json!({})))).shape,
+            "a spec edit bumps the generation"
+        );
+        assert_eq!(
+            c.apply(&Event::Apply(copy(2, 2, json!({"x": "y"})))),
+            Change {
+                shape: true,
+                status: false
+            },
+            "a label edit"
+        );
+        assert_eq!(c.apply(&Event::Delete(copy(2, 2, json!({})))), Change::ALL);
+        // Without a generation, any content change is a shape change.
+        let cm = |v: &str| -> DynamicObject {
+            serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "cfg", "namespace": "shop"}, "data": {"k": v}}))
+            .unwrap()
+        };
+        c.apply(&Event::Apply(cm("a")));
+        assert!(!c.apply(&Event::Apply(cm("a"))).shape);
+        assert!(c.apply(&Event::Apply(cm("b"))).shape);
     }
 
     #[tokio::test]

@@ -6,12 +6,13 @@
 //! [`Queue::push_low`] (status refreshes) wait behind those pushed with [`Queue::push`]
 //! (changes to what is wanted), so a flood of status updates never delays new work; a key
 //! pushed both ways waits once, in the first lane. Each waiting key remembers when it was
-//! first queued, for the status-lag metric.
+//! first queued, for the status-lag metric. [`Queue::push_low_after`] defers a low push,
+//! so a burst of status updates of one key (each member reporting in turn) costs one pass.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
-use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
@@ -23,6 +24,8 @@ struct Inner<K> {
     waiting: HashMap<K, (Instant, usize)>,
     /// Keys a worker holds.
     processing: HashSet<K>,
+    /// Keys whose deferred low push is pending.
+    deferred: HashSet<K>,
 }
 
 /// Keys waiting for a worker.
@@ -38,6 +41,7 @@ impl<K: Clone + Eq + Hash> Default for Queue<K> {
                 lanes: [VecDeque::new(), VecDeque::new()],
                 waiting: HashMap::new(),
                 processing: HashSet::new(),
+                deferred: HashSet::new(),
             }),
             notify: Notify::new(),
         }
@@ -58,6 +62,26 @@ impl<K: Clone + Eq + Hash> Queue<K> {
     /// Adds a key behind every key of [`Queue::push`], unless it already waits.
     pub fn push_low(&self, key: K) {
         self.push_to(key, 1);
+    }
+
+    /// Adds a key behind urgent work once `delay` has passed, unless a deferred push of it
+    /// is already pending: the pushes of a key within `delay` of the first become one.
+    pub fn push_low_after(self: &Arc<Self>, key: K, delay: Duration)
+    where
+        K: Send + 'static,
+    {
+        if !self.lock().deferred.insert(key.clone()) {
+            return;
+        }
+        let q = Arc::downgrade(self);
+        let due = tokio::time::Instant::now() + delay;
+        tokio::spawn(async move {
+            tokio::time::sleep_until(due).await;
+            if let Some(q) = q.upgrade() {
+                q.lock().deferred.remove(&key);
+                q.push_low(key);
+            }
+        });
     }
 
     fn push_to(&self, key: K, lane: usize) {
@@ -190,6 +214,29 @@ mod tests {
             q.done(&k);
         }
         assert!(q.is_idle());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deferred_pushes_coalesce() {
+        let q = Arc::new(Queue::default());
+        let delay = Duration::from_millis(100);
+        let t0 = tokio::time::Instant::now();
+        q.push_low_after(1, delay);
+        q.push_low_after(1, delay);
+        q.push_low_after(2, delay);
+        assert_eq!(q.try_pop(), None, "nothing before the delay");
+        // The paused clock jumps to the deferred pushes' deadline while `pop` waits.
+        assert_eq!(q.pop().await, 1);
+        assert_eq!(t0.elapsed(), delay);
+        assert_eq!(q.pop().await, 2);
+        assert_eq!(q.try_pop(), None, "once each");
+        q.done(&1);
+        q.done(&2);
+        // Pending no more: a later push defers again.
+        let t1 = tokio::time::Instant::now();
+        q.push_low_after(1, delay);
+        assert_eq!(q.pop().await, 1);
+        assert_eq!(t1.elapsed(), delay);
     }
 
     #[tokio::test]

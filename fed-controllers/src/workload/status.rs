@@ -15,11 +15,50 @@ fn int(v: &Value, ptr: &str) -> i32 {
         .unwrap_or(0)
 }
 
+/// The counts a member's copy reports, read once when its watch event arrives, so status
+/// aggregation never parses the copy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CopyStatus {
+    /// `metadata.generation` (bumped by the member's API server on every spec change).
+    pub generation: Option<i64>,
+    /// `status.observedGeneration`.
+    pub observed_generation: Option<i64>,
+    /// Pods.
+    pub replicas: i32,
+    /// Ready pods.
+    pub ready: i32,
+    /// Available pods.
+    pub available: i32,
+    /// Pods of the current template.
+    pub updated: i32,
+}
+
+impl CopyStatus {
+    /// The counts of a workload object (zero where it reports none).
+    pub fn of(o: &Value) -> Self {
+        Self {
+            generation: o.pointer("/metadata/generation").and_then(Value::as_i64),
+            observed_generation: o
+                .pointer("/status/observedGeneration")
+                .and_then(Value::as_i64),
+            replicas: int(o, "/status/replicas"),
+            ready: int(o, "/status/readyReplicas"),
+            available: int(o, "/status/availableReplicas"),
+            updated: int(o, "/status/updatedReplicas"),
+        }
+    }
+
+    /// Whether the member's controller has seen the copy's current generation.
+    pub fn caught_up(&self) -> bool {
+        self.observed_generation.is_some() && self.observed_generation >= self.generation
+    }
+}
+
 /// What one member reports for a workload.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MemberReport {
-    /// The member's copy, if it holds one of ours.
-    pub object: Option<Value>,
+    /// The counts of the member's copy, if it holds one of ours.
+    pub copy: Option<CopyStatus>,
     /// The last sync error ("" when fine).
     pub error: String,
     /// When the member was last found or made in sync (RFC 3339).
@@ -28,31 +67,25 @@ pub struct MemberReport {
 
 /// A `Placement.status.clusters` entry from a member's report.
 pub fn cluster_status(cluster: &str, report: &MemberReport) -> ClusterWorkloadStatus {
-    let o = report.object.as_ref();
-    let n = |p: &str| o.map_or(0, |o| int(o, p));
+    let c = report.copy.unwrap_or_default();
     ClusterWorkloadStatus {
         cluster: cluster.to_string(),
-        replicas: n("/status/replicas"),
-        ready_replicas: n("/status/readyReplicas"),
-        available_replicas: n("/status/availableReplicas"),
-        updated_replicas: n("/status/updatedReplicas"),
-        observed_generation: o.and_then(|o| o.pointer("/status/observedGeneration")?.as_i64()),
+        replicas: c.replicas,
+        ready_replicas: c.ready,
+        available_replicas: c.available,
+        updated_replicas: c.updated,
+        observed_generation: report.copy.and_then(|c| c.observed_generation),
         last_sync_time: report.last_sync_time.clone(),
         error: report.error.clone(),
         ..Default::default()
     }
 }
 
-/// Whether a member has observed the current federated spec: its copy matches what we
-/// want and its controller has seen that copy's generation.
-pub fn observed(actual: Option<&Value>, desired: &Value) -> bool {
-    actual.is_some_and(|a| {
-        let generation = a.pointer("/metadata/generation").and_then(Value::as_i64);
-        let observed = a
-            .pointer("/status/observedGeneration")
-            .and_then(Value::as_i64);
-        drift::in_sync(a, desired) && observed.is_some() && observed >= generation
-    })
+/// Whether a member has observed the current federated spec: its controller has seen the
+/// copy's generation (checked first: it needs no parse) and the copy, read by `actual`,
+/// matches what we want.
+pub fn observed(copy: &CopyStatus, actual: impl FnOnce() -> Value, desired: &Value) -> bool {
+    copy.caught_up() && drift::in_sync(&actual(), desired)
 }
 
 /// Sums over member entries.
@@ -230,8 +263,8 @@ mod tests {
     #[test]
     fn cluster_entry_from_member_object() {
         let r = MemberReport {
-            object: Some(json!({"metadata": {"generation": 2},
-                "status": {"replicas": 3, "readyReplicas": 2, "availableReplicas": 1, "updatedReplicas": 3, "observedGeneration": 2}})),
+            copy: Some(CopyStatus::of(&json!({"metadata": {"generation": 2},
+                "status": {"replicas": 3, "readyReplicas": 2, "availableReplicas": 1, "updatedReplicas": 3, "observedGeneration": 2}}))),
             error: String::new(),
             last_sync_time: Some("t".into()),
         };
@@ -334,9 +367,12 @@ mod tests {
             json!({"metadata": {"generation": gen_},
             "spec": {"replicas": replicas}, "status": {"observedGeneration": obs}})
         };
-        assert!(observed(Some(&member(3, 2, 2)), &desired));
-        assert!(!observed(Some(&member(3, 3, 2)), &desired));
-        assert!(!observed(Some(&member(4, 2, 2)), &desired));
-        assert!(!observed(None, &desired));
+        let check = |m: Value| observed(&CopyStatus::of(&m), || m.clone(), &desired);
+        assert!(check(member(3, 2, 2)));
+        assert!(!check(member(3, 3, 2)));
+        assert!(!check(member(4, 2, 2)));
+        // A copy whose controller is behind is not parsed at all.
+        let behind = CopyStatus::of(&member(3, 3, 2));
+        assert!(!observed(&behind, || unreachable!(), &desired));
     }
 }
