@@ -10,7 +10,9 @@
 //! - control-plane RSS (VmRSS of apiserver + scheduler + controllers) with every
 //!   Deployment propagated;
 //! - member write throughput: every Deployment scaled 2 → 4 at once, sub-object updates
-//!   per second seen by the member watches, and the controller's own write counters.
+//!   per second seen by the member watches, and the controller's own write counters;
+//! - the same with fan-out: Deployments a `Duplicated` policy places in every cluster
+//!   (one federation change, one write per cluster), created and then scaled 1 → 2 at once.
 //!
 //!
 //! `--api-only` runs the members without their simulated controllers (cluster-sim
@@ -266,9 +268,13 @@ fn watch(client: kube::Client, member: Option<usize>, seen: Arc<Mutex<Seen>>) {
 }
 
 fn deployment(name: &str, group: usize) -> Deployment {
+    deployment_in(name, &group.to_string(), 2)
+}
+
+fn deployment_in(name: &str, group: &str, replicas: i32) -> Deployment {
     serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": NS, "labels": {"app": name, "group": group.to_string()}},
-        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+        "metadata": {"name": name, "namespace": NS, "labels": {"app": name, "group": group}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
                  "template": {"metadata": {"labels": {"app": name}},
                               "spec": {"containers": [{"name": "app", "image": "app:1",
                                         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}
@@ -561,7 +567,8 @@ async fn run() -> anyhow::Result<()> {
     );
     let sim_kc = dir.join("sim.kubeconfig");
     // Room for every pod after the scale to 4, whatever the split.
-    let pods_per_node = (4 * (deployments + burst) / clusters).max(110) as u32;
+    let fan_out = fan_out_count(clusters);
+    let pods_per_node = (4 * (deployments + burst) / clusters + 2 * fan_out).max(110) as u32;
     let mut sim_args = vec![format!("--clusters={clusters}")];
     if api_only {
         sim_args.push("--api-only".into());
@@ -797,6 +804,9 @@ async fn run() -> anyhow::Result<()> {
     Cpu::sample(pids).report(cpu0, "the scale", (writes1 - writes0, "member write"));
     report_fed_writes(&fw0, &fed_writes(&fed).await, paced.len() as f64);
 
+    // (e) fan-out: every Deployment of a Duplicated policy goes to every cluster.
+    fan_out_phase(&fed, &names, &seen, fan_out, pids, metrics_port).await?;
+
     // (a) burst: a new batch created as fast as the client can.
     if burst > 0 {
         let batch: Vec<(String, usize)> =
@@ -831,6 +841,120 @@ async fn run() -> anyhow::Result<()> {
     }
     drop((controllers, scheduler, apiserver));
     let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// Fan-out Deployments: enough for 2,000 member writes per phase.
+fn fan_out_count(clusters: usize) -> usize {
+    2000_usize.div_ceil(clusters).max(20)
+}
+
+/// Arrival times of the member copies of `names` with `replicas`, all clusters.
+fn copies_with(
+    seen: &Arc<Mutex<Seen>>,
+    names: &[String],
+    clusters: usize,
+    replicas: i32,
+) -> Vec<Instant> {
+    let g = seen.lock().unwrap();
+    names
+        .iter()
+        .flat_map(|n| (0..clusters).map(move |c| (c, n)))
+        .filter_map(|(c, n)| g.scaled.get(&(c, n.clone(), replicas)).copied())
+        .collect()
+}
+
+/// Phase (e): `count` Deployments placed by a Duplicated policy in every cluster; created,
+/// then scaled 1 -> 2 at once. Prints member writes per second for both.
+async fn fan_out_phase(
+    fed: &kube::Client,
+    clusters: &[String],
+    seen: &Arc<Mutex<Seen>>,
+    count: usize,
+    pids: [u32; 4],
+    metrics_port: u16,
+) -> anyhow::Result<()> {
+    let n = clusters.len();
+    println!("fan-out: {count} Deployments, each in all {n} clusters (Duplicated)");
+    let policies: Api<fed_api::PropagationPolicy> = Api::namespaced(fed.clone(), NS);
+    let p: fed_api::PropagationPolicy = serde_json::from_value(json!({
+        "apiVersion": "federation.meridian.dev/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "everywhere", "namespace": NS},
+        "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                        "labelSelector": {"matchLabels": {"group": "everywhere"}}}],
+                 "placement": {"clusterAffinity": {"clusterNames": clusters},
+                               "replicaScheduling": {"type": "Duplicated"}}}
+    }))?;
+    policies.create(&PostParams::default(), &p).await?;
+    let names: Vec<String> = (0..count).map(|i| format!("f-{i}")).collect();
+    let api: Api<Deployment> = Api::namespaced(fed.clone(), NS);
+    let total = count * n;
+    for (phase, replicas) in [("create", 1), ("scale 1 -> 2", 2)] {
+        let writes0 = scrape(
+            metrics_port,
+            "meridian_controllers_workload_member_writes_total",
+        )
+        .await;
+        let cpu0 = Cpu::sample(pids);
+        let fw0 = fed_writes(fed).await;
+        let sem = Arc::new(Semaphore::new(CONCURRENCY));
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for name in &names {
+            let permit = sem.clone().acquire_owned().await?;
+            let (api, name) = (api.clone(), name.clone());
+            tasks.push(tokio::spawn(async move {
+                let r = if replicas == 1 {
+                    api.create(
+                        &PostParams::default(),
+                        &deployment_in(&name, "everywhere", 1),
+                    )
+                    .await
+                    .map(drop)
+                } else {
+                    api.patch(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+                    )
+                    .await
+                    .map(drop)
+                };
+                r.unwrap_or_else(|e| panic!("{name}: {e}"));
+                drop(permit);
+            }));
+        }
+        for t in tasks {
+            t.await?;
+        }
+        until(
+            &format!("fan-out {phase}"),
+            Duration::from_secs(600),
+            || (copies_with(seen, &names, n, replicas).len(), total),
+        )
+        .await;
+        let times = copies_with(seen, &names, n, replicas);
+        if let (Some(first), Some(last)) = (times.iter().min(), times.iter().max()) {
+            let all = last.duration_since(start).as_secs_f64();
+            let window = last.duration_since(*first).as_secs_f64().max(1e-3);
+            println!(
+                "  fan-out {phase}: {} member copies {} {:.2}s after the first federation request = {:.0} writes/s end to end, {:.0} writes/s between the first and last member write",
+                times.len(),
+                if replicas == 1 { "created" } else { "updated" },
+                all,
+                times.len() as f64 / all,
+                times.len() as f64 / window
+            );
+        }
+        let writes = scrape(
+            metrics_port,
+            "meridian_controllers_workload_member_writes_total",
+        )
+        .await
+            - writes0;
+        Cpu::sample(pids).report(cpu0, &format!("fan-out {phase}"), (writes, "member write"));
+        report_fed_writes(&fw0, &fed_writes(fed).await, count as f64);
+    }
     Ok(())
 }
 
