@@ -839,6 +839,14 @@ async fn run() -> anyhow::Result<()> {
             scrape(metrics_port, &series).await
         );
     }
+    for result in ["ok", "error"] {
+        let series =
+            format!("meridian_controllers_workload_reconciles_total{{result=\"{result}\"}}");
+        println!(
+            "    reconciles {result}: {:.0}",
+            scrape(metrics_port, &series).await
+        );
+    }
     drop((controllers, scheduler, apiserver));
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())

@@ -80,6 +80,14 @@ pub struct Args {
     /// Longest retry delay after a failed workload sync (retries back off exponentially).
     #[arg(long, env = "MERIDIAN_WORKLOAD_BACKOFF_MAX", default_value = "30s", value_parser = parse_duration)]
     pub workload_backoff_max: Duration,
+    /// How long a member's workload status report waits for the reports that follow it
+    /// before the federated status is written (one write for a burst of reports).
+    #[arg(long, env = "MERIDIAN_WORKLOAD_STATUS_DELAY", default_value = "100ms", value_parser = parse_duration)]
+    pub workload_status_delay: Duration,
+    /// How long a workload Event gathers the same outcome from other members (one Event
+    /// naming every cluster).
+    #[arg(long, env = "MERIDIAN_WORKLOAD_EVENT_WINDOW", default_value = "250ms", value_parser = parse_duration)]
+    pub workload_event_window: Duration,
     /// DNS zone the lb-agents are authoritative for.
     #[arg(
         long,
@@ -108,6 +116,8 @@ impl Args {
         crate::workload::Settings {
             sync_timeout: self.workload_sync_timeout,
             backoff_max: self.workload_backoff_max,
+            status_delay: self.workload_status_delay,
+            event_window: self.workload_event_window,
             ..Default::default()
         }
     }
@@ -192,6 +202,12 @@ impl Args {
         if self.workload_backoff_max < Duration::from_millis(500) {
             errors.push("--workload-backoff-max must be at least 500ms".into());
         }
+        if self.workload_status_delay > Duration::from_secs(5) {
+            errors.push("--workload-status-delay must be at most 5s".into());
+        }
+        if self.workload_event_window > Duration::from_secs(60) {
+            errors.push("--workload-event-window must be at most 60s".into());
+        }
         if let Err(e) = self.service_settings() {
             errors.push(e);
         }
@@ -271,6 +287,9 @@ mod tests {
         assert_eq!(svc.dns_zone, "global.meridian.test");
         assert_eq!(svc.port_range.to_string(), "30000-32767");
         assert_eq!(svc.ttl_seconds, 5);
+        let wl = args.workload_settings();
+        assert_eq!(wl.status_delay, Duration::from_millis(100));
+        assert_eq!(wl.event_window, Duration::from_millis(250));
 
         let args = Args::try_parse_from([
             "fed-controllers",
@@ -298,6 +317,8 @@ mod tests {
             ["--dns-zone", "bad_zone.test"],
             ["--lb-ttl", "1500ms"],
             ["--lb-port-range", "30000"],
+            ["--workload-status-delay", "6s"],
+            ["--workload-event-window", "2m"],
         ] {
             let args =
                 Args::try_parse_from(["fed-controllers", "--kubeconfig", "k", bad[0], bad[1]])

@@ -52,6 +52,16 @@ pub enum ReconcileError {
     WatchEnded,
 }
 
+impl ReconcileError {
+    /// Whether a write lost a race with a newer version of its object (HTTP 409).
+    fn is_conflict(&self) -> bool {
+        matches!(self, ReconcileError::Api { source: kube::Error::Api(s), .. } if s.code == 409)
+    }
+}
+
+/// First retry delay after a write conflict.
+const CONFLICT_RETRY_BASE: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// The federation caches.
 #[derive(Clone)]
 struct Caches {
@@ -628,39 +638,69 @@ impl Central {
                 missing.join(", ")
             );
         }
-        let mut next = p.clone();
-        let s = next.status.get_or_insert_with(Default::default);
-        s.clusters = entries;
-        let old = s.conditions.iter().position(|c| c.type_ == "Propagated");
-        let same = old.is_some_and(|i| {
-            s.conditions[i].status == st
-                && s.conditions[i].reason == reason
-                && s.conditions[i].message == message
-        });
-        if !same {
-            let cond = fed_api::common::Condition {
-                type_: "Propagated".into(),
-                status: st.into(),
-                reason: reason.into(),
-                message,
-                last_probe_time: None,
-                last_transition_time: Some(now.into()),
-            };
-            match old {
-                Some(i) => s.conditions[i] = cond,
-                None => s.conditions.push(cond),
+        // Our part of the status laid over `base`'s (the scheduler owns the rest).
+        let ours = |base: &Placement| -> Placement {
+            let mut next = base.clone();
+            let s = next.status.get_or_insert_with(Default::default);
+            s.clusters = entries.clone();
+            let old = s.conditions.iter().position(|c| c.type_ == "Propagated");
+            let same = old.is_some_and(|i| {
+                s.conditions[i].status == st
+                    && s.conditions[i].reason == reason
+                    && s.conditions[i].message == message
+            });
+            if !same {
+                let cond = fed_api::common::Condition {
+                    type_: "Propagated".into(),
+                    status: st.into(),
+                    reason: reason.into(),
+                    message: message.clone(),
+                    last_probe_time: None,
+                    last_transition_time: Some(now.into()),
+                };
+                match old {
+                    Some(i) => s.conditions[i] = cond,
+                    None => s.conditions.push(cond),
+                }
             }
-        }
+            next
+        };
+        let next = ours(p);
         if next.status == p.status {
             return Ok(false);
         }
         let api: Api<Placement> = Api::namespaced(self.fed.clone(), &key.namespace);
-        self.timed(
-            &format!("status of placement {}", key.placement_name()),
-            api.replace_status(&key.placement_name(), &PostParams::default(), &next),
-        )
-        .await
-        .map(|_| true)
+        let what = format!("status of placement {}", key.placement_name());
+        let write = |next: Placement| {
+            let api = api.clone();
+            async move {
+                api.replace_status(&key.placement_name(), &PostParams::default(), &next)
+                    .await
+            }
+        };
+        match self.timed(&what, write(next)).await {
+            Ok(_) => Ok(true),
+            // The cached Placement was older than the stored one (the scheduler's write, or
+            // our previous status not back through the watch yet): lay our part over the
+            // stored one instead, once.
+            Err(e) if e.is_conflict() => {
+                let Some(fresh) = self
+                    .timed(
+                        &format!("reading placement {}", key.placement_name()),
+                        api.get_opt(&key.placement_name()),
+                    )
+                    .await?
+                else {
+                    return Ok(false);
+                };
+                let next = ours(&fresh);
+                if next.status == fresh.status {
+                    return Ok(false);
+                }
+                self.timed(&what, write(next)).await.map(|_| true)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// One worker: reconciles keys until the task stops (several run side by side; the queue
@@ -685,12 +725,17 @@ impl Central {
                         *n += 1;
                         *n
                     };
-                    tracing::warn!(%key, %error, "reconcile failed; retrying");
-                    let delay = crate::cluster::backoff::delay(
-                        n,
-                        self.settings.backoff_base,
-                        self.settings.backoff_max,
-                    );
+                    // A conflict means our cached copy was older than the stored one;
+                    // the watch brings the newer one within milliseconds, so the retry
+                    // need not wait as long as after a failure.
+                    let base = if error.is_conflict() {
+                        tracing::debug!(%key, %error, "reconcile hit a newer version; retrying");
+                        CONFLICT_RETRY_BASE
+                    } else {
+                        tracing::warn!(%key, %error, "reconcile failed; retrying");
+                        self.settings.backoff_base
+                    };
+                    let delay = crate::cluster::backoff::delay(n, base, self.settings.backoff_max);
                     let q = self.queue.clone();
                     let key = key.clone();
                     tokio::spawn(async move {
@@ -948,5 +993,28 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> ReconcileError {
+        ReconcileError::Api {
+            op: "status of placement deployment-web".into(),
+            source: kube::Error::Api(
+                kube::core::Status::failure("the object has been modified", "Conflict")
+                    .with_code(code)
+                    .boxed(),
+            ),
+        }
+    }
+
+    #[test]
+    fn conflicts_are_told_from_failures() {
+        assert!(api_error(409).is_conflict());
+        assert!(!api_error(500).is_conflict());
+        assert!(!ReconcileError::Timeout("status".into()).is_conflict());
     }
 }
