@@ -151,6 +151,36 @@ pub fn now() -> String {
         .map_or_else(|_| jiff::Timestamp::now().to_string(), |t| t.to_string())
 }
 
+/// Sets the `Propagated` condition among a Placement's `conditions`; an unchanged one keeps
+/// its transition time (so a steady state writes nothing), a changed one gets `now`.
+pub fn set_propagated(
+    conditions: &mut Vec<fed_api::common::Condition>,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: &str,
+) {
+    let old = conditions.iter().position(|c| c.type_ == "Propagated");
+    if let Some(i) = old {
+        let c = &conditions[i];
+        if c.status == status && c.reason == reason && c.message == message {
+            return;
+        }
+    }
+    let cond = fed_api::common::Condition {
+        type_: "Propagated".into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: message.into(),
+        last_probe_time: None,
+        last_transition_time: Some(now.into()),
+    };
+    match old {
+        Some(i) => conditions[i] = cond,
+        None => conditions.push(cond),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,5 +195,21 @@ mod tests {
         )
         .await;
         assert_eq!(r.unwrap_err().to_string(), "reading x in m1: timed out");
+    }
+
+    #[test]
+    fn propagated_condition_keeps_its_time_while_unchanged() {
+        let mut cs = Vec::new();
+        set_propagated(&mut cs, "False", "Progressing", "waiting", "t1");
+        set_propagated(&mut cs, "False", "Progressing", "waiting", "t2");
+        assert_eq!(cs.len(), 1);
+        assert_eq!(cs[0].last_transition_time.as_deref(), Some("t1"));
+        set_propagated(&mut cs, "True", "InSync", "", "t3");
+        assert_eq!(cs.len(), 1);
+        assert_eq!(
+            (cs[0].status.as_str(), cs[0].reason.as_str()),
+            ("True", "InSync")
+        );
+        assert_eq!(cs[0].last_transition_time.as_deref(), Some("t3"));
     }
 }

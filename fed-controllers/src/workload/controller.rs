@@ -643,26 +643,7 @@ impl Central {
             let mut next = base.clone();
             let s = next.status.get_or_insert_with(Default::default);
             s.clusters = entries.clone();
-            let old = s.conditions.iter().position(|c| c.type_ == "Propagated");
-            let same = old.is_some_and(|i| {
-                s.conditions[i].status == st
-                    && s.conditions[i].reason == reason
-                    && s.conditions[i].message == message
-            });
-            if !same {
-                let cond = fed_api::common::Condition {
-                    type_: "Propagated".into(),
-                    status: st.into(),
-                    reason: reason.into(),
-                    message: message.clone(),
-                    last_probe_time: None,
-                    last_transition_time: Some(now.into()),
-                };
-                match old {
-                    Some(i) => s.conditions[i] = cond,
-                    None => s.conditions.push(cond),
-                }
-            }
+            crate::member_sync::set_propagated(&mut s.conditions, st, reason, &message, now);
             next
         };
         let next = ours(p);
