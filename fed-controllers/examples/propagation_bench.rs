@@ -779,16 +779,11 @@ async fn run() -> anyhow::Result<()> {
             .flat_map(|(n, grp)| dests(*grp).map(|c| g.scaled.get(&(c, n.clone(), 2)).copied()))
             .flatten()
             .collect();
-        if let (Some(first), Some(last)) = (times.iter().min(), times.iter().max()) {
-            let all = last.duration_since(start).as_secs_f64();
-            let window = last.duration_since(*first).as_secs_f64().max(1e-3);
+        if let Some((all, rates)) = write_rates(&times, start) {
             println!(
-                "  member writes: {} sub-object updates; federation patches took {:.2}s; all members updated {:.2}s after the first patch = {:.0} writes/s end to end, {:.0} writes/s between the first and last member update",
+                "  member writes: {} sub-object updates; federation patches took {:.2}s; all members updated {all:.2}s after the first patch = {rates}",
                 times.len(),
                 patched.as_secs_f64(),
-                all,
-                times.len() as f64 / all,
-                times.len() as f64 / window
             );
         }
     }
@@ -850,6 +845,23 @@ async fn run() -> anyhow::Result<()> {
     drop((controllers, scheduler, apiserver));
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// Seconds from `start` to the last of the member writes seen at `times`, and their rate
+/// end to end and between the first and the last.
+fn write_rates(times: &[Instant], start: Instant) -> Option<(f64, String)> {
+    let (first, last) = (times.iter().min()?, times.iter().max()?);
+    let all = last.duration_since(start).as_secs_f64();
+    let window = last.duration_since(*first).as_secs_f64().max(1e-3);
+    let n = times.len() as f64;
+    Some((
+        all,
+        format!(
+            "{:.0} writes/s end to end, {:.0} writes/s between the first and last member write",
+            n / all,
+            n / window
+        ),
+    ))
 }
 
 /// Fan-out Deployments: enough for 2,000 member writes per phase.
@@ -942,16 +954,11 @@ async fn fan_out_phase(
         )
         .await;
         let times = copies_with(seen, &names, n, replicas);
-        if let (Some(first), Some(last)) = (times.iter().min(), times.iter().max()) {
-            let all = last.duration_since(start).as_secs_f64();
-            let window = last.duration_since(*first).as_secs_f64().max(1e-3);
+        if let Some((all, rates)) = write_rates(&times, start) {
             println!(
-                "  fan-out {phase}: {} member copies {} {:.2}s after the first federation request = {:.0} writes/s end to end, {:.0} writes/s between the first and last member write",
+                "  fan-out {phase}: {} member copies {} {all:.2}s after the first federation request = {rates}",
                 times.len(),
                 if replicas == 1 { "created" } else { "updated" },
-                all,
-                times.len() as f64 / all,
-                times.len() as f64 / window
             );
         }
         let writes = scrape(

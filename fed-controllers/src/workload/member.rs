@@ -133,6 +133,28 @@ impl MemberShared {
         lock(&self.sources).get(key) == Some(&source)
     }
 
+    /// Whether `o` (of `kind`) is the object as this member's workers last wrote it: the
+    /// write coming back through the watch. A deleted object never is.
+    fn is_own_write(&self, kind: &str, o: &DynamicObject, deleted: bool) -> bool {
+        let key = (
+            kind.to_string(),
+            o.namespace().unwrap_or_default(),
+            o.name_any(),
+        );
+        let mut w = lock(&self.written);
+        let own = !deleted && w.get(&key) == o.metadata.resource_version.as_ref();
+        if own || deleted {
+            w.remove(&key);
+        }
+        own
+    }
+
+    /// Has the central controller look at the workload's status soon; reports that follow
+    /// within the settings' status delay share that look.
+    fn status_soon(&self, key: WorkloadKey) {
+        self.central.push_low_after(key, self.settings.status_delay);
+    }
+
     /// Keys waiting in this member's queue.
     pub fn queue_len(&self) -> usize {
         self.queue.len()
@@ -299,15 +321,12 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
             &client,
             kind.api_resource(),
             &mut tasks,
-            move |m, o, change, deleted| {
+            move |m, o, change, own_write| {
                 let key = WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
                 // Drift for this member's worker: only an edit (generation, labels,
                 // annotations) can be one; status updates are most events and never are,
                 // nor is our own write coming back.
-                if change.shape
-                    && !m.is_own_write(o, deleted)
-                    && lock(&m.intents).contains_key(&key)
-                {
+                if change.shape && !own_write && lock(&m.intents).contains_key(&key) {
                     m.queue.push(key.clone());
                 }
                 // Status for the central controller, behind changes of what is wanted.
@@ -325,8 +344,8 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
             &client,
             kind.api_resource(),
             &mut tasks,
-            move |m, o, change, deleted| {
-                if !change.shape || m.is_own_write(o, deleted) {
+            move |m, o, change, own_write| {
+                if !change.shape || own_write {
                     return;
                 }
                 for k in m.users_of(kind, &o.namespace().unwrap_or_default(), &o.name_any()) {
@@ -366,32 +385,9 @@ async fn work(m: Arc<MemberShared>) {
     }
 }
 
-impl MemberShared {
-    /// Whether `o` is the object as this member's workers last wrote it (the write coming
-    /// back through the watch); a deleted object never is.
-    fn is_own_write(&self, o: &DynamicObject, deleted: bool) -> bool {
-        let key = (
-            o.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default(),
-            o.namespace().unwrap_or_default(),
-            o.name_any(),
-        );
-        let mut w = lock(&self.written);
-        let own = !deleted && w.get(&key) == o.metadata.resource_version.as_ref();
-        if own || deleted {
-            w.remove(&key);
-        }
-        own
-    }
-
-    /// Has the central controller look at the workload's status soon; reports that follow
-    /// within the settings' status delay share that look.
-    fn status_soon(&self, key: WorkloadKey) {
-        self.central.push_low_after(key, self.settings.status_delay);
-    }
-}
-
 /// Starts a label-selected reflector of `ar` in the member; `on_change` sees every
-/// applied or deleted object with what it changed in the cache.
+/// applied or deleted object with what it changed in the cache and whether it is this
+/// member's own last write coming back.
 fn watch(
     m: &Arc<MemberShared>,
     client: &Client,
@@ -406,6 +402,7 @@ fn watch(
     let stream = watcher::watcher(api, cfg).default_backoff();
     let m = m.clone();
     let plural = ar.plural.clone();
+    let kind = ar.kind.clone();
     let writer = cache.clone();
     tasks.spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -415,8 +412,14 @@ fn watch(
                 Err(_) => Change::default(),
             };
             match ev {
-                Ok(Event::Apply(o) | Event::InitApply(o)) => on_change(&m, &o, change, false),
-                Ok(Event::Delete(o)) => on_change(&m, &o, change, true),
+                Ok(Event::Apply(o) | Event::InitApply(o)) => {
+                    let own = m.is_own_write(&kind, &o, false);
+                    on_change(&m, &o, change, own)
+                }
+                Ok(Event::Delete(o)) => {
+                    m.is_own_write(&kind, &o, true);
+                    on_change(&m, &o, change, false)
+                }
                 Ok(_) => {}
                 Err(error) => {
                     tracing::debug!(%error, resource = %plural, "member watch failed; retrying")

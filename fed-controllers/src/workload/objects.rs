@@ -134,20 +134,7 @@ impl Entry {
             serde_json::to_string(&WithoutStatus(o))
         }
         .map(Compact::from_json);
-        let int = |k: &str| {
-            o.data["status"][k]
-                .as_i64()
-                .and_then(|n| i32::try_from(n).ok())
-                .unwrap_or(0)
-        };
-        let status = CopyStatus {
-            generation: o.metadata.generation,
-            observed_generation: o.data["status"]["observedGeneration"].as_i64(),
-            replicas: int("replicas"),
-            ready: int("readyReplicas"),
-            available: int("availableReplicas"),
-            updated: int("updatedReplicas"),
-        };
+        let status = CopyStatus::of(o.metadata.generation, &o.data["status"]);
         Self {
             namespace: o.namespace().unwrap_or_default(),
             name: o.name_any(),

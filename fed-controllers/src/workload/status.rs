@@ -34,18 +34,25 @@ pub struct CopyStatus {
 }
 
 impl CopyStatus {
-    /// The counts of a workload object (zero where it reports none).
-    pub fn of(o: &Value) -> Self {
+    /// The counts of a workload with `generation` and `status` (zero where it reports none).
+    pub fn of(generation: Option<i64>, status: &Value) -> Self {
         Self {
-            generation: o.pointer("/metadata/generation").and_then(Value::as_i64),
-            observed_generation: o
-                .pointer("/status/observedGeneration")
-                .and_then(Value::as_i64),
-            replicas: int(o, "/status/replicas"),
-            ready: int(o, "/status/readyReplicas"),
-            available: int(o, "/status/availableReplicas"),
-            updated: int(o, "/status/updatedReplicas"),
+            generation,
+            observed_generation: status.get("observedGeneration").and_then(Value::as_i64),
+            replicas: int(status, "/replicas"),
+            ready: int(status, "/readyReplicas"),
+            available: int(status, "/availableReplicas"),
+            updated: int(status, "/updatedReplicas"),
         }
+    }
+
+    /// [`CopyStatus::of`] a whole object.
+    #[cfg(test)]
+    fn of_object(o: &Value) -> Self {
+        Self::of(
+            o.pointer("/metadata/generation").and_then(Value::as_i64),
+            &o["status"],
+        )
     }
 
     /// Whether the member's controller has seen the copy's current generation.
@@ -263,8 +270,10 @@ mod tests {
     #[test]
     fn cluster_entry_from_member_object() {
         let r = MemberReport {
-            copy: Some(CopyStatus::of(&json!({"metadata": {"generation": 2},
-                "status": {"replicas": 3, "readyReplicas": 2, "availableReplicas": 1, "updatedReplicas": 3, "observedGeneration": 2}}))),
+            copy: Some(CopyStatus::of_object(
+                &json!({"metadata": {"generation": 2},
+                "status": {"replicas": 3, "readyReplicas": 2, "availableReplicas": 1, "updatedReplicas": 3, "observedGeneration": 2}}),
+            )),
             error: String::new(),
             last_sync_time: Some("t".into()),
         };
@@ -367,12 +376,12 @@ mod tests {
             json!({"metadata": {"generation": gen_},
             "spec": {"replicas": replicas}, "status": {"observedGeneration": obs}})
         };
-        let check = |m: Value| observed(&CopyStatus::of(&m), || m.clone(), &desired);
+        let check = |m: Value| observed(&CopyStatus::of_object(&m), || m.clone(), &desired);
         assert!(check(member(3, 2, 2)));
         assert!(!check(member(3, 3, 2)));
         assert!(!check(member(4, 2, 2)));
         // A copy whose controller is behind is not parsed at all.
-        let behind = CopyStatus::of(&member(3, 3, 2));
+        let behind = CopyStatus::of_object(&member(3, 3, 2));
         assert!(!observed(&behind, || unreachable!(), &desired));
     }
 }
