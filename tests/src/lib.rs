@@ -234,6 +234,27 @@ impl Env {
         client(&self.sim_kubeconfig, Some(context)).await
     }
 
+    /// Joins `clusters` with `fedctl join` and waits until each one's status shows its
+    /// capacity, APIs and `ready_nodes` Ready nodes: the scheduler divides by capacity, so
+    /// a cluster whose status is still partial would be left out of the first placement.
+    pub async fn join_with_capacity(&self, clusters: &[&str], ready_nodes: i64) {
+        for c in clusters {
+            let out = self.ok("fedctl", &["join", c, "--wait-seconds", "60"]);
+            assert!(out.contains(&format!("cluster {c} is Ready")), "{out}");
+        }
+        let api: kube::Api<fed_api::Cluster> = kube::Api::all(self.federation().await);
+        for c in clusters {
+            wait_for(&api, c, "0", "capacity and APIs in status", |c| {
+                c.status.as_ref().is_some_and(|s| {
+                    s.resource_summary.is_some()
+                        && !s.api_enablements.is_empty()
+                        && s.nodes.as_ref().is_some_and(|n| n.ready == ready_nodes)
+                })
+            })
+            .await;
+        }
+    }
+
     /// Starts fed-controllers against the federation with extra flags.
     pub fn controllers(&self, extra: &[&str]) -> Proc {
         let mut args = vec![format!(
@@ -260,6 +281,33 @@ impl Env {
         args.extend(extra.iter().map(|s| s.to_string()));
         Proc::spawn_quiet(&binary("fed-scheduler"), &args)
     }
+}
+
+/// Waits on a watch (from `rv`) until `pred` holds for the named object; fails with the
+/// last version seen when the watch ends first.
+pub async fn wait_for<K>(
+    api: &kube::Api<K>,
+    name: &str,
+    rv: &str,
+    what: &str,
+    pred: impl Fn(&K) -> bool,
+) -> K
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + 'static,
+{
+    use futures::TryStreamExt as _;
+    let wp = kube::api::WatchParams::default().fields(&format!("metadata.name={name}"));
+    let mut last = None;
+    let mut stream = Box::pin(api.watch(&wp, rv).await.expect("watch"));
+    while let Some(ev) = stream.try_next().await.expect("watch event") {
+        if let kube::api::WatchEvent::Added(o) | kube::api::WatchEvent::Modified(o) = ev {
+            if pred(&o) {
+                return o;
+            }
+            last = Some(o);
+        }
+    }
+    panic!("watch on {name} ended waiting for {what}; last seen: {last:#?}");
 }
 
 /// A kube client for a kubeconfig context.

@@ -13,23 +13,12 @@ use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use meridian_e2e::Env;
 use serde::de::DeserializeOwned;
 
-/// Waits on a watch (from `rv`) until `pred` holds for the named object.
+/// Waits on a watch until `pred` holds for the named object.
 async fn wait_for<K>(api: &Api<K>, name: &str, what: &str, pred: impl Fn(&K) -> bool) -> K
 where
     K: kube::Resource + Clone + std::fmt::Debug + DeserializeOwned + 'static,
 {
-    let wp = WatchParams::default().fields(&format!("metadata.name={name}"));
-    let mut last = None;
-    let mut stream = Box::pin(api.watch(&wp, "0").await.expect("watch"));
-    while let Some(ev) = stream.try_next().await.expect("watch event") {
-        if let WatchEvent::Added(o) | WatchEvent::Modified(o) = ev {
-            if pred(&o) {
-                return o;
-            }
-            last = Some(o);
-        }
-    }
-    panic!("watch on {name} ended waiting for {what}; last seen: {last:#?}");
+    meridian_e2e::wait_for(api, name, "0", what, pred).await
 }
 
 /// Waits on a watch until the named object is gone.
@@ -143,24 +132,9 @@ const CONTROLLER_FLAGS: [&str; 5] = [
     "--metrics-bind-address=off",
 ];
 
-/// Joins every cluster and waits until the scheduler can see all their capacity (else the
-/// first placement could leave out a cluster whose status is still partial).
+/// Joins every cluster and waits until the scheduler can see all their capacity.
 async fn join_all(env: &Env) {
-    for c in CLUSTERS {
-        let out = env.ok("fedctl", &["join", c, "--wait-seconds", "60"]);
-        assert!(out.contains(&format!("cluster {c} is Ready")), "{out}");
-    }
-    let clusters: Api<fed_api::Cluster> = Api::all(env.federation().await);
-    for c in CLUSTERS {
-        wait_for(&clusters, c, "capacity and APIs in status", |c| {
-            c.status.as_ref().is_some_and(|s| {
-                s.resource_summary.is_some()
-                    && !s.api_enablements.is_empty()
-                    && s.nodes.as_ref().is_some_and(|n| n.ready == 3)
-            })
-        })
-        .await;
-    }
+    env.join_with_capacity(&CLUSTERS, 3).await;
 }
 
 fn apply(env: &Env, file: &str, text: &str) {

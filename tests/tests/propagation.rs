@@ -8,27 +8,8 @@ use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use meridian_e2e::Env;
+use meridian_e2e::{Env, wait_for};
 use serde::de::DeserializeOwned;
-
-/// Waits on a watch (from `rv`) until `pred` holds for the named object.
-async fn wait_for<K>(api: &Api<K>, name: &str, rv: &str, what: &str, pred: impl Fn(&K) -> bool) -> K
-where
-    K: kube::Resource + Clone + std::fmt::Debug + DeserializeOwned + 'static,
-{
-    let wp = WatchParams::default().fields(&format!("metadata.name={name}"));
-    let mut last = None;
-    let mut stream = Box::pin(api.watch(&wp, rv).await.expect("watch"));
-    while let Some(ev) = stream.try_next().await.expect("watch event") {
-        if let WatchEvent::Added(o) | WatchEvent::Modified(o) = ev {
-            if pred(&o) {
-                return o;
-            }
-            last = Some(o);
-        }
-    }
-    panic!("watch on {name} ended waiting for {what}; last seen: {last:#?}");
-}
 
 /// Waits on a watch until the named object is gone.
 async fn wait_gone<K>(api: &Api<K>, name: &str)
@@ -146,10 +127,7 @@ async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
         "--metrics-bind-address=off",
     ]);
     let _scheduler = env.scheduler(&[]);
-    for c in ["sim-1", "sim-2"] {
-        let out = env.ok("fedctl", &["join", c, "--wait-seconds", "60"]);
-        assert!(out.contains(&format!("cluster {c} is Ready")), "{out}");
-    }
+    env.join_with_capacity(&["sim-1", "sim-2"], 3).await;
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/web.yaml");
     env.ok("kubectl", &["apply", "-f", example]);
     env.ok(
@@ -187,8 +165,7 @@ async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
             .collect()
     };
     let policy_split = vec![("sim-1".to_string(), 3), ("sim-2".to_string(), 7)];
-    // A member whose capacity the scheduler has not heard of yet gets nothing at first:
-    // wait for the policy's split, all ready.
+    // The Placement's status follows the members' reports: wait until it shows them all.
     let p = wait_for(
         &placements,
         "deployment-web",
