@@ -160,17 +160,24 @@ pub async fn checkout_raw(
 ) -> Result<(TcpStream, bool), ConnectError> {
     if !fresh {
         while let Some(s) = backend.pools.take_raw() {
-            // An idle connection has nothing to say: a readable one was closed by the
-            // upstream (or sent garbage). Tokio answers from its cached readiness, so this
-            // costs at most one non-blocking read.
-            if let Err(e) = s.try_read(&mut [0u8; 1])
-                && e.kind() == std::io::ErrorKind::WouldBlock
-            {
+            if is_quiet(&s) {
                 return Ok((s, true));
             }
         }
     }
     Ok((connect_tcp(backend.http_addr(), timeout).await?, false))
+}
+
+/// Whether an idle connection has nothing to say, as it should: one with anything to read
+/// was closed (or reset) by the upstream, or sent something unasked. This asks the kernel
+/// with one non-blocking peek rather than tokio's cached readiness, which lags a close that
+/// arrived since the reactor last polled, and would send a request into a closed socket.
+fn is_quiet(stream: &TcpStream) -> bool {
+    let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
+    matches!(
+        socket2::SockRef::from(stream).peek(&mut byte),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+    )
 }
 
 /// Gives an idle raw connection back to `backend`'s pool (dropped when the backend is

@@ -361,19 +361,26 @@ async fn consecutive_5xx_eject_a_backend() {
 }
 
 /// A raw HTTP/1.1 backend answering `ok` to every request head; counts the connections
-/// that carried requests (health checks only connect) and, while `close_after` is set, closes each connection after answering (as an
-/// upstream's idle timeout would, without announcing it).
+/// that carried requests (health checks only connect) and, while `close_after` is set,
+/// closes each connection after answering (as an upstream's idle timeout would, without
+/// announcing it), counting those closes in the returned watch.
 async fn counting_backend(
     close_after: Arc<AtomicBool>,
-) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
+) -> (
+    std::net::SocketAddr,
+    Arc<AtomicUsize>,
+    tokio::sync::watch::Receiver<usize>,
+) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let accepted = Arc::new(AtomicUsize::new(0));
     let count = accepted.clone();
+    let (closes, closed) = tokio::sync::watch::channel(0usize);
+    let closes = Arc::new(closes);
     tokio::spawn(async move {
         while let Ok((mut s, _)) = listener.accept().await {
-            let (close_after, count) = (close_after.clone(), count.clone());
+            let (close_after, count, closes) = (close_after.clone(), count.clone(), closes.clone());
             tokio::spawn(async move {
                 let mut first = true;
                 let mut buf = Vec::new();
@@ -396,6 +403,8 @@ async fn counting_backend(
                             return;
                         }
                         if close_after.load(Ordering::SeqCst) {
+                            drop(s);
+                            closes.send_modify(|n| *n += 1);
                             return;
                         }
                     }
@@ -403,13 +412,13 @@ async fn counting_backend(
             });
         }
     });
-    (addr, accepted)
+    (addr, accepted, closed)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_connections_are_reused_and_closed_ones_skipped() {
     let close_after = Arc::new(AtomicBool::new(false));
-    let (backend, accepted) = counting_backend(close_after.clone()).await;
+    let (backend, accepted, mut closed) = counting_backend(close_after.clone()).await;
     let a = TestAgent::start("a", "127.0.18.1").await;
     a.feed(
         config(
@@ -456,8 +465,11 @@ async fn upstream_connections_are_reused_and_closed_ones_skipped() {
     // The upstream now closes every connection after answering: a POST (never retried once
     // sent) must not be written to a connection it already closed.
     close_after.store(true, Ordering::SeqCst);
-    for _ in 0..4 {
+    for i in 1..=4 {
         assert_eq!(call("POST").await, (200, "ok".to_string()));
+        // The next POST is sent only once the upstream has really closed this one's
+        // connection: that close is what the agent must notice.
+        closed.wait_for(|n| *n >= i).await.unwrap();
     }
     // The first POST still went on the open connection; each later one needed a new one.
     assert_eq!(accepted.load(Ordering::SeqCst), 4);
