@@ -724,9 +724,16 @@ fn trim_placement(p: &mut Placement) {
     }
 }
 
+/// Keeps an object's identity only: nothing here reads a workload's or its Placement's
+/// labels, annotations, owners or finalizers.
 fn trim_meta(m: &mut ObjectMeta) {
-    m.annotations = None;
-    m.managed_fields = None;
+    *m = ObjectMeta {
+        name: m.name.take(),
+        namespace: m.namespace.take(),
+        uid: m.uid.take(),
+        resource_version: m.resource_version.take(),
+        ..Default::default()
+    };
 }
 
 fn ns_of<K: Resource>(ev: &Result<Event<K>, watcher::Error>) -> Option<Option<String>> {
@@ -898,6 +905,10 @@ mod tests {
         assert_eq!(d.name_any(), "web");
         assert_eq!(d.namespace().as_deref(), Some("shop"));
         assert!(d.metadata.annotations.is_none() && d.status.is_none());
+        assert!(
+            d.metadata.labels.is_none(),
+            "only the pod template's labels are read"
+        );
         let spec = d.spec.unwrap();
         assert_eq!(spec.replicas, None);
         assert!(spec.template.spec.is_none());
@@ -922,7 +933,10 @@ mod tests {
         let placement = |kind: &str| -> Placement {
             serde_json::from_value(json!({
                 "apiVersion": "federation.meridian.dev/v1alpha1", "kind": "Placement",
-                "metadata": {"name": "p", "namespace": "shop"},
+                "metadata": {"name": "p", "namespace": "shop", "uid": "u1", "resourceVersion": "7",
+                             "labels": {"a": "b"}, "finalizers": ["f"],
+                             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                                  "name": "web", "uid": "u0"}]},
                 "spec": {"resource": {"apiVersion": "v1", "kind": kind, "name": "web"},
                          "destClusters": [{"cluster": "a", "replicas": 1}]},
                 "status": {"clusters": [{"cluster": "a"}]}
@@ -933,8 +947,24 @@ mod tests {
         trim_placement(&mut w);
         assert!(w.status.is_none());
         assert_eq!(w.spec.dest_clusters.len(), 1);
+        assert_eq!(
+            w.metadata,
+            ObjectMeta {
+                name: Some("p".into()),
+                namespace: Some("shop".into()),
+                uid: Some("u1".into()),
+                resource_version: Some("7".into()),
+                ..Default::default()
+            },
+            "a workload's Placement keeps its identity only"
+        );
         let mut s = placement("Service");
         trim_placement(&mut s);
         assert!(s.status.is_some());
+        assert_eq!(
+            serde_json::to_value(&s).unwrap(),
+            serde_json::to_value(placement("Service")).unwrap(),
+            "a Service's Placement is kept whole"
+        );
     }
 }
