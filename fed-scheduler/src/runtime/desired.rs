@@ -171,6 +171,17 @@ pub fn status(
     Some(next)
 }
 
+/// Drops what the scheduler never reads of a Placement it keeps: the per-cluster status
+/// entries (the workload controller's, 100 of them when Duplicated over 100 clusters) and
+/// managedFields. Its status writes patch only its own fields, so nothing dropped here is
+/// written back.
+pub fn slim(p: &mut Placement) {
+    p.metadata.managed_fields = None;
+    if let Some(s) = p.status.as_mut() {
+        s.clusters = Vec::new();
+    }
+}
+
 /// The writes from `current` (the cached Placement, if any) to `want`.
 pub fn plan(key: &WorkloadKey, current: Option<&Placement>, want: &Desired, now: &str) -> Plan {
     let Some(cur) = current else {

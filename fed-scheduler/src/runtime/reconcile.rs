@@ -56,6 +56,13 @@ struct Written {
     obj: Arc<Placement>,
 }
 
+/// Whether a cache showing `cached_rv` has caught up with write `w`: it shows the written
+/// version, or any version other than the one the write was based on (it moved past).
+fn caught_up(w: &Written, cached_rv: Option<&str>) -> bool {
+    let written_rv = w.obj.metadata.resource_version.as_deref();
+    (cached_rv.is_some() && cached_rv == written_rv) || cached_rv != w.base.as_deref()
+}
+
 /// Decides and writes; shared by every worker.
 pub struct Reconciler {
     index: Arc<Index>,
@@ -131,19 +138,36 @@ impl Reconciler {
         let cached_rv = cached.as_ref().and_then(|p| p.resource_version());
         let mut recent = self.recent();
         if let Some(w) = recent.get(key) {
-            let written_rv = w.obj.resource_version();
-            if cached_rv.is_some() && cached_rv == written_rv {
-                recent.remove(key);
-            } else if cached_rv == w.base {
+            if !caught_up(w, cached_rv.as_deref()) {
                 return (Some(w.obj.clone()), cached_rv);
-            } else {
-                recent.remove(key);
             }
+            recent.remove(key);
         }
         (cached, cached_rv)
     }
 
-    fn remember(&self, key: &WorkloadKey, base: Option<String>, obj: Placement) -> Arc<Placement> {
+    /// Forgets what we wrote for `key` once the cache shows that write or a later version:
+    /// called on each Placement watch event, so what is remembered lasts a watch round
+    /// trip, not until the key's next turn (which may never come).
+    pub fn settle(&self, key: &WorkloadKey) {
+        let r = ObjectRef::new(&key.placement_name()).within(&key.namespace);
+        let cached_rv = self.placements.get(&r).and_then(|p| p.resource_version());
+        let mut recent = self.recent();
+        if recent
+            .get(key)
+            .is_some_and(|w| caught_up(w, cached_rv.as_deref()))
+        {
+            recent.remove(key);
+        }
+    }
+
+    fn remember(
+        &self,
+        key: &WorkloadKey,
+        base: Option<String>,
+        mut obj: Placement,
+    ) -> Arc<Placement> {
+        desired::slim(&mut obj);
         let obj = Arc::new(obj);
         self.recent().insert(
             key.clone(),
@@ -300,7 +324,7 @@ impl Reconciler {
         if let Some(status) = status {
             let mut next = (*obj).clone();
             next.status = Some(status);
-            let updated = self.writer.replace_status(&next).await.map_err(|e| {
+            let updated = self.writer.write_status(&next).await.map_err(|e| {
                 self.metrics.write("status", "error");
                 self.forget_written(key);
                 fail(e)
@@ -366,5 +390,33 @@ impl Reconciler {
                 now,
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn written(base: Option<&str>, rv: &str) -> Written {
+        let mut p = Placement::new("deployment-web", Default::default());
+        p.metadata.resource_version = Some(rv.to_owned());
+        Written {
+            base: base.map(str::to_owned),
+            obj: Arc::new(p),
+        }
+    }
+
+    #[test]
+    fn a_write_is_remembered_until_the_cache_shows_it_or_moves_past() {
+        let w = written(Some("5"), "9");
+        assert!(!caught_up(&w, Some("5")), "the cache still shows the base");
+        assert!(caught_up(&w, Some("9")), "the cache shows the write");
+        assert!(caught_up(&w, Some("12")), "the cache moved past it");
+        assert!(caught_up(&w, None), "deleted since");
+        let created = written(None, "3");
+        assert!(!caught_up(&created, None), "the create is not back yet");
+        assert!(caught_up(&created, Some("3")));
+        // A write that changed nothing keeps the version: the cache already shows it.
+        assert!(caught_up(&written(Some("7"), "7"), Some("7")));
     }
 }

@@ -171,19 +171,6 @@ where
     watcher::watcher(api, config).default_backoff()
 }
 
-/// A reflector stream for `api` feeding `writer`.
-fn reflect<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    writer: Writer<K>,
-) -> impl Stream<Item = Result<Event<K>, watcher::Error>>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-{
-    reflector(writer, watcher::watcher(api, config).default_backoff())
-}
-
 /// Watches one workload kind (Deployments or ReplicaSets).
 pub async fn workloads<K>(client: Client, synced: Synced, kind: WorkloadKind, ctx: Ctx)
 where
@@ -343,11 +330,17 @@ fn placement_key(p: &Placement) -> Option<WorkloadKey> {
 /// Watches Placements: the cache the reconciler reads, and a trigger to restore a
 /// Placement someone else changed or deleted.
 pub async fn placements(client: Client, writer: Writer<Placement>, synced: Synced, ctx: Ctx) {
-    let stream = reflect(Api::all(client), watcher::Config::default(), writer);
+    let stream = reflector(
+        writer,
+        watcher::watcher(Api::all(client), watcher::Config::default())
+            .default_backoff()
+            .modify(desired::slim),
+    );
     let metrics = ctx.metrics.clone();
     drive(stream, "Placement", metrics, synced, move |ev| match ev {
         Event::Apply(p) | Event::InitApply(p) => {
             if let Some(key) = placement_key(&p) {
+                ctx.reconciler.settle(&key);
                 let dest = desired::targets(&p.spec.dest_clusters);
                 if ctx.index.observe_placement(&key, Some(dest)) {
                     ctx.queue.add(key);

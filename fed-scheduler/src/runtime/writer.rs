@@ -84,16 +84,55 @@ impl Writer {
         .await
     }
 
-    /// Replaces the status subresource; `p.metadata.resourceVersion` guards against
-    /// overwriting another writer's status.
-    pub async fn replace_status(&self, p: &Placement) -> Result<Placement, WriteError> {
+    /// Writes the scheduler's part of `p.status` (its conditions list and `unschedulable`),
+    /// pinned to `p.metadata.resourceVersion`: the conditions list is replaced whole, so
+    /// it must not drop a condition another writer added since. The per-cluster entries
+    /// (the workload controller's) are left as they are.
+    pub async fn write_status(&self, p: &Placement) -> Result<Placement, WriteError> {
         let ns = p.metadata.namespace.clone().unwrap_or_default();
         let name = p.metadata.name.clone().unwrap_or_default();
+        let patch = status_patch(p);
         let api = self.api(&ns);
         self.run(
             "status",
-            api.replace_status(&name, &PostParams::default(), p),
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),
         )
         .await
+    }
+}
+
+/// The merge patch of [`Writer::write_status`]: the resourceVersion pin, the conditions and
+/// `unschedulable` (`null` removes it), nothing else.
+fn status_patch(p: &Placement) -> serde_json::Value {
+    let status = p.status.clone().unwrap_or_default();
+    serde_json::json!({
+        "metadata": {"resourceVersion": p.metadata.resource_version},
+        "status": {"conditions": status.conditions, "unschedulable": status.unschedulable},
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    #[test]
+    fn the_status_patch_is_pinned_and_leaves_the_cluster_entries_alone() {
+        let p: Placement = serde_json::from_value(json!({
+            "apiVersion": "federation.meridian.dev/v1alpha1", "kind": "Placement",
+            "metadata": {"name": "deployment-web", "namespace": "shop", "resourceVersion": "41"},
+            "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "u1"}},
+            "status": {"conditions": [{"type": "Scheduled", "status": "True", "reason": "Scheduled"}],
+                       "clusters": [{"cluster": "a", "replicas": 3}]}
+        }))
+        .unwrap();
+        let patch = status_patch(&p);
+        assert_eq!(patch["metadata"], json!({"resourceVersion": "41"}));
+        assert_eq!(patch["status"]["conditions"][0]["type"], "Scheduled");
+        assert_eq!(patch["status"]["unschedulable"], Value::Null);
+        assert!(
+            patch["status"].get("clusters").is_none(),
+            "the entries are the workload controller's: {patch}"
+        );
     }
 }
