@@ -19,8 +19,9 @@
 //! `--api-only`): written copies stay as written and no pods run, so the member side costs
 //! what a real member's API server costs this host (its controllers and kubelets run on the
 //! member's own machines) and the figures show the federation side alone. The status-lag
-//! phase needs running pods and is skipped then. `PROPAGATION_BENCH_CONTROLLERS=<path>`
-//! measures another fed-controllers build. CPU seconds per process are printed per phase
+//! phase needs running pods and is skipped then. `PROPAGATION_BENCH_FED_CONTROLLERS=<path>`
+//! (likewise `_FEDERATION_APISERVER`, `_FED_SCHEDULER`, `_CLUSTER_SIM`) runs another build
+//! or a profiler wrapper in that binary's place. CPU seconds per process are printed per phase
 //! (robust to a noisy machine where latencies are not).
 //!
 //! ```text
@@ -57,7 +58,16 @@ fn arg(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// The release binary `name`, or the program `PROPAGATION_BENCH_<NAME>` names (upper case,
+/// `-` as `_`): another build, or a profiler wrapper, against the same everything else.
 fn bin(name: &str) -> PathBuf {
+    let var = format!(
+        "PROPAGATION_BENCH_{}",
+        name.to_ascii_uppercase().replace('-', "_")
+    );
+    if let Some(p) = std::env::var_os(var) {
+        return PathBuf::from(p);
+    }
     let p = std::env::current_exe()
         .unwrap()
         .parent()
@@ -647,11 +657,8 @@ async fn run() -> anyhow::Result<()> {
         &bin("fed-scheduler"),
         &[fed_arg.clone(), "--metrics-bind-address=off".into()],
     );
-    // Another build of the controllers can be measured against the same everything else.
-    let controllers_bin = std::env::var_os("PROPAGATION_BENCH_CONTROLLERS")
-        .map_or_else(|| bin("fed-controllers"), PathBuf::from);
     let controllers = spawn_quiet(
-        &controllers_bin,
+        &bin("fed-controllers"),
         &[
             fed_arg,
             "--probe-period=5s".into(),

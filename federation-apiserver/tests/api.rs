@@ -670,3 +670,68 @@ async fn meridian_kinds_round_trip() {
         e.message
     );
 }
+
+/// The scheduler and the workload controller share a Placement's status: each merge-patches
+/// its own fields, pinned to the resourceVersion it read. A pinned patch keeps the other
+/// writer's fields; one pinned to a version that has moved on conflicts instead of
+/// replacing a conditions list it has not seen.
+#[tokio::test]
+async fn pinned_status_patches_keep_the_other_writers_fields() {
+    let (server, _dir) = Server::start(&[]);
+    let client = server.client().await;
+    namespace(&client, "shop").await;
+    let placements: Api<fed_api::Placement> = Api::namespaced(client.clone(), "shop");
+    let p: fed_api::Placement = serde_json::from_value(json!({
+        "apiVersion": "federation.meridian.dev/v1alpha1", "kind": "Placement",
+        "metadata": {"name": "deployment-web"},
+        "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "u1"},
+                 "destClusters": [{"cluster": "a", "replicas": 3}]}
+    }))
+    .unwrap();
+    let created = placements.create(&PostParams::default(), &p).await.unwrap();
+    let rv = created.metadata.resource_version.clone().unwrap();
+    let scheduled = json!({"type": "Scheduled", "status": "True", "reason": "Scheduled"});
+    let propagated = json!({"type": "Propagated", "status": "True", "reason": "InSync"});
+    // The controller writes its entries and condition.
+    let entries = placements
+        .patch_status(
+            "deployment-web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"resourceVersion": rv},
+                "status": {"clusters": [{"cluster": "a", "replicas": 3, "readyReplicas": 3}],
+                           "conditions": [propagated]}})),
+        )
+        .await
+        .unwrap();
+    let rv2 = entries.metadata.resource_version.clone().unwrap();
+    // The scheduler, pinned to what it read, lays its condition over: the entries stay.
+    let both = placements
+        .patch_status(
+            "deployment-web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"resourceVersion": rv2},
+                "status": {"conditions": [scheduled, propagated], "unschedulable": null}})),
+        )
+        .await
+        .unwrap();
+    let st = both.status.unwrap();
+    assert_eq!(st.clusters.len(), 1, "{st:?}");
+    assert_eq!(st.clusters[0].ready_replicas, 3);
+    let types: Vec<&str> = st.conditions.iter().map(|c| c.type_.as_str()).collect();
+    assert_eq!(types, ["Scheduled", "Propagated"]);
+    // A patch pinned to the older version conflicts and changes nothing.
+    let e = api_error(
+        placements
+            .patch_status(
+                "deployment-web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"resourceVersion": rv2},
+                    "status": {"conditions": [propagated]}})),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"), "{e:?}");
+    let now = placements.get_status("deployment-web").await.unwrap();
+    assert_eq!(now.status.unwrap().conditions.len(), 2);
+}

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use fed_api::names::WORKLOAD_FINALIZER;
 use fed_api::{Cluster, Placement};
 use futures::stream::{BoxStream, StreamExt};
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
@@ -23,6 +23,7 @@ use super::events::{self, Recorder, Severity};
 use super::kinds::{DepKind, Kind, WorkloadKey};
 use super::member::{self, Dependency, Intent, MemberHandle, MemberShared, Want};
 use super::objects::ObjectCache;
+use super::placements::{self, PlacementCache, PlacementView};
 use super::plan::{self, MemberPlan};
 use super::queue::Queue;
 use super::{Settings, deps, desired, status};
@@ -67,7 +68,7 @@ const CONFLICT_RETRY_BASE: std::time::Duration = std::time::Duration::from_milli
 struct Caches {
     workloads: HashMap<Kind, ObjectCache>,
     deps: HashMap<DepKind, Store<DynamicObject>>,
-    placements: Store<Placement>,
+    placements: PlacementCache,
     clusters: Store<Cluster>,
 }
 
@@ -413,16 +414,10 @@ impl Central {
         let placement = self
             .caches
             .placements
-            .get(&ObjectRef::new(&key.placement_name()).within(&key.namespace));
+            .get(&key.namespace, &key.placement_name());
         let dest: Vec<(String, i32)> = placement
             .as_ref()
-            .map(|p| {
-                p.spec
-                    .dest_clusters
-                    .iter()
-                    .map(|t| (t.cluster.clone(), t.replicas))
-                    .collect()
-            })
+            .map(|p| p.dest.clone())
             .unwrap_or_default();
 
         // The dependencies as cached; their copies are built only if an intent is.
@@ -607,7 +602,7 @@ impl Central {
     async fn write_placement_status(
         &self,
         key: &WorkloadKey,
-        p: &Placement,
+        p: &PlacementView,
         entries: Vec<fed_api::placement::ClusterWorkloadStatus>,
         all_observed: bool,
         missing: &[String],
@@ -638,28 +633,40 @@ impl Central {
                 missing.join(", ")
             );
         }
-        // Our part of the status laid over `base`'s (the scheduler owns the rest).
-        let ours = |base: &Placement| -> Placement {
-            let mut next = base.clone();
-            let s = next.status.get_or_insert_with(Default::default);
-            s.clusters = entries.clone();
-            crate::member_sync::set_propagated(&mut s.conditions, st, reason, &message, now);
-            next
+        let digest = placements::entries_digest(&entries);
+        // Our part of the status (the entries and the Propagated condition) laid over
+        // `base`'s conditions, or `None` when `base` already shows it. The patch names
+        // `base`'s resourceVersion: the conditions list is replaced whole, so it must not
+        // drop a condition the scheduler wrote since. The scheduler's other fields are
+        // left as they are.
+        let patch_over = |base: &PlacementView| -> Option<Value> {
+            let mut conditions = base.conditions.clone();
+            crate::member_sync::set_propagated(&mut conditions, st, reason, &message, now);
+            if base.clusters_digest == digest && conditions == base.conditions {
+                return None;
+            }
+            Some(json!({
+                "metadata": {"resourceVersion": base.resource_version},
+                "status": {"clusters": entries, "conditions": conditions},
+            }))
         };
-        let next = ours(p);
-        if next.status == p.status {
+        let Some(patch) = patch_over(p) else {
             return Ok(false);
-        }
+        };
         let api: Api<Placement> = Api::namespaced(self.fed.clone(), &key.namespace);
         let what = format!("status of placement {}", key.placement_name());
-        let write = |next: Placement| {
+        let write = |patch: Value| {
             let api = api.clone();
             async move {
-                api.replace_status(&key.placement_name(), &PostParams::default(), &next)
-                    .await
+                api.patch_status(
+                    &key.placement_name(),
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
+                .await
             }
         };
-        match self.timed(&what, write(next)).await {
+        match self.timed(&what, write(patch)).await {
             Ok(_) => Ok(true),
             // The cached Placement was older than the stored one (the scheduler's write, or
             // our previous status not back through the watch yet): lay our part over the
@@ -674,11 +681,10 @@ impl Central {
                 else {
                     return Ok(false);
                 };
-                let next = ours(&fresh);
-                if next.status == fresh.status {
+                let Some(patch) = patch_over(&PlacementView::of(&fresh)) else {
                     return Ok(false);
-                }
-                self.timed(&what, write(next)).await.map(|_| true)
+                };
+                self.timed(&what, write(patch)).await.map(|_| true)
             }
             Err(e) => Err(e),
         }
@@ -884,7 +890,18 @@ pub async fn run(
         dep_stores.insert(kind, store);
         streams.push(s.map(move |e| Input::Dep(kind, Box::new(e))).boxed());
     }
-    let (placements, s) = reflect(Api::<Placement>::all(fed.clone()));
+    let placements = PlacementCache::default();
+    let writer = placements.clone();
+    let s = watcher::watcher(
+        Api::<Placement>::all(fed.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .inspect(move |e| {
+        if let Ok(e) = e {
+            writer.apply(e);
+        }
+    });
     streams.push(s.map(|e| Input::Placement(Box::new(e))).boxed());
     let (clusters, s) = reflect(Api::<Cluster>::all(fed.clone()));
     let cluster_store = clusters.clone();
@@ -920,9 +937,8 @@ pub async fn run(
                     return;
                 }
             }
-            if c.caches.placements.wait_until_ready().await.is_err()
-                || cluster_store.wait_until_ready().await.is_err()
-            {
+            c.caches.placements.wait_until_ready().await;
+            if cluster_store.wait_until_ready().await.is_err() {
                 return;
             }
             let attempts = Arc::new(Mutex::new(HashMap::new()));

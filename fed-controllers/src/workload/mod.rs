@@ -18,6 +18,7 @@ pub mod kinds;
 pub mod member;
 pub mod objects;
 pub mod ownership;
+pub mod placements;
 pub mod plan;
 pub mod queue;
 pub mod status;
