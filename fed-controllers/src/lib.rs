@@ -14,4 +14,5 @@ pub mod member_client;
 pub mod member_sync;
 pub mod metrics;
 pub mod service;
+pub mod slim_cache;
 pub mod workload;

@@ -16,7 +16,6 @@ use fed_api::{Cluster, Placement, PropagationPolicy};
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -34,6 +33,7 @@ use super::{
 use crate::cluster::controller::{fingerprint, token_digest};
 use crate::events::Severity;
 use crate::metrics::Metrics;
+use crate::slim_cache::SlimCache;
 use crate::workload::queue::Queue;
 
 /// A unit of the central worker's work.
@@ -79,9 +79,11 @@ pub enum ReconcileError {
 #[derive(Clone)]
 pub(super) struct Caches {
     pub(super) services: Store<Service>,
-    pub(super) deployments: Store<Deployment>,
-    pub(super) replicasets: Store<ReplicaSet>,
-    pub(super) placements: Store<Placement>,
+    /// Each federated Deployment's pod-template labels.
+    pub(super) deployments: SlimCache<Deployment, Labels>,
+    /// Each federated ReplicaSet's pod-template labels.
+    pub(super) replicasets: SlimCache<ReplicaSet, Labels>,
+    pub(super) placements: SlimCache<Placement, PlacementSlim>,
     pub(super) policies: Store<PropagationPolicy>,
     pub(super) clusters: Store<Cluster>,
     pub(super) secrets: Store<Secret>,
@@ -319,39 +321,27 @@ impl Central {
     fn backends(&self, svc: &Service, v: &Value, views: &[ClusterView]) -> BTreeSet<String> {
         let ns = svc.namespace().unwrap_or_default();
         let mut workloads = Vec::new();
-        let template_labels = |t: Option<&k8s_openapi::api::core::v1::PodTemplateSpec>| {
-            t.and_then(|t| t.metadata.as_ref())
-                .and_then(|m| m.labels.clone())
-                .unwrap_or_default()
-        };
-        for d in self.caches.deployments.state() {
-            if d.namespace().as_deref() == Some(ns.as_str()) {
-                workloads.push(WorkloadView {
-                    kind: "Deployment".into(),
-                    name: d.name_any(),
-                    template_labels: template_labels(d.spec.as_ref().map(|s| &s.template)),
-                });
-            }
+        for (kind, listed) in [
+            ("Deployment", self.caches.deployments.in_namespace(&ns)),
+            ("ReplicaSet", self.caches.replicasets.in_namespace(&ns)),
+        ] {
+            workloads.extend(listed.into_iter().map(|(name, labels)| WorkloadView {
+                kind: kind.into(),
+                name,
+                template_labels: (*labels).clone(),
+            }));
         }
-        for r in self.caches.replicasets.state() {
-            if r.namespace().as_deref() == Some(ns.as_str()) {
-                workloads.push(WorkloadView {
-                    kind: "ReplicaSet".into(),
-                    name: r.name_any(),
-                    template_labels: template_labels(
-                        r.spec.as_ref().and_then(|s| s.template.as_ref()),
-                    ),
-                });
-            }
-        }
+        // `in_namespace` lists in no particular order: sort, so one set of workloads always
+        // gives one answer.
+        workloads.sort_by(|a, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
         let placements: HashMap<String, Vec<TargetCluster>> = workloads
             .iter()
             .filter_map(|w| {
-                let p = self
-                    .caches
-                    .placements
-                    .get(&ObjectRef::new(&w.placement_name()).within(&ns))?;
-                Some((w.placement_name(), p.spec.dest_clusters.clone()))
+                let p = self.caches.placements.get(&ns, &w.placement_name())?;
+                match &*p {
+                    PlacementSlim::Workload(dest) => Some((w.placement_name(), dest.clone())),
+                    PlacementSlim::Service(_) => None,
+                }
             })
             .collect();
         let policies = self.caches.policies.state();
@@ -679,61 +669,60 @@ where
     (reader, s)
 }
 
-/// What [`Central::backends`] reads of a workload: its name, namespace and pod template
-/// labels.
-fn trim_deployment(d: &mut Deployment) {
-    trim_meta(&mut d.metadata);
-    d.status = None;
-    if let Some(spec) = d.spec.as_mut() {
-        let labels = spec.template.metadata.take().map(|m| m.labels);
-        *spec = Default::default();
-        spec.template.metadata = labels.map(|labels| ObjectMeta {
-            labels,
-            ..Default::default()
-        });
-    }
+/// A pod template's labels: all [`Central::backends`] reads of a workload.
+pub(super) type Labels = BTreeMap<String, String>;
+
+fn template_labels(t: Option<&k8s_openapi::api::core::v1::PodTemplateSpec>) -> Labels {
+    t.and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default()
 }
 
-/// [`trim_deployment`] for ReplicaSets.
-fn trim_replicaset(r: &mut ReplicaSet) {
-    trim_meta(&mut r.metadata);
-    r.status = None;
-    if let Some(spec) = r.spec.as_mut() {
-        let labels = spec
-            .template
-            .take()
-            .and_then(|t| t.metadata)
-            .map(|m| m.labels);
-        *spec = Default::default();
-        spec.template = labels.map(|labels| k8s_openapi::api::core::v1::PodTemplateSpec {
-            metadata: Some(ObjectMeta {
-                labels,
-                ..Default::default()
-            }),
-            spec: None,
-        });
-    }
+fn deployment_labels(d: &Deployment) -> Option<Labels> {
+    Some(template_labels(d.spec.as_ref().map(|s| &s.template)))
 }
 
-/// Workload Placements are read for their destinations only; Service Placements (this
-/// controller's own) are kept whole.
-fn trim_placement(p: &mut Placement) {
-    if p.spec.resource.kind != "Service" {
-        trim_meta(&mut p.metadata);
-        p.status = None;
-    }
+fn replicaset_labels(r: &ReplicaSet) -> Option<Labels> {
+    Some(template_labels(
+        r.spec.as_ref().and_then(|s| s.template.as_ref()),
+    ))
 }
 
-/// Keeps an object's identity only: nothing here reads a workload's or its Placement's
-/// labels, annotations, owners or finalizers.
-fn trim_meta(m: &mut ObjectMeta) {
-    *m = ObjectMeta {
-        name: m.name.take(),
-        namespace: m.namespace.take(),
-        uid: m.uid.take(),
-        resource_version: m.resource_version.take(),
-        ..Default::default()
-    };
+/// What this controller keeps of a Placement: a workload's destinations only (for
+/// [`Central::backends`]); a Service's whole (this controller writes it).
+#[derive(Debug)]
+pub(super) enum PlacementSlim {
+    /// A workload's Placement: its `destClusters`.
+    Workload(Vec<TargetCluster>),
+    /// A Service's Placement.
+    Service(Box<Placement>),
+}
+
+fn placement_slim(p: &Placement) -> Option<PlacementSlim> {
+    Some(if p.spec.resource.kind == "Service" {
+        PlacementSlim::Service(Box::new(p.clone()))
+    } else {
+        PlacementSlim::Workload(p.spec.dest_clusters.clone())
+    })
+}
+
+/// A watch of `api` feeding `cache` as it passes.
+fn slim_watch<K>(
+    api: Api<K>,
+    cache: &SlimCache<K, impl Send + Sync + 'static>,
+) -> BoxStream<'static, Result<Event<K>, watcher::Error>>
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    let cache = cache.clone();
+    watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .inspect(move |e| {
+            if let Ok(e) = e {
+                cache.apply(e);
+            }
+        })
+        .boxed()
 }
 
 fn ns_of<K: Resource>(ev: &Result<Event<K>, watcher::Error>) -> Option<Option<String>> {
@@ -756,21 +745,24 @@ pub async fn run(
     let mut streams: Vec<BoxStream<'static, Input>> = Vec::new();
     let (services, s) = reflect(Api::<Service>::all(fed.clone()), all());
     streams.push(s.map(|e| Input::Service(Box::new(e))).boxed());
-    let (deployments, s) =
-        reflect_trimmed(Api::<Deployment>::all(fed.clone()), all(), trim_deployment);
+    let deployments = SlimCache::new(deployment_labels);
     streams.push(
-        s.filter_map(|e| async move { ns_of(&e).map(Input::Workload) })
+        slim_watch(Api::<Deployment>::all(fed.clone()), &deployments)
+            .filter_map(|e| async move { ns_of(&e).map(Input::Workload) })
             .boxed(),
     );
-    let (replicasets, s) =
-        reflect_trimmed(Api::<ReplicaSet>::all(fed.clone()), all(), trim_replicaset);
+    let replicasets = SlimCache::new(replicaset_labels);
     streams.push(
-        s.filter_map(|e| async move { ns_of(&e).map(Input::Workload) })
+        slim_watch(Api::<ReplicaSet>::all(fed.clone()), &replicasets)
+            .filter_map(|e| async move { ns_of(&e).map(Input::Workload) })
             .boxed(),
     );
-    let (placements, s) =
-        reflect_trimmed(Api::<Placement>::all(fed.clone()), all(), trim_placement);
-    streams.push(s.map(|e| Input::Placement(Box::new(e))).boxed());
+    let placements = SlimCache::new(placement_slim);
+    streams.push(
+        slim_watch(Api::<Placement>::all(fed.clone()), &placements)
+            .map(|e| Input::Placement(Box::new(e)))
+            .boxed(),
+    );
     let (policies, s) = reflect(Api::<PropagationPolicy>::all(fed.clone()), all());
     streams.push(
         s.filter_map(|e| async move { ns_of(&e).map(Input::Policy) })
@@ -820,11 +812,11 @@ pub async fn run(
         tokio::spawn(async move {
             // Decisions read the caches: wait for every initial list first.
             let k = &c.caches;
+            k.deployments.wait_until_ready().await;
+            k.replicasets.wait_until_ready().await;
+            k.placements.wait_until_ready().await;
             let ready = futures::future::join_all([
                 futures::FutureExt::boxed(k.services.wait_until_ready()),
-                futures::FutureExt::boxed(k.deployments.wait_until_ready()),
-                futures::FutureExt::boxed(k.replicasets.wait_until_ready()),
-                futures::FutureExt::boxed(k.placements.wait_until_ready()),
                 futures::FutureExt::boxed(k.policies.wait_until_ready()),
                 futures::FutureExt::boxed(k.clusters.wait_until_ready()),
                 futures::FutureExt::boxed(k.secrets.wait_until_ready()),
@@ -891,8 +883,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn trimmed_workloads_keep_what_backends_read() {
-        let mut d: Deployment = serde_json::from_value(json!({
+    fn workloads_are_kept_as_their_pod_template_labels() {
+        let d: Deployment = serde_json::from_value(json!({
             "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"},
                          "annotations": {"big": "x"}},
             "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
@@ -901,70 +893,51 @@ mod tests {
             "status": {"replicas": 3}
         }))
         .unwrap();
-        trim_deployment(&mut d);
-        assert_eq!(d.name_any(), "web");
-        assert_eq!(d.namespace().as_deref(), Some("shop"));
-        assert!(d.metadata.annotations.is_none() && d.status.is_none());
-        assert!(
-            d.metadata.labels.is_none(),
-            "only the pod template's labels are read"
+        let labels = deployment_labels(&d).unwrap();
+        assert_eq!(
+            labels,
+            Labels::from([("app".into(), "web".into()), ("tier".into(), "fe".into())]),
+            "the pod template's labels, not the Deployment's"
         );
-        let spec = d.spec.unwrap();
-        assert_eq!(spec.replicas, None);
-        assert!(spec.template.spec.is_none());
-        let labels = spec.template.metadata.unwrap().labels.unwrap();
-        assert_eq!(labels.get("tier").map(String::as_str), Some("fe"));
-
-        let mut r: ReplicaSet = serde_json::from_value(json!({
+        let r: ReplicaSet = serde_json::from_value(json!({
             "metadata": {"name": "old", "namespace": "shop"},
             "spec": {"selector": {"matchLabels": {"app": "old"}},
                      "template": {"metadata": {"labels": {"app": "old"}},
                                   "spec": {"containers": [{"name": "c", "image": "i"}]}}}
         }))
         .unwrap();
-        trim_replicaset(&mut r);
-        let t = r.spec.unwrap().template.unwrap();
-        assert!(t.spec.is_none());
-        assert_eq!(t.metadata.unwrap().labels.unwrap()["app"], "old");
+        assert_eq!(replicaset_labels(&r).unwrap()["app"], "old");
+        let bare: ReplicaSet =
+            serde_json::from_value(json!({"metadata": {"name": "bare", "namespace": "shop"}}))
+                .unwrap();
+        assert_eq!(replicaset_labels(&bare), Some(Labels::new()));
     }
 
     #[test]
-    fn only_workload_placements_lose_their_status() {
+    fn only_service_placements_are_kept_whole() {
         let placement = |kind: &str| -> Placement {
             serde_json::from_value(json!({
                 "apiVersion": "federation.meridian.dev/v1alpha1", "kind": "Placement",
-                "metadata": {"name": "p", "namespace": "shop", "uid": "u1", "resourceVersion": "7",
-                             "labels": {"a": "b"}, "finalizers": ["f"],
-                             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
-                                                  "name": "web", "uid": "u0"}]},
+                "metadata": {"name": "p", "namespace": "shop", "uid": "u1", "resourceVersion": "7"},
                 "spec": {"resource": {"apiVersion": "v1", "kind": kind, "name": "web"},
                          "destClusters": [{"cluster": "a", "replicas": 1}]},
                 "status": {"clusters": [{"cluster": "a"}]}
             }))
             .unwrap()
         };
-        let mut w = placement("Deployment");
-        trim_placement(&mut w);
-        assert!(w.status.is_none());
-        assert_eq!(w.spec.dest_clusters.len(), 1);
-        assert_eq!(
-            w.metadata,
-            ObjectMeta {
-                name: Some("p".into()),
-                namespace: Some("shop".into()),
-                uid: Some("u1".into()),
-                resource_version: Some("7".into()),
-                ..Default::default()
-            },
-            "a workload's Placement keeps its identity only"
-        );
-        let mut s = placement("Service");
-        trim_placement(&mut s);
-        assert!(s.status.is_some());
-        assert_eq!(
-            serde_json::to_value(&s).unwrap(),
-            serde_json::to_value(placement("Service")).unwrap(),
-            "a Service's Placement is kept whole"
-        );
+        match placement_slim(&placement("Deployment")) {
+            Some(PlacementSlim::Workload(dest)) => {
+                assert_eq!(dest.len(), 1);
+                assert_eq!((dest[0].cluster.as_str(), dest[0].replicas), ("a", 1));
+            }
+            other => panic!("a workload's Placement keeps its destinations: {other:?}"),
+        }
+        match placement_slim(&placement("Service")) {
+            Some(PlacementSlim::Service(p)) => assert_eq!(
+                serde_json::to_value(p).unwrap(),
+                serde_json::to_value(placement("Service")).unwrap()
+            ),
+            other => panic!("a Service's Placement is kept whole: {other:?}"),
+        }
     }
 }

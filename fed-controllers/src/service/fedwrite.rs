@@ -10,11 +10,10 @@ use fed_api::{Placement, PlacementSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::controller::{Central, ReconcileError, rfc3339_now};
+use super::controller::{Central, PlacementSlim, ReconcileError, rfc3339_now};
 use super::status::{self, MemberState};
 use super::{COMPONENT, ClusterView, ServiceKey, ports};
 use crate::events::{self, Severity};
@@ -147,19 +146,15 @@ impl Central {
             o.block_owner_deletion = Some(true);
             o
         });
-        let current = self
-            .caches
-            .placements
-            .get(&ObjectRef::new(&name).within(&key.namespace));
+        let current = match self.caches.placements.get(&key.namespace, &name).as_deref() {
+            Some(PlacementSlim::Workload(_)) => return Err(ReconcileError::PlacementTaken(name)),
+            Some(PlacementSlim::Service(p)) => Some((**p).clone()),
+            None => None,
+        };
         let placement = match current {
-            Some(p) if p.spec.resource.kind != "Service" => {
-                return Err(ReconcileError::PlacementTaken(name));
-            }
-            Some(p) if p.spec == spec && p.owner_references().iter().any(|o| o.uid == uid) => {
-                (*p).clone()
-            }
+            Some(p) if p.spec == spec && p.owner_references().iter().any(|o| o.uid == uid) => p,
             Some(p) => {
-                let mut next = (*p).clone();
+                let mut next = p;
                 next.spec = spec;
                 next.metadata.owner_references = owner.map(|o| vec![o]);
                 self.timed(

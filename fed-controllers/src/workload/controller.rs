@@ -890,7 +890,7 @@ pub async fn run(
         dep_stores.insert(kind, store);
         streams.push(s.map(move |e| Input::Dep(kind, Box::new(e))).boxed());
     }
-    let placements = PlacementCache::default();
+    let placements = placements::cache();
     let writer = placements.clone();
     let s = watcher::watcher(
         Api::<Placement>::all(fed.clone()),

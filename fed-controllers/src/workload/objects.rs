@@ -13,12 +13,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
+use crate::slim_cache::Ready;
 use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_UID_LABEL};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
 use serde_json::Value;
-use tokio::sync::watch;
 
 use super::compact::Compact;
 use super::deps::{self, Dependencies};
@@ -172,7 +172,7 @@ struct Inner {
 #[derive(Clone)]
 pub struct ObjectCache {
     inner: Arc<RwLock<Inner>>,
-    ready: watch::Sender<bool>,
+    ready: Ready,
     with_deps: bool,
     keep_status: bool,
 }
@@ -182,7 +182,7 @@ impl ObjectCache {
     pub fn new(with_deps: bool) -> Self {
         Self {
             inner: Arc::default(),
-            ready: watch::Sender::new(false),
+            ready: Ready::default(),
             with_deps,
             keep_status: true,
         }
@@ -240,7 +240,7 @@ impl ObjectCache {
                     g.objects = m;
                 }
                 drop(g);
-                self.ready.send_replace(true);
+                self.ready.set();
                 Change::default()
             }
             _ => Change::default(),
@@ -262,14 +262,12 @@ impl ObjectCache {
 
     /// Whether the first list has completed.
     pub fn is_ready(&self) -> bool {
-        *self.ready.borrow()
+        self.ready.is_ready()
     }
 
     /// Waits for the first list to complete.
     pub async fn wait_until_ready(&self) {
-        let mut rx = self.ready.subscribe();
-        // The sender lives in `self`, so the wait cannot fail.
-        let _ = rx.wait_for(|r| *r).await;
+        self.ready.wait().await;
     }
 }
 

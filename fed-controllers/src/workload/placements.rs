@@ -4,18 +4,15 @@
 //! 10,000 Placements (and 100 entries each when Duplicated) the entries would be most of
 //! the cache.
 
-use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, RwLock};
 
 use fed_api::Placement;
 use fed_api::common::Condition;
 use fed_api::placement::ClusterWorkloadStatus;
 use kube::ResourceExt;
-use kube::runtime::watcher::Event;
-use tokio::sync::watch;
 
 use super::kinds::WorkloadKey;
+use crate::slim_cache::SlimCache;
 
 /// One Placement as the workload controller reads it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -58,86 +55,15 @@ pub fn entries_digest(entries: &[ClusterWorkloadStatus]) -> u64 {
     h.finish()
 }
 
-type Map = HashMap<(String, String), Arc<PlacementView>>;
+/// The workload controller's Placement cache: views of workload Placements only (Service
+/// Placements belong to the service controller).
+pub type PlacementCache = SlimCache<Placement, PlacementView>;
 
-#[derive(Default)]
-struct Inner {
-    views: Map,
-    /// Views of a relist in progress; they replace `views` when it completes.
-    relist: Option<Map>,
-}
-
-/// The cache; clones share it.
-#[derive(Clone)]
-pub struct PlacementCache {
-    inner: Arc<RwLock<Inner>>,
-    ready: watch::Sender<bool>,
-}
-
-impl Default for PlacementCache {
-    fn default() -> Self {
-        Self {
-            inner: Arc::default(),
-            ready: watch::Sender::new(false),
-        }
-    }
-}
-
-fn key(p: &Placement) -> (String, String) {
-    (p.namespace().unwrap_or_default(), p.name_any())
-}
-
-/// Whether `p` places a workload this controller propagates (Service Placements belong to
-/// the service controller).
-fn ours(p: &Placement) -> bool {
-    WorkloadKey::of_placement("", &p.spec.resource).is_some()
-}
-
-impl PlacementCache {
-    /// Applies one watcher event.
-    pub fn apply(&self, event: &Event<Placement>) {
-        let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        match event {
-            Event::Apply(p) if ours(p) => {
-                g.views.insert(key(p), Arc::new(PlacementView::of(p)));
-            }
-            Event::Apply(_) => {}
-            Event::Delete(p) => {
-                g.views.remove(&key(p));
-            }
-            Event::Init => g.relist = Some(Map::new()),
-            Event::InitApply(p) if !ours(p) => {}
-            Event::InitApply(p) => {
-                g.relist
-                    .get_or_insert_with(Map::new)
-                    .insert(key(p), Arc::new(PlacementView::of(p)));
-            }
-            Event::InitDone => {
-                if let Some(m) = g.relist.take() {
-                    g.views = m;
-                }
-                drop(g);
-                self.ready.send_replace(true);
-            }
-        }
-    }
-
-    /// The Placement `namespace/name`.
-    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<PlacementView>> {
-        self.inner
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .views
-            .get(&(namespace.to_string(), name.to_string()))
-            .cloned()
-    }
-
-    /// Waits for the first list to complete.
-    pub async fn wait_until_ready(&self) {
-        let mut rx = self.ready.subscribe();
-        // The sender lives in `self`, so the wait cannot fail.
-        let _ = rx.wait_for(|r| *r).await;
-    }
+/// An empty [`PlacementCache`].
+pub fn cache() -> PlacementCache {
+    SlimCache::new(|p: &Placement| {
+        WorkloadKey::of_placement("", &p.spec.resource).map(|_| PlacementView::of(p))
+    })
 }
 
 #[cfg(test)]
@@ -175,20 +101,9 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_follows_events_and_relists() {
-        let c = PlacementCache::default();
-        c.apply(&Event::Init);
-        c.apply(&Event::InitApply(placement("1", 0)));
-        assert!(
-            c.get("shop", "deployment-web").is_none(),
-            "a relist lands when done"
-        );
-        c.apply(&Event::InitDone);
-        assert!(*c.ready.borrow());
-        assert_eq!(
-            c.get("shop", "deployment-web").unwrap().resource_version,
-            "1"
-        );
+    fn the_cache_keeps_views_of_workload_placements_only() {
+        use kube::runtime::watcher::Event;
+        let c = cache();
         c.apply(&Event::Apply(placement("2", 3)));
         assert_eq!(
             c.get("shop", "deployment-web").unwrap().resource_version,
@@ -200,12 +115,5 @@ mod tests {
         service.spec.resource.kind = "Service".into();
         c.apply(&Event::Apply(service));
         assert!(c.get("shop", "service-web").is_none(), "not a workload's");
-        c.apply(&Event::Delete(placement("2", 3)));
-        assert!(c.get("shop", "deployment-web").is_none());
-        // A relist drops what it no longer lists.
-        c.apply(&Event::Apply(placement("3", 3)));
-        c.apply(&Event::Init);
-        c.apply(&Event::InitDone);
-        assert!(c.get("shop", "deployment-web").is_none());
     }
 }

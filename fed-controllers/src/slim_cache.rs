@@ -1,0 +1,201 @@
+//! A watch-fed cache that keeps, per object, only what a controller derives from it. A
+//! kube reflector store holds each object whole, and a k8s-openapi object costs kilobytes
+//! inline however much of it was trimmed (a `Deployment` carries its whole `PodSpec`
+//! layout); at 10,000 federated workloads that is most of a controller's memory.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use kube::runtime::watcher::Event;
+use kube::{Resource, ResourceExt};
+use tokio::sync::watch;
+
+type Map<V> = HashMap<(String, String), Arc<V>>;
+
+/// Whether a watch-fed cache has completed its first list; clones share it.
+#[derive(Clone)]
+pub struct Ready(watch::Sender<bool>);
+
+impl Default for Ready {
+    fn default() -> Self {
+        Self(watch::Sender::new(false))
+    }
+}
+
+impl Ready {
+    /// Marks the first list complete.
+    pub fn set(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Whether the first list has completed.
+    pub fn is_ready(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Waits for the first list to complete.
+    pub async fn wait(&self) {
+        let mut rx = self.0.subscribe();
+        // The sender lives in `self`, so the wait cannot fail.
+        let _ = rx.wait_for(|r| *r).await;
+    }
+}
+
+/// What a cache keeps of an object (`None`: nothing, it is not of interest).
+type Derive<K, V> = Arc<dyn Fn(&K) -> Option<V> + Send + Sync>;
+
+struct Inner<V> {
+    values: Map<V>,
+    /// Values of a relist in progress; they replace `values` when it completes.
+    relist: Option<Map<V>>,
+}
+
+/// The cache, keyed by (namespace, name); clones share it.
+pub struct SlimCache<K, V> {
+    inner: Arc<RwLock<Inner<V>>>,
+    ready: Ready,
+    derive: Derive<K, V>,
+}
+
+impl<K, V> Clone for SlimCache<K, V> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            ready: self.ready.clone(),
+            derive: self.derive.clone(),
+        }
+    }
+}
+
+fn key<K: Resource>(o: &K) -> (String, String) {
+    (o.namespace().unwrap_or_default(), o.name_any())
+}
+
+impl<K: Resource, V> SlimCache<K, V> {
+    /// An empty cache keeping `derive(object)` of each object.
+    pub fn new(derive: impl Fn(&K) -> Option<V> + Send + Sync + 'static) -> Self {
+        Self {
+            inner: Arc::new(RwLock::new(Inner {
+                values: HashMap::new(),
+                relist: None,
+            })),
+            ready: Ready::default(),
+            derive: Arc::new(derive),
+        }
+    }
+
+    /// Applies one watcher event.
+    pub fn apply(&self, event: &Event<K>) {
+        // Derive outside the lock.
+        let derived = match event {
+            Event::Apply(o) | Event::InitApply(o) => (self.derive)(o).map(Arc::new),
+            _ => None,
+        };
+        let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        match (event, derived) {
+            (Event::Apply(o), Some(v)) => {
+                g.values.insert(key(o), v);
+            }
+            (Event::Apply(o) | Event::Delete(o), _) => {
+                g.values.remove(&key(o));
+            }
+            (Event::Init, _) => g.relist = Some(Map::new()),
+            (Event::InitApply(o), Some(v)) => {
+                g.relist.get_or_insert_with(Map::new).insert(key(o), v);
+            }
+            (Event::InitApply(_), None) => {}
+            (Event::InitDone, _) => {
+                if let Some(m) = g.relist.take() {
+                    g.values = m;
+                }
+                drop(g);
+                self.ready.set();
+            }
+        }
+    }
+
+    /// What is kept of `namespace/name`.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<V>> {
+        self.inner
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// What is kept of each object in `namespace`, as (name, value).
+    pub fn in_namespace(&self, namespace: &str) -> Vec<(String, Arc<V>)> {
+        self.inner
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values
+            .iter()
+            .filter(|((ns, _), _)| ns == namespace)
+            .map(|((_, name), v)| (name.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Whether the first list has completed.
+    pub fn is_ready(&self) -> bool {
+        self.ready.is_ready()
+    }
+
+    /// Waits for the first list to complete.
+    pub async fn wait_until_ready(&self) {
+        self.ready.wait().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::json;
+
+    fn cm(ns: &str, name: &str, v: &str) -> ConfigMap {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": ns},
+            "data": {"v": v}
+        }))
+        .unwrap()
+    }
+
+    /// Keeps `data.v`, and nothing of objects whose `v` is "skip".
+    fn cache() -> SlimCache<ConfigMap, String> {
+        SlimCache::new(|c: &ConfigMap| {
+            let v = c.data.as_ref()?.get("v")?.clone();
+            (v != "skip").then_some(v)
+        })
+    }
+
+    #[test]
+    fn follows_events_and_keeps_only_what_is_derived() {
+        let c = cache();
+        c.apply(&Event::Init);
+        c.apply(&Event::InitApply(cm("a", "x", "1")));
+        c.apply(&Event::InitApply(cm("a", "s", "skip")));
+        assert!(!c.is_ready());
+        assert!(c.get("a", "x").is_none(), "a relist lands when done");
+        c.apply(&Event::InitDone);
+        assert!(c.is_ready());
+        assert_eq!(c.get("a", "x").as_deref().map(String::as_str), Some("1"));
+        assert!(c.get("a", "s").is_none(), "not of interest");
+        c.apply(&Event::Apply(cm("b", "y", "2")));
+        c.apply(&Event::Apply(cm("a", "x", "3")));
+        let mut a = c.in_namespace("a");
+        a.sort();
+        assert_eq!(a.len(), 1);
+        assert_eq!((a[0].0.as_str(), a[0].1.as_str()), ("x", "3"));
+        // An object that stops being of interest is dropped; so is a deleted one.
+        c.apply(&Event::Apply(cm("a", "x", "skip")));
+        assert!(c.get("a", "x").is_none());
+        c.apply(&Event::Delete(cm("b", "y", "2")));
+        assert!(c.get("b", "y").is_none());
+        // A relist drops what it no longer lists.
+        c.apply(&Event::Apply(cm("a", "z", "4")));
+        c.apply(&Event::Init);
+        c.apply(&Event::InitDone);
+        assert!(c.get("a", "z").is_none());
+    }
+}
