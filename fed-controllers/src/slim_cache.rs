@@ -6,7 +6,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use kube::runtime::watcher::Event;
+use futures::stream::{BoxStream, StreamExt};
+use kube::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
 use tokio::sync::watch;
 
@@ -134,6 +137,23 @@ impl<K: Resource, V> SlimCache<K, V> {
             .filter(|((ns, _), _)| ns == namespace)
             .map(|((_, name), v)| (name.clone(), v.clone()))
             .collect()
+    }
+
+    /// A watch of every object of `api` that feeds this cache as its events pass.
+    pub fn watch(&self, api: Api<K>) -> BoxStream<'static, Result<Event<K>, watcher::Error>>
+    where
+        K: Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+        V: Send + Sync + 'static,
+    {
+        let cache = self.clone();
+        watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .inspect(move |e| {
+                if let Ok(e) = e {
+                    cache.apply(e);
+                }
+            })
+            .boxed()
     }
 
     /// Whether the first list has completed.

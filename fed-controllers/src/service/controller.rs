@@ -637,33 +637,9 @@ where
         + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    reflect_trimmed(api, cfg, |_| {})
-}
-
-/// [`reflect`] keeping only what `trim` leaves of each object: the caches of every
-/// federated workload and Placement are large, and this controller reads little of them.
-fn reflect_trimmed<K>(
-    api: Api<K>,
-    cfg: watcher::Config,
-    trim: impl FnMut(&mut K) + Send + 'static,
-) -> (
-    Store<K>,
-    BoxStream<'static, Result<Event<K>, watcher::Error>>,
-)
-where
-    K: kube::Resource
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
-{
     let (reader, writer) = reflector::store();
     let s = watcher::watcher(api, cfg)
         .default_backoff()
-        .modify(trim)
         .reflect(writer)
         .boxed();
     (reader, s)
@@ -706,25 +682,6 @@ fn placement_slim(p: &Placement) -> Option<PlacementSlim> {
     })
 }
 
-/// A watch of `api` feeding `cache` as it passes.
-fn slim_watch<K>(
-    api: Api<K>,
-    cache: &SlimCache<K, impl Send + Sync + 'static>,
-) -> BoxStream<'static, Result<Event<K>, watcher::Error>>
-where
-    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
-{
-    let cache = cache.clone();
-    watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .inspect(move |e| {
-            if let Ok(e) = e {
-                cache.apply(e);
-            }
-        })
-        .boxed()
-}
-
 fn ns_of<K: Resource>(ev: &Result<Event<K>, watcher::Error>) -> Option<Option<String>> {
     match ev {
         Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => {
@@ -747,19 +704,22 @@ pub async fn run(
     streams.push(s.map(|e| Input::Service(Box::new(e))).boxed());
     let deployments = SlimCache::new(deployment_labels);
     streams.push(
-        slim_watch(Api::<Deployment>::all(fed.clone()), &deployments)
+        deployments
+            .watch(Api::<Deployment>::all(fed.clone()))
             .filter_map(|e| async move { ns_of(&e).map(Input::Workload) })
             .boxed(),
     );
     let replicasets = SlimCache::new(replicaset_labels);
     streams.push(
-        slim_watch(Api::<ReplicaSet>::all(fed.clone()), &replicasets)
+        replicasets
+            .watch(Api::<ReplicaSet>::all(fed.clone()))
             .filter_map(|e| async move { ns_of(&e).map(Input::Workload) })
             .boxed(),
     );
     let placements = SlimCache::new(placement_slim);
     streams.push(
-        slim_watch(Api::<Placement>::all(fed.clone()), &placements)
+        placements
+            .watch(Api::<Placement>::all(fed.clone()))
             .map(|e| Input::Placement(Box::new(e)))
             .boxed(),
     );

@@ -891,17 +891,7 @@ pub async fn run(
         streams.push(s.map(move |e| Input::Dep(kind, Box::new(e))).boxed());
     }
     let placements = placements::cache();
-    let writer = placements.clone();
-    let s = watcher::watcher(
-        Api::<Placement>::all(fed.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .inspect(move |e| {
-        if let Ok(e) = e {
-            writer.apply(e);
-        }
-    });
+    let s = placements.watch(Api::<Placement>::all(fed.clone()));
     streams.push(s.map(|e| Input::Placement(Box::new(e))).boxed());
     let (clusters, s) = reflect(Api::<Cluster>::all(fed.clone()));
     let cluster_store = clusters.clone();

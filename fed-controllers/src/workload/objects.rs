@@ -13,7 +13,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use crate::slim_cache::Ready;
 use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_UID_LABEL};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
@@ -23,6 +22,7 @@ use serde_json::Value;
 use super::compact::Compact;
 use super::deps::{self, Dependencies};
 use super::status::CopyStatus;
+use crate::slim_cache::Ready;
 
 /// One cached object.
 #[derive(Debug)]
