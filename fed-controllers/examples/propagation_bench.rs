@@ -14,6 +14,9 @@
 //! - the same with fan-out: Deployments a `Duplicated` policy places in every cluster
 //!   (one federation change, one write per cluster), created and then scaled 1 → 2 at once.
 //!
+//! Each phase ends when the federation settles (no workload writes for a second), so its
+//! status write-back is counted in its CPU and federation writes and does not run on into
+//! the next phase.
 //!
 //! `--api-only` runs the members without their simulated controllers (cluster-sim
 //! `--api-only`): written copies stay as written and no pods run, so the member side costs
@@ -211,6 +214,8 @@ struct Seen {
     fed_ready: HashMap<(String, i32), Instant>,
     /// First event where the workload's Placement has destinations (the scheduler's part).
     placed: HashMap<String, Instant>,
+    /// First event where the workload's Placement reports `r` ready replicas in all.
+    placement_ready: HashMap<(String, i32), Instant>,
 }
 
 /// Records when each Placement first has destinations.
@@ -224,11 +229,20 @@ fn watch_placements(client: kube::Client, seen: Arc<Mutex<Seen>>) {
             let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = ev else {
                 continue;
             };
+            let mut g = seen.lock().unwrap();
             if !p.spec.dest_clusters.is_empty() {
-                seen.lock()
-                    .unwrap()
-                    .placed
-                    .entry(p.spec.resource.name.clone())
+                g.placed.entry(p.spec.resource.name.clone()).or_insert(now);
+            }
+            let ready: i32 = p
+                .status
+                .iter()
+                .flat_map(|s| &s.clusters)
+                .map(|c| c.ready_replicas)
+                .sum();
+            let wanted: i32 = p.spec.dest_clusters.iter().map(|t| t.replicas).sum();
+            if ready > 0 && ready == wanted {
+                g.placement_ready
+                    .entry((p.spec.resource.name.clone(), ready))
                     .or_insert(now);
             }
         }
@@ -452,7 +466,8 @@ async fn status_lag(seen: &Arc<Mutex<Seen>>, paced: &[(String, usize)]) {
     .await;
     {
         let g = seen.lock().unwrap();
-        let lag: Vec<f64> = paced
+        // (last member copy Ready, Placement shows it, federated READY) per Deployment.
+        let times: Vec<(Instant, Option<Instant>, Instant)> = paced
             .iter()
             .filter_map(|(n, grp)| {
                 let member = dests(*grp)
@@ -461,16 +476,27 @@ async fn status_lag(seen: &Arc<Mutex<Seen>>, paced: &[(String, usize)]) {
                     .collect::<Option<Vec<_>>>()?
                     .into_iter()
                     .max()?;
-                let fed = g.fed_ready.get(&(n.clone(), 2))?;
-                Some(fed.saturating_duration_since(member).as_secs_f64() * 1e3)
+                let placement = g.placement_ready.get(&(n.clone(), 2)).copied();
+                Some((member, placement, *g.fed_ready.get(&(n.clone(), 2))?))
             })
             .collect();
+        let ms = |a: Instant, b: Instant| b.saturating_duration_since(a).as_secs_f64() * 1e3;
+        let lag: Vec<f64> = times.iter().map(|(m, _, f)| ms(*m, *f)).collect();
+        let to_placement: Vec<f64> = times
+            .iter()
+            .filter_map(|(m, p, _)| Some(ms(*m, (*p)?)))
+            .collect();
         summary("  status lag (member copies Ready -> federated READY)", lag);
+        summary(
+            "    of which member copies Ready -> Placement status shows them",
+            to_placement,
+        );
     }
 }
 
-/// The federation API server's request counters (`verb resource` → count), from its
-/// `/metrics`; writes only (reads and watches do not change state).
+/// The federation API server's request counters (`verb resource`, with ` (code)` when it
+/// was refused → count), from its `/metrics`; writes only (reads and watches do not change
+/// state).
 async fn fed_writes(fed: &kube::Client) -> HashMap<String, f64> {
     let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
     let text = fed.request_text(req).await.unwrap_or_default();
@@ -494,10 +520,42 @@ async fn fed_writes(fed: &kube::Client) -> HashMap<String, f64> {
             .next()
             .and_then(|v| v.parse().ok())
             .unwrap_or(0.0);
-        *out.entry(format!("{verb} {}", label("resource")))
+        // Refused writes (409 Conflict above all) are counted apart from the ones that took.
+        let code = label("code");
+        let refused = if code.starts_with('2') {
+            String::new()
+        } else {
+            format!(" ({code})")
+        };
+        *out.entry(format!("{verb} {}{refused}", label("resource")))
             .or_default() += n;
     }
     out
+}
+
+/// Waits until the federation's workload writes stop (none for a second; Cluster status
+/// patches, which never stop, do not count), so a phase's status write-back is counted in
+/// that phase and does not run on into the next. Prints how long that took after `start`.
+async fn settle(fed: &kube::Client, start: Instant) {
+    let quiet = |w: &HashMap<String, f64>| -> f64 {
+        w.iter()
+            .filter(|(k, _)| !k.contains(" clusters"))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let mut last = quiet(&fed_writes(fed).await);
+    let mut still = 0;
+    let limit = Instant::now() + Duration::from_secs(300);
+    while still < 4 && Instant::now() < limit {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let now = quiet(&fed_writes(fed).await);
+        still = if now == last { still + 1 } else { 0 };
+        last = now;
+    }
+    println!(
+        "  federation settled (no workload writes for 1s) {:.2}s after the first request",
+        start.elapsed().as_secs_f64() - 1.0
+    );
 }
 
 /// Prints the federation writes made since `before`, per `per` unit.
@@ -707,8 +765,10 @@ async fn run() -> anyhow::Result<()> {
     ];
     let cpu0 = Cpu::sample(pids);
     let fw0 = fed_writes(&fed).await;
+    let t_paced = Instant::now();
     let created = create_all(&fed, &paced, rate).await;
     propagation("paced", &seen, &paced, &created).await;
+    settle(&fed, t_paced).await;
     Cpu::sample(pids).report(
         cpu0,
         "paced creation",
@@ -803,6 +863,7 @@ async fn run() -> anyhow::Result<()> {
         "  controller member update writes (metrics): {:.0}",
         writes1 - writes0
     );
+    settle(&fed, start).await;
     Cpu::sample(pids).report(cpu0, "the scale", (writes1 - writes0, "member write"));
     report_fed_writes(&fw0, &fed_writes(&fed).await, paced.len() as f64);
 
@@ -974,6 +1035,7 @@ async fn fan_out_phase(
         )
         .await
             - writes0;
+        settle(fed, start).await;
         Cpu::sample(pids).report(cpu0, &format!("fan-out {phase}"), (writes, "member write"));
         report_fed_writes(&fw0, &fed_writes(fed).await, count as f64);
     }

@@ -89,6 +89,10 @@ struct Central {
     wanted_seen: Mutex<HashMap<(bool, WorkloadKey), u64>>,
     /// Set once every workload has been reconciled after start-up.
     initial_pass_done: std::sync::atomic::AtomicBool,
+    /// The resourceVersion each finalizer write was pinned to, until the watch shows the
+    /// finalizer: a cached workload still at that version is our write not back yet, not a
+    /// workload without the finalizer (patching it again would only be refused with 409).
+    finalizer_writes: Mutex<HashMap<WorkloadKey, String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -267,6 +271,15 @@ impl Central {
                 Ok(Event::Apply(o) | Event::InitApply(o)) => {
                     let key =
                         WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
+                    // The watch moved past a finalizer write: it is shown or overtaken.
+                    let mut pinned = lock(&self.finalizer_writes);
+                    if pinned
+                        .get(&key)
+                        .is_some_and(|rv| o.metadata.resource_version.as_ref() != Some(rv))
+                    {
+                        pinned.remove(&key);
+                    }
+                    drop(pinned);
                     self.push_changed(false, key, Some(wanted_workload(&o)));
                 }
                 Ok(Event::Delete(o)) => {
@@ -386,6 +399,7 @@ impl Central {
         let members = self.members();
         let obj = self.caches.workloads[&key.kind].get(&key.namespace, &key.name);
         let Some(obj) = obj else {
+            lock(&self.finalizer_writes).remove(key);
             // Gone (cleaned behind the finalizer, or orphaned): nothing left to do in members.
             for m in &members {
                 m.forget(key);
@@ -405,11 +419,23 @@ impl Central {
                 .await
                 .map(|()| false);
         }
-        if !ours {
+        let cached_rv = fed["metadata"]["resourceVersion"]
+            .as_str()
+            .map(String::from);
+        let pending = finalizer_write_pending(
+            lock(&self.finalizer_writes).get(key).map(String::as_str),
+            cached_rv.as_deref(),
+        );
+        if ours {
+            lock(&self.finalizer_writes).remove(key);
+        } else if !pending {
             let mut list = fins.clone();
             list.push(WORKLOAD_FINALIZER.to_string());
             // Carry on with the object as written rather than wait for the watch to bring it.
             fed = serde_json::to_value(self.set_finalizers(key, &fed, list).await?)?;
+            if let Some(rv) = cached_rv {
+                lock(&self.finalizer_writes).insert(key.clone(), rv);
+            }
         }
         let placement = self
             .caches
@@ -574,15 +600,29 @@ impl Central {
         let now = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
-        let mut wrote = false;
-        if let Some(p) = placement {
-            wrote = self
-                .write_placement_status(key, &p, entries.clone(), all_observed, &missing, &now)
-                .await?;
-        }
+        // The two status writes are independent: sent side by side, a status pass costs one
+        // round trip to the federation, not two.
+        let placement_write = async {
+            match &placement {
+                Some(p) => {
+                    self.write_placement_status(
+                        key,
+                        p,
+                        entries.clone(),
+                        all_observed,
+                        &missing,
+                        &now,
+                    )
+                    .await
+                }
+                None => Ok(false),
+            }
+        };
         let st = status::federated(key.kind, &fed, status::sum(&entries), all_observed, &now);
-        if !super::drift::contains(&fed["status"], &st) {
-            wrote = true;
+        let workload_write = async {
+            if super::drift::contains(&fed["status"], &st) {
+                return Ok(false);
+            }
             let api: Api<DynamicObject> =
                 Api::namespaced_with(self.fed.clone(), &key.namespace, &key.kind.api_resource());
             self.timed(
@@ -593,9 +633,11 @@ impl Central {
                     &Patch::Merge(json!({"status": st})),
                 ),
             )
-            .await?;
-        }
-        Ok(wrote)
+            .await
+            .map(|_| true)
+        };
+        let (placement_wrote, workload_wrote) = futures::join!(placement_write, workload_write);
+        Ok(placement_wrote? | workload_wrote?)
     }
 
     /// Writes the Placement's status if it changed; `Ok(true)` when it wrote.
@@ -815,6 +857,12 @@ impl Central {
     }
 }
 
+/// Whether the cached workload (at `cached_rv`) is the version our finalizer write was
+/// `pinned` to: that write has not come back through the watch yet.
+fn finalizer_write_pending(pinned: Option<&str>, cached_rv: Option<&str>) -> bool {
+    pinned.is_some() && pinned == cached_rv
+}
+
 fn reflect<K>(
     api: Api<K>,
 ) -> (
@@ -914,6 +962,7 @@ pub async fn run(
         cluster_ready: Mutex::default(),
         wanted_seen: Mutex::default(),
         initial_pass_done: std::sync::atomic::AtomicBool::new(false),
+        finalizer_writes: Mutex::default(),
     });
     let worker = {
         let c = central.clone();
@@ -996,6 +1045,14 @@ mod tests {
                     .boxed(),
             ),
         }
+    }
+
+    #[test]
+    fn a_finalizer_write_is_pending_while_the_cache_shows_the_version_it_was_pinned_to() {
+        assert!(finalizer_write_pending(Some("7"), Some("7")));
+        assert!(!finalizer_write_pending(Some("7"), Some("9")), "moved on");
+        assert!(!finalizer_write_pending(None, Some("7")), "never written");
+        assert!(!finalizer_write_pending(None, None));
     }
 
     #[test]

@@ -23,23 +23,31 @@ pub fn contains(actual: &Value, want: &Value) -> bool {
     }
 }
 
-/// Whether a member object matches the desired one in every field Meridian owns.
+/// `v.metadata.<k>`, or null.
+fn meta<'a>(v: &'a Value, k: &str) -> &'a Value {
+    v.get("metadata")
+        .and_then(|m| m.get(k))
+        .unwrap_or(&Value::Null)
+}
+
+/// Field `f` of `v` when it says something (present, not null, not an empty object).
+fn set_field<'a>(v: &'a Value, f: &str) -> Option<&'a Value> {
+    v.get(f)
+        .filter(|x| !x.is_null() && x.as_object().is_none_or(|o| !o.is_empty()))
+}
+
+/// Whether a member object matches the desired one in every field Meridian owns. Reads
+/// both in place: it runs on every sync of every member copy.
 pub fn in_sync(actual: &Value, desired: &Value) -> bool {
-    let meta = |v: &Value, k: &str| v["metadata"][k].clone();
-    contains(&meta(actual, "labels"), &meta(desired, "labels"))
-        && contains(&meta(actual, "annotations"), &meta(desired, "annotations"))
+    contains(meta(actual, "labels"), meta(desired, "labels"))
+        && contains(meta(actual, "annotations"), meta(desired, "annotations"))
         && OWNED.iter().all(|f| {
-            let set = |v: &Value| -> Option<Value> {
-                v.get(*f)
-                    .filter(|x| !x.is_null() && x.as_object().is_none_or(|o| !o.is_empty()))
-                    .cloned()
-            };
-            match (*f, set(desired), set(actual)) {
+            match (*f, set_field(desired, f), set_field(actual, f)) {
                 // Values, not defaults: a key added in the member is drift too.
                 ("data" | "binaryData", want, have) => want == have,
                 // Not ours to set; the member's server may default it.
                 (_, None, _) => true,
-                (_, Some(want), Some(have)) => contains(&have, &want),
+                (_, Some(want), Some(have)) => contains(have, want),
                 (_, Some(_), None) => false,
             }
         })
