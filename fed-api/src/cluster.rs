@@ -54,6 +54,7 @@ pub struct Taint {
 pub struct ClusterStatus {
     /// `Ready` (and related) conditions with reasons and probe times.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// The member's Kubernetes version, e.g. `v1.34.2`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

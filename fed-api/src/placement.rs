@@ -52,8 +52,10 @@ pub struct TargetCluster {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlacementStatus {
-    /// `Scheduled` and `Propagated` conditions.
+    /// `Scheduled` and `Propagated` conditions, one per type. Each writer owns its own
+    /// type: a strategic merge patch merges the list by `type`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// Per-cluster status of the pushed sub-object.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -122,4 +124,23 @@ pub struct ClusterReason {
     /// Detail.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::CustomResourceExt;
+
+    use super::Placement;
+
+    #[test]
+    fn conditions_are_a_list_map_keyed_by_type() {
+        let crd = serde_json::to_value(Placement::crd()).unwrap();
+        let conditions = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+            ["properties"]["conditions"];
+        assert_eq!(conditions["x-kubernetes-list-type"], "map", "{conditions}");
+        assert_eq!(
+            conditions["x-kubernetes-list-map-keys"],
+            serde_json::json!(["type"])
+        );
+    }
 }

@@ -17,8 +17,11 @@ use crate::status::{ApiError, Cause};
 
 /// How long a read waits for the cache to catch up with the store.
 const CONSISTENT_READ_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often a patch or finalizer update is retried on a concurrent write.
-const CONFLICT_RETRIES: usize = 8;
+/// How often a patch or finalizer update is retried on a concurrent write. Each lost race
+/// means another write landed, so with N writers on one object the last one needs up to N
+/// attempts; Kubernetes retries such updates without limit, this bound only stops a
+/// pathological storm from holding a request forever.
+const CONFLICT_RETRIES: usize = 64;
 
 /// kubectl's `fieldValidation` query parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -583,7 +586,7 @@ impl Engine {
         Ok(Written { obj, warnings })
     }
 
-    /// Applies a patch, retrying on concurrent writes unless the patch pins a resourceVersion.
+    /// Applies a patch, re-applying it to the newer object when a concurrent write wins.
     #[allow(clippy::too_many_arguments)]
     pub async fn patch(
         &self,
@@ -616,9 +619,10 @@ impl Engine {
                 .commit_update(def, &old, &old_value, new, target, opts)
                 .await
             {
-                Err(e) if e.code == 409 && pinned.is_none() && attempt < CONFLICT_RETRIES => {
-                    continue;
-                }
+                // Lost a race with another write: apply the patch again to the newer
+                // object. A pin is checked again there, so a pinned patch then fails as
+                // stale instead of landing on a version it did not name.
+                Err(e) if e.code == 409 && attempt < CONFLICT_RETRIES => continue,
                 Err(e) => return Err(e),
                 Ok(obj) => return Ok(Written { obj, warnings }),
             }
@@ -646,7 +650,7 @@ impl Engine {
                 ApiError::bad_request(format!("the JSON patch could not be applied: {e}"))
             }),
             PatchType::Strategic => {
-                if def.definition.is_empty() || def.group == fed_api::GROUP {
+                if def.definition.is_empty() {
                     return Err(ApiError::unsupported_media_type(format!(
                         "strategic merge patch is not supported for {}; use a merge patch (--type merge) or a JSON patch",
                         def.qualified()

@@ -28,15 +28,12 @@ const V3_REF: &str = "#/components/schemas/";
 const API_VERSION_DOC: &str = "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
 const KIND_DOC: &str = "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
 
-/// Patch types of built-in kinds and of Meridian's kinds.
-const PATCH_TYPES_BUILTIN: &[&str] = &[
+/// Patch types of every served kind (Meridian's included: their map-lists carry patch
+/// metadata, see [`merge_lists_by_key`]).
+const PATCH_TYPES: &[&str] = &[
     "application/json-patch+json",
     "application/merge-patch+json",
     "application/strategic-merge-patch+json",
-];
-const PATCH_TYPES_CUSTOM: &[&str] = &[
-    "application/json-patch+json",
-    "application/merge-patch+json",
 ];
 
 /// Built documents of the served kinds.
@@ -217,7 +214,42 @@ fn meridian_schema(kind: &str) -> Option<Value> {
     };
     let version = crd.spec.versions.into_iter().next()?;
     let schema = version.schema?.open_api_v3_schema?;
-    serde_json::to_value(schema).ok()
+    let mut schema = serde_json::to_value(schema).ok()?;
+    merge_lists_by_key(&mut schema);
+    Some(schema)
+}
+
+/// Gives every list declared `x-kubernetes-list-type: map` with a single key the strategic
+/// merge patch metadata built-in kinds carry for such lists (a Pod's conditions merge by
+/// `type`): so writers that own different entries, like the scheduler's `Scheduled` and
+/// the workload controller's `Propagated` condition on a Placement, patch their own entry
+/// without a read-modify-write race.
+fn merge_lists_by_key(schema: &mut Value) {
+    let Some(obj) = schema.as_object_mut() else {
+        return;
+    };
+    let single_key = match (
+        obj.get("x-kubernetes-list-type"),
+        obj.get("x-kubernetes-list-map-keys"),
+    ) {
+        (Some(t), Some(Value::Array(keys))) if t == "map" && keys.len() == 1 => {
+            keys[0].as_str().map(str::to_owned)
+        }
+        _ => None,
+    };
+    if let Some(key) = single_key {
+        obj.insert("x-kubernetes-patch-strategy".into(), "merge".into());
+        obj.insert("x-kubernetes-patch-merge-key".into(), key.into());
+    }
+    if let Some(Value::Object(props)) = obj.get_mut("properties") {
+        props.values_mut().for_each(merge_lists_by_key);
+    }
+    if let Some(items) = obj.get_mut("items") {
+        merge_lists_by_key(items);
+    }
+    if let Some(extra) = obj.get_mut("additionalProperties") {
+        merge_lists_by_key(extra);
+    }
 }
 
 fn list_schema(d: &ResourceDef, item: &str) -> Value {
@@ -670,13 +702,7 @@ fn operations(d: &ResourceDef) -> Vec<Op> {
         });
     }
 
-    // Meridian's kinds have no patch strategies, so (like custom resources upstream)
-    // they do not offer strategic merge patch.
-    let patch_types = if d.definition.starts_with("dev.meridian.") {
-        PATCH_TYPES_CUSTOM
-    } else {
-        PATCH_TYPES_BUILTIN
-    };
+    let patch_types = PATCH_TYPES;
     let id_gv = id_part(d.group, d.version);
     let tag = gv_path
         .trim_start_matches("apis/")
@@ -1111,7 +1137,7 @@ mod tests {
         let item = &fed["paths"]["/apis/federation.meridian.dev/v1alpha1/clusters/{name}"];
         let content = item["patch"]["requestBody"]["content"].as_object().unwrap();
         assert!(content.contains_key("application/merge-patch+json"));
-        assert!(!content.contains_key("application/strategic-merge-patch+json"));
+        assert!(content.contains_key("application/strategic-merge-patch+json"));
         let defs = api.definitions();
         assert!(
             defs["dev.meridian.federation.v1alpha1.PlacementList"]["properties"]["items"]
@@ -1120,6 +1146,16 @@ mod tests {
         assert!(
             defs["dev.meridian.federation.v1alpha1.PropagationPolicy"]["properties"]["spec"]
                 .is_object()
+        );
+        let conditions = &defs["dev.meridian.federation.v1alpha1.Placement"]["properties"]["status"]
+            ["properties"]["conditions"];
+        assert_eq!(conditions["x-kubernetes-patch-strategy"], "merge");
+        assert_eq!(conditions["x-kubernetes-patch-merge-key"], "type");
+        let clusters = &defs["dev.meridian.federation.v1alpha1.Placement"]["properties"]["status"]
+            ["properties"]["clusters"];
+        assert!(
+            clusters.get("x-kubernetes-patch-strategy").is_none(),
+            "the workload controller replaces its entries whole: {clusters}"
         );
     }
 

@@ -671,12 +671,52 @@ async fn meridian_kinds_round_trip() {
     );
 }
 
-/// The scheduler and the workload controller share a Placement's status: each merge-patches
-/// its own fields, pinned to the resourceVersion it read. A pinned patch keeps the other
-/// writer's fields; one pinned to a version that has moved on conflicts instead of
-/// replacing a conditions list it has not seen.
+/// Unpinned patches that race each other all land: the server re-applies a patch whose
+/// commit lost the race to the newer object (as Kubernetes does), so no writer sees a 409
+/// it never asked for, and nothing one of them wrote is lost.
 #[tokio::test]
-async fn pinned_status_patches_keep_the_other_writers_fields() {
+async fn racing_unpinned_patches_all_land() {
+    let (server, _dir) = Server::start(&[]);
+    let client = server.client().await;
+    namespace(&client, "shop").await;
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "shop");
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "shared"}})).unwrap();
+    maps.create(&PostParams::default(), &cm).await.unwrap();
+    const WRITERS: usize = 8;
+    const EACH: usize = 25;
+    let writers = (0..WRITERS).map(|w| {
+        let maps = maps.clone();
+        async move {
+            for i in 0..EACH {
+                let patch = json!({"data": {format!("w{w}-{i}"): "x"}});
+                maps.patch("shared", &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .unwrap_or_else(|e| panic!("writer {w}, patch {i}: {e}"));
+            }
+        }
+    });
+    futures::future::join_all(writers).await;
+    let data = maps.get("shared").await.unwrap().data.unwrap_or_default();
+    assert_eq!(data.len(), WRITERS * EACH);
+    // A pinned patch still conflicts once the object has moved on.
+    let e = api_error(
+        maps.patch(
+            "shared",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"resourceVersion": "1"}, "data": {"late": "x"}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"), "{e:?}");
+}
+
+/// The scheduler and the workload controller share a Placement's status: each sends a
+/// strategic merge patch of its own fields, unpinned. Conditions merge by `type`, so
+/// neither drops the other's condition, whatever order the writes land in; the workload
+/// controller's per-cluster entries (a list without a merge key) are replaced whole.
+#[tokio::test]
+async fn strategic_status_patches_keep_the_other_writers_condition() {
     let (server, _dir) = Server::start(&[]);
     let client = server.client().await;
     namespace(&client, "shop").await;
@@ -685,53 +725,67 @@ async fn pinned_status_patches_keep_the_other_writers_fields() {
         "apiVersion": "federation.meridian.dev/v1alpha1", "kind": "Placement",
         "metadata": {"name": "deployment-web"},
         "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "u1"},
-                 "destClusters": [{"cluster": "a", "replicas": 3}]}
+                 "destClusters": [{"cluster": "a", "replicas": 3}, {"cluster": "b", "replicas": 2}]}
     }))
     .unwrap();
-    let created = placements.create(&PostParams::default(), &p).await.unwrap();
-    let rv = created.metadata.resource_version.clone().unwrap();
-    let scheduled = json!({"type": "Scheduled", "status": "True", "reason": "Scheduled"});
-    let propagated = json!({"type": "Propagated", "status": "True", "reason": "InSync"});
-    // The controller writes its entries and condition.
-    let entries = placements
-        .patch_status(
-            "deployment-web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"resourceVersion": rv},
-                "status": {"clusters": [{"cluster": "a", "replicas": 3, "readyReplicas": 3}],
-                           "conditions": [propagated]}})),
-        )
-        .await
-        .unwrap();
-    let rv2 = entries.metadata.resource_version.clone().unwrap();
-    // The scheduler, pinned to what it read, lays its condition over: the entries stay.
-    let both = placements
-        .patch_status(
-            "deployment-web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"resourceVersion": rv2},
-                "status": {"conditions": [scheduled, propagated], "unschedulable": null}})),
-        )
-        .await
-        .unwrap();
-    let st = both.status.unwrap();
-    assert_eq!(st.clusters.len(), 1, "{st:?}");
-    assert_eq!(st.clusters[0].ready_replicas, 3);
-    let types: Vec<&str> = st.conditions.iter().map(|c| c.type_.as_str()).collect();
-    assert_eq!(types, ["Scheduled", "Propagated"]);
-    // A patch pinned to the older version conflicts and changes nothing.
-    let e = api_error(
-        placements
-            .patch_status(
-                "deployment-web",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"resourceVersion": rv2},
-                    "status": {"conditions": [propagated]}})),
-            )
-            .await
-            .unwrap_err(),
+    placements.create(&PostParams::default(), &p).await.unwrap();
+    let patch = |body: serde_json::Value| {
+        let placements = placements.clone();
+        async move {
+            placements
+                .patch_status(
+                    "deployment-web",
+                    &PatchParams::default(),
+                    &Patch::Strategic(body),
+                )
+                .await
+                .unwrap()
+        }
+    };
+    let types = |p: &fed_api::Placement| -> Vec<(String, String)> {
+        let st = p.status.clone().unwrap_or_default();
+        st.conditions
+            .iter()
+            .map(|c| (c.type_.clone(), c.status.clone()))
+            .collect()
+    };
+    // The controller first: its entries and condition.
+    patch(json!({"status": {
+        "clusters": [{"cluster": "a", "replicas": 3}, {"cluster": "b", "replicas": 2}],
+        "conditions": [{"type": "Propagated", "status": "False", "reason": "Progressing"}]}}))
+    .await;
+    // The scheduler, from a view that has not seen that write: its condition joins.
+    let both = patch(json!({"status": {
+        "conditions": [{"type": "Scheduled", "status": "True", "reason": "Scheduled"}],
+        "unschedulable": null}}))
+    .await;
+    assert_eq!(
+        types(&both),
+        [
+            ("Propagated".into(), "False".into()),
+            ("Scheduled".into(), "True".into())
+        ]
     );
-    assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"), "{e:?}");
-    let now = placements.get_status("deployment-web").await.unwrap();
-    assert_eq!(now.status.unwrap().conditions.len(), 2);
+    // The controller again: its condition changes in place, its entries are replaced
+    // whole (b left), the scheduler's condition stays.
+    let after = patch(json!({"status": {
+        "clusters": [{"cluster": "a", "replicas": 5, "readyReplicas": 5}],
+        "conditions": [{"type": "Propagated", "status": "True", "reason": "InSync"}]}}))
+    .await;
+    assert_eq!(
+        types(&after),
+        [
+            ("Propagated".into(), "True".into()),
+            ("Scheduled".into(), "True".into())
+        ]
+    );
+    let st = after.status.unwrap();
+    assert_eq!(st.clusters.len(), 1, "{st:?}");
+    assert_eq!(
+        (
+            st.clusters[0].cluster.as_str(),
+            st.clusters[0].ready_replicas
+        ),
+        ("a", 5)
+    );
 }

@@ -676,60 +676,27 @@ impl Central {
             );
         }
         let digest = placements::entries_digest(&entries);
-        // Our part of the status (the entries and the Propagated condition) laid over
-        // `base`'s conditions, or `None` when `base` already shows it. The patch names
-        // `base`'s resourceVersion: the conditions list is replaced whole, so it must not
-        // drop a condition the scheduler wrote since. The scheduler's other fields are
-        // left as they are.
-        let patch_over = |base: &PlacementView| -> Option<Value> {
-            let mut conditions = base.conditions.clone();
-            crate::member_sync::set_propagated(&mut conditions, st, reason, &message, now);
-            if base.clusters_digest == digest && conditions == base.conditions {
-                return None;
-            }
-            Some(json!({
-                "metadata": {"resourceVersion": base.resource_version},
-                "status": {"clusters": entries, "conditions": conditions},
-            }))
-        };
-        let Some(patch) = patch_over(p) else {
+        let mut conditions: Vec<_> = p.propagated.iter().cloned().collect();
+        crate::member_sync::set_propagated(&mut conditions, st, reason, &message, now);
+        if p.clusters_digest == digest && conditions.first() == p.propagated.as_ref() {
             return Ok(false);
-        };
-        let api: Api<Placement> = Api::namespaced(self.fed.clone(), &key.namespace);
-        let what = format!("status of placement {}", key.placement_name());
-        let write = |patch: Value| {
-            let api = api.clone();
-            async move {
-                api.patch_status(
-                    &key.placement_name(),
-                    &PatchParams::default(),
-                    &Patch::Merge(patch),
-                )
-                .await
-            }
-        };
-        match self.timed(&what, write(patch)).await {
-            Ok(_) => Ok(true),
-            // The cached Placement was older than the stored one (the scheduler's write, or
-            // our previous status not back through the watch yet): lay our part over the
-            // stored one instead, once.
-            Err(e) if e.is_conflict() => {
-                let Some(fresh) = self
-                    .timed(
-                        &format!("reading placement {}", key.placement_name()),
-                        api.get_opt(&key.placement_name()),
-                    )
-                    .await?
-                else {
-                    return Ok(false);
-                };
-                let Some(patch) = patch_over(&PlacementView::of(&fresh)) else {
-                    return Ok(false);
-                };
-                self.timed(&what, write(patch)).await.map(|_| true)
-            }
-            Err(e) => Err(e),
         }
+        // Our part of the status only: the entries (replaced whole) and the Propagated
+        // condition. A strategic merge patch merges conditions by type, so the scheduler's
+        // condition and `unschedulable` stay as they are, whichever version either writer
+        // last saw: the write needs no resourceVersion pin and cannot conflict.
+        let patch = json!({"status": {"clusters": entries, "conditions": conditions}});
+        let api: Api<Placement> = Api::namespaced(self.fed.clone(), &key.namespace);
+        self.timed(
+            &format!("status of placement {}", key.placement_name()),
+            api.patch_status(
+                &key.placement_name(),
+                &PatchParams::default(),
+                &Patch::Strategic(patch),
+            ),
+        )
+        .await
+        .map(|_| true)
     }
 
     /// One worker: reconciles keys until the task stops (several run side by side; the queue

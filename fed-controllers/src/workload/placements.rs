@@ -1,6 +1,7 @@
-//! What the workload controller keeps of each Placement: its destinations, resourceVersion
-//! and conditions, and a digest of its per-cluster status entries. Only this controller
-//! writes those entries, so the digest is all it needs to tell whether they changed; at
+//! What the workload controller keeps of each Placement: its destinations, its own
+//! `Propagated` condition and a digest of its per-cluster status entries. Only this
+//! controller writes those two, so they are all it needs to tell whether its status part
+//! changed (the scheduler's part is merged in by the API server); at
 //! 10,000 Placements (and 100 entries each when Duplicated) the entries would be most of
 //! the cache.
 
@@ -9,7 +10,6 @@ use std::hash::{Hash, Hasher};
 use fed_api::Placement;
 use fed_api::common::Condition;
 use fed_api::placement::ClusterWorkloadStatus;
-use kube::ResourceExt;
 
 use super::kinds::WorkloadKey;
 use crate::slim_cache::SlimCache;
@@ -17,12 +17,10 @@ use crate::slim_cache::SlimCache;
 /// One Placement as the workload controller reads it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PlacementView {
-    /// `metadata.resourceVersion`: status writes are pinned to it.
-    pub resource_version: String,
     /// `spec.destClusters` as (cluster, replicas).
     pub dest: Vec<(String, i32)>,
-    /// `status.conditions` (the scheduler's and ours).
-    pub conditions: Vec<Condition>,
+    /// The `Propagated` condition of `status.conditions` (ours), if any.
+    pub propagated: Option<Condition>,
     /// [`entries_digest`] of `status.clusters`.
     pub clusters_digest: u64,
 }
@@ -32,14 +30,18 @@ impl PlacementView {
     pub fn of(p: &Placement) -> Self {
         let status = p.status.as_ref();
         Self {
-            resource_version: p.resource_version().unwrap_or_default(),
             dest: p
                 .spec
                 .dest_clusters
                 .iter()
                 .map(|t| (t.cluster.clone(), t.replicas))
                 .collect(),
-            conditions: status.map(|s| s.conditions.clone()).unwrap_or_default(),
+            propagated: status.and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == "Propagated")
+                    .cloned()
+            }),
             clusters_digest: entries_digest(status.map_or(&[], |s| &s.clusters)),
         }
     }
@@ -85,12 +87,24 @@ mod tests {
     }
 
     #[test]
-    fn a_view_keeps_destinations_conditions_and_a_digest_of_the_entries() {
-        let p = placement("7", 1);
+    fn a_view_keeps_destinations_our_condition_and_a_digest_of_the_entries() {
+        let mut p = placement("7", 1);
         let v = PlacementView::of(&p);
-        assert_eq!(v.resource_version, "7");
         assert_eq!(v.dest, vec![("a".to_string(), 3), ("b".to_string(), 7)]);
-        assert_eq!(v.conditions.len(), 1);
+        assert_eq!(
+            v.propagated, None,
+            "the Scheduled condition is the scheduler's"
+        );
+        let propagated: Condition = serde_json::from_value(
+            json!({"type": "Propagated", "status": "True", "reason": "InSync"}),
+        )
+        .unwrap();
+        p.status
+            .as_mut()
+            .unwrap()
+            .conditions
+            .push(propagated.clone());
+        assert_eq!(PlacementView::of(&p).propagated, Some(propagated));
         let entries = &p.status.as_ref().unwrap().clusters;
         assert_eq!(v.clusters_digest, entries_digest(entries));
         // Any change of an entry changes the digest.
@@ -105,10 +119,7 @@ mod tests {
         use kube::runtime::watcher::Event;
         let c = cache();
         c.apply(&Event::Apply(placement("2", 3)));
-        assert_eq!(
-            c.get("shop", "deployment-web").unwrap().resource_version,
-            "2"
-        );
+        assert_eq!(c.get("shop", "deployment-web").unwrap().dest.len(), 2);
         let mut service = placement("9", 0);
         service.metadata.name = Some("service-web".into());
         service.spec.resource.api_version = "v1".into();

@@ -7,6 +7,8 @@ use fed_api::Placement;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 
+use super::desired::SCHEDULED;
+
 /// Why a write did not happen.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -84,10 +86,10 @@ impl Writer {
         .await
     }
 
-    /// Writes the scheduler's part of `p.status` (its conditions list and `unschedulable`),
-    /// pinned to `p.metadata.resourceVersion`: the conditions list is replaced whole, so
-    /// it must not drop a condition another writer added since. The per-cluster entries
-    /// (the workload controller's) are left as they are.
+    /// Writes the scheduler's part of `p.status`: its `Scheduled` condition and
+    /// `unschedulable`. A strategic merge patch merges conditions by type, so the workload
+    /// controller's condition and per-cluster entries stay as they are whatever version
+    /// either writer last saw; nothing to pin, nothing to conflict.
     pub async fn write_status(&self, p: &Placement) -> Result<Placement, WriteError> {
         let ns = p.metadata.namespace.clone().unwrap_or_default();
         let name = p.metadata.name.clone().unwrap_or_default();
@@ -95,19 +97,23 @@ impl Writer {
         let api = self.api(&ns);
         self.run(
             "status",
-            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+            api.patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch)),
         )
         .await
     }
 }
 
-/// The merge patch of [`Writer::write_status`]: the resourceVersion pin, the conditions and
+/// The strategic merge patch of [`Writer::write_status`]: the `Scheduled` condition and
 /// `unschedulable` (`null` removes it), nothing else.
 fn status_patch(p: &Placement) -> serde_json::Value {
-    let status = p.status.clone().unwrap_or_default();
+    let status = p.status.as_ref();
+    let ours: Vec<_> = status
+        .into_iter()
+        .flat_map(|s| &s.conditions)
+        .filter(|c| c.type_ == SCHEDULED)
+        .collect();
     serde_json::json!({
-        "metadata": {"resourceVersion": p.metadata.resource_version},
-        "status": {"conditions": status.conditions, "unschedulable": status.unschedulable},
+        "status": {"conditions": ours, "unschedulable": status.and_then(|s| s.unschedulable.as_ref())},
     })
 }
 
@@ -117,18 +123,25 @@ mod tests {
     use serde_json::{Value, json};
 
     #[test]
-    fn the_status_patch_is_pinned_and_leaves_the_cluster_entries_alone() {
+    fn the_status_patch_holds_only_the_schedulers_fields() {
         let p: Placement = serde_json::from_value(json!({
             "apiVersion": "federation.meridian.dev/v1alpha1", "kind": "Placement",
             "metadata": {"name": "deployment-web", "namespace": "shop", "resourceVersion": "41"},
             "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "u1"}},
-            "status": {"conditions": [{"type": "Scheduled", "status": "True", "reason": "Scheduled"}],
+            "status": {"conditions": [{"type": "Scheduled", "status": "True", "reason": "Scheduled"},
+                                      {"type": "Propagated", "status": "True", "reason": "InSync"}],
                        "clusters": [{"cluster": "a", "replicas": 3}]}
         }))
         .unwrap();
         let patch = status_patch(&p);
-        assert_eq!(patch["metadata"], json!({"resourceVersion": "41"}));
-        assert_eq!(patch["status"]["conditions"][0]["type"], "Scheduled");
+        assert!(patch.get("metadata").is_none(), "unpinned: {patch}");
+        let conditions = patch["status"]["conditions"].as_array().unwrap();
+        assert_eq!(
+            conditions.len(),
+            1,
+            "the Propagated condition is not ours: {patch}"
+        );
+        assert_eq!(conditions[0]["type"], "Scheduled");
         assert_eq!(patch["status"]["unschedulable"], Value::Null);
         assert!(
             patch["status"].get("clusters").is_none(),
