@@ -369,15 +369,45 @@ fn dests(group: usize) -> [usize; 2] {
     [2 * group, 2 * group + 1]
 }
 
+/// Prints, for a few workloads whose copies never showed up everywhere, what their
+/// Placement says: where the federation stands when a run gives up.
+async fn explain_missing(fed: &kube::Client, seen: &Arc<Mutex<Seen>>, names: &[(String, usize)]) {
+    let missing: Vec<(String, Vec<usize>)> = {
+        let g = seen.lock().unwrap();
+        names
+            .iter()
+            .filter_map(|(n, grp)| {
+                let absent: Vec<usize> = dests(*grp)
+                    .into_iter()
+                    .filter(|c| !g.added.contains_key(&(*c, n.clone())))
+                    .collect();
+                (!absent.is_empty()).then(|| (n.clone(), absent))
+            })
+            .collect()
+    };
+    let placements: Api<fed_api::Placement> = Api::namespaced(fed.clone(), NS);
+    for (name, absent) in missing.iter().take(5) {
+        let p = placements.get_opt(&format!("deployment-{name}")).await;
+        let p = p.ok().flatten().map(|p| {
+            serde_json::json!({"rv": p.metadata.resource_version, "spec": p.spec, "status": p.status})
+        });
+        println!(
+            "    missing {name} in members {absent:?}; placement: {}",
+            p.unwrap_or_default()
+        );
+    }
+}
+
 /// Propagation latencies (ms) of `created` from the members' ADDED events.
 async fn propagation(
+    fed: &kube::Client,
     label: &str,
     seen: &Arc<Mutex<Seen>>,
     names: &[(String, usize)],
     created: &HashMap<String, Instant>,
 ) {
     let total = names.len();
-    until(label, Duration::from_secs(600), || {
+    let all_in = until(label, Duration::from_secs(120), || {
         let g = seen.lock().unwrap();
         let n = names
             .iter()
@@ -390,6 +420,9 @@ async fn propagation(
         (n, total)
     })
     .await;
+    if !all_in {
+        explain_missing(fed, seen, names).await;
+    }
     let g = seen.lock().unwrap();
     let lat: Vec<f64> = names
         .iter()
@@ -767,7 +800,7 @@ async fn run() -> anyhow::Result<()> {
     let fw0 = fed_writes(&fed).await;
     let t_paced = Instant::now();
     let created = create_all(&fed, &paced, rate).await;
-    propagation("paced", &seen, &paced, &created).await;
+    propagation(&fed, "paced", &seen, &paced, &created).await;
     settle(&fed, t_paced).await;
     Cpu::sample(pids).report(
         cpu0,
@@ -875,7 +908,7 @@ async fn run() -> anyhow::Result<()> {
         let batch: Vec<(String, usize)> =
             (0..burst).map(|i| (format!("b-{i}"), i % groups)).collect();
         let created = create_all(&fed, &batch, 0).await;
-        propagation("burst", &seen, &batch, &created).await;
+        propagation(&fed, "burst", &seen, &batch, &created).await;
     }
     let (a, s, c) = (
         rss_mb(apiserver.0.id()),

@@ -1,6 +1,10 @@
 //! `fed-scheduler`: decides where federated workloads run and writes their Placements,
 //! until Ctrl-C.
 
+// mimalloc: JSON trees are built and dropped all day, and glibc malloc cost a third of the CPU.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 

@@ -1,6 +1,10 @@
 //! `fedctl`: join and unjoin member clusters of a Meridian federation, run it locally, show
 //! where a federated object runs, and plan placements offline.
 
+// mimalloc: JSON trees are built and dropped all day, and glibc malloc cost a third of the CPU.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;

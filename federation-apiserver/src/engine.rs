@@ -636,17 +636,18 @@ impl Engine {
         patch_type: PatchType,
         patch: &Value,
     ) -> Result<Value, ApiError> {
-        let mut base = old.clone();
         // The stored copy carries its resourceVersion; a patch may pin a different one.
+        // Each kind of patch copies `old` once.
         match patch_type {
             PatchType::Merge => {
                 if !patch.is_object() {
                     return Err(ApiError::bad_request("a merge patch must be a JSON object"));
                 }
+                let mut base = old.clone();
                 apimachinery::patch::merge_patch(&mut base, patch);
                 Ok(base)
             }
-            PatchType::Json => apimachinery::patch::json_patch(&base, patch).map_err(|e| {
+            PatchType::Json => apimachinery::patch::json_patch(old, patch).map_err(|e| {
                 ApiError::bad_request(format!("the JSON patch could not be applied: {e}"))
             }),
             PatchType::Strategic => {
@@ -662,7 +663,7 @@ impl Engine {
                     ));
                 }
                 apimachinery::patch::strategic_merge_patch(
-                    &base,
+                    old,
                     patch,
                     &self.definitions,
                     def.definition,

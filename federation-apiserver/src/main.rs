@@ -1,5 +1,9 @@
 //! `federation-apiserver`: serves Meridian's Kubernetes-compatible federation API.
 
+// mimalloc: JSON trees are built and dropped all day, and glibc malloc cost a third of the CPU.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::Parser;
 use federation_apiserver::cli::{Args, start};
 

@@ -21,7 +21,8 @@ pub fn strategic_merge_patch(
 ) -> Result<Value, PatchError> {
     let patch = patch.as_object().ok_or(PatchError::NotAnObject)?;
     let root = schema.get(root_definition).and_then(|d| schema.resolve(d));
-    let merged = Merger { defs: schema }.merge_map(original.as_object(), patch, root, "")?;
+    let original = original.as_object().cloned();
+    let merged = Merger { defs: schema }.merge_map(original, patch, root, "")?;
     // `$patch: delete` at the root leaves an empty object, as upstream does.
     Ok(Value::Object(merged.unwrap_or_default()))
 }
@@ -79,17 +80,18 @@ impl<'a> Merger<'a> {
             .unwrap_or_default()
     }
 
-    /// Merges `patch` into a copy of `orig` (absent = empty). Returns `None`
-    /// when the patch deletes the map with `$patch: delete`.
+    /// Merges `patch` into `orig` (absent = empty), taking it over so that no
+    /// subtree is copied on the way down. Returns `None` when the patch deletes
+    /// the map with `$patch: delete`.
     fn merge_map(
         &self,
-        orig: Option<&Map<String, Value>>,
+        orig: Option<Map<String, Value>>,
         patch: &Map<String, Value>,
         schema: Option<&'a Value>,
         path: &str,
     ) -> Result<Option<Map<String, Value>>, PatchError> {
         let mut out = match directive(patch, path)? {
-            None | Some("merge") => orig.cloned().unwrap_or_default(),
+            None | Some("merge") => orig.unwrap_or_default(),
             // Replace: the patch (minus directives) becomes the whole value.
             Some("replace") => Map::new(),
             Some("delete") => return Ok(None),
@@ -132,7 +134,7 @@ impl<'a> Merger<'a> {
                     let existing = if meta.strategy.replace {
                         None
                     } else {
-                        out.get(k).and_then(Value::as_object)
+                        take_map(out.get_mut(k))
                     };
                     match self.merge_map(existing, pm, meta.schema, &path)? {
                         Some(m) => out.insert(k.clone(), Value::Object(m)),
@@ -140,7 +142,10 @@ impl<'a> Merger<'a> {
                     };
                 }
                 Value::Array(pl) => {
-                    let existing = out.get(k).and_then(Value::as_array);
+                    let existing = match out.get_mut(k) {
+                        Some(Value::Array(list)) => Some(std::mem::take(list)),
+                        _ => None,
+                    };
                     let merged = self.merge_list(existing, pl, &meta, &path)?;
                     out.insert(k.clone(), Value::Array(merged));
                 }
@@ -164,7 +169,7 @@ impl<'a> Merger<'a> {
 
     fn merge_list(
         &self,
-        orig: Option<&Vec<Value>>,
+        orig: Option<Vec<Value>>,
         patch: &[Value],
         meta: &FieldMeta<'a>,
         path: &str,
@@ -187,11 +192,11 @@ impl<'a> Merger<'a> {
 
         let has_maps = patch
             .iter()
-            .chain(orig.into_iter().flatten())
+            .chain(orig.iter().flatten())
             .any(Value::is_object);
         if !has_maps {
             // A merging list of primitives is a set union that keeps live order.
-            let mut out = orig.cloned().unwrap_or_default();
+            let mut out = orig.unwrap_or_default();
             for e in patch {
                 if !out.contains(e) {
                     out.push(e.clone());
@@ -203,7 +208,7 @@ impl<'a> Merger<'a> {
         let key = meta.merge_key.ok_or_else(|| PatchError::MissingMergeKey {
             path: path.to_string(),
         })?;
-        let mut out = orig.cloned().unwrap_or_default();
+        let mut out = orig.unwrap_or_default();
         let mut merges = Vec::new();
         // Deletions first, as upstream does, so a delete and a re-add of the
         // same key in one patch yields the re-added element.
@@ -231,7 +236,7 @@ impl<'a> Merger<'a> {
         }
         for (m, kv, elem_path) in merges {
             let pos = out.iter().position(|o| o.get(key) == Some(kv));
-            let existing = pos.and_then(|p| out[p].as_object());
+            let existing = take_map(pos.map(|p| &mut out[p]));
             match (pos, self.merge_map(existing, m, items, &elem_path)?) {
                 (Some(p), Some(merged)) => out[p] = Value::Object(merged),
                 (None, Some(merged)) => out.push(Value::Object(merged)),
@@ -267,6 +272,14 @@ impl<'a> Merger<'a> {
             }
         }
         Ok(out)
+    }
+}
+
+/// Takes the map out of `slot` (leaving an empty one to be overwritten), if it holds one.
+fn take_map(slot: Option<&mut Value>) -> Option<Map<String, Value>> {
+    match slot {
+        Some(Value::Object(m)) => Some(std::mem::take(m)),
+        _ => None,
     }
 }
 
