@@ -28,6 +28,26 @@ pub struct Condition {
     pub last_transition_time: Option<String>,
 }
 
+impl Condition {
+    /// This condition as an entry of a strategic merge patch: every field named, `null` for
+    /// the empty ones. Conditions merge by `type`, and a field the patch leaves out is kept,
+    /// so without the `null`s a condition going from `Progressing` to `InSync` would keep
+    /// the old message.
+    pub fn patch_entry(&self) -> serde_json::Value {
+        fn text(s: &str) -> Option<&str> {
+            (!s.is_empty()).then_some(s)
+        }
+        serde_json::json!({
+            "type": self.type_,
+            "status": self.status,
+            "reason": text(&self.reason),
+            "message": text(&self.message),
+            "lastProbeTime": self.last_probe_time,
+            "lastTransitionTime": self.last_transition_time,
+        })
+    }
+}
+
 /// A label selector (`matchLabels` and `matchExpressions`), as in Kubernetes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -60,4 +80,26 @@ pub struct NamespacedName {
     pub namespace: String,
     /// Name of the object.
     pub name: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Condition;
+
+    #[test]
+    fn a_patch_entry_names_every_field() {
+        let c = Condition {
+            type_: "Propagated".into(),
+            status: "True".into(),
+            reason: "InSync".into(),
+            last_transition_time: Some("2026-01-01T00:00:00Z".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            c.patch_entry(),
+            serde_json::json!({"type": "Propagated", "status": "True", "reason": "InSync",
+                "message": null, "lastProbeTime": null,
+                "lastTransitionTime": "2026-01-01T00:00:00Z"})
+        );
+    }
 }

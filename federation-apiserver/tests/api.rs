@@ -752,7 +752,8 @@ async fn strategic_status_patches_keep_the_other_writers_condition() {
     // The controller first: its entries and condition.
     patch(json!({"status": {
         "clusters": [{"cluster": "a", "replicas": 3}, {"cluster": "b", "replicas": 2}],
-        "conditions": [{"type": "Propagated", "status": "False", "reason": "Progressing"}]}}))
+        "conditions": [{"type": "Propagated", "status": "False", "reason": "Progressing",
+                        "message": "waiting for members"}]}}))
     .await;
     // The scheduler, from a view that has not seen that write: its condition joins.
     let both = patch(json!({"status": {
@@ -766,11 +767,12 @@ async fn strategic_status_patches_keep_the_other_writers_condition() {
             ("Scheduled".into(), "True".into())
         ]
     );
-    // The controller again: its condition changes in place, its entries are replaced
-    // whole (b left), the scheduler's condition stays.
+    // The controller again: its condition changes in place (the message it names as null
+    // goes), its entries are replaced whole (b left), the scheduler's condition stays.
     let after = patch(json!({"status": {
         "clusters": [{"cluster": "a", "replicas": 5, "readyReplicas": 5}],
-        "conditions": [{"type": "Propagated", "status": "True", "reason": "InSync"}]}}))
+        "conditions": [{"type": "Propagated", "status": "True", "reason": "InSync",
+                        "message": null}]}}))
     .await;
     assert_eq!(
         types(&after),
@@ -780,6 +782,7 @@ async fn strategic_status_patches_keep_the_other_writers_condition() {
         ]
     );
     let st = after.status.unwrap();
+    assert_eq!(st.conditions[0].message, "", "{st:?}");
     assert_eq!(st.clusters.len(), 1, "{st:?}");
     assert_eq!(
         (

@@ -272,6 +272,38 @@ async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
         ],
     );
 
+    // The scale passed through Progressing ("waiting for members to observe the current
+    // spec"); back in sync, the condition keeps nothing of that message, and the
+    // scheduler's condition sits beside it.
+    let p = wait_for(
+        &placements,
+        "deployment-web",
+        "0",
+        "20 ready, in sync",
+        |p| {
+            p.status.as_ref().is_some_and(|s| {
+                s.clusters.iter().map(|c| c.ready_replicas).sum::<i32>() == 20
+                    && s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Propagated" && c.reason == "InSync")
+            })
+        },
+    )
+    .await;
+    let st = p.status.expect("placement status");
+    let condition = |t: &str| st.conditions.iter().find(|c| c.type_ == t);
+    let propagated = condition("Propagated").expect("Propagated condition");
+    assert_eq!(
+        (propagated.status.as_str(), propagated.message.as_str()),
+        ("True", ""),
+        "{st:#?}"
+    );
+    assert_eq!(
+        condition("Scheduled").map(|c| c.status.as_str()),
+        Some("True"),
+        "{st:#?}"
+    );
+
     // A new image reaches every member.
     env.ok(
         "kubectl",

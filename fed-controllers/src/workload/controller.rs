@@ -685,6 +685,7 @@ impl Central {
         // condition. A strategic merge patch merges conditions by type, so the scheduler's
         // condition and `unschedulable` stay as they are, whichever version either writer
         // last saw: the write needs no resourceVersion pin and cannot conflict.
+        let conditions: Vec<Value> = conditions.iter().map(|c| c.patch_entry()).collect();
         let patch = json!({"status": {"clusters": entries, "conditions": conditions}});
         let api: Api<Placement> = Api::namespaced(self.fed.clone(), &key.namespace);
         self.timed(

@@ -111,9 +111,14 @@ fn status_patch(p: &Placement) -> serde_json::Value {
         .into_iter()
         .flat_map(|s| &s.conditions)
         .filter(|c| c.type_ == SCHEDULED)
+        .map(|c| c.patch_entry())
         .collect();
+    // Named in full (an empty reasons list too), so nothing of the previous one is kept.
+    let unschedulable = status
+        .and_then(|s| s.unschedulable.as_ref())
+        .map(|u| serde_json::json!({"replicas": u.replicas, "reasons": u.reasons}));
     serde_json::json!({
-        "status": {"conditions": ours, "unschedulable": status.and_then(|s| s.unschedulable.as_ref())},
+        "status": {"conditions": ours, "unschedulable": unschedulable},
     })
 }
 
@@ -142,6 +147,10 @@ mod tests {
             "the Propagated condition is not ours: {patch}"
         );
         assert_eq!(conditions[0]["type"], "Scheduled");
+        assert!(
+            conditions[0]["message"].is_null() && conditions[0].get("message").is_some(),
+            "an empty field is named as null, so the stored one is dropped: {patch}"
+        );
         assert_eq!(patch["status"]["unschedulable"], Value::Null);
         assert!(
             patch["status"].get("clusters").is_none(),
