@@ -13,9 +13,12 @@ use crate::types::{
     UnschedulableCause, UnschedulableReason, UnschedulableStatus,
 };
 
-/// Per-cluster lines listed in one message before the rest are only counted: a 1,000-cluster
-/// fleet must not produce a megabyte condition.
-pub const MAX_CLUSTERS_LISTED: usize = 10;
+/// Distinct "why not" texts listed in one message before the rest are only counted: a
+/// 1,000-cluster fleet must not produce a megabyte condition.
+pub const MAX_REASONS_LISTED: usize = 10;
+/// Clusters named with a shared "why not" text; a larger group is only counted ("98
+/// clusters: ClusterAffinity: …"), as kube-scheduler counts nodes per reason.
+pub const MAX_CLUSTERS_NAMED: usize = 3;
 
 /// What the `Scheduled` condition says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -46,16 +49,26 @@ pub fn reason_text(r: &Reason) -> String {
 /// Plugins whose verdict follows from the policy and the cluster's identity alone.
 const POLICY_PLUGINS: [&str; 3] = ["APIEnablement", "ClusterAffinity", "TaintToleration"];
 
-/// `cluster: Plugin: reason, Plugin: reason` for one verdict. When the policy itself
-/// rules the cluster out, only those reasons are given: they answer "why not?" for good,
-/// and the text then stays the same while the cluster's health or capacity moves, so
-/// unrelated clusters failing rewrites no condition.
+/// `cluster: Plugin: reason, Plugin: reason` for one verdict.
 pub fn verdict_text(v: &ClusterVerdict) -> String {
-    let mut s = v.cluster.clone();
+    format!("{}:{}", cluster_label(v), reasons_text(v))
+}
+
+/// The cluster's name, with the replicas it keeps for now.
+fn cluster_label(v: &ClusterVerdict) -> String {
     if v.outcome == ClusterOutcome::Kept {
-        let _ = write!(s, " (keeps {})", v.replicas);
+        format!("{} (keeps {})", v.cluster, v.replicas)
+    } else {
+        v.cluster.clone()
     }
-    s.push(':');
+}
+
+/// ` Plugin: reason, Plugin: reason` for one verdict. When the policy itself rules the
+/// cluster out, only those reasons are given: they answer "why not?" for good, and the
+/// text then stays the same while the cluster's health or capacity moves, so unrelated
+/// clusters failing rewrites no condition.
+fn reasons_text(v: &ClusterVerdict) -> String {
+    let mut s = String::new();
     let by_policy = v.reasons.iter().any(|r| POLICY_PLUGINS.contains(&r.plugin));
     let shown = v
         .reasons
@@ -76,13 +89,33 @@ fn explained(verdicts: &[ClusterVerdict], short: bool) -> impl Iterator<Item = &
     })
 }
 
+/// Appends `; a, b: why` per distinct "why not" text, in the order clusters come, with
+/// large groups counted instead of named: on a 100-cluster fleet a policy naming two
+/// clusters rules out 98 for one reason, and the condition says so in one clause.
 fn push_clusters(m: &mut String, verdicts: &[ClusterVerdict], short: bool) {
-    let all: Vec<&ClusterVerdict> = explained(verdicts, short).collect();
-    for v in all.iter().take(MAX_CLUSTERS_LISTED) {
-        let _ = write!(m, "; {}", verdict_text(v));
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for v in explained(verdicts, short) {
+        let why = reasons_text(v);
+        let label = cluster_label(v);
+        match groups.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, labels)) => labels.push(label),
+            None => groups.push((why, vec![label])),
+        }
     }
-    if all.len() > MAX_CLUSTERS_LISTED {
-        let _ = write!(m, "; and {} more clusters", all.len() - MAX_CLUSTERS_LISTED);
+    for (why, labels) in groups.iter().take(MAX_REASONS_LISTED) {
+        if labels.len() <= MAX_CLUSTERS_NAMED {
+            let _ = write!(m, "; {}:{why}", labels.join(", "));
+        } else {
+            let _ = write!(m, "; {} clusters:{why}", labels.len());
+        }
+    }
+    let rest: usize = groups
+        .iter()
+        .skip(MAX_REASONS_LISTED)
+        .map(|(_, l)| l.len())
+        .sum();
+    if rest > 0 {
+        let _ = write!(m, "; and {rest} more clusters");
     }
 }
 
@@ -371,8 +404,50 @@ mod tests {
             clusters: many,
         }));
         assert_eq!(o.reason, "NoCandidates");
+        // One reason for all fifteen: one clause, counted, not fifteen named.
+        assert_eq!(
+            o.message,
+            format!(
+                "{}; 15 clusters: P: {}",
+                o.message.split(';').next().unwrap(),
+                Reason::Excluded
+            ),
+        );
+        // Three with one reason are named; past ten distinct reasons the rest are counted.
+        let mixed: Vec<ClusterVerdict> = (0..3)
+            .map(|i| {
+                verdict(
+                    &format!("x{i}"),
+                    ClusterOutcome::Filtered,
+                    0,
+                    vec![Reason::Excluded],
+                )
+            })
+            .chain((0..12).map(|i| {
+                verdict(
+                    &format!("t{i:02}"),
+                    ClusterOutcome::Filtered,
+                    0,
+                    vec![Reason::OfflineBeyondToleration {
+                        offline_for: None,
+                        toleration: i,
+                    }],
+                )
+            }))
+            .collect();
+        let o = outcome(&Err(Unschedulable {
+            reason: UnschedulableReason::NoCandidates,
+            clusters: mixed,
+        }));
+        assert!(o.message.contains("; x0, x1, x2: P: "), "{}", o.message);
         assert!(
-            o.message.ends_with("; and 5 more clusters"),
+            o.message.contains("; t08: P: offline beyond the 8s"),
+            "{}",
+            o.message
+        );
+        assert!(!o.message.contains("t09"), "{}", o.message);
+        assert!(
+            o.message.ends_with("; and 3 more clusters"),
             "{}",
             o.message
         );
