@@ -178,12 +178,13 @@ pub fn kubeconfig(server: &str, ca_pem: Option<&str>, token: &str, name: &str) -
 /// The watch cache is the store's only watcher and reads every event as soon as it is
 /// published, so the store's own history only has to cover a few write groups (each
 /// event holds the new value and the previous one). Reads are served from the cache, so
-/// the page cache mostly serves the writer's lookups of the keys it updates.
+/// the page cache only serves the writer's lookups of the keys it updates: a few MB keep
+/// the B-tree's inner pages, and leaves come from the kernel's cache of the file.
 fn store_options() -> meridian_store::EmbeddedOptions {
     let defaults = meridian_store::EmbeddedOptions::default();
     meridian_store::EmbeddedOptions {
         history_capacity: 4 * defaults.max_batch,
-        cache_size: 16 << 20,
+        cache_size: 4 << 20,
         ..defaults
     }
 }
