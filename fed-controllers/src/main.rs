@@ -1,8 +1,7 @@
 //! `fed-controllers`: runs the cluster, workload and service controllers against the federation until Ctrl-C.
 
-// mimalloc: JSON trees are built and dropped all day, and glibc malloc cost a third of the CPU.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: meridian_alloc::Allocator = meridian_alloc::Allocator;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -16,6 +15,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    meridian_alloc::return_freed_memory_at_once();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -1,9 +1,8 @@
 //! `fed-scheduler`: decides where federated workloads run and writes their Placements,
 //! until Ctrl-C.
 
-// mimalloc: JSON trees are built and dropped all day, and glibc malloc cost a third of the CPU.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: meridian_alloc::Allocator = meridian_alloc::Allocator;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -17,6 +16,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    meridian_alloc::return_freed_memory_at_once();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

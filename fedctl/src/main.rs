@@ -1,9 +1,8 @@
 //! `fedctl`: join and unjoin member clusters of a Meridian federation, run it locally, show
 //! where a federated object runs, and plan placements offline.
 
-// mimalloc: JSON trees are built and dropped all day, and glibc malloc cost a third of the CPU.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: meridian_alloc::Allocator = meridian_alloc::Allocator;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -134,6 +133,7 @@ fn parse_labels(list: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
+    meridian_alloc::return_freed_memory_at_once();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),

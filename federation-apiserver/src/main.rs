@@ -1,14 +1,14 @@
 //! `federation-apiserver`: serves Meridian's Kubernetes-compatible federation API.
 
-// mimalloc: JSON trees are built and dropped all day, and glibc malloc cost a third of the CPU.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: meridian_alloc::Allocator = meridian_alloc::Allocator;
 
 use clap::Parser;
 use federation_apiserver::cli::{Args, start};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    meridian_alloc::return_freed_memory_at_once();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),

@@ -1,8 +1,7 @@
 //! `lb-agent`: the load balancer of one member cluster, fed by that cluster's API.
 
-// mimalloc: JSON trees are built and dropped all day, and glibc malloc cost a third of the CPU.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: meridian_alloc::Allocator = meridian_alloc::Allocator;
 
 use std::sync::Arc;
 
@@ -14,6 +13,7 @@ use lb_agent::{Agent, Inputs};
 use tokio::sync::watch;
 
 fn main() -> anyhow::Result<()> {
+    meridian_alloc::return_freed_memory_at_once();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
