@@ -1,5 +1,6 @@
 //! Kubernetes API machinery as pure functions over `serde_json::Value`.
 
+pub mod packed;
 pub mod patch;
 pub mod protobuf;
 pub mod quantity;
@@ -11,6 +12,7 @@ pub mod validation;
 #[cfg(test)]
 pub(crate) mod testdata;
 
+pub use packed::PackedJson;
 pub use patch::{PatchError, json_patch, merge_patch, strategic_merge_patch};
 pub use quantity::{Quantity, QuantityError, format_bytes, format_cpu_milli, parse_quantity};
 pub use schema::Definitions;

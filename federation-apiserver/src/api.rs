@@ -461,7 +461,7 @@ impl ApiServer {
                         &table::single(&def, &c.value(), true),
                     ));
                 }
-                Ok(json_response(StatusCode::OK, c.bytes.clone()))
+                Ok(json_response(StatusCode::OK, c.json()))
             }
             (Method::POST, None) => {
                 if def.namespaced && rp.namespace.is_none() {
@@ -690,7 +690,7 @@ impl ApiServer {
             ));
         }
         // Items are already JSON: splice them instead of re-encoding 100k objects.
-        let total: usize = page.items.iter().map(|c| c.bytes.len() + 1).sum();
+        let total: usize = page.items.iter().map(|c| c.json_len() + 1).sum();
         let mut out = Vec::with_capacity(total + 256);
         out.extend_from_slice(b"{\"apiVersion\":\"");
         out.extend_from_slice(def.api_version().as_bytes());
@@ -703,7 +703,7 @@ impl ApiServer {
             if i > 0 {
                 out.push(b',');
             }
-            out.extend_from_slice(&c.bytes);
+            c.append_json(&mut out);
         }
         out.extend_from_slice(b"]}");
         Ok(json_response(StatusCode::OK, Bytes::from(out)))

@@ -1,11 +1,12 @@
-//! The watch cache: every object of every served resource in memory as ready-to-send JSON,
-//! a bounded history of recent events per resource, and a broadcast that all watchers of a
-//! resource share, fed by one store watch.
+//! The watch cache: every object of every served resource in memory as packed JSON text
+//! (ready to send but for a decompression), a bounded history of recent events per
+//! resource, and a broadcast that all watchers of a resource share, fed by one store watch.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
+use apimachinery::PackedJson;
 use bytes::Bytes;
 use futures::StreamExt;
 use meridian_store::{Event as StoreEvent, EventKind, KeyValue, Revision, Storage, StoreError};
@@ -41,13 +42,11 @@ pub struct Cached {
     pub uid: String,
     /// The resourceVersion (store revision of its last write, or of its deletion).
     pub rv: Revision,
-    /// The object as JSON with `resourceVersion` set: a slice of `frame`.
-    pub bytes: Bytes,
-    /// `bytes` inside the watch frame of the change that produced this version. The history
-    /// and the watchers share this one buffer instead of holding the object and its frame.
-    frame: Bytes,
-    /// The event type `frame` announces.
-    frame_kind: EventType,
+    /// The object as JSON with `resourceVersion` set, packed: the cache holds every object
+    /// and, for a while, every version, and the text is what the clients are sent.
+    json: PackedJson,
+    /// Whether `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
     /// `metadata.labels`, compact (a list-heavy server holds these for every object).
     pub labels: Labels,
     /// Uids in `metadata.ownerReferences`.
@@ -59,19 +58,33 @@ pub struct Cached {
 }
 
 impl Cached {
-    /// The object parsed back into a value.
-    pub fn value(&self) -> Value {
-        serde_json::from_slice(&self.bytes).unwrap_or(Value::Null)
+    /// The object as JSON.
+    pub fn json(&self) -> Bytes {
+        Bytes::from(self.json.unpack())
     }
 
-    /// The watch frame announcing this version as `kind`: the shared buffer when `kind` is
-    /// the type it was built for, a fresh copy otherwise.
+    /// The length of [`Cached::json`].
+    pub fn json_len(&self) -> usize {
+        self.json.text_len()
+    }
+
+    /// Appends the object as JSON to `out`.
+    pub fn append_json(&self, out: &mut Vec<u8>) {
+        self.json.append_to(out);
+    }
+
+    /// The object parsed back into a value.
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.json.unpack()).unwrap_or(Value::Null)
+    }
+
+    /// The watch frame announcing this version as `kind`.
     pub fn frame_as(&self, kind: EventType) -> Bytes {
-        if kind == self.frame_kind {
-            self.frame.clone()
-        } else {
-            watch_frame(kind.as_str(), &self.bytes)
-        }
+        let mut out = Vec::with_capacity(self.json_len() + 32);
+        frame_head(kind.as_str(), &mut out);
+        self.append_json(&mut out);
+        out.extend_from_slice(FRAME_TAIL);
+        Bytes::from(out)
     }
 
     /// The value a field selector asks for.
@@ -163,7 +176,7 @@ pub struct CacheEvent {
 }
 
 impl CacheEvent {
-    /// The JSON watch frame, shared by every watcher (it is the object's own buffer).
+    /// The JSON watch frame.
     pub fn frame(&self) -> Bytes {
         self.obj.frame_as(self.kind)
     }
@@ -312,13 +325,8 @@ pub struct Cache {
     history: HistoryBounds,
 }
 
-/// The cached form of a stored value at revision `rv`, framed as a `kind` event.
-fn to_cached(
-    def: &ResourceDef,
-    kv: &KeyValue,
-    rv: Revision,
-    kind: EventType,
-) -> Option<Arc<Cached>> {
+/// The cached form of a stored value at revision `rv`.
+fn to_cached(def: &ResourceDef, kv: &KeyValue, rv: Revision) -> Option<Arc<Cached>> {
     let mut v: Value = match serde_json::from_slice(&kv.value) {
         Ok(v) => v,
         Err(e) => {
@@ -327,18 +335,9 @@ fn to_cached(
         }
     };
     object::set_resource_version(&mut v, rv);
-    // Room for the frame around the object and the resourceVersion the stored bytes lack,
-    // so the buffer rarely regrows; what is left over is given back below.
-    let mut out = Vec::with_capacity(kv.value.len() + 64);
-    frame_head(kind.as_str(), &mut out);
-    let start = out.len();
-    serde_json::to_writer(&mut out, &v).ok()?;
-    let end = out.len();
-    out.extend_from_slice(FRAME_TAIL);
-    // Every version stays in the history for a while: no slack from the growth above.
-    out.shrink_to_fit();
-    let frame = Bytes::from(out);
-    let bytes = frame.slice(start..end);
+    // Room for the resourceVersion the stored bytes lack, so the buffer rarely regrows.
+    let mut text = Vec::with_capacity(kv.value.len() + 32);
+    serde_json::to_writer(&mut text, &v).ok()?;
     let meta = object::meta(&v);
     Some(Arc::new(Cached {
         key: kv.key.clone(),
@@ -346,9 +345,8 @@ fn to_cached(
         name: object::name(&v).to_string(),
         uid: object::uid(&v).to_string(),
         rv,
-        bytes,
-        frame,
-        frame_kind: kind,
+        json: PackedJson::pack(&text),
+        deleting: object::is_deleting(&v),
         labels: Labels::from_map(meta.get("labels").and_then(Value::as_object)),
         owners: object::owner_uids(&v),
         fields: def
@@ -427,7 +425,7 @@ impl Cache {
             let Some((def, rc)) = cache.resource_for_key(&kv.key) else {
                 continue;
             };
-            if let Some(c) = to_cached(def, kv, kv.mod_revision, EventType::Added) {
+            if let Some(c) = to_cached(def, kv, kv.mod_revision) {
                 cache.index_put(&c, None);
                 rc.state
                     .write()
@@ -531,7 +529,7 @@ impl Cache {
             for c in gone {
                 let kv = KeyValue {
                     key: c.key.clone(),
-                    value: c.bytes.clone(),
+                    value: c.json(),
                     create_revision: 0,
                     mod_revision: list.revision,
                 };
@@ -572,7 +570,7 @@ impl Cache {
                 }
                 EventKind::Put => EventType::Added,
             };
-            if let Some(obj) = to_cached(def, &ev.kv, rev, kind) {
+            if let Some(obj) = to_cached(def, &ev.kv, rev) {
                 self.record(rc, kind, obj, rev);
             }
         }
@@ -649,8 +647,7 @@ impl Cache {
         }
         drop(idx);
         // Owners that are deleting (orphan/foreground) or gone need the collector.
-        let deleting = obj.bytes.windows(19).any(|w| w == b"\"deletionTimestamp\"");
-        if deleting {
+        if obj.deleting {
             missing.push(obj.uid.clone());
         }
         self.signal_owners(missing);

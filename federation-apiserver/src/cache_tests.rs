@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::{
     CacheEvent, EventType, HISTORY_MIN, HistoryBounds, ResourceState, to_cached, watch_frame,
 };
-use crate::kinds::core::configmaps;
+use crate::kinds::core::{configmaps, secrets};
 
 fn stored(name: &str, rv: u64) -> KeyValue {
     let def = configmaps();
@@ -32,7 +32,7 @@ fn stored(name: &str, rv: u64) -> KeyValue {
 }
 
 fn event(rv: u64, at: Instant) -> Arc<CacheEvent> {
-    let obj = to_cached(&configmaps(), &stored("a", rv), rv, EventType::Modified).unwrap();
+    let obj = to_cached(&configmaps(), &stored("a", rv), rv).unwrap();
     Arc::new(CacheEvent {
         rv,
         kind: EventType::Modified,
@@ -53,22 +53,49 @@ fn state(events: impl IntoIterator<Item = Arc<CacheEvent>>) -> ResourceState {
 }
 
 #[test]
-fn object_bytes_live_inside_the_frame_of_their_event() {
-    let c = to_cached(&configmaps(), &stored("a", 7), 7, EventType::Modified).unwrap();
-    let v: Value = serde_json::from_slice(&c.bytes).unwrap();
+fn objects_are_held_packed_and_framed_on_the_way_out() {
+    let c = to_cached(&configmaps(), &stored("a", 7), 7).unwrap();
+    let json = c.json();
+    assert_eq!(c.json_len(), json.len());
+    let v: Value = serde_json::from_slice(&json).unwrap();
     assert_eq!(v["metadata"]["resourceVersion"], "7");
     assert_eq!(v["data"]["k"], "v");
-    let frame = c.frame_as(EventType::Modified);
-    assert_eq!(frame, watch_frame("MODIFIED", &c.bytes));
-    // One buffer: the object is a slice of the frame, not a copy.
-    let (f, b) = (frame.as_ptr() as usize, c.bytes.as_ptr() as usize);
-    assert!(b > f && b + c.bytes.len() < f + frame.len());
-    // Another type gets a frame of its own, still well-formed.
-    let added = c.frame_as(EventType::Added);
-    assert_eq!(added, watch_frame("ADDED", &c.bytes));
-    let parsed: Value = serde_json::from_slice(&added).unwrap();
-    assert_eq!(parsed["type"], "ADDED");
-    assert_eq!(parsed["object"], v);
+    assert_eq!(c.value(), v);
+    assert!(!c.deleting);
+    for (kind, name) in [
+        (EventType::Added, "ADDED"),
+        (EventType::Modified, "MODIFIED"),
+    ] {
+        let frame = c.frame_as(kind);
+        assert_eq!(frame, watch_frame(name, &json));
+        let parsed: Value = serde_json::from_slice(&frame).unwrap();
+        assert_eq!(parsed["type"], name);
+        assert_eq!(parsed["object"], v);
+    }
+}
+
+#[test]
+fn secrets_are_selected_by_type_and_deletion_is_flagged() {
+    let def = secrets();
+    let kv = KeyValue {
+        key: def.key("default", "t").into(),
+        value: Bytes::from(
+            serde_json::to_vec(&json!({
+                "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+                "metadata": {"name": "t", "namespace": "default",
+                    "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["x"]}
+            }))
+            .unwrap(),
+        ),
+        create_revision: 3,
+        mod_revision: 3,
+    };
+    let c = to_cached(&def, &kv, 3).unwrap();
+    assert_eq!(
+        c.field("type").as_deref(),
+        Some("kubernetes.io/service-account-token")
+    );
+    assert!(c.deleting);
 }
 
 #[test]

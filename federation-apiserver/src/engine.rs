@@ -300,11 +300,7 @@ impl Engine {
                     .ok_or_else(|| ApiError::not_found("namespaces", "", ns))?
             }
         };
-        if nsobj
-            .bytes
-            .windows(19)
-            .any(|w| w == b"\"deletionTimestamp\"")
-        {
+        if nsobj.deleting {
             return Err(ApiError::forbidden(format!(
                 "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
                 def.qualified()

@@ -99,14 +99,13 @@ fn node_ip(node: &Value) -> String {
 }
 
 impl Kubelet {
-    /// Pods bound to `node`: a byte search over the cache, no parsing.
+    /// Pods bound to `node`: by the cache's `spec.nodeName` field, no parsing.
     fn pods_on(&self, node: &str) -> Vec<Arc<federation_apiserver::cache::Cached>> {
         let def = &self.sim.kinds.pods;
-        let needle = format!("\"nodeName\":{}", Value::from(node));
         self.sim
             .cache(def)
             .list(&def.prefix(), None, None, 0, |c| {
-                util::contains(&c.bytes, needle.as_bytes())
+                c.field("spec.nodeName").as_deref() == Some(node)
             })
             .items
     }

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use federation_apiserver::cache::Cached;
 use federation_apiserver::engine::{Target, WriteOptions};
 use rand::RngCore;
 use serde_json::{Value, json};
@@ -92,6 +93,11 @@ fn annotation<'a>(obj: &'a Value, name: &str) -> Option<&'a str> {
 }
 
 /// The decoded `data.token` of a Secret.
+/// Whether a cached Secret is a service-account token, by the cache's `type` field.
+fn is_token_secret(secret: &Cached) -> bool {
+    secret.field("type").as_deref() == Some(TOKEN_SECRET_TYPE)
+}
+
 fn secret_token(secret: &Value) -> Option<String> {
     let b = STANDARD.decode(str_at(secret, "/data/token")?).ok()?;
     String::from_utf8(b).ok().filter(|t| !t.is_empty())
@@ -129,14 +135,14 @@ impl ServiceAccountController {
             Seen::Reset => lock(index).clear(),
             Seen::Synced => {}
             Seen::Deleted { obj } => {
-                if util::contains(&obj.bytes, TOKEN_SECRET_TYPE.as_bytes())
+                if is_token_secret(obj)
                     && let Some(t) = secret_token(&obj.value())
                 {
                     lock(index).remove(&t);
                 }
             }
             Seen::Upsert { obj, prev } => {
-                if !util::contains(&obj.bytes, TOKEN_SECRET_TYPE.as_bytes()) {
+                if !is_token_secret(obj) {
                     return;
                 }
                 let secret = obj.value();
@@ -184,7 +190,7 @@ impl ServiceAccountController {
         let Some(n) = self.sim.cache(&k.namespaces).get(&k.namespaces.key("", ns)) else {
             return Ok(());
         };
-        if util::contains(&n.bytes, b"\"deletionTimestamp\"")
+        if n.deleting
             || self
                 .sim
                 .cache(&k.service_accounts)
@@ -225,7 +231,7 @@ impl ServiceAccountController {
         let mut has_secret = false;
         for c in secrets
             .list(&k.secrets.namespace_prefix(Some(ns)), None, None, 0, |c| {
-                util::contains(&c.bytes, TOKEN_SECRET_TYPE.as_bytes())
+                is_token_secret(c)
             })
             .items
         {

@@ -190,11 +190,6 @@ pub(crate) fn is_deleting(obj: &Value) -> bool {
         .is_some_and(|v| !v.is_null())
 }
 
-/// Whether `haystack` contains `needle` (a cheap pre-filter on raw JSON).
-pub(crate) fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
-}
-
 /// CPU in millicores from a quantity value (absent or malformed: zero).
 pub(crate) fn cpu_milli(v: Option<&Value>) -> i64 {
     quantity(v, |q| q.as_milli())

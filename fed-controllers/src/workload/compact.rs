@@ -1,41 +1,42 @@
-//! Objects held as their JSON text: a `serde_json::Value` tree costs about ten times its
-//! JSON size, and the controller holds one desired copy per workload per member.
+//! Objects held as packed JSON text: a `serde_json::Value` tree costs about ten times its
+//! JSON size, and the controller holds one desired copy per workload per member and one
+//! cached copy of everything it pushed.
 
 use std::fmt;
-use std::sync::Arc;
 
+use apimachinery::PackedJson;
 use serde_json::Value;
 
 /// An immutable JSON object, cheap to clone and compare.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Compact(Arc<str>);
+pub struct Compact(PackedJson);
 
 impl Compact {
     /// Encodes `v`.
     pub fn new(v: &Value) -> Self {
-        Self(v.to_string().into())
+        Self::from_json(v.to_string())
     }
 
     /// Wraps JSON text written by serde_json (so it parses again).
     pub fn from_json(text: String) -> Self {
-        Self(text.into())
+        Self(PackedJson::pack(text.as_bytes()))
     }
 
     /// Decodes the object again.
     pub fn value(&self) -> Value {
-        // The text was written by `new` from a Value, so it always parses.
-        serde_json::from_str(&self.0).unwrap_or(Value::Null)
+        // The text was written by serde_json, so it always parses.
+        serde_json::from_slice(&self.json()).unwrap_or(Value::Null)
     }
 
     /// The JSON text.
-    pub fn as_str(&self) -> &str {
-        &self.0
+    pub fn json(&self) -> Vec<u8> {
+        self.0.unpack()
     }
 }
 
 impl fmt::Debug for Compact {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        self.0.fmt(f)
     }
 }
 
@@ -58,8 +59,8 @@ mod tests {
         assert_eq!(c, Compact::from(v.clone()));
         assert_ne!(c, Compact::new(&json!({"metadata": {"name": "web"}})));
         assert_eq!(
-            c.as_str(),
-            r#"{"metadata":{"name":"web"},"spec":{"replicas":3}}"#
+            c.json(),
+            br#"{"metadata":{"name":"web"},"spec":{"replicas":3}}"#
         );
     }
 }

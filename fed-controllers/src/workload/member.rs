@@ -579,7 +579,7 @@ async fn converge(
             cluster: m.name.clone(),
         }),
         Ownership::Absent => {
-            let body = desired.as_str().as_bytes().to_vec();
+            let body = desired.json();
             t.send(m, "create", |r| r.create(&PostParams::default(), body))
                 .await?;
             Ok(Applied::Created)

@@ -428,6 +428,7 @@ pub fn secrets() -> ResourceDef {
         ],
     );
     d.definition = "io.k8s.api.core.v1.Secret";
+    d.field_selectors = &[("type", "/type")];
     d
 }
 
