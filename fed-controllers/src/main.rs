@@ -15,7 +15,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    meridian_alloc::return_freed_memory_at_once();
+    meridian_alloc::disable_huge_pages();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -133,7 +133,7 @@ fn parse_labels(list: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    meridian_alloc::return_freed_memory_at_once();
+    meridian_alloc::disable_huge_pages();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
