@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use federation_apiserver::api::ApiServer;
 use federation_apiserver::auth::{TokenAuthenticator, UserInfo};
+use federation_apiserver::cache::TextForm;
 use federation_apiserver::engine::{Engine, WriteOptions};
 use federation_apiserver::pki::Authority;
 use tokio::net::{TcpListener, TcpSocket};
@@ -94,6 +95,9 @@ impl SimCluster {
             shared.registry.clone(),
             store,
             SIM_WATCH_HISTORY,
+            // A fleet of simulated members shares the machine's cores with the control
+            // plane under test; their memory is not what is measured.
+            TextForm::Plain,
             &shared.schemas,
         )
         .await?;

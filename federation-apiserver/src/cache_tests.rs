@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::{
-    CacheEvent, EventType, HISTORY_MIN, HistoryBounds, ResourceState, to_cached, watch_frame,
+    CacheEvent, EventType, HISTORY_MIN, HistoryBounds, ResourceState, TextForm, to_cached,
+    watch_frame,
 };
 use crate::kinds::core::{configmaps, secrets};
 
@@ -32,7 +33,7 @@ fn stored(name: &str, rv: u64) -> KeyValue {
 }
 
 fn event(rv: u64, at: Instant) -> Arc<CacheEvent> {
-    let obj = to_cached(&configmaps(), &stored("a", rv), rv).unwrap();
+    let obj = to_cached(&configmaps(), &stored("a", rv), rv, TextForm::Packed).unwrap();
     Arc::new(CacheEvent {
         rv,
         kind: EventType::Modified,
@@ -53,8 +54,14 @@ fn state(events: impl IntoIterator<Item = Arc<CacheEvent>>) -> ResourceState {
 }
 
 #[test]
-fn objects_are_held_packed_and_framed_on_the_way_out() {
-    let c = to_cached(&configmaps(), &stored("a", 7), 7).unwrap();
+fn objects_are_held_in_either_form_and_framed_on_the_way_out() {
+    for form in [TextForm::Packed, TextForm::Plain] {
+        held_and_framed(form);
+    }
+}
+
+fn held_and_framed(form: TextForm) {
+    let c = to_cached(&configmaps(), &stored("a", 7), 7, form).unwrap();
     let json = c.json();
     assert_eq!(c.json_len(), json.len());
     let v: Value = serde_json::from_slice(&json).unwrap();
@@ -90,7 +97,7 @@ fn secrets_are_selected_by_type_and_deletion_is_flagged() {
         create_revision: 3,
         mod_revision: 3,
     };
-    let c = to_cached(&def, &kv, 3).unwrap();
+    let c = to_cached(&def, &kv, 3, TextForm::Packed).unwrap();
     assert_eq!(
         c.field("type").as_deref(),
         Some("kubernetes.io/service-account-token")

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use crate::api::{ApiServer, DEFAULT_MAX_BODY};
 use crate::auth::TokenAuthenticator;
-use crate::cache::Cache;
+use crate::cache::{Cache, TextForm};
 use crate::engine::Engine;
 use crate::metrics::Metrics;
 use crate::openapi::OpenApi;
@@ -126,15 +126,18 @@ pub async fn build_engine(
     watch_history: usize,
 ) -> Result<(Arc<Engine>, Arc<OpenApi>), ServeError> {
     let schemas = Schemas::build(&registry);
-    let engine = build_engine_with(registry, store, watch_history, &schemas).await?;
+    let engine =
+        build_engine_with(registry, store, watch_history, TextForm::Packed, &schemas).await?;
     Ok((engine, schemas.openapi))
 }
 
-/// Builds the engine with schema documents built earlier.
+/// Builds the engine with schema documents built earlier, its cache holding objects in
+/// `form`.
 pub async fn build_engine_with(
     registry: Registry,
     store: Arc<dyn Storage>,
     watch_history: usize,
+    form: TextForm,
     schemas: &Schemas,
 ) -> Result<Arc<Engine>, ServeError> {
     // Watchers may fall behind by a burst as large as the history they could resume from.
@@ -144,6 +147,7 @@ pub async fn build_engine_with(
         store.clone(),
         crate::cache::HistoryBounds::new(watch_history),
         broadcast,
+        form,
     )
     .await?;
     let engine = Arc::new(Engine {
