@@ -96,15 +96,16 @@ impl Cached {
     }
 
     /// The value a field selector asks for.
-    pub fn field(&self, field: &str) -> Option<String> {
+    pub fn field(&self, field: &str) -> Option<&str> {
         match field {
-            "metadata.name" => Some(self.name.clone()),
-            "metadata.namespace" => Some(self.namespace.clone()),
+            "metadata.name" => Some(&self.name),
+            "metadata.namespace" => Some(&self.namespace),
             other => self
                 .field_names
                 .iter()
                 .position(|(n, _)| *n == other)
-                .and_then(|i| self.fields.get(i).cloned()),
+                .and_then(|i| self.fields.get(i))
+                .map(String::as_str),
         }
     }
 }

@@ -98,10 +98,7 @@ fn secrets_are_selected_by_type_and_deletion_is_flagged() {
         mod_revision: 3,
     };
     let c = to_cached(&def, &kv, 3, TextForm::Packed).unwrap();
-    assert_eq!(
-        c.field("type").as_deref(),
-        Some("kubernetes.io/service-account-token")
-    );
+    assert_eq!(c.field("type"), Some("kubernetes.io/service-account-token"));
     assert!(c.deleting);
 }
 

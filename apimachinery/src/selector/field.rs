@@ -138,7 +138,7 @@ impl FieldSelector {
 
     /// Matches using caller-supplied field values. A missing field compares as
     /// the empty string, as upstream does (so `spec.nodeName=` selects unscheduled pods).
-    pub fn matches(&self, get: impl Fn(&str) -> Option<String>) -> bool {
+    pub fn matches<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.terms.iter().all(|t| {
             let actual = get(&t.field).unwrap_or_default();
             (actual == t.value) != t.negated
@@ -175,9 +175,9 @@ mod tests {
     #[test]
     fn field_selector_table() {
         let get = |f: &str| match f {
-            "metadata.name" => Some("foo".to_string()),
-            "status.phase" => Some("Running".to_string()),
-            "metadata.namespace" => Some("a,b".to_string()),
+            "metadata.name" => Some("foo"),
+            "status.phase" => Some("Running"),
+            "metadata.namespace" => Some("a,b"),
             _ => None,
         };
         let cases = [

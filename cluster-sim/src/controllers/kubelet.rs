@@ -105,7 +105,7 @@ impl Kubelet {
         self.sim
             .cache(def)
             .list(&def.prefix(), None, None, 0, |c| {
-                c.field("spec.nodeName").as_deref() == Some(node)
+                c.field("spec.nodeName") == Some(node)
             })
             .items
     }

@@ -95,7 +95,7 @@ fn annotation<'a>(obj: &'a Value, name: &str) -> Option<&'a str> {
 /// The decoded `data.token` of a Secret.
 /// Whether a cached Secret is a service-account token, by the cache's `type` field.
 fn is_token_secret(secret: &Cached) -> bool {
-    secret.field("type").as_deref() == Some(TOKEN_SECRET_TYPE)
+    secret.field("type") == Some(TOKEN_SECRET_TYPE)
 }
 
 fn secret_token(secret: &Value) -> Option<String> {
