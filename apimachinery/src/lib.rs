@@ -12,7 +12,7 @@ pub mod validation;
 #[cfg(test)]
 pub(crate) mod testdata;
 
-pub use packed::PackedJson;
+pub use packed::{PackedJson, Packer};
 pub use patch::{PatchError, json_patch, merge_patch, strategic_merge_patch};
 pub use quantity::{Quantity, QuantityError, format_bytes, format_cpu_milli, parse_quantity};
 pub use schema::Definitions;

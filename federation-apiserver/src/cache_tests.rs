@@ -9,8 +9,10 @@ use meridian_store::KeyValue;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use apimachinery::Packer;
+
 use super::{
-    CacheEvent, EventType, HISTORY_MIN, HistoryBounds, ResourceState, TextForm, to_cached,
+    CacheEvent, EventType, HISTORY_MIN, HistoryBounds, ResourceState, Text, packer_for, to_cached,
     watch_frame,
 };
 use crate::kinds::core::{configmaps, secrets};
@@ -33,7 +35,13 @@ fn stored(name: &str, rv: u64) -> KeyValue {
 }
 
 fn event(rv: u64, at: Instant) -> Arc<CacheEvent> {
-    let obj = to_cached(&configmaps(), &stored("a", rv), rv, TextForm::Packed).unwrap();
+    let obj = to_cached(
+        &configmaps(),
+        &stored("a", rv),
+        rv,
+        Some(&Packer::default()),
+    )
+    .unwrap();
     Arc::new(CacheEvent {
         rv,
         kind: EventType::Modified,
@@ -55,13 +63,13 @@ fn state(events: impl IntoIterator<Item = Arc<CacheEvent>>) -> ResourceState {
 
 #[test]
 fn objects_are_held_in_either_form_and_framed_on_the_way_out() {
-    for form in [TextForm::Packed, TextForm::Plain] {
-        held_and_framed(form);
+    for packer in [Some(Packer::default()), None] {
+        held_and_framed(packer.as_ref());
     }
 }
 
-fn held_and_framed(form: TextForm) {
-    let c = to_cached(&configmaps(), &stored("a", 7), 7, form).unwrap();
+fn held_and_framed(packer: Option<&Packer>) {
+    let c = to_cached(&configmaps(), &stored("a", 7), 7, packer).unwrap();
     let json = c.json();
     assert_eq!(c.json_len(), json.len());
     let v: Value = serde_json::from_slice(&json).unwrap();
@@ -82,6 +90,62 @@ fn held_and_framed(form: TextForm) {
 }
 
 #[test]
+fn objects_of_a_resource_are_packed_against_its_first() {
+    let def = configmaps();
+    let packer = Packer::default();
+    let mut packed = 0;
+    let mut text = 0;
+    for i in 0..50u64 {
+        let name = format!("settings-{i}");
+        let data: serde_json::Map<String, Value> = ["log-level", "listen-address", "upstream"]
+            .iter()
+            .map(|k| (k.to_string(), json!(format!("{k}-value-of-{name}"))))
+            .collect();
+        let kv = KeyValue {
+            key: def.key("shop", &name).into(),
+            value: Bytes::from(
+                serde_json::to_vec(&json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": name, "namespace": "shop", "uid": format!("3f1c0a{i:02}-77aa-4d1e-9c0b-5e8f2d6a1b3c"),
+                        "creationTimestamp": "2026-11-24T10:00:00Z",
+                        "labels": {"app.kubernetes.io/name": "shop", "app.kubernetes.io/part-of": "storefront"}},
+                    "data": data
+                }))
+                .unwrap(),
+            ),
+            create_revision: i + 1,
+            mod_revision: i + 1,
+        };
+        let c = to_cached(&def, &kv, i + 1, Some(&packer)).unwrap();
+        assert_eq!(c.value()["metadata"]["name"], name.as_str());
+        assert_eq!(
+            c.value()["data"]["upstream"],
+            format!("upstream-value-of-{name}")
+        );
+        let Text::Packed(p) = &c.json else {
+            panic!("a packer packs");
+        };
+        if i > 0 {
+            packed += p.packed_len();
+            text += c.json_len();
+        }
+    }
+    assert!(packed * 3 < text, "{packed} bytes held for {text} of text");
+}
+
+#[test]
+fn no_secret_becomes_a_dictionary() {
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"},
+        "data": {"password": "c2VjcmV0".repeat(64)}})
+    .to_string();
+    let (secrets, maps) = (packer_for(&secrets()), packer_for(&configmaps()));
+    secrets.pack(secret.as_bytes());
+    maps.pack(secret.as_bytes());
+    assert_eq!(format!("{secrets:?}"), "Packer { dictionary: 0 bytes }");
+    assert_ne!(format!("{maps:?}"), "Packer { dictionary: 0 bytes }");
+}
+
+#[test]
 fn secrets_are_selected_by_type_and_deletion_is_flagged() {
     let def = secrets();
     let kv = KeyValue {
@@ -97,7 +161,7 @@ fn secrets_are_selected_by_type_and_deletion_is_flagged() {
         create_revision: 3,
         mod_revision: 3,
     };
-    let c = to_cached(&def, &kv, 3, TextForm::Packed).unwrap();
+    let c = to_cached(&def, &kv, 3, Some(&Packer::default())).unwrap();
     assert_eq!(c.field("type"), Some("kubernetes.io/service-account-token"));
     assert!(c.deleting);
 }

@@ -887,7 +887,7 @@ pub async fn run(
     let mut streams: Vec<BoxStream<'static, Input>> = Vec::new();
     let mut workloads = HashMap::new();
     for kind in Kind::ALL {
-        let cache = ObjectCache::new(true);
+        let cache = ObjectCache::new(&kind.api_resource().kind, true);
         let writer = cache.clone();
         let api: Api<DynamicObject> = Api::all_with(fed.clone(), &kind.api_resource());
         let s = watcher::watcher(api, watcher::Config::default())

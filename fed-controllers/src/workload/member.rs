@@ -396,7 +396,7 @@ fn watch(
     on_change: impl Fn(&MemberShared, &DynamicObject, Change, bool) + Send + 'static,
 ) -> ObjectCache {
     // Member copies are looked up by name; their pod-template references are never read.
-    let cache = ObjectCache::new(false).without_status();
+    let cache = ObjectCache::new(&ar.kind, false).without_status();
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
     let cfg = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
     let stream = watcher::watcher(api, cfg).default_backoff();

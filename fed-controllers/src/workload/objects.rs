@@ -111,12 +111,14 @@ impl serde::Serialize for WithoutStatus<'_> {
 impl Entry {
     /// Summarises `o`; `with_deps` also reads its pod template's references.
     pub fn new(o: &DynamicObject, with_deps: bool) -> Self {
-        Self::summarise(o, with_deps, true)
+        let kind = o.types.as_ref().map_or("", |t| t.kind.as_str());
+        Self::summarise(o, kind, with_deps, true)
     }
 
-    /// [`Entry::new`]; without `keep_status` the text leaves out the object's status
-    /// and managedFields ([`Entry::status`] still has the counts).
-    fn summarise(o: &DynamicObject, with_deps: bool, keep_status: bool) -> Self {
+    /// [`Entry::new`] for an object of `kind` (a listed object may not say its own);
+    /// without `keep_status` the text leaves out the object's status and managedFields
+    /// ([`Entry::status`] still has the counts).
+    fn summarise(o: &DynamicObject, kind: &str, with_deps: bool, keep_status: bool) -> Self {
         let labels = o.labels();
         let managed = labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE);
         let owner_uid = labels
@@ -133,7 +135,7 @@ impl Entry {
         } else {
             serde_json::to_string(&WithoutStatus(o))
         }
-        .map(Compact::from_json);
+        .map(|text| Compact::from_json(kind, text));
         let status = CopyStatus::of(o.metadata.generation, &o.data["status"]);
         Self {
             namespace: o.namespace().unwrap_or_default(),
@@ -144,7 +146,7 @@ impl Entry {
             status,
             shape: shape_of(o),
             // A DynamicObject always encodes; null would only show as an empty object.
-            json: json.unwrap_or_else(|_| Compact::from_json("null".into())),
+            json: json.unwrap_or_else(|_| Compact::from_json(kind, "null".into())),
         }
     }
 
@@ -172,16 +174,20 @@ struct Inner {
 #[derive(Clone)]
 pub struct ObjectCache {
     inner: Arc<RwLock<Inner>>,
+    /// The kind of the objects (their text is packed with that kind's dictionary).
+    kind: Arc<str>,
     ready: Ready,
     with_deps: bool,
     keep_status: bool,
 }
 
 impl ObjectCache {
-    /// An empty cache; `with_deps` records each object's pod-template references.
-    pub fn new(with_deps: bool) -> Self {
+    /// An empty cache of objects of `kind`; `with_deps` records each object's
+    /// pod-template references.
+    pub fn new(kind: &str, with_deps: bool) -> Self {
         Self {
             inner: Arc::default(),
+            kind: kind.into(),
             ready: Ready::default(),
             with_deps,
             keep_status: true,
@@ -206,6 +212,7 @@ impl ObjectCache {
         let entry = match event {
             Event::Apply(o) | Event::InitApply(o) => Some(Arc::new(Entry::summarise(
                 o,
+                &self.kind,
                 self.with_deps,
                 self.keep_status,
             ))),
@@ -287,7 +294,7 @@ mod tests {
 
     #[test]
     fn relist_replaces_and_events_apply() {
-        let c = ObjectCache::new(true);
+        let c = ObjectCache::new("Deployment", true);
         assert!(!c.is_ready());
         c.apply(&Event::Init);
         c.apply(&Event::InitApply(obj("a", json!({}))));
@@ -340,7 +347,7 @@ mod tests {
 
     #[test]
     fn changes_tell_edits_from_status_updates() {
-        let c = ObjectCache::new(false);
+        let c = ObjectCache::new("Deployment", false);
         let copy = |generation: i64, ready: i64, labels: Value| -> DynamicObject {
             serde_json::from_value(json!({
                 "apiVersion": "apps/v1", "kind": "Deployment",
@@ -368,7 +375,7 @@ mod tests {
             }
         );
         assert_eq!(c.get("shop", "web").unwrap().status.ready, 2);
-        let stripped = ObjectCache::new(false).without_status();
+        let stripped = ObjectCache::new("Deployment", false).without_status();
         stripped.apply(&Event::Apply(copy(1, 2, json!({"x": "y"}))));
         let e = stripped.get("shop", "web").unwrap();
         assert_eq!(e.status.ready, 2, "counts kept");
@@ -403,7 +410,7 @@ mod tests {
 
     #[tokio::test]
     async fn ready_after_first_list() {
-        let c = ObjectCache::new(false);
+        let c = ObjectCache::new("Deployment", false);
         let waiter = tokio::spawn({
             let c = c.clone();
             async move { c.wait_until_ready().await }
