@@ -188,6 +188,13 @@ async fn tcp_through_listen_port_locally_and_through_the_peer() {
     )
     .await;
     let a_port = std::net::SocketAddr::new(a.agent.http_addr.ip(), 31400);
+    // b must have told a (HEALTH) that it has endpoints before a can send streams to it.
+    let view = a.agent.serving.clone();
+    wait_for("a sees b serving", 10, || {
+        let v = view.clone();
+        async move { v.serves("b", "shop", "db") }
+    })
+    .await;
     // a has no local endpoint: the stream goes through b's peer port.
     let out = tcp_roundtrip(a_port, "hello").await;
     assert_eq!(out, "b-db\nhello");
