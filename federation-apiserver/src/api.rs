@@ -740,7 +740,7 @@ impl ApiServer {
         );
         let mut items = Vec::new();
         for c in page.items {
-            match self.engine.delete(def, &c.namespace, &c.name, opts).await {
+            match self.engine.delete(def, c.namespace(), c.name(), opts).await {
                 Ok(d) => items.push(d.obj),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),

@@ -32,14 +32,11 @@ pub const BROADCAST_CAPACITY: usize = 8192;
 /// One object as the cache holds it.
 #[derive(Debug)]
 pub struct Cached {
-    /// Storage key.
+    /// Storage key (`/<group>/<plural>/[<namespace>/]<name>`: the namespace and name are
+    /// read from it rather than held twice).
     pub key: Arc<str>,
-    /// `metadata.namespace` (empty for cluster-scoped).
-    pub namespace: String,
-    /// `metadata.name`.
-    pub name: String,
     /// `metadata.uid`.
-    pub uid: String,
+    pub uid: Box<str>,
     /// The resourceVersion (store revision of its last write, or of its deletion).
     pub rv: Revision,
     /// The object as JSON with `resourceVersion` set.
@@ -49,14 +46,24 @@ pub struct Cached {
     /// `metadata.labels`, compact (a list-heavy server holds these for every object).
     pub labels: Labels,
     /// Uids in `metadata.ownerReferences`.
-    pub owners: Vec<String>,
+    pub owners: Box<[Box<str>]>,
     /// Values of the kind's extra field selectors, in [`ResourceDef::field_selectors`] order.
-    pub fields: Box<[String]>,
+    pub fields: Box<[Box<str>]>,
     /// The kind's field selector names (shared, static).
     pub field_names: &'static [(&'static str, &'static str)],
 }
 
 impl Cached {
+    /// `metadata.namespace` (empty for cluster-scoped objects).
+    pub fn namespace(&self) -> &str {
+        key_parts(&self.key).0
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        key_parts(&self.key).1
+    }
+
     /// The object as JSON.
     pub fn json(&self) -> Bytes {
         match &self.json {
@@ -98,16 +105,28 @@ impl Cached {
     /// The value a field selector asks for.
     pub fn field(&self, field: &str) -> Option<&str> {
         match field {
-            "metadata.name" => Some(&self.name),
-            "metadata.namespace" => Some(&self.namespace),
+            "metadata.name" => Some(self.name()),
+            "metadata.namespace" => Some(self.namespace()),
             other => self
                 .field_names
                 .iter()
                 .position(|(n, _)| *n == other)
                 .and_then(|i| self.fields.get(i))
-                .map(String::as_str),
+                .map(|v| &**v),
         }
     }
+}
+
+/// The namespace ("" when cluster-scoped) and name in a storage key: names and namespaces
+/// hold no `/`, so a key has four segments for namespaced objects and three otherwise.
+fn key_parts(key: &str) -> (&str, &str) {
+    let (rest, name) = key.rsplit_once('/').unwrap_or(("", key));
+    let segments = rest.trim_start_matches('/').split('/').count();
+    let namespace = match rest.rsplit_once('/') {
+        Some((_, ns)) if segments == 3 => ns,
+        _ => "",
+    };
+    (namespace, name)
 }
 
 /// How the cache holds each object's text.
@@ -319,9 +338,9 @@ pub struct Signals {
 #[derive(Default)]
 pub struct OwnerIndex {
     /// uid -> key of every live object.
-    pub uids: HashMap<String, Arc<str>>,
+    pub uids: HashMap<Box<str>, Arc<str>>,
     /// owner uid -> keys of objects naming it.
-    pub dependents: HashMap<String, HashSet<Arc<str>>>,
+    pub dependents: HashMap<Box<str>, HashSet<Arc<str>>>,
 }
 
 /// How much history each resource keeps for watches that resume from a resourceVersion.
@@ -395,18 +414,19 @@ fn to_cached(
     };
     Some(Arc::new(Cached {
         key: kv.key.clone(),
-        namespace: object::namespace(&v).to_string(),
-        name: object::name(&v).to_string(),
-        uid: object::uid(&v).to_string(),
+        uid: object::uid(&v).into(),
         rv,
         json,
         deleting: object::is_deleting(&v),
         labels: Labels::from_map(meta.get("labels").and_then(Value::as_object)),
-        owners: object::owner_uids(&v),
+        owners: object::owner_uids(&v)
+            .into_iter()
+            .map(String::into_boxed_str)
+            .collect(),
         fields: def
             .field_selectors
             .iter()
-            .map(|(_, ptr)| field_string(v.pointer(ptr)))
+            .map(|(_, ptr)| field_string(v.pointer(ptr)).into_boxed_str())
             .collect(),
         field_names: def.field_selectors,
     }))
@@ -497,7 +517,7 @@ impl Cache {
                 .dependents
                 .keys()
                 .filter(|u| !idx.uids.contains_key(*u))
-                .cloned()
+                .map(|u| u.to_string())
                 .collect();
             drop(idx);
             cache.signal_owners(missing);
@@ -659,8 +679,8 @@ impl Cache {
             EventType::Deleted => self.index_delete(&obj),
             _ => self.index_put(&obj, prev.as_deref()),
         }
-        if kind == EventType::Deleted && !obj.namespace.is_empty() {
-            self.signal_namespace(&obj.namespace);
+        if kind == EventType::Deleted && !obj.namespace().is_empty() {
+            self.signal_namespace(obj.namespace());
         }
     }
 
@@ -683,10 +703,10 @@ impl Cache {
         }
         if let Some(p) = prev {
             for o in &p.owners {
-                if let Some(set) = idx.dependents.get_mut(o) {
+                if let Some(set) = idx.dependents.get_mut(&**o) {
                     set.remove(&p.key);
                     if set.is_empty() {
-                        idx.dependents.remove(o);
+                        idx.dependents.remove(&**o);
                     }
                 }
             }
@@ -697,38 +717,38 @@ impl Cache {
                 .entry(o.clone())
                 .or_default()
                 .insert(obj.key.clone());
-            if !idx.uids.contains_key(o) {
-                missing.push(o.clone());
+            if !idx.uids.contains_key(&**o) {
+                missing.push(o.to_string());
             }
         }
         drop(idx);
         // Owners that are deleting (orphan/foreground) or gone need the collector.
         if obj.deleting {
-            missing.push(obj.uid.clone());
+            missing.push(obj.uid.to_string());
         }
         self.signal_owners(missing);
     }
 
     fn index_delete(&self, obj: &Cached) {
         let mut idx = self.owners.lock().expect("owner index");
-        if idx.uids.get(&obj.uid).is_some_and(|k| *k == obj.key) {
-            idx.uids.remove(&obj.uid);
+        if idx.uids.get(&*obj.uid).is_some_and(|k| *k == obj.key) {
+            idx.uids.remove(&*obj.uid);
         }
         for o in &obj.owners {
-            if let Some(set) = idx.dependents.get_mut(o) {
+            if let Some(set) = idx.dependents.get_mut(&**o) {
                 set.remove(&obj.key);
                 if set.is_empty() {
-                    idx.dependents.remove(o);
+                    idx.dependents.remove(&**o);
                 }
             }
         }
-        let has_dependents = idx.dependents.contains_key(&obj.uid);
+        let has_dependents = idx.dependents.contains_key(&*obj.uid);
         drop(idx);
         if has_dependents {
-            self.signal_owners(vec![obj.uid.clone()]);
+            self.signal_owners(vec![obj.uid.to_string()]);
         }
         // A deleted dependent may unblock a foreground-deleting owner.
-        self.signal_owners(obj.owners.clone());
+        self.signal_owners(obj.owners.iter().map(|o| o.to_string()).collect());
     }
 
     /// Asks the garbage collector to look at these owner uids.

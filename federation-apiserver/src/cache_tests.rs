@@ -12,8 +12,8 @@ use tokio::time::Instant;
 use apimachinery::Packer;
 
 use super::{
-    CacheEvent, EventType, HISTORY_MIN, HistoryBounds, ResourceState, Text, packer_for, to_cached,
-    watch_frame,
+    CacheEvent, EventType, HISTORY_MIN, HistoryBounds, ResourceState, Text, key_parts, packer_for,
+    to_cached, watch_frame,
 };
 use crate::kinds::core::{configmaps, secrets};
 
@@ -131,6 +131,20 @@ fn objects_of_a_resource_are_packed_against_its_first() {
         }
     }
     assert!(packed * 3 < text, "{packed} bytes held for {text} of text");
+}
+
+#[test]
+fn namespace_and_name_are_read_from_the_key() {
+    let c = to_cached(&configmaps(), &stored("a", 7), 7, None).unwrap();
+    assert_eq!((c.namespace(), c.name()), ("default", "a"));
+    assert_eq!(c.field("metadata.namespace"), Some("default"));
+    assert_eq!(c.field("metadata.name"), Some("a"));
+    assert_eq!(key_parts("/apps/deployments/shop/web"), ("shop", "web"));
+    assert_eq!(key_parts("/core/namespaces/shop"), ("", "shop"));
+    assert_eq!(
+        key_parts("/federation.meridian.dev/clusters/sim-1"),
+        ("", "sim-1")
+    );
 }
 
 #[test]

@@ -522,7 +522,7 @@ impl Engine {
                 .store
                 .delete(&old.key, Some(old.rv))
                 .await
-                .map_err(|e| store_error(def, &old.name, e))?;
+                .map_err(|e| store_error(def, old.name(), e))?;
             object::set_resource_version(&mut new, res.revision);
             return Ok(new);
         }
@@ -530,7 +530,7 @@ impl Engine {
             .store
             .update(&old.key, encode(&new)?, old.rv)
             .await
-            .map_err(|e| store_error(def, &old.name, e))?;
+            .map_err(|e| store_error(def, old.name(), e))?;
         object::set_resource_version(&mut new, kv.mod_revision);
         Ok(new)
     }
@@ -687,7 +687,7 @@ impl Engine {
             let old = self.current(def, namespace, name).await?;
             let mut obj = old.value();
             if let Some(uid) = &opts.uid
-                && *uid != old.uid
+                && **uid != *old.uid
             {
                 return Err(ApiError::conflict(
                     def.plural,
@@ -729,7 +729,7 @@ impl Engine {
                 .lock()
                 .expect("owner index")
                 .dependents
-                .contains_key(&old.uid);
+                .contains_key(&*old.uid);
             if let Some(f) = extra
                 && has_dependents
                 && !finalizers.iter().any(|x| x == f)

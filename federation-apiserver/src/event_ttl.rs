@@ -51,7 +51,7 @@ pub async fn expire_once(engine: &Engine, def: &ResourceDef, ttl: Duration) -> u
             resource_version: Some(c.rv.to_string()),
             ..DeleteOptions::default()
         };
-        match engine.delete(def, &c.namespace, &c.name, &opts).await {
+        match engine.delete(def, c.namespace(), c.name(), &opts).await {
             Ok(_) => deleted += 1,
             Err(e) if e.code == 404 || e.code == 409 => {}
             Err(e) => {

@@ -120,8 +120,8 @@ async fn drop_owner_ref(
         engine
             .patch(
                 def,
-                &dep.namespace,
-                &dep.name,
+                dep.namespace(),
+                dep.name(),
                 PatchType::Merge,
                 &patch,
                 Target::Main,
@@ -147,8 +147,8 @@ async fn remove_finalizer(
         engine
             .patch(
                 def,
-                &obj.namespace,
-                &obj.name,
+                obj.namespace(),
+                obj.name(),
                 PatchType::Merge,
                 &patch,
                 Target::Main,
@@ -197,7 +197,7 @@ async fn collect_owner(engine: &Engine, uid: &str) -> Result<(), ApiError> {
                     };
                     ignore_missing(
                         engine
-                            .delete(&ddef, &dep.namespace, &dep.name, &opts)
+                            .delete(&ddef, dep.namespace(), dep.name(), &opts)
                             .await
                             .map(|_| ()),
                     )?;
@@ -214,14 +214,19 @@ async fn collect_owner(engine: &Engine, uid: &str) -> Result<(), ApiError> {
         if dep
             .owners
             .iter()
-            .any(|o| o != uid && owner_alive(engine, o))
+            .any(|o| **o != *uid && owner_alive(engine, o))
         {
             drop_owner_ref(engine, &ddef, &dep, uid).await?;
         } else {
             tracing::debug!(key = %dep.key, "deleting object whose owners are gone");
             ignore_missing(
                 engine
-                    .delete(&ddef, &dep.namespace, &dep.name, &DeleteOptions::default())
+                    .delete(
+                        &ddef,
+                        dep.namespace(),
+                        dep.name(),
+                        &DeleteOptions::default(),
+                    )
                     .await
                     .map(|_| ()),
             )?;
@@ -252,7 +257,7 @@ async fn sync_namespace(engine: &Engine, ns: &str) -> Result<(), ApiError> {
             }
             ignore_missing(
                 engine
-                    .delete(def, ns, &c.name, &DeleteOptions::default())
+                    .delete(def, ns, c.name(), &DeleteOptions::default())
                     .await
                     .map(|_| ()),
             )?;

@@ -394,7 +394,7 @@ pub(crate) fn spawn(sim: Arc<Sim>, rt: Arc<Containers>) -> Vec<JoinHandle<()>> {
         // After a re-list, deletions missed while lagging show up as absences.
         Seen::Synced => a.keys().into_iter().for_each(|k| q.add(k)),
         Seen::Upsert { obj, .. } | Seen::Deleted { obj } => {
-            q.add(super::ns_key(&obj.namespace, &obj.name));
+            q.add(super::ns_key(obj.namespace(), obj.name()));
         }
     });
     let q = queue.clone();

@@ -170,7 +170,7 @@ fn scale_down_old(replicas: i64, unavailable: i64, new: Option<&Rs>, old: &[&Rs]
 impl DeploymentController {
     fn on_deploy(&self, seen: Seen<'_>) {
         if let Seen::Upsert { obj, .. } = seen {
-            self.queue.add(ns_key(&obj.namespace, &obj.name));
+            self.queue.add(ns_key(obj.namespace(), obj.name()));
         }
     }
 
@@ -183,7 +183,7 @@ impl DeploymentController {
             return;
         }
         if let Some((d, _)) = controller_of(&obj.value(), "Deployment") {
-            self.queue.add(ns_key(&obj.namespace, d));
+            self.queue.add(ns_key(obj.namespace(), d));
         }
     }
 
@@ -510,7 +510,7 @@ impl Reconciler<String> for DeploymentController {
             .items
             .iter()
             .map(|c| c.value())
-            .filter(|v| controller_of(v, "Deployment").is_some_and(|(_, uid)| uid == cached.uid))
+            .filter(|v| controller_of(v, "Deployment").is_some_and(|(_, uid)| uid == &*cached.uid))
             .map(|v| Rs::from_value(&v))
             .collect();
         let template = deploy

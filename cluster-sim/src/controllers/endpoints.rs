@@ -63,10 +63,10 @@ impl EndpointsController {
                 if let Some(o) = str_at(&svc, "/spec/clusterIP").and_then(service_offset) {
                     st.cluster_ips.remove(&o);
                 }
-                if let Some(m) = st.selectors.get_mut(&obj.namespace) {
-                    m.remove(&obj.name);
+                if let Some(m) = st.selectors.get_mut(obj.namespace()) {
+                    m.remove(obj.name());
                 }
-                self.queue.add(ns_key(&obj.namespace, &obj.name));
+                self.queue.add(ns_key(obj.namespace(), obj.name()));
             }
             Seen::Upsert { obj, prev } => {
                 let svc = obj.value();
@@ -83,16 +83,16 @@ impl EndpointsController {
                     .and_then(Value::as_object)
                     .filter(|s| !s.is_empty())
                     .cloned();
-                let by_ns = st.selectors.entry(obj.namespace.clone()).or_default();
+                let by_ns = st.selectors.entry(obj.namespace().to_string()).or_default();
                 match selector {
                     Some(s) => {
-                        by_ns.insert(obj.name.clone(), s);
+                        by_ns.insert(obj.name().to_string(), s);
                     }
                     None => {
-                        by_ns.remove(&obj.name);
+                        by_ns.remove(obj.name());
                     }
                 }
-                self.queue.add(ns_key(&obj.namespace, &obj.name));
+                self.queue.add(ns_key(obj.namespace(), obj.name()));
             }
         }
     }
@@ -104,13 +104,13 @@ impl EndpointsController {
             Seen::Reset | Seen::Synced => return,
         };
         let st = lock(&self.state);
-        let Some(services) = st.selectors.get(&obj.namespace) else {
+        let Some(services) = st.selectors.get(obj.namespace()) else {
             return;
         };
         for (name, sel) in services {
             let hit = obj.labels.has_all(sel) || prev.is_some_and(|p| p.labels.has_all(sel));
             if hit {
-                self.queue.add(ns_key(&obj.namespace, name));
+                self.queue.add(ns_key(obj.namespace(), name));
             }
         }
     }
@@ -124,9 +124,9 @@ impl EndpointsController {
                     None => return,
                 }
             } else {
-                obj.name.clone()
+                obj.name().to_string()
             };
-            self.queue.add(ns_key(&obj.namespace, &svc));
+            self.queue.add(ns_key(obj.namespace(), &svc));
         }
     }
 
@@ -365,7 +365,7 @@ impl Reconciler<String> for EndpointsController {
                 terminating,
                 node,
                 zone,
-                target: json!({"kind": "Pod", "namespace": ns, "name": c.name, "uid": c.uid}),
+                target: json!({"kind": "Pod", "namespace": ns, "name": c.name(), "uid": &*c.uid}),
             });
         }
         for eps in groups.values_mut() {
@@ -499,7 +499,7 @@ impl Reconciler<String> for EndpointsController {
                 "endpoints": endpoints,
                 "ports": port_json(ports, true),
             });
-            let current = existing.iter().find(|c| c.name == slice_name);
+            let current = existing.iter().find(|c| c.name() == slice_name);
             self.write(
                 slice_def,
                 ns,
@@ -510,11 +510,11 @@ impl Reconciler<String> for EndpointsController {
             )
             .await?;
         }
-        for c in existing.iter().filter(|c| !keep.contains(&c.name)) {
+        for c in existing.iter().filter(|c| !keep.contains(c.name())) {
             match self
                 .sim
                 .engine
-                .delete(slice_def, ns, &c.name, &DeleteOptions::default())
+                .delete(slice_def, ns, c.name(), &DeleteOptions::default())
                 .await
             {
                 Ok(_) => {}

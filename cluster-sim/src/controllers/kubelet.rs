@@ -114,7 +114,7 @@ impl Kubelet {
         match seen {
             Seen::Reset | Seen::Synced => {}
             Seen::Deleted { obj } => {
-                lock(&self.state).nodes.remove(&obj.name);
+                lock(&self.state).nodes.remove(obj.name());
             }
             Seen::Upsert { obj, .. } => {
                 let node = obj.value();
@@ -124,7 +124,7 @@ impl Kubelet {
                 let cidr_index =
                     str_at(&node, "/spec/podCIDR").and_then(|c| net.node_index(cluster, c));
                 let mut st = lock(&self.state);
-                let (is_new, flipped) = match st.nodes.get_mut(&obj.name) {
+                let (is_new, flipped) = match st.nodes.get_mut(obj.name()) {
                     Some(n) => {
                         let flipped = n.ready != ready;
                         n.ready = ready;
@@ -139,7 +139,7 @@ impl Kubelet {
                             (0..).find(|i| !used.contains(i)).unwrap_or(0)
                         });
                         st.nodes.insert(
-                            obj.name.clone(),
+                            obj.name().to_string(),
                             KNode {
                                 index,
                                 base: net.node_cidr_base(cluster, index),
@@ -153,18 +153,18 @@ impl Kubelet {
                 };
                 drop(st);
                 if is_new || flipped {
-                    let pods = self.pods_on(&obj.name);
+                    let pods = self.pods_on(obj.name());
                     let mut st = lock(&self.state);
                     for p in pods {
                         if is_new {
                             let v = p.value();
                             if let (Some(ip), Some(n)) =
-                                (str_at(&v, "/status/podIP"), st.nodes.get_mut(&obj.name))
+                                (str_at(&v, "/status/podIP"), st.nodes.get_mut(obj.name()))
                             {
                                 n.mark(ip, true);
                             }
                         }
-                        self.queue.add(ns_key(&p.namespace, &p.name));
+                        self.queue.add(ns_key(p.namespace(), p.name()));
                     }
                 }
             }
@@ -181,7 +181,7 @@ impl Kubelet {
             }
             Seen::Synced => {}
             Seen::Deleted { obj } => {
-                let key = ns_key(&obj.namespace, &obj.name);
+                let key = ns_key(obj.namespace(), obj.name());
                 st.starts.remove(&key);
                 let pod = obj.value();
                 if let (Some(node), Some(ip)) = (
@@ -213,7 +213,7 @@ impl Kubelet {
                 let running = str_at(&pod, "/status/phase") == Some("Running") && ip.is_some();
                 let settled = running && node_ready == Some(condition_true(&pod, "Ready"));
                 if !settled {
-                    self.queue.add(ns_key(&obj.namespace, &obj.name));
+                    self.queue.add(ns_key(obj.namespace(), obj.name()));
                 }
             }
         }

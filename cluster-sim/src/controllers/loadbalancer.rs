@@ -228,7 +228,7 @@ impl LoadBalancerController {
                 }
             }
             Seen::Deleted { obj } => {
-                let key = ns_key(&obj.namespace, &obj.name);
+                let key = ns_key(obj.namespace(), obj.name());
                 st.waiting.remove(&key);
                 st.requested.remove(&key);
                 st.warned.remove(&key);
@@ -237,7 +237,7 @@ impl LoadBalancerController {
                 }
             }
             Seen::Upsert { obj, .. } => {
-                let key = ns_key(&obj.namespace, &obj.name);
+                let key = ns_key(obj.namespace(), obj.name());
                 let svc = obj.value();
                 // Known before any reconcile, so first-free never hands out an address a
                 // Service created just after asks for.

@@ -102,9 +102,9 @@ fn deletion_rank(pod: &Value) -> (u8, u8, u8, Reverse<i64>, Reverse<String>, Rev
 impl ReplicaSetController {
     fn on_rs(&self, seen: Seen<'_>) {
         match seen {
-            Seen::Upsert { obj, .. } => self.queue.add(ns_key(&obj.namespace, &obj.name)),
+            Seen::Upsert { obj, .. } => self.queue.add(ns_key(obj.namespace(), obj.name())),
             Seen::Deleted { obj } => {
-                let key = ns_key(&obj.namespace, &obj.name);
+                let key = ns_key(obj.namespace(), obj.name());
                 lock(&self.sequence).remove(&key);
             }
             Seen::Reset | Seen::Synced => {}
@@ -121,7 +121,7 @@ impl ReplicaSetController {
         }
         let pod = obj.value();
         if let Some((rs, _)) = controller_of(&pod, "ReplicaSet") {
-            self.queue.add(ns_key(&obj.namespace, rs));
+            self.queue.add(ns_key(obj.namespace(), rs));
         }
     }
 
@@ -143,7 +143,7 @@ impl ReplicaSetController {
         self.sim
             .cache(def)
             .list(&def.namespace_prefix(Some(ns)), None, None, 0, |c| {
-                c.owners.iter().any(|o| o == uid)
+                c.owners.iter().any(|o| **o == *uid)
             })
             .items
     }

@@ -322,14 +322,14 @@ impl Scheduler {
             }
             Seen::Synced => {}
             Seen::Deleted { obj } => {
-                let key = ns_key(&obj.namespace, &obj.name);
+                let key = ns_key(obj.namespace(), obj.name());
                 st.pending.remove(&key);
                 if st.unaccount(&key) {
                     self.wake(&mut st);
                 }
             }
             Seen::Upsert { obj, .. } => {
-                let key = ns_key(&obj.namespace, &obj.name);
+                let key = ns_key(obj.namespace(), obj.name());
                 let pod = obj.value();
                 let phase = str_at(&pod, "/status/phase").unwrap_or("Pending");
                 let done = phase == "Succeeded" || phase == "Failed";
@@ -382,7 +382,7 @@ impl Scheduler {
                 }
             }
             Seen::Deleted { obj } => {
-                if let Some(i) = st.by_name.get(&obj.name).copied() {
+                if let Some(i) = st.by_name.get(obj.name()).copied() {
                     st.nodes[i].live = false;
                 }
             }
@@ -413,7 +413,7 @@ impl Scheduler {
                 let schedulable =
                     node.pointer("/spec/unschedulable").and_then(Value::as_bool) != Some(true);
                 let g = st.node_gen;
-                let i = st.slot(&obj.name);
+                let i = st.slot(obj.name());
                 let n = &mut st.nodes[i];
                 n.seen = g;
                 let changed = !n.live

@@ -71,7 +71,7 @@ pub fn authenticate_token(sim: &Sim, token: &str) -> Option<ServiceAccountIdenti
             .key(&owner.namespace, &owner.service_account),
     )?;
     let recorded = annotation(&secret, SA_UID_ANNOTATION);
-    if recorded.is_some_and(|u| u != sa.uid) {
+    if recorded.is_some_and(|u| u != &*sa.uid) {
         return None;
     }
     Some(ServiceAccountIdentity {
@@ -79,7 +79,7 @@ pub fn authenticate_token(sim: &Sim, token: &str) -> Option<ServiceAccountIdenti
             "system:serviceaccount:{}:{}",
             owner.namespace, owner.service_account
         ),
-        uid: sa.uid.clone(),
+        uid: sa.uid.to_string(),
         groups: vec![
             "system:serviceaccounts".into(),
             format!("system:serviceaccounts:{}", owner.namespace),
@@ -119,13 +119,14 @@ pub(crate) struct ServiceAccountController {
 impl ServiceAccountController {
     fn on_namespace(&self, seen: Seen<'_>) {
         if let Seen::Upsert { obj, .. } = seen {
-            self.queue.add(format!("n/{}", obj.name));
+            self.queue.add(format!("n/{}", obj.name()));
         }
     }
 
     fn on_service_account(&self, seen: Seen<'_>) {
         if let Seen::Upsert { obj, .. } = seen {
-            self.queue.add(format!("s/{}/{}", obj.namespace, obj.name));
+            self.queue
+                .add(format!("s/{}/{}", obj.namespace(), obj.name()));
         }
     }
 
@@ -163,13 +164,16 @@ impl ServiceAccountController {
                         idx.insert(
                             t,
                             TokenOwner {
-                                namespace: obj.namespace.clone(),
+                                namespace: obj.namespace().to_string(),
                                 service_account: sa.to_string(),
-                                secret: obj.name.clone(),
+                                secret: obj.name().to_string(),
                             },
                         );
                     }
-                    (None, Some(_)) => self.queue.add(format!("t/{}/{}", obj.namespace, obj.name)),
+                    (None, Some(_)) => {
+                        self.queue
+                            .add(format!("t/{}/{}", obj.namespace(), obj.name()))
+                    }
                     _ => {}
                 }
             }
@@ -239,7 +243,7 @@ impl ServiceAccountController {
             if annotation(&v, SA_NAME_ANNOTATION) == Some(name) {
                 has_secret = true;
                 if secret_token(&v).is_none() {
-                    self.queue.add(format!("t/{ns}/{}", c.name));
+                    self.queue.add(format!("t/{ns}/{}", c.name()));
                 }
             }
         }
@@ -298,11 +302,11 @@ impl ServiceAccountController {
             // Populated once the account appears (its event re-queues this Secret).
             return Ok(());
         };
-        if annotation(&secret, SA_UID_ANNOTATION).is_some_and(|u| !u.is_empty() && u != sa.uid) {
+        if annotation(&secret, SA_UID_ANNOTATION).is_some_and(|u| !u.is_empty() && u != &*sa.uid) {
             // Meant for an earlier account of the same name.
             return Ok(());
         }
-        secret["metadata"]["annotations"][SA_UID_ANNOTATION] = Value::from(sa.uid.as_str());
+        secret["metadata"]["annotations"][SA_UID_ANNOTATION] = Value::from(&*sa.uid);
         let data = self.token_data(ns);
         if !secret.get("data").is_some_and(Value::is_object) {
             secret["data"] = json!({});

@@ -304,20 +304,20 @@ async fn rolling_update_honours_surge_and_unavailability() {
     let observer = tokio::spawn(async move {
         let mut ready: HashMap<String, bool> = snapshot
             .iter()
-            .map(|c| (c.name.clone(), condition_true(&c.value(), "Ready")))
+            .map(|c| (c.name().to_string(), condition_true(&c.value(), "Ready")))
             .collect();
         let (mut max_pods, mut min_ready) = (ready.len(), ready.len());
         while let Ok(ev) = sub.live.recv().await {
-            if ev.obj.name == "stop" {
+            if ev.obj.name() == "stop" {
                 break;
             }
             match ev.kind {
                 EventType::Deleted => {
-                    ready.remove(&ev.obj.name);
+                    ready.remove(ev.obj.name());
                 }
                 _ => {
                     ready.insert(
-                        ev.obj.name.clone(),
+                        ev.obj.name().to_string(),
                         condition_true(&ev.obj.value(), "Ready"),
                     );
                 }
