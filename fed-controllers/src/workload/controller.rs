@@ -495,10 +495,14 @@ impl Central {
 
         let by_name: HashMap<&str, &Arc<MemberShared>> =
             members.iter().map(|m| (m.name.as_str(), m)).collect();
+        // Members holding a copy, and those outside the destinations that might (unknown
+        // until their watches list).
         let holding: BTreeSet<String> = members
             .iter()
-            .filter(|m| m.holds(key, &uid) != Some(false))
-            .filter(|m| !dest.iter().any(|(c, _)| *c == m.name) || m.holds(key, &uid) == Some(true))
+            .filter(|m| match m.holds(key, &uid) {
+                Some(holds) => holds,
+                None => !dest.iter().any(|(c, _)| *c == m.name),
+            })
             .map(|m| m.name.clone())
             .collect();
         let want_of = |replicas: i32| desired::sub_object(&fed, key.kind, replicas, &uid);

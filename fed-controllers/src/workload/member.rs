@@ -173,11 +173,6 @@ impl MemberShared {
         lock(&self.caches).clone()
     }
 
-    fn synced(&self) -> bool {
-        self.caches()
-            .is_some_and(|c| c.synced.load(Ordering::Acquire))
-    }
-
     /// The cached copy of the workload, if it is Meridian's for `uid`.
     pub fn entry(&self, key: &WorkloadKey, uid: &str) -> Option<Arc<Entry>> {
         let c = self.caches()?;
@@ -188,7 +183,12 @@ impl MemberShared {
     /// Whether the member holds a copy owned by `uid`; `None` while that is unknown
     /// (not connected, or the watches have not listed yet).
     pub fn holds(&self, key: &WorkloadKey, uid: &str) -> Option<bool> {
-        self.synced().then(|| self.entry(key, uid).is_some())
+        let c = self.caches()?;
+        if !c.synced.load(Ordering::Acquire) {
+            return None;
+        }
+        let e = c.workloads.get(&key.kind)?.get(&key.namespace, &key.name);
+        Some(e.is_some_and(|e| e.owned_by(uid)))
     }
 
     /// What the member reports for a workload.

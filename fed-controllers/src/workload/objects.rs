@@ -161,7 +161,37 @@ impl Entry {
     }
 }
 
-type Map = HashMap<(String, String), Arc<Entry>>;
+/// Entries by namespace, then name: looked up with borrowed names, without building a key
+/// (every reconcile asks every member whether it holds a copy).
+#[derive(Default)]
+struct Map(HashMap<String, HashMap<String, Arc<Entry>>>);
+
+impl Map {
+    fn insert(&mut self, e: Arc<Entry>) -> Option<Arc<Entry>> {
+        let names = match self.0.get_mut(&e.namespace) {
+            Some(names) => names,
+            None => self.0.entry(e.namespace.clone()).or_default(),
+        };
+        names.insert(e.name.clone(), e)
+    }
+
+    fn remove(&mut self, namespace: &str, name: &str) {
+        if let Some(names) = self.0.get_mut(namespace) {
+            names.remove(name);
+            if names.is_empty() {
+                self.0.remove(namespace);
+            }
+        }
+    }
+
+    fn get(&self, namespace: &str, name: &str) -> Option<&Arc<Entry>> {
+        self.0.get(namespace)?.get(name)
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Arc<Entry>> {
+        self.0.values().flat_map(HashMap::values)
+    }
+}
 
 #[derive(Default)]
 struct Inner {
@@ -207,7 +237,6 @@ impl ObjectCache {
 
     /// Applies one watcher event; says what it changed.
     pub fn apply(&self, event: &Event<DynamicObject>) -> Change {
-        let key = |o: &DynamicObject| (o.namespace().unwrap_or_default(), o.name_any());
         // Summarise outside the lock: encoding is the costly part.
         let entry = match event {
             Event::Apply(o) | Event::InitApply(o) => Some(Arc::new(Entry::summarise(
@@ -220,9 +249,9 @@ impl ObjectCache {
         };
         let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
         match (event, entry) {
-            (Event::Apply(o), Some(e)) => {
+            (Event::Apply(_), Some(e)) => {
                 let (shape, status) = (e.shape, e.status);
-                match g.objects.insert(key(o), e) {
+                match g.objects.insert(e) {
                     Some(old) => Change {
                         shape: old.shape != shape,
                         status: old.status != status,
@@ -231,15 +260,16 @@ impl ObjectCache {
                 }
             }
             (Event::Delete(o), _) => {
-                g.objects.remove(&key(o));
+                let namespace = o.metadata.namespace.as_deref().unwrap_or_default();
+                g.objects.remove(namespace, &o.name_any());
                 Change::ALL
             }
             (Event::Init, _) => {
-                g.relist = Some(Map::new());
+                g.relist = Some(Map::default());
                 Change::default()
             }
-            (Event::InitApply(o), Some(e)) => {
-                g.relist.get_or_insert_with(Map::new).insert(key(o), e);
+            (Event::InitApply(_), Some(e)) => {
+                g.relist.get_or_insert_with(Map::default).insert(e);
                 Change::ALL
             }
             (Event::InitDone, _) => {
@@ -256,10 +286,7 @@ impl ObjectCache {
 
     /// The object `namespace/name`.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Entry>> {
-        self.read()
-            .objects
-            .get(&(namespace.to_string(), name.to_string()))
-            .cloned()
+        self.read().objects.get(namespace, name).cloned()
     }
 
     /// Every object.
