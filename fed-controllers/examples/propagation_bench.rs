@@ -12,7 +12,8 @@
 //! - member write throughput: every Deployment scaled 2 → 4 at once, sub-object updates
 //!   per second seen by the member watches, and the controller's own write counters;
 //! - the same with fan-out: Deployments a `Duplicated` policy places in every cluster
-//!   (one federation change, one write per cluster), created and then scaled 1 → 2 at once.
+//!   (one federation change, one write per cluster), created and then scaled 1 → 2 at once;
+//!   `--fan-out-writes N` (default 2,000) sets how many member writes each phase makes.
 //!
 //! Each phase ends when the federation settles (no workload writes for a second), so its
 //! status write-back is counted in its CPU and federation writes and does not run on into
@@ -673,7 +674,7 @@ async fn run() -> anyhow::Result<()> {
     );
     let sim_kc = dir.join("sim.kubeconfig");
     // Room for every pod after the scale to 4, whatever the split.
-    let fan_out = fan_out_count(clusters);
+    let fan_out = arg("--fan-out-writes", 2000).div_ceil(clusters).max(20);
     let pods_per_node = (4 * (deployments + burst) / clusters + 2 * fan_out).max(110) as u32;
     let mut sim_args = vec![format!("--clusters={clusters}")];
     if api_only {
@@ -976,11 +977,6 @@ fn write_rates(times: &[Instant], start: Instant) -> Option<(f64, String)> {
             n / window
         ),
     ))
-}
-
-/// Fan-out Deployments: enough for 2,000 member writes per phase.
-fn fan_out_count(clusters: usize) -> usize {
-    2000_usize.div_ceil(clusters).max(20)
 }
 
 /// Arrival times of the member copies of `names` with `replicas`, all clusters.

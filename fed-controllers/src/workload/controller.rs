@@ -513,19 +513,20 @@ impl Central {
             .filter_map(|c| Some((c, by_name.get(c)?.report(key, &uid))))
             .collect();
         // Whether each destination has observed the spec it should hold. The wanted copy is
-        // built, and the member's copy parsed, only once its member's controller has caught
-        // up with that copy.
+        // built (once per share: with many destinations most shares are equal), and the
+        // member's copy parsed, only once its member's controller has caught up with that
+        // copy.
+        let mut wanted: HashMap<i32, Value> = HashMap::new();
         let observed: Vec<bool> = dest
             .iter()
             .map(|(c, r)| {
                 let copy = reports.get(c.as_str()).and_then(|rep| rep.copy);
-                let entry = || by_name.get(c.as_str()).and_then(|m| m.entry(key, &uid));
                 copy.is_some_and(|copy| {
-                    status::observed(
-                        &copy,
-                        || entry().map_or(Value::Null, |e| e.value()),
-                        &want_of(*r),
-                    )
+                    copy.caught_up() && {
+                        let want = wanted.entry(*r).or_insert_with(|| want_of(*r));
+                        let entry = by_name.get(c.as_str()).and_then(|m| m.entry(key, &uid));
+                        status::observed(&copy, || entry.map_or(Value::Null, |e| e.value()), want)
+                    }
                 })
             })
             .collect();
