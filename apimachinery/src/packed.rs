@@ -121,9 +121,18 @@ impl Default for Packer {
 }
 
 impl Packer {
+    /// The packer for objects of `kind`. Secrets are packed on their own: a dictionary
+    /// would keep the first one's data for as long as the packer lives.
+    pub fn for_kind(kind: &str) -> Self {
+        if kind == "Secret" {
+            Self::without_dictionary()
+        } else {
+            Self::default()
+        }
+    }
+
     /// A packer that packs every text on its own, for texts that must not outlive their
-    /// object, such as Secrets': a dictionary keeps its first text for as long as the
-    /// packer lives.
+    /// object: a dictionary keeps its first text for as long as the packer lives.
     pub fn without_dictionary() -> Self {
         Self {
             dictionary: Arc::default(),

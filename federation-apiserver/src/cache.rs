@@ -374,16 +374,6 @@ pub struct Cache {
     history: HistoryBounds,
 }
 
-/// The packer of one resource's objects. Secrets are packed without a dictionary, which
-/// would keep the first one's data for the life of the server.
-fn packer_for(def: &ResourceDef) -> Packer {
-    if def.kind == "Secret" {
-        Packer::without_dictionary()
-    } else {
-        Packer::default()
-    }
-}
-
 /// The cached form of a stored value at revision `rv`: its text packed by `packer`, or
 /// plain without one.
 fn to_cached(
@@ -482,7 +472,7 @@ impl Cache {
                         tx: None,
                         broadcast_capacity,
                     }),
-                    packer: (form == TextForm::Packed).then(|| packer_for(def)),
+                    packer: (form == TextForm::Packed).then(|| Packer::for_kind(def.kind)),
                 }),
             );
         }

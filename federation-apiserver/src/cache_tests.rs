@@ -12,8 +12,8 @@ use tokio::time::Instant;
 use apimachinery::Packer;
 
 use super::{
-    CacheEvent, EventType, HISTORY_MIN, HistoryBounds, ResourceState, Text, key_parts, packer_for,
-    to_cached, watch_frame,
+    CacheEvent, EventType, HISTORY_MIN, HistoryBounds, ResourceState, Text, key_parts, to_cached,
+    watch_frame,
 };
 use crate::kinds::core::{configmaps, secrets};
 
@@ -152,7 +152,10 @@ fn no_secret_becomes_a_dictionary() {
     let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"},
         "data": {"password": "c2VjcmV0".repeat(64)}})
     .to_string();
-    let (secrets, maps) = (packer_for(&secrets()), packer_for(&configmaps()));
+    let (secrets, maps) = (
+        Packer::for_kind(secrets().kind),
+        Packer::for_kind(configmaps().kind),
+    );
     secrets.pack(secret.as_bytes());
     maps.pack(secret.as_bytes());
     assert_eq!(format!("{secrets:?}"), "Packer { dictionary: 0 bytes }");

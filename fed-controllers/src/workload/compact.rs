@@ -14,13 +14,9 @@ use serde_json::Value;
 #[derive(Clone, PartialEq, Eq)]
 pub struct Compact(PackedJson);
 
-/// The process's packer for objects of `kind`: federated objects, the copies built from
-/// them and the copies read back from members all share it. Secrets are packed without a
-/// dictionary, which would keep the first one's data for the life of the process.
+/// The process's packer for objects of `kind` ([`Packer::for_kind`]): federated objects,
+/// the copies built from them and the copies read back from members all share it.
 fn packer(kind: &str) -> Packer {
-    if kind == "Secret" {
-        return Packer::without_dictionary();
-    }
     static PACKERS: OnceLock<Mutex<HashMap<String, Packer>>> = OnceLock::new();
     let mut packers = PACKERS
         .get_or_init(Mutex::default)
@@ -29,7 +25,10 @@ fn packer(kind: &str) -> Packer {
     if let Some(p) = packers.get(kind) {
         return p.clone();
     }
-    packers.entry(kind.to_string()).or_default().clone()
+    packers
+        .entry(kind.to_string())
+        .or_insert_with(|| Packer::for_kind(kind))
+        .clone()
 }
 
 impl Compact {

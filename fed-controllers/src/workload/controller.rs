@@ -557,7 +557,9 @@ impl Central {
                             deps: build_dep_copies()?,
                             workload: built
                                 .entry(r)
-                                .or_insert_with(|| Compact::new(&want_of(r)))
+                                .or_insert_with(|| {
+                                    Compact::new(wanted.entry(r).or_insert_with(|| want_of(r)))
+                                })
                                 .clone(),
                             replicas: r,
                         },

@@ -85,6 +85,17 @@ struct Caches {
     synced: Arc<AtomicBool>,
 }
 
+impl Caches {
+    /// The cached copy of the workload, if it is Meridian's for `uid`.
+    fn copy_of(&self, key: &WorkloadKey, uid: &str) -> Option<Arc<Entry>> {
+        let e = self
+            .workloads
+            .get(&key.kind)?
+            .get(&key.namespace, &key.name)?;
+        e.owned_by(uid).then_some(e)
+    }
+}
+
 /// The state one member shares with the central controller.
 pub struct MemberShared {
     /// Cluster name.
@@ -175,20 +186,16 @@ impl MemberShared {
 
     /// The cached copy of the workload, if it is Meridian's for `uid`.
     pub fn entry(&self, key: &WorkloadKey, uid: &str) -> Option<Arc<Entry>> {
-        let c = self.caches()?;
-        let e = c.workloads.get(&key.kind)?.get(&key.namespace, &key.name)?;
-        e.owned_by(uid).then_some(e)
+        self.caches()?.copy_of(key, uid)
     }
 
     /// Whether the member holds a copy owned by `uid`; `None` while that is unknown
     /// (not connected, or the watches have not listed yet).
     pub fn holds(&self, key: &WorkloadKey, uid: &str) -> Option<bool> {
         let c = self.caches()?;
-        if !c.synced.load(Ordering::Acquire) {
-            return None;
-        }
-        let e = c.workloads.get(&key.kind)?.get(&key.namespace, &key.name);
-        Some(e.is_some_and(|e| e.owned_by(uid)))
+        c.synced
+            .load(Ordering::Acquire)
+            .then(|| c.copy_of(key, uid).is_some())
     }
 
     /// What the member reports for a workload.
