@@ -88,6 +88,11 @@ pub struct Args {
     /// naming every cluster).
     #[arg(long, env = "MERIDIAN_WORKLOAD_EVENT_WINDOW", default_value = "250ms", value_parser = parse_duration)]
     pub workload_event_window: Duration,
+    /// Shortest time between two writes of a Placement's per-cluster status while only the
+    /// members' counts move (its Propagated condition, errors and conflicts are written at
+    /// once); `0s` writes every change.
+    #[arg(long, env = "MERIDIAN_PLACEMENT_STATUS_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    pub placement_status_interval: Duration,
     /// DNS zone the lb-agents are authoritative for.
     #[arg(
         long,
@@ -118,6 +123,7 @@ impl Args {
             backoff_max: self.workload_backoff_max,
             status_delay: self.workload_status_delay,
             event_window: self.workload_event_window,
+            placement_status_interval: self.placement_status_interval,
             ..Default::default()
         }
     }
@@ -208,6 +214,9 @@ impl Args {
         if self.workload_event_window > Duration::from_secs(60) {
             errors.push("--workload-event-window must be at most 60s".into());
         }
+        if self.placement_status_interval > Duration::from_secs(60) {
+            errors.push("--placement-status-interval must be at most 60s".into());
+        }
         if let Err(e) = self.service_settings() {
             errors.push(e);
         }
@@ -290,6 +299,7 @@ mod tests {
         let wl = args.workload_settings();
         assert_eq!(wl.status_delay, Duration::from_millis(100));
         assert_eq!(wl.event_window, Duration::from_millis(250));
+        assert_eq!(wl.placement_status_interval, Duration::from_secs(1));
 
         let args = Args::try_parse_from([
             "fed-controllers",
@@ -319,6 +329,7 @@ mod tests {
             ["--lb-port-range", "30000"],
             ["--workload-status-delay", "6s"],
             ["--workload-event-window", "2m"],
+            ["--placement-status-interval", "2m"],
         ] {
             let args =
                 Args::try_parse_from(["fed-controllers", "--kubeconfig", "k", bad[0], bad[1]])

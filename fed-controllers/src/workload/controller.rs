@@ -6,6 +6,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 use fed_api::names::WORKLOAD_FINALIZER;
 use fed_api::{Cluster, Placement};
@@ -23,6 +24,7 @@ use super::events::{self, Recorder, Severity};
 use super::kinds::{DepKind, Kind, WorkloadKey};
 use super::member::{self, Dependency, Intent, MemberHandle, MemberShared, Want};
 use super::objects::ObjectCache;
+use super::pacing::Pacer;
 use super::placements::{self, PlacementCache, PlacementView};
 use super::plan::{self, MemberPlan};
 use super::queue::Queue;
@@ -93,6 +95,8 @@ struct Central {
     /// finalizer: a cached workload still at that version is our write not back yet, not a
     /// workload without the finalizer (patching it again would only be refused with 409).
     finalizer_writes: Mutex<HashMap<WorkloadKey, String>>,
+    /// When each Placement's status was last written, so entries that only moved on wait.
+    placement_pacer: Pacer<WorkloadKey>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -400,6 +404,7 @@ impl Central {
         let obj = self.caches.workloads[&key.kind].get(&key.namespace, &key.name);
         let Some(obj) = obj else {
             lock(&self.finalizer_writes).remove(key);
+            self.placement_pacer.forget(key);
             // Gone (cleaned behind the finalizer, or orphaned): nothing left to do in members.
             for m in &members {
                 m.forget(key);
@@ -685,7 +690,15 @@ impl Central {
         let digest = placements::entries_digest(&entries);
         let mut conditions: Vec<_> = p.propagated.iter().cloned().collect();
         crate::member_sync::set_propagated(&mut conditions, st, reason, &message, now);
-        if p.clusters_digest == digest && conditions.first() == p.propagated.as_ref() {
+        let condition_changed = conditions.first() != p.propagated.as_ref();
+        if p.clusters_digest == digest && !condition_changed {
+            return Ok(false);
+        }
+        let now_instant = Instant::now();
+        if !condition_changed && let Some(wait) = self.placement_pacer.wait(key, now_instant) {
+            // Only counts moved: they are written when the interval is up (the pass then
+            // reads the latest reports), together with whatever else arrives meanwhile.
+            self.queue.push_low_after(key.clone(), wait);
             return Ok(false);
         }
         // Our part of the status only: the entries (replaced whole) and the Propagated
@@ -703,8 +716,9 @@ impl Central {
                 &Patch::Strategic(patch),
             ),
         )
-        .await
-        .map(|_| true)
+        .await?;
+        self.placement_pacer.wrote(key, now_instant);
+        Ok(true)
     }
 
     /// One worker: reconciles keys until the task stops (several run side by side; the queue
@@ -921,6 +935,7 @@ pub async fn run(
     streams.push(s.map(|e| Input::Cluster(Box::new(e))).boxed());
 
     let events = Recorder::start(fed.clone(), settings.event_window);
+    let placement_pacer = Pacer::new(settings.placement_status_interval);
     let central = Arc::new(Central {
         fed,
         events,
@@ -938,6 +953,7 @@ pub async fn run(
         wanted_seen: Mutex::default(),
         initial_pass_done: std::sync::atomic::AtomicBool::new(false),
         finalizer_writes: Mutex::default(),
+        placement_pacer,
     });
     let worker = {
         let c = central.clone();

@@ -18,6 +18,7 @@ pub mod kinds;
 pub mod member;
 pub mod objects;
 pub mod ownership;
+pub mod pacing;
 pub mod placements;
 pub mod plan;
 pub mod queue;
@@ -50,6 +51,9 @@ pub struct Settings {
     pub status_delay: Duration,
     /// How long an Event gathers the same outcome from other members before it is written.
     pub event_window: Duration,
+    /// Shortest time between two writes of a Placement's per-cluster entries while its
+    /// Propagated condition stays the same (see [`pacing`]).
+    pub placement_status_interval: Duration,
     /// How often every workload is reconciled whatever its events said.
     pub resync_period: Duration,
 }
@@ -65,6 +69,7 @@ impl Default for Settings {
             member_workers: 4,
             status_delay: Duration::from_millis(100),
             event_window: Duration::from_millis(250),
+            placement_status_interval: Duration::from_secs(1),
             resync_period: Duration::from_secs(600),
         }
     }
