@@ -1,5 +1,6 @@
 //! Kubernetes API machinery as pure functions over `serde_json::Value`.
 
+mod field_path;
 pub mod packed;
 pub mod patch;
 pub mod protobuf;

@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use crate::field_path::FieldPath;
 use crate::schema::Definitions;
 
 /// A schema violation found in an object.
@@ -82,7 +83,7 @@ impl Checks {
 fn run(obj: &Value, defs: &Definitions, root: &str, checks: Checks) -> Vec<SchemaCheckError> {
     let mut out = Vec::new();
     if let Some(schema) = defs.get(root) {
-        Walker { defs, checks }.walk(obj, schema, "", &mut out);
+        Walker { defs, checks }.walk(obj, schema, FieldPath::Root, &mut out);
     }
     out
 }
@@ -99,21 +100,19 @@ fn json_type(v: &Value) -> &'static str {
     }
 }
 
-fn child(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
-    }
-}
-
 struct Walker<'a> {
     defs: &'a Definitions,
     checks: Checks,
 }
 
 impl Walker<'_> {
-    fn walk(&self, value: &Value, raw: &Value, path: &str, out: &mut Vec<SchemaCheckError>) {
+    fn walk(
+        &self,
+        value: &Value,
+        raw: &Value,
+        path: FieldPath<'_>,
+        out: &mut Vec<SchemaCheckError>,
+    ) {
         let ref_name = Definitions::ref_name(raw);
         if ref_name == Some(RAW_EXTENSION) {
             return;
@@ -142,15 +141,17 @@ impl Walker<'_> {
                     return; // free-form object
                 }
                 for (k, v) in map {
-                    let p = child(path, k);
+                    let p = path.field(k);
                     if let Some(s) = props.and_then(|p| p.get(k)) {
-                        self.walk(v, s, &p, out);
+                        self.walk(v, s, p, out);
                     } else {
                         match additional {
-                            Some(s @ Value::Object(_)) => self.walk(v, s, &p, out),
+                            Some(s @ Value::Object(_)) => self.walk(v, s, p, out),
                             Some(Value::Bool(true)) => {}
                             _ if self.checks.unknown => {
-                                out.push(SchemaCheckError::UnknownField { path: p });
+                                out.push(SchemaCheckError::UnknownField {
+                                    path: p.to_string(),
+                                });
                             }
                             _ => {}
                         }
@@ -160,7 +161,7 @@ impl Walker<'_> {
             Value::Array(items) => {
                 if let Some(item_schema) = schema.get("items") {
                     for (i, v) in items.iter().enumerate() {
-                        self.walk(v, item_schema, &format!("{path}[{i}]"), out);
+                        self.walk(v, item_schema, path.index(i), out);
                     }
                 }
             }

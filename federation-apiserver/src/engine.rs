@@ -8,7 +8,7 @@ use std::time::Duration;
 use apimachinery::schema::Definitions;
 use bytes::Bytes;
 use meridian_store::{Revision, Storage, StoreError};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::cache::{Cache, Cached};
 use crate::object;
@@ -417,15 +417,21 @@ impl Engine {
         }
         let mut out = match target {
             Target::Status => {
-                // Only status changes through /status.
-                let mut out = old.clone();
-                out["status"] = new.get("status").cloned().unwrap_or(Value::Null);
-                if out["status"].is_null()
-                    && let Some(m) = out.as_object_mut()
+                // Only status changes through /status: everything else is the stored
+                // object's (its old status, often the bulk of it, is not copied).
+                let mut out: Map<String, Value> = old
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter(|(k, _)| *k != "status")
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                if let Some(status) = new.as_object_mut().and_then(|m| m.remove("status"))
+                    && !status.is_null()
                 {
-                    m.remove("status");
+                    out.insert("status".into(), status);
                 }
-                return Ok(out);
+                return Ok(Value::Object(out));
             }
             Target::Main => {
                 if def.status_subresource {
@@ -504,10 +510,19 @@ impl Engine {
                 .unwrap_or(0);
             object::meta_mut(&mut new).insert("generation".into(), Value::from(g + 1));
         }
-        let mut cmp_old = old_value.clone();
-        object::set_resource_version(&mut cmp_old, old.rv);
         object::set_resource_version(&mut new, old.rv);
-        if new == cmp_old {
+        // The cache holds each version with its resourceVersion, so `old_value` compares
+        // as it is; a copy is made only for one that lacks it.
+        let unchanged = if object::meta_str(old_value, "resourceVersion")
+            == Some(old.rv.to_string().as_str())
+        {
+            new == *old_value
+        } else {
+            let mut cmp_old = old_value.clone();
+            object::set_resource_version(&mut cmp_old, old.rv);
+            new == cmp_old
+        };
+        if unchanged {
             // A no-op write leaves the resourceVersion alone, as Kubernetes does.
             return Ok(new);
         }

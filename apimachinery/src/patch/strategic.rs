@@ -3,6 +3,7 @@
 use serde_json::{Map, Value};
 
 use super::PatchError;
+use crate::field_path::FieldPath;
 use crate::schema::{Definitions, FieldMeta};
 
 const PATCH: &str = "$patch";
@@ -22,7 +23,7 @@ pub fn strategic_merge_patch(
     let patch = patch.as_object().ok_or(PatchError::NotAnObject)?;
     let root = schema.get(root_definition).and_then(|d| schema.resolve(d));
     let original = original.as_object().cloned();
-    let merged = Merger { defs: schema }.merge_map(original, patch, root, "")?;
+    let merged = Merger { defs: schema }.merge_map(original, patch, root, FieldPath::Root)?;
     // `$patch: delete` at the root leaves an empty object, as upstream does.
     Ok(Value::Object(merged.unwrap_or_default()))
 }
@@ -34,16 +35,11 @@ fn is_directive(key: &str) -> bool {
         || key.starts_with(DELETE_PRIMITIVE)
 }
 
-fn child(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
-    }
-}
-
 /// The `$patch` directive of a map, if any; non-string values are rejected.
-fn directive<'v>(m: &'v Map<String, Value>, path: &str) -> Result<Option<&'v str>, PatchError> {
+fn directive<'v>(
+    m: &'v Map<String, Value>,
+    path: FieldPath<'_>,
+) -> Result<Option<&'v str>, PatchError> {
     match m.get(PATCH) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -57,7 +53,7 @@ fn directive<'v>(m: &'v Map<String, Value>, path: &str) -> Result<Option<&'v str
 fn directive_list<'v>(
     value: &'v Value,
     key: &str,
-    path: &str,
+    path: FieldPath<'_>,
 ) -> Result<&'v Vec<Value>, PatchError> {
     value
         .as_array()
@@ -88,7 +84,7 @@ impl<'a> Merger<'a> {
         orig: Option<Map<String, Value>>,
         patch: &Map<String, Value>,
         schema: Option<&'a Value>,
-        path: &str,
+        path: FieldPath<'_>,
     ) -> Result<Option<Map<String, Value>>, PatchError> {
         let mut out = match directive(patch, path)? {
             None | Some("merge") => orig.unwrap_or_default(),
@@ -128,7 +124,7 @@ impl<'a> Merger<'a> {
                 continue;
             }
             let meta = self.field(schema, k);
-            let path = child(path, k);
+            let path = path.field(k);
             match v {
                 Value::Object(pm) => {
                     let existing = if meta.strategy.replace {
@@ -136,7 +132,7 @@ impl<'a> Merger<'a> {
                     } else {
                         take_map(out.get_mut(k))
                     };
-                    match self.merge_map(existing, pm, meta.schema, &path)? {
+                    match self.merge_map(existing, pm, meta.schema, path)? {
                         Some(m) => out.insert(k.clone(), Value::Object(m)),
                         None => out.remove(k),
                     };
@@ -146,7 +142,7 @@ impl<'a> Merger<'a> {
                         Some(Value::Array(list)) => Some(std::mem::take(list)),
                         _ => None,
                     };
-                    let merged = self.merge_list(existing, pl, &meta, &path)?;
+                    let merged = self.merge_list(existing, pl, &meta, path)?;
                     out.insert(k.clone(), Value::Array(merged));
                 }
                 scalar => {
@@ -172,7 +168,7 @@ impl<'a> Merger<'a> {
         orig: Option<Vec<Value>>,
         patch: &[Value],
         meta: &FieldMeta<'a>,
-        path: &str,
+        path: FieldPath<'_>,
     ) -> Result<Vec<Value>, PatchError> {
         if meta.schema.is_none() {
             // Fields unknown to the schema follow JSON merge patch, where a
@@ -213,22 +209,22 @@ impl<'a> Merger<'a> {
         // Deletions first, as upstream does, so a delete and a re-add of the
         // same key in one patch yields the re-added element.
         for (i, e) in patch.iter().enumerate() {
-            let elem_path = format!("{path}[{i}]");
+            let elem_path = path.index(i);
             let m = e.as_object().ok_or_else(|| PatchError::MixedList {
                 path: path.to_string(),
             })?;
             let kv = m
                 .get(key)
                 .ok_or_else(|| PatchError::ElementMissingMergeKey {
-                    path: elem_path.clone(),
+                    path: elem_path.to_string(),
                     key: key.to_string(),
                 })?;
-            match directive(m, &elem_path)? {
+            match directive(m, elem_path)? {
                 Some("delete") => out.retain(|o| o.get(key) != Some(kv)),
                 None | Some("merge") => merges.push((m, kv, elem_path)),
                 Some(other) => {
                     return Err(PatchError::UnknownDirective {
-                        path: elem_path,
+                        path: elem_path.to_string(),
                         directive: other.to_string(),
                     });
                 }
@@ -237,7 +233,7 @@ impl<'a> Merger<'a> {
         for (m, kv, elem_path) in merges {
             let pos = out.iter().position(|o| o.get(key) == Some(kv));
             let existing = take_map(pos.map(|p| &mut out[p]));
-            match (pos, self.merge_map(existing, m, items, &elem_path)?) {
+            match (pos, self.merge_map(existing, m, items, elem_path)?) {
                 (Some(p), Some(merged)) => out[p] = Value::Object(merged),
                 (None, Some(merged)) => out.push(Value::Object(merged)),
                 (Some(p), None) => {
@@ -256,15 +252,14 @@ impl<'a> Merger<'a> {
         patch: &[Value],
         items: Option<&'a Value>,
         drop_directive_elements: bool,
-        path: &str,
+        path: FieldPath<'_>,
     ) -> Result<Vec<Value>, PatchError> {
         let mut out = Vec::with_capacity(patch.len());
         for (i, e) in patch.iter().enumerate() {
             match e {
                 Value::Object(m) if drop_directive_elements && m.contains_key(PATCH) => {}
                 Value::Object(m) => {
-                    let elem_path = format!("{path}[{i}]");
-                    if let Some(clean) = self.merge_map(None, m, items, &elem_path)? {
+                    if let Some(clean) = self.merge_map(None, m, items, path.index(i))? {
                         out.push(Value::Object(clean));
                     }
                 }
