@@ -24,8 +24,8 @@ struct Inner<K> {
     waiting: HashMap<K, (Instant, usize)>,
     /// Keys a worker holds.
     processing: HashSet<K>,
-    /// Keys whose deferred low push is pending.
-    deferred: HashSet<K>,
+    /// Keys whose deferred low push is pending, and when it is due (the earliest asked for).
+    deferred: HashMap<K, tokio::time::Instant>,
 }
 
 /// Keys waiting for a worker.
@@ -41,7 +41,7 @@ impl<K: Clone + Eq + Hash> Default for Queue<K> {
                 lanes: [VecDeque::new(), VecDeque::new()],
                 waiting: HashMap::new(),
                 processing: HashSet::new(),
-                deferred: HashSet::new(),
+                deferred: HashMap::new(),
             }),
             notify: Notify::new(),
         }
@@ -65,20 +65,34 @@ impl<K: Clone + Eq + Hash> Queue<K> {
     }
 
     /// Adds a key behind urgent work once `delay` has passed, unless a deferred push of it
-    /// is already pending: the pushes of a key within `delay` of the first become one.
+    /// is already due by then: the pushes of a key within `delay` of the first become one.
+    /// One due sooner moves the push earlier (a long wait never holds back a short one).
     pub fn push_low_after(self: &Arc<Self>, key: K, delay: Duration)
     where
         K: Send + 'static,
     {
-        if !self.lock().deferred.insert(key.clone()) {
-            return;
+        let due = tokio::time::Instant::now() + delay;
+        {
+            let mut g = self.lock();
+            if g.deferred.get(&key).is_some_and(|pending| *pending <= due) {
+                return;
+            }
+            g.deferred.insert(key.clone(), due);
         }
         let q = Arc::downgrade(self);
-        let due = tokio::time::Instant::now() + delay;
         tokio::spawn(async move {
             tokio::time::sleep_until(due).await;
-            if let Some(q) = q.upgrade() {
-                q.lock().deferred.remove(&key);
+            let Some(q) = q.upgrade() else { return };
+            // A push moved earlier has already fired (or will): only the current one pushes.
+            let current = {
+                let mut g = q.lock();
+                let current = g.deferred.get(&key) == Some(&due);
+                if current {
+                    g.deferred.remove(&key);
+                }
+                current
+            };
+            if current {
                 q.push_low(key);
             }
         });
@@ -237,6 +251,27 @@ mod tests {
         q.push_low_after(1, delay);
         assert_eq!(q.pop().await, 1);
         assert_eq!(t1.elapsed(), delay);
+        q.done(&1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_sooner_deferred_push_is_not_held_back_by_a_later_one() {
+        let q = Arc::new(Queue::default());
+        let short = Duration::from_millis(100);
+        let long = Duration::from_secs(1);
+        let t0 = tokio::time::Instant::now();
+        q.push_low_after(1, long);
+        q.push_low_after(1, short);
+        assert_eq!(q.pop().await, 1);
+        assert_eq!(t0.elapsed(), short);
+        q.done(&1);
+        // The superseded long push does not fire on its own; one asked for again does.
+        q.push_low_after(1, long - short);
+        assert_eq!(q.pop().await, 1);
+        assert_eq!(t0.elapsed(), long);
+        q.done(&1);
+        tokio::time::sleep(long * 2).await;
+        assert_eq!(q.try_pop(), None, "one push for the two long waits");
     }
 
     #[tokio::test]
