@@ -417,7 +417,12 @@ impl ApiServer {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_string();
-        let want_table = table::wants_table(&accept);
+        // The Table a client asked for, and what its rows carry; `None`: plain objects.
+        let want_table = if table::wants_table(&accept) {
+            Some(table::IncludeObject::parse(q.get("includeObject"))?)
+        } else {
+            None
+        };
         let method = req.method().clone();
         let content_type = req
             .headers()
@@ -455,10 +460,10 @@ impl ApiServer {
             }
             (Method::GET, Some(name)) => {
                 let c = self.get_consistent(&def, ns, name, q).await?;
-                if want_table {
+                if let Some(include) = want_table {
                     return Ok(value_response(
                         StatusCode::OK,
-                        &table::single(&def, &c.value(), true),
+                        &table::single(&def, &c.value(), true, include),
                     ));
                 }
                 Ok(json_response(StatusCode::OK, c.json()))
@@ -607,7 +612,7 @@ impl ApiServer {
         def: &ResourceDef,
         ns: Option<&str>,
         q: &Query,
-        want_table: bool,
+        want_table: Option<table::IncludeObject>,
     ) -> Result<Response<Body>, ApiError> {
         let label = match q.get("labelSelector").filter(|s| !s.is_empty()) {
             Some(s) => Some(
@@ -683,10 +688,10 @@ impl ApiServer {
             list_meta["continue"] = Value::from(encode_continue(page.revision, next));
             list_meta["remainingItemCount"] = Value::from(page.remaining);
         }
-        if want_table {
+        if let Some(include) = want_table {
             return Ok(value_response(
                 StatusCode::OK,
-                &table::table(def, &page.items, list_meta),
+                &table::table(def, &page.items, list_meta, include),
             ));
         }
         // Items are already JSON: splice them instead of re-encoding 100k objects.

@@ -5,6 +5,32 @@ use serde_json::{Value, json};
 use crate::cache::Cached;
 use crate::object;
 use crate::registry::ResourceDef;
+use crate::status::ApiError;
+
+/// What each row of a Table carries besides its cells (`?includeObject=`): nothing, the
+/// object's metadata (the default), or the whole object, which `kubectl get --sort-by`
+/// asks for to sort by any field.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IncludeObject {
+    None,
+    #[default]
+    Metadata,
+    Object,
+}
+
+impl IncludeObject {
+    /// The `includeObject` query parameter; an unknown value is refused as Kubernetes does.
+    pub fn parse(value: Option<&str>) -> Result<Self, ApiError> {
+        match value {
+            None | Some("") | Some("Metadata") => Ok(Self::Metadata),
+            Some("None") => Ok(Self::None),
+            Some("Object") => Ok(Self::Object),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "includeObject: Unsupported value: \"{other}\": supported values: \"Metadata\", \"None\", \"Object\""
+            ))),
+        }
+    }
+}
 
 /// Whether an `Accept` header asks for a Table.
 pub fn wants_table(accept: &str) -> bool {
@@ -33,7 +59,7 @@ fn column_definitions(def: &ResourceDef) -> Vec<Value> {
 }
 
 /// One row for one object.
-pub fn row(def: &ResourceDef, obj: &Value) -> Value {
+pub fn row(def: &ResourceDef, obj: &Value, include: IncludeObject) -> Value {
     let mut cells = vec![Value::from(object::name(obj))];
     for c in &def.columns {
         cells.push((c.cell)(obj));
@@ -43,19 +69,29 @@ pub fn row(def: &ResourceDef, obj: &Value) -> Value {
             .map(object::age)
             .unwrap_or_else(|| "<unknown>".into()),
     ));
-    json!({
-        "cells": cells,
-        "object": {
+    let object = match include {
+        IncludeObject::None => return json!({ "cells": cells }),
+        IncludeObject::Metadata => json!({
             "kind": "PartialObjectMetadata",
             "apiVersion": "meta.k8s.io/v1",
             "metadata": obj.get("metadata").cloned().unwrap_or(json!({})),
-        },
-    })
+        }),
+        IncludeObject::Object => obj.clone(),
+    };
+    json!({ "cells": cells, "object": object })
 }
 
 /// A Table of `items`.
-pub fn table(def: &ResourceDef, items: &[std::sync::Arc<Cached>], list_meta: Value) -> Value {
-    let rows: Vec<Value> = items.iter().map(|c| row(def, &c.value())).collect();
+pub fn table(
+    def: &ResourceDef,
+    items: &[std::sync::Arc<Cached>],
+    list_meta: Value,
+    include: IncludeObject,
+) -> Value {
+    let rows: Vec<Value> = items
+        .iter()
+        .map(|c| row(def, &c.value(), include))
+        .collect();
     json!({
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
@@ -66,13 +102,13 @@ pub fn table(def: &ResourceDef, items: &[std::sync::Arc<Cached>], list_meta: Val
 }
 
 /// A Table of one object (GET of an item, or one watch event).
-pub fn single(def: &ResourceDef, obj: &Value, with_columns: bool) -> Value {
+pub fn single(def: &ResourceDef, obj: &Value, with_columns: bool, include: IncludeObject) -> Value {
     let rv = object::meta_str(obj, "resourceVersion").unwrap_or("");
     let mut t = json!({
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": {"resourceVersion": rv},
-        "rows": [row(def, obj)],
+        "rows": [row(def, obj, include)],
     });
     if with_columns {
         t["columnDefinitions"] = Value::Array(column_definitions(def));
@@ -80,4 +116,25 @@ pub fn single(def: &ResourceDef, obj: &Value, with_columns: bool) -> Value {
         t["columnDefinitions"] = json!([]);
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IncludeObject;
+
+    #[test]
+    fn include_object_values() {
+        assert_eq!(IncludeObject::parse(None).unwrap(), IncludeObject::Metadata);
+        assert_eq!(
+            IncludeObject::parse(Some("Object")).unwrap(),
+            IncludeObject::Object
+        );
+        assert_eq!(
+            IncludeObject::parse(Some("None")).unwrap(),
+            IncludeObject::None
+        );
+        let err = IncludeObject::parse(Some("All")).unwrap_err();
+        assert_eq!(err.code, 400);
+        assert!(err.to_string().contains("includeObject"), "{err}");
+    }
 }

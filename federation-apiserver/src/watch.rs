@@ -45,13 +45,14 @@ impl Filter {
 
 struct Encoder {
     def: Arc<ResourceDef>,
-    table: bool,
+    /// Table frames with rows like these, or plain objects (`None`).
+    table: Option<table::IncludeObject>,
 }
 
 impl Encoder {
     fn frame(&self, kind: EventType, obj: &Cached) -> Bytes {
-        if self.table {
-            let t = table::single(&self.def, &obj.value(), false);
+        if let Some(include) = self.table {
+            let t = table::single(&self.def, &obj.value(), false, include);
             watch_frame(kind.as_str(), t.to_string().as_bytes())
         } else {
             obj.frame_as(kind)
@@ -71,7 +72,7 @@ impl Encoder {
             EventType::Deleted if now || before => EventType::Deleted,
             _ => return None,
         };
-        if !self.table && kind == ev.kind && filter.label.is_none() {
+        if self.table.is_none() && kind == ev.kind && filter.label.is_none() {
             return Some(ev.frame());
         }
         Some(self.frame(kind, &ev.obj))
@@ -95,7 +96,7 @@ pub fn serve(
     def: Arc<ResourceDef>,
     namespace: Option<&str>,
     q: &Query,
-    want_table: bool,
+    want_table: Option<table::IncludeObject>,
 ) -> Result<Response<Body>, ApiError> {
     let label = match q.get("labelSelector").filter(|s| !s.is_empty()) {
         Some(s) => Some(

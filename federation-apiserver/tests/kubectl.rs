@@ -199,6 +199,30 @@ fn kubectl_user_flow() {
         table.contains("READY") && table.contains("UP-TO-DATE") && table.contains("0/7"),
         "{table}"
     );
+    // `--sort-by` sorts the Table's rows by a field of the whole objects it asks for.
+    k.ok(&[
+        "create",
+        "deployment",
+        "api",
+        "--image=nginx",
+        "--replicas=9",
+        "-n",
+        "shop",
+    ]);
+    let sorted = k.ok(&[
+        "get",
+        "deploy",
+        "-n",
+        "shop",
+        "--sort-by=.spec.replicas",
+        "--no-headers",
+    ]);
+    let names: Vec<&str> = sorted
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(names, ["web", "api"], "{sorted}");
+    k.ok(&["delete", "deployment", "api", "-n", "shop"]);
 
     // Meridian kinds print their own columns.
     let cluster = dir.path().join("cluster.yaml");
