@@ -225,39 +225,12 @@ struct Seen {
 }
 
 /// Every member write and Placement update reaches the bench's watches: they decode only
-/// the fields the bench reads, so its own CPU stays small beside the processes it measures.
+/// the fields the bench reads (as `kube::core::Object`s of these slim parts), so its own CPU
+/// stays small beside the processes it measures.
 mod watched {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kube::api::ApiResource;
+    use kube::core::Object;
     use serde::Deserialize;
-    use std::borrow::Cow;
-
-    /// Implements `kube::Resource` for a namespaced type read through a slim view.
-    macro_rules! resource {
-        ($t:ty, $kind:literal, $group:literal, $version:literal, $plural:literal) => {
-            impl kube::Resource for $t {
-                type DynamicType = ();
-                type Scope = k8s_openapi::NamespaceResourceScope;
-                fn kind(_: &()) -> Cow<'_, str> {
-                    $kind.into()
-                }
-                fn group(_: &()) -> Cow<'_, str> {
-                    $group.into()
-                }
-                fn version(_: &()) -> Cow<'_, str> {
-                    $version.into()
-                }
-                fn plural(_: &()) -> Cow<'_, str> {
-                    $plural.into()
-                }
-                fn meta(&self) -> &ObjectMeta {
-                    &self.metadata
-                }
-                fn meta_mut(&mut self) -> &mut ObjectMeta {
-                    &mut self.metadata
-                }
-            }
-        };
-    }
 
     #[derive(Clone, Debug, Default, Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -266,16 +239,8 @@ mod watched {
         pub ready_replicas: Option<i32>,
     }
 
-    /// A Deployment's name, `spec.replicas` and `status.readyReplicas`.
-    #[derive(Clone, Debug, Deserialize)]
-    pub struct Deployment {
-        pub metadata: ObjectMeta,
-        #[serde(default)]
-        pub spec: Replicas,
-        #[serde(default)]
-        pub status: Replicas,
-    }
-    resource!(Deployment, "Deployment", "apps", "v1", "deployments");
+    /// A Deployment's `spec.replicas` and `status.readyReplicas`.
+    pub type Deployment = Object<Replicas, Replicas>;
 
     #[derive(Clone, Debug, Default, Deserialize)]
     pub struct Named {
@@ -297,26 +262,20 @@ mod watched {
     }
 
     /// A Placement's workload, destinations' replicas and per-cluster ready replicas.
-    #[derive(Clone, Debug, Deserialize)]
-    pub struct Placement {
-        pub metadata: ObjectMeta,
-        #[serde(default)]
-        pub spec: PlacementSpec,
-        #[serde(default)]
-        pub status: PlacementStatus,
+    pub type Placement = Object<PlacementSpec, PlacementStatus>;
+
+    pub fn deployments() -> ApiResource {
+        ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&())
     }
-    resource!(
-        Placement,
-        "Placement",
-        "federation.meridian.dev",
-        "v1alpha1",
-        "placements"
-    );
+
+    pub fn placements() -> ApiResource {
+        ApiResource::erase::<fed_api::Placement>(&())
+    }
 }
 
 /// Records when each Placement first has destinations.
 fn watch_placements(client: kube::Client, seen: Arc<Mutex<Seen>>) {
-    let api: Api<watched::Placement> = Api::namespaced(client, NS);
+    let api: Api<watched::Placement> = Api::namespaced_with(client, NS, &watched::placements());
     tokio::spawn(async move {
         let mut s =
             std::pin::pin!(watcher::watcher(api, watcher::Config::default()).default_backoff());
@@ -331,8 +290,8 @@ fn watch_placements(client: kube::Client, seen: Arc<Mutex<Seen>>) {
             }
             let ready: i32 = p
                 .status
-                .clusters
                 .iter()
+                .flat_map(|s| &s.clusters)
                 .map(|c| c.ready_replicas.unwrap_or(0))
                 .sum();
             let wanted: i32 = p
@@ -351,15 +310,13 @@ fn watch_placements(client: kube::Client, seen: Arc<Mutex<Seen>>) {
 }
 
 fn counts(d: &watched::Deployment) -> (i32, i32) {
-    (
-        d.spec.replicas.unwrap_or(1),
-        d.status.ready_replicas.unwrap_or(0),
-    )
+    let ready = d.status.as_ref().and_then(|s| s.ready_replicas);
+    (d.spec.replicas.unwrap_or(1), ready.unwrap_or(0))
 }
 
 /// Starts a watcher on the Deployments of [`NS`]; `member` is `None` for the federation.
 fn watch(client: kube::Client, member: Option<usize>, seen: Arc<Mutex<Seen>>) {
-    let api: Api<watched::Deployment> = Api::namespaced(client, NS);
+    let api: Api<watched::Deployment> = Api::namespaced_with(client, NS, &watched::deployments());
     tokio::spawn(async move {
         let mut s =
             std::pin::pin!(watcher::watcher(api, watcher::Config::default()).default_backoff());

@@ -511,18 +511,8 @@ impl Engine {
             object::meta_mut(&mut new).insert("generation".into(), Value::from(g + 1));
         }
         object::set_resource_version(&mut new, old.rv);
-        // The cache holds each version with its resourceVersion, so `old_value` compares
-        // as it is; a copy is made only for one that lacks it.
-        let unchanged = if object::meta_str(old_value, "resourceVersion")
-            == Some(old.rv.to_string().as_str())
-        {
-            new == *old_value
-        } else {
-            let mut cmp_old = old_value.clone();
-            object::set_resource_version(&mut cmp_old, old.rv);
-            new == cmp_old
-        };
-        if unchanged {
+        // `old_value` is the cached version, which carries its resourceVersion (`to_cached`).
+        if new == *old_value {
             // A no-op write leaves the resourceVersion alone, as Kubernetes does.
             return Ok(new);
         }
