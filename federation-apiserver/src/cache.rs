@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 use tokio::sync::{Notify, broadcast, watch};
 use tokio::time::Instant;
 
-use crate::object;
 use crate::registry::{Registry, ResourceDef};
+use crate::{object, stored_text};
 
 /// How many events each resource keeps for watches that resume from a resourceVersion.
 pub const HISTORY_PER_RESOURCE: usize = 10_000;
@@ -382,17 +382,29 @@ fn to_cached(
     rv: Revision,
     packer: Option<&Packer>,
 ) -> Option<Arc<Cached>> {
-    let mut v: Value = match serde_json::from_slice(&kv.value) {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::error!(key = %kv.key, error = %e, "stored value is not JSON; skipped");
-            return None;
+    // Field selectors may read any top-level member; only those are parsed.
+    let read: Vec<&str> = def
+        .field_selectors
+        .iter()
+        .map(|(_, ptr)| stored_text::top_member(ptr))
+        .collect();
+    let (mut text, v) = match stored_text::prepare(&kv.value, rv, &read) {
+        Some(p) => (p.text, p.partial),
+        None => {
+            let mut v: Value = match serde_json::from_slice(&kv.value) {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::error!(key = %kv.key, error = %e, "stored value is not JSON; skipped");
+                    return None;
+                }
+            };
+            object::set_resource_version(&mut v, rv);
+            // Room for the resourceVersion the stored bytes lack, so the buffer rarely regrows.
+            let mut text = Vec::with_capacity(kv.value.len() + 32);
+            serde_json::to_writer(&mut text, &v).ok()?;
+            (text, v)
         }
     };
-    object::set_resource_version(&mut v, rv);
-    // Room for the resourceVersion the stored bytes lack, so the buffer rarely regrows.
-    let mut text = Vec::with_capacity(kv.value.len() + 32);
-    serde_json::to_writer(&mut text, &v).ok()?;
     let meta = object::meta(&v);
     let json = match packer {
         Some(p) => Text::Packed(p.pack(&text)),

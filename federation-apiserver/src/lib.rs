@@ -22,5 +22,6 @@ pub mod rbac;
 pub mod registry;
 pub mod server;
 pub mod status;
+pub mod stored_text;
 pub mod table;
 pub mod watch;

@@ -1,0 +1,153 @@
+//! A stored object made ready for the watch cache without parsing all of it: the store
+//! keeps objects without their resourceVersion, and the cache must add it to every object
+//! it takes in. Only `metadata` (and any top-level member a field selector reads) is
+//! parsed; the rest, usually most of the bytes (a workload's spec), is copied as text.
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+/// A stored object's text with its resourceVersion set, and the parts of it that were read.
+pub struct Prepared {
+    /// The object's JSON text, resourceVersion included.
+    pub text: Vec<u8>,
+    /// An object holding the parsed members only: `metadata` and those asked for.
+    pub partial: Value,
+}
+
+/// The top-level members of an object, each as its raw text, in their stored order.
+struct Members<'a>(Vec<(&'a str, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                // A key with escapes cannot be borrowed: that fails, and the caller parses
+                // the whole object instead.
+                while let Some(entry) = map.next_entry::<&'de str, &'de RawValue>()? {
+                    out.push(entry);
+                }
+                Ok(Members(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// `stored` with `metadata.resourceVersion` set to `rv`, parsing only `metadata` and the
+/// top-level members named in `read`. `None` when the text is not an object of plainly
+/// named members with a `metadata` object: the caller then parses it whole.
+pub fn prepare(stored: &[u8], rv: u64, read: &[&str]) -> Option<Prepared> {
+    let Members(members) = serde_json::from_slice(stored).ok()?;
+    let mut partial = Map::new();
+    let mut text = Vec::with_capacity(stored.len() + 32);
+    text.push(b'{');
+    for (i, (key, raw)) in members.iter().enumerate() {
+        if i > 0 {
+            text.push(b',');
+        }
+        serde_json::to_writer(&mut text, key).ok()?;
+        text.push(b':');
+        if *key == "metadata" {
+            let mut meta: Map<String, Value> = serde_json::from_str(raw.get()).ok()?;
+            meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+            serde_json::to_writer(&mut text, &meta).ok()?;
+            partial.insert("metadata".into(), Value::Object(meta));
+        } else {
+            text.extend_from_slice(raw.get().as_bytes());
+            if read.contains(key) {
+                partial.insert((*key).into(), serde_json::from_str(raw.get()).ok()?);
+            }
+        }
+    }
+    text.push(b'}');
+    if !partial.contains_key("metadata") {
+        return None;
+    }
+    Some(Prepared {
+        text,
+        partial: Value::Object(partial),
+    })
+}
+
+/// The top-level member a JSON pointer starts in (`/spec/nodeName` → `spec`).
+pub fn top_member(pointer: &str) -> &str {
+    let rest = pointer.strip_prefix('/').unwrap_or(pointer);
+    rest.split('/').next().unwrap_or(rest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// What the cache did before: parse everything, set the version, write it again.
+    fn whole(stored: &[u8], rv: u64) -> Vec<u8> {
+        let mut v: Value = serde_json::from_slice(stored).unwrap();
+        v["metadata"]["resourceVersion"] = json!(rv.to_string());
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    #[test]
+    fn the_text_is_what_a_whole_parse_writes() {
+        let obj = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop", "uid": "u1",
+                "labels": {"app": "web", "tier": "front \"quoted\""}, "generation": 3},
+            "spec": {"replicas": 3, "template": {"spec": {"containers": [
+                {"name": "web", "image": "nginx:1.27", "args": ["a\nb", "é", 1.5, null]}]}}},
+            "status": {"replicas": 2}
+        });
+        let stored = serde_json::to_vec(&obj).unwrap();
+        let p = prepare(&stored, 42, &[]).unwrap();
+        assert_eq!(p.text, whole(&stored, 42));
+        assert_eq!(p.partial["metadata"]["resourceVersion"], "42");
+        assert_eq!(p.partial["metadata"]["labels"]["app"], "web");
+        assert!(p.partial.get("spec").is_none(), "spec is not parsed");
+    }
+
+    #[test]
+    fn an_old_resource_version_is_replaced() {
+        let stored = br#"{"metadata":{"name":"a","resourceVersion":"7"},"spec":{}}"#;
+        let p = prepare(stored, 9, &[]).unwrap();
+        assert_eq!(p.text, whole(stored, 9));
+        assert_eq!(
+            p.text,
+            br#"{"metadata":{"name":"a","resourceVersion":"9"},"spec":{}}"#
+        );
+    }
+
+    #[test]
+    fn members_a_field_selector_reads_are_parsed() {
+        let stored =
+            br#"{"metadata":{"name":"p"},"spec":{"nodeName":"n1"},"status":{"phase":"Running"}}"#;
+        let p = prepare(stored, 1, &["spec"]).unwrap();
+        assert_eq!(p.partial.pointer("/spec/nodeName"), Some(&json!("n1")));
+        assert!(p.partial.get("status").is_none());
+        assert_eq!(top_member("/spec/nodeName"), "spec");
+        assert_eq!(top_member("/involvedObject/kind"), "involvedObject");
+    }
+
+    #[test]
+    fn text_it_cannot_split_is_left_to_a_whole_parse() {
+        // No metadata, an escaped key, not an object, not JSON.
+        for bad in [
+            &br#"{"spec":{}}"#[..],
+            br#"{"spe\u0063":{},"metadata":{}}"#,
+            br#"[1,2]"#,
+            br#"{"metadata":"#,
+        ] {
+            assert!(
+                prepare(bad, 1, &[]).is_none(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+}
