@@ -9,6 +9,7 @@
 pub mod cli;
 pub mod cluster;
 pub mod credentials;
+pub mod dynamic;
 pub mod events;
 pub mod member_client;
 pub mod member_sync;

@@ -3,7 +3,7 @@
 //! (level-triggered, deduplicating queue) decides every member's intent, manages the
 //! finalizer and writes the aggregated status.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
@@ -22,12 +22,13 @@ use tracing::Instrument;
 use super::compact::Compact;
 use super::events::{self, Recorder, Severity};
 use super::kinds::{DepKind, Kind, WorkloadKey};
-use super::member::{self, Dependency, Intent, MemberHandle, MemberShared, Want};
+use super::member::{self, Dependency, Intent, Look, MemberHandle, MemberShared, Want};
 use super::objects::ObjectCache;
 use super::pacing::Pacer;
 use super::placements::{self, PlacementCache, PlacementView};
 use super::plan::{self, MemberPlan};
 use super::queue::Queue;
+use super::status_spacing::StatusSpacing;
 use super::{Settings, deps, desired, status};
 use crate::cluster::controller::{fingerprint, token_digest};
 use crate::metrics::WorkloadMetrics;
@@ -97,6 +98,8 @@ struct Central {
     finalizer_writes: Mutex<HashMap<WorkloadKey, String>>,
     /// When each Placement's status was last written, so entries that only moved on wait.
     placement_pacer: Pacer<WorkloadKey>,
+    /// How long each workload's member reports gather before a look (see [`StatusSpacing`]).
+    status_spacing: Arc<StatusSpacing>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -238,6 +241,7 @@ impl Central {
                 self.fed.clone(),
                 self.settings.clone(),
                 self.queue.clone(),
+                self.status_spacing.clone(),
                 self.metrics.clone(),
                 self.events.clone(),
                 c,
@@ -405,6 +409,7 @@ impl Central {
         let Some(obj) = obj else {
             lock(&self.finalizer_writes).remove(key);
             self.placement_pacer.forget(key);
+            self.status_spacing.forget(key);
             // Gone (cleaned behind the finalizer, or orphaned): nothing left to do in members.
             for m in &members {
                 m.forget(key);
@@ -450,6 +455,7 @@ impl Central {
             .as_ref()
             .map(|p| p.dest.clone())
             .unwrap_or_default();
+        self.status_spacing.set_destinations(key, dest.len());
 
         // The dependencies as cached; their copies are built only if an intent is.
         let mut dep_objects = Vec::new();
@@ -500,22 +506,28 @@ impl Central {
 
         let by_name: HashMap<&str, &Arc<MemberShared>> =
             members.iter().map(|m| (m.name.as_str(), m)).collect();
+        let dest_names: HashSet<&str> = dest.iter().map(|(c, _)| c.as_str()).collect();
+        // Each member's copy, looked up once.
+        let looks: HashMap<&str, Look> = members
+            .iter()
+            .map(|m| (m.name.as_str(), m.look(key, &uid)))
+            .collect();
         // Members holding a copy, and those outside the destinations that might (unknown
         // until their watches list).
-        let holding: BTreeSet<String> = members
+        let holding: BTreeSet<String> = looks
             .iter()
-            .filter(|m| match m.holds(key, &uid) {
-                Some(holds) => holds,
-                None => !dest.iter().any(|(c, _)| *c == m.name),
-            })
-            .map(|m| m.name.clone())
+            .filter(|(name, look)| look.holds.unwrap_or(!dest_names.contains(*name)))
+            .map(|(name, _)| name.to_string())
             .collect();
         let want_of = |replicas: i32| desired::sub_object(&fed, key.kind, replicas, &uid);
-        let reports: HashMap<&str, status::MemberReport> = dest
+        let reports: HashMap<&str, status::MemberReport> = dest_names
             .iter()
-            .map(|(c, _)| c.as_str())
+            .copied()
             .chain(holding.iter().map(String::as_str))
-            .filter_map(|c| Some((c, by_name.get(c)?.report(key, &uid))))
+            .filter_map(|c| {
+                let entry = looks.get(c)?.entry.as_deref();
+                Some((c, by_name.get(c)?.report(key, entry)))
+            })
             .collect();
         // Whether each destination has observed the spec it should hold. The wanted copy is
         // built (once per share: with many destinations most shares are equal), and the
@@ -525,22 +537,40 @@ impl Central {
         let observed: Vec<bool> = dest
             .iter()
             .map(|(c, r)| {
-                let copy = reports.get(c.as_str()).and_then(|rep| rep.copy);
-                copy.is_some_and(|copy| {
-                    copy.caught_up() && {
+                let entry = looks.get(c.as_str()).and_then(|l| l.entry.as_ref());
+                entry.is_some_and(|entry| {
+                    entry.status.caught_up() && {
                         let want = wanted.entry(*r).or_insert_with(|| want_of(*r));
-                        let entry = by_name.get(c.as_str()).and_then(|m| m.entry(key, &uid));
-                        status::observed(&copy, || entry.map_or(Value::Null, |e| e.value()), want)
+                        status::observed(&entry.status, || entry.value(), want)
                     }
                 })
             })
             .collect();
-        let dest_ready = dest.iter().zip(&observed).all(|((c, r), seen)| {
-            *seen
-                && reports
-                    .get(c.as_str())
-                    .is_some_and(|rep| self.entry(c, rep).available_replicas >= *r)
-        });
+        // The status entries: every destination's (in `dest` order), then those of members
+        // outside the destinations that still hold a copy.
+        let mut entries: Vec<_> = dest
+            .iter()
+            .map(|(c, _)| match reports.get(c.as_str()) {
+                Some(report) => self.entry(c, report),
+                None => self.entry(
+                    c,
+                    &status::MemberReport {
+                        error: format!("cluster {c} is not joined"),
+                        ..Default::default()
+                    },
+                ),
+            })
+            .collect();
+        for c in holding.iter().filter(|c| !dest_names.contains(c.as_str())) {
+            if let Some(report) = reports.get(c.as_str()) {
+                entries.push(self.entry(c, report));
+            }
+        }
+        let dest_ready = dest
+            .iter()
+            .zip(&observed)
+            .zip(&entries)
+            .all(|(((_, r), seen), e)| *seen && e.available_replicas >= *r);
         // Whether a member got a new intent: it reports back once it has acted on it, and
         // the status is written then rather than now as well.
         let mut handed_out = false;
@@ -585,28 +615,6 @@ impl Central {
             return Ok(false);
         }
 
-        let mut entries = Vec::new();
-        for (c, _) in &dest {
-            let entry = match reports.get(c.as_str()) {
-                Some(report) => self.entry(c, report),
-                None => self.entry(
-                    c,
-                    &status::MemberReport {
-                        error: format!("cluster {c} is not joined"),
-                        ..Default::default()
-                    },
-                ),
-            };
-            entries.push(entry);
-        }
-        for c in holding
-            .iter()
-            .filter(|c| !dest.iter().any(|(d, _)| d == *c))
-        {
-            if let Some(report) = reports.get(c.as_str()) {
-                entries.push(self.entry(c, report));
-            }
-        }
         let all_observed = !dest.is_empty() && observed.iter().all(|o| *o);
         // Kubernetes writes condition times with second precision.
         let now = jiff::Timestamp::now()
@@ -617,15 +625,8 @@ impl Central {
         let placement_write = async {
             match &placement {
                 Some(p) => {
-                    self.write_placement_status(
-                        key,
-                        p,
-                        entries.clone(),
-                        all_observed,
-                        &missing,
-                        &now,
-                    )
-                    .await
+                    self.write_placement_status(key, p, &entries, all_observed, &missing, &now)
+                        .await
                 }
                 None => Ok(false),
             }
@@ -657,7 +658,7 @@ impl Central {
         &self,
         key: &WorkloadKey,
         p: &PlacementView,
-        entries: Vec<fed_api::placement::ClusterWorkloadStatus>,
+        entries: &[fed_api::placement::ClusterWorkloadStatus],
         all_observed: bool,
         missing: &[String],
         now: &str,
@@ -687,7 +688,7 @@ impl Central {
                 missing.join(", ")
             );
         }
-        let digest = placements::entries_digest(&entries);
+        let digest = placements::entries_digest(entries);
         let mut conditions: Vec<_> = p.propagated.iter().cloned().collect();
         crate::member_sync::set_propagated(&mut conditions, st, reason, &message, now);
         let condition_changed = conditions.first() != p.propagated.as_ref();
@@ -936,6 +937,7 @@ pub async fn run(
 
     let events = Recorder::start(fed.clone(), settings.event_window);
     let placement_pacer = Pacer::new(settings.placement_status_interval);
+    let status_spacing = Arc::new(StatusSpacing::new(settings.status_delay));
     let central = Arc::new(Central {
         fed,
         events,
@@ -954,6 +956,7 @@ pub async fn run(
         initial_pass_done: std::sync::atomic::AtomicBool::new(false),
         finalizer_writes: Mutex::default(),
         placement_pacer,
+        status_spacing,
     });
     let worker = {
         let c = central.clone();

@@ -26,10 +26,21 @@ use super::objects::{Change, Entry, ObjectCache};
 use super::ownership::{self, Ownership};
 use super::queue::Queue;
 use super::status::MemberReport;
+use super::status_spacing::StatusSpacing;
 use super::{Settings, drift};
 use crate::cluster::backoff;
+use crate::dynamic::{self, Decoded};
 use crate::member_sync::{self, Applied, SyncError, lock, now};
 use crate::metrics::WorkloadMetrics;
+
+/// One member's copy of a workload, as [`MemberShared::look`] finds it.
+#[derive(Clone, Debug, Default)]
+pub struct Look {
+    /// Whether it holds a copy; `None` while unknown (not connected, or not listed yet).
+    pub holds: Option<bool>,
+    /// The copy, if it holds one.
+    pub entry: Option<Arc<Entry>>,
+}
 
 /// A dependency copy (ConfigMap, Secret) a workload needs in a member.
 #[derive(Clone, Debug, PartialEq)]
@@ -103,6 +114,7 @@ pub struct MemberShared {
     fed: Client,
     settings: Arc<Settings>,
     central: Arc<Queue<WorkloadKey>>,
+    status_spacing: Arc<StatusSpacing>,
     metrics: Arc<WorkloadMetrics>,
     events: Arc<Recorder>,
     queue: Queue<WorkloadKey>,
@@ -161,9 +173,10 @@ impl MemberShared {
     }
 
     /// Has the central controller look at the workload's status soon; reports that follow
-    /// within the settings' status delay share that look.
+    /// within its status delay (the settings', longer for a wide workload) share that look.
     fn status_soon(&self, key: WorkloadKey) {
-        self.central.push_low_after(key, self.settings.status_delay);
+        let delay = self.status_spacing.delay(&key);
+        self.central.push_low_after(key, delay);
     }
 
     /// Keys waiting in this member's queue.
@@ -184,31 +197,39 @@ impl MemberShared {
         lock(&self.caches).clone()
     }
 
-    /// The cached copy of the workload, if it is Meridian's for `uid`.
-    pub fn entry(&self, key: &WorkloadKey, uid: &str) -> Option<Arc<Entry>> {
-        self.caches()?.copy_of(key, uid)
-    }
-
     /// Whether the member holds a copy owned by `uid`; `None` while that is unknown
     /// (not connected, or the watches have not listed yet).
     pub fn holds(&self, key: &WorkloadKey, uid: &str) -> Option<bool> {
-        let c = self.caches()?;
-        c.synced
-            .load(Ordering::Acquire)
-            .then(|| c.copy_of(key, uid).is_some())
+        self.look(key, uid).holds
     }
 
-    /// What the member reports for a workload.
-    pub fn report(&self, key: &WorkloadKey, uid: &str) -> MemberReport {
-        let r = lock(&self.records).get(key).cloned().unwrap_or_default();
-        let error = match (&*lock(&self.connect_error), r.error.is_empty()) {
+    /// The member's copy of a workload and whether it holds one, from one cache lookup
+    /// (a reconcile asks this of every member).
+    pub fn look(&self, key: &WorkloadKey, uid: &str) -> Look {
+        let Some(c) = self.caches() else {
+            return Look::default();
+        };
+        let entry = c.copy_of(key, uid);
+        Look {
+            holds: c.synced.load(Ordering::Acquire).then_some(entry.is_some()),
+            entry,
+        }
+    }
+
+    /// What the member reports for a workload whose copy there is `copy` (see [`Self::look`]).
+    pub fn report(&self, key: &WorkloadKey, copy: Option<&Entry>) -> MemberReport {
+        let (error, last_sync_time) = lock(&self.records)
+            .get(key)
+            .map(|r| (r.error.clone(), r.last_sync_time.clone()))
+            .unwrap_or_default();
+        let error = match (&*lock(&self.connect_error), error.is_empty()) {
             (Some(e), true) => e.clone(),
-            _ => r.error,
+            _ => error,
         };
         MemberReport {
-            copy: self.entry(key, uid).map(|e| e.status),
+            copy: copy.map(|e| e.status),
             error,
-            last_sync_time: r.last_sync_time,
+            last_sync_time,
         }
     }
 
@@ -252,6 +273,7 @@ pub fn spawn(
     fed: Client,
     settings: Arc<Settings>,
     central: Arc<Queue<WorkloadKey>>,
+    status_spacing: Arc<StatusSpacing>,
     metrics: Arc<WorkloadMetrics>,
     events: Arc<Recorder>,
     cluster: Arc<Cluster>,
@@ -263,6 +285,7 @@ pub fn spawn(
         fed,
         settings,
         central,
+        status_spacing,
         metrics,
         events,
         queue: Queue::default(),
@@ -404,9 +427,12 @@ fn watch(
 ) -> ObjectCache {
     // Member copies are looked up by name; their pod-template references are never read.
     let cache = ObjectCache::new(&ar.kind, false).without_status();
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    // Every copy pushed comes back through here: decoded in one pass (see `dynamic`).
+    let api: Api<Decoded> = Api::all_with(client.clone(), &ar);
     let cfg = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
-    let stream = watcher::watcher(api, cfg).default_backoff();
+    let stream = watcher::watcher(api, cfg)
+        .default_backoff()
+        .map(|ev| ev.map(dynamic::into_dynamic));
     let m = m.clone();
     let plural = ar.plural.clone();
     let kind = ar.kind.clone();

@@ -23,6 +23,7 @@ pub mod placements;
 pub mod plan;
 pub mod queue;
 pub mod status;
+pub mod status_spacing;
 
 use std::sync::Arc;
 use std::time::Duration;

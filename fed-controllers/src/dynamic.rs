@@ -1,0 +1,149 @@
+//! Watch events of dynamic objects decoded in one pass. kube's `DynamicObject` flattens its
+//! type fields and its data, which makes serde buffer every object into an intermediate
+//! tree before building the real one; the controller decodes every copy it pushes as it
+//! comes back from its member, so [`Decoded`] reads the same object field by field.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{ApiResource, DynamicObject, TypeMeta};
+use kube::core::DynamicResourceScope;
+use kube::runtime::watcher::Event;
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::{Map, Value};
+
+/// A [`DynamicObject`] that decodes without buffering; watch it, then take the object.
+#[derive(Clone, Debug)]
+pub struct Decoded(pub DynamicObject);
+
+impl<'de> Deserialize<'de> for Decoded {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(ObjectVisitor)
+    }
+}
+
+struct ObjectVisitor;
+
+impl<'de> Visitor<'de> for ObjectVisitor {
+    type Value = Decoded;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a Kubernetes object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Decoded, A::Error> {
+        let (mut api_version, mut kind) = (None, None);
+        let mut metadata = None;
+        let mut data = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "apiVersion" => api_version = Some(map.next_value::<String>()?),
+                "kind" => kind = Some(map.next_value::<String>()?),
+                "metadata" => metadata = Some(map.next_value::<ObjectMeta>()?),
+                _ => {
+                    data.insert(key, map.next_value::<Value>()?);
+                }
+            }
+        }
+        // As `DynamicObject` decodes: type fields only as a pair (a lone one is dropped).
+        let types = match (api_version, kind) {
+            (Some(api_version), Some(kind)) => Some(TypeMeta { api_version, kind }),
+            _ => None,
+        };
+        Ok(Decoded(DynamicObject {
+            types,
+            metadata: metadata.unwrap_or_default(),
+            data: Value::Object(data),
+        }))
+    }
+}
+
+impl kube::Resource for Decoded {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        DynamicObject::group(dt)
+    }
+
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        DynamicObject::version(dt)
+    }
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        DynamicObject::kind(dt)
+    }
+
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        DynamicObject::api_version(dt)
+    }
+
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        DynamicObject::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.0.metadata
+    }
+}
+
+/// The event with its objects taken out of their wrappers.
+pub fn into_dynamic(ev: Event<Decoded>) -> Event<DynamicObject> {
+    match ev {
+        Event::Apply(o) => Event::Apply(o.0),
+        Event::Delete(o) => Event::Delete(o.0),
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(o.0),
+        Event::InitDone => Event::InitDone,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn decodes_as_dynamic_object_does() {
+        for v in [
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": "web", "namespace": "shop", "labels": {"a": "b"},
+                                "generation": 2, "resourceVersion": "7"},
+                   "spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "c"}]}}},
+                   "status": {"readyReplicas": 1}}),
+            json!({"metadata": {"name": "no-types"}, "data": {"k": "v"}}),
+            json!({"kind": "ConfigMap", "data": {"k": "v"}}),
+            json!({}),
+        ] {
+            let ours: Decoded = serde_json::from_value(v.clone()).unwrap();
+            let theirs: DynamicObject = serde_json::from_value(v.clone()).unwrap();
+            assert_eq!(ours.0, theirs, "{v}");
+            let text = v.to_string();
+            let ours: Decoded = serde_json::from_str(&text).unwrap();
+            assert_eq!(ours.0, theirs, "{v}");
+        }
+    }
+
+    #[test]
+    fn a_watch_event_decodes() {
+        let line = r#"{"type":"ADDED","object":{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"type":"Opaque"}}"#;
+        let ev: kube::api::WatchEvent<Decoded> = serde_json::from_str(line).unwrap();
+        let kube::api::WatchEvent::Added(o) = ev else {
+            panic!("not ADDED")
+        };
+        assert_eq!(o.0.metadata.name.as_deref(), Some("s"));
+        assert_eq!(o.0.data, json!({"type": "Opaque"}));
+        assert_eq!(o.0.types.unwrap().kind, "Secret");
+    }
+
+    #[test]
+    fn a_non_object_is_refused() {
+        assert!(serde_json::from_str::<Decoded>("[1]").is_err());
+        assert!(serde_json::from_str::<Decoded>(r#"{"metadata": 3}"#).is_err());
+    }
+}
