@@ -142,6 +142,18 @@ mod tests {
     }
 
     #[test]
+    fn a_watch_event_with_the_object_first_decodes() {
+        // serde buffers the object when the event's type comes after it.
+        let line = r#"{"object":{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d","generation":2},"spec":{"replicas":3}},"type":"MODIFIED"}"#;
+        let ev: kube::api::WatchEvent<Decoded> = serde_json::from_str(line).unwrap();
+        let kube::api::WatchEvent::Modified(o) = ev else {
+            panic!("not MODIFIED")
+        };
+        assert_eq!(o.0.metadata.generation, Some(2));
+        assert_eq!(o.0.data, json!({"spec": {"replicas": 3}}));
+    }
+
+    #[test]
     fn a_non_object_is_refused() {
         assert!(serde_json::from_str::<Decoded>("[1]").is_err());
         assert!(serde_json::from_str::<Decoded>(r#"{"metadata": 3}"#).is_err());
