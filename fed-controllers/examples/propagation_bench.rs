@@ -1202,16 +1202,14 @@ async fn fan_out_phase(
         let Some((first, last)) = counted else {
             anyhow::bail!("fan-out {phase}: the member writes never all completed");
         };
-        {
-            let all = last.duration_since(start).as_secs_f64();
-            let window = last.duration_since(first).as_secs_f64().max(1e-3);
-            println!(
-                "  fan-out {phase}: {total} member copies {} {all:.2}s after the first federation request = {:.0} writes/s end to end, {:.0} writes/s between the first and last member write (controller's counter)",
-                if replicas == 1 { "created" } else { "updated" },
-                total as f64 / all,
-                total as f64 / window,
-            );
-        }
+        let all = last.duration_since(start).as_secs_f64();
+        let window = last.duration_since(first).as_secs_f64().max(1e-3);
+        println!(
+            "  fan-out {phase}: {total} member copies {} {all:.2}s after the first federation request = {:.0} writes/s end to end, {:.0} writes/s between the first and last member write (controller's counter)",
+            if replicas == 1 { "created" } else { "updated" },
+            total as f64 / all,
+            total as f64 / window,
+        );
         let writes = scrape(
             metrics_port,
             "meridian_controllers_workload_member_writes_total",

@@ -383,12 +383,12 @@ fn to_cached(
     packer: Option<&Packer>,
 ) -> Option<Arc<Cached>> {
     // Field selectors may read any top-level member; only those are parsed.
-    let read: Vec<&str> = def
-        .field_selectors
-        .iter()
-        .map(|(_, ptr)| stored_text::top_member(ptr))
-        .collect();
-    let (mut text, v) = match stored_text::prepare(&kv.value, rv, &read) {
+    let read = |member: &str| {
+        def.field_selectors
+            .iter()
+            .any(|(_, ptr)| stored_text::top_member(ptr) == member)
+    };
+    let (mut text, v) = match stored_text::prepare(&kv.value, rv, read) {
         Some(p) => (p.text, p.partial),
         None => {
             let mut v: Value = match serde_json::from_slice(&kv.value) {

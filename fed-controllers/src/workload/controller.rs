@@ -504,19 +504,17 @@ impl Central {
             Ok(out)
         };
 
-        let by_name: HashMap<&str, &Arc<MemberShared>> =
-            members.iter().map(|m| (m.name.as_str(), m)).collect();
         let dest_names: HashSet<&str> = dest.iter().map(|(c, _)| c.as_str()).collect();
-        // Each member's copy, looked up once.
-        let looks: HashMap<&str, Look> = members
+        // Every member by name, with its copy looked up once.
+        let looks: HashMap<&str, (&Arc<MemberShared>, Look)> = members
             .iter()
-            .map(|m| (m.name.as_str(), m.look(key, &uid)))
+            .map(|m| (m.name.as_str(), (m, m.look(key, &uid))))
             .collect();
         // Members holding a copy, and those outside the destinations that might (unknown
         // until their watches list).
         let holding: BTreeSet<String> = looks
             .iter()
-            .filter(|(name, look)| look.holds.unwrap_or(!dest_names.contains(*name)))
+            .filter(|(name, (_, look))| look.holds.unwrap_or(!dest_names.contains(*name)))
             .map(|(name, _)| name.to_string())
             .collect();
         let want_of = |replicas: i32| desired::sub_object(&fed, key.kind, replicas, &uid);
@@ -525,8 +523,8 @@ impl Central {
             .copied()
             .chain(holding.iter().map(String::as_str))
             .filter_map(|c| {
-                let entry = looks.get(c)?.entry.as_deref();
-                Some((c, by_name.get(c)?.report(key, entry)))
+                let (m, look) = looks.get(c)?;
+                Some((c, m.report(key, look.entry.as_deref())))
             })
             .collect();
         // Whether each destination has observed the spec it should hold. The wanted copy is
@@ -537,7 +535,7 @@ impl Central {
         let observed: Vec<bool> = dest
             .iter()
             .map(|(c, r)| {
-                let entry = looks.get(c.as_str()).and_then(|l| l.entry.as_ref());
+                let entry = looks.get(c.as_str()).and_then(|(_, l)| l.entry.as_ref());
                 entry.is_some_and(|entry| {
                     entry.status.caught_up() && {
                         let want = wanted.entry(*r).or_insert_with(|| want_of(*r));
@@ -577,7 +575,7 @@ impl Central {
         // Members holding equal shares share one copy of the wanted object.
         let mut built: HashMap<i32, Compact> = HashMap::new();
         for (cluster, p) in plan::plan(&dest, &holding, dest_ready) {
-            let Some(m) = by_name.get(cluster.as_str()) else {
+            let Some((m, _)) = looks.get(cluster.as_str()) else {
                 continue;
             };
             match p {
