@@ -1,18 +1,21 @@
 //! Kubernetes API machinery as pure functions over `serde_json::Value`.
 
 mod field_path;
+pub mod json_pointer;
 pub mod packed;
 pub mod patch;
 pub mod protobuf;
 pub mod quantity;
 pub mod schema;
 pub mod schema_check;
+pub mod schema_tree;
 pub mod selector;
 pub mod validation;
 
 #[cfg(test)]
 pub(crate) mod testdata;
 
+pub use json_pointer::JsonPointer;
 pub use packed::{PackedJson, Packer};
 pub use patch::{PatchError, json_patch, merge_patch, strategic_merge_patch};
 pub use quantity::{Quantity, QuantityError, format_bytes, format_cpu_milli, parse_quantity};

@@ -1,6 +1,10 @@
 //! OpenAPI v2 `definitions` lookup with `$ref` resolution and patch metadata.
 
+use std::sync::OnceLock;
+
 use serde_json::{Map, Value};
+
+use crate::schema_tree::SchemaTree;
 
 /// Errors from building a [`Definitions`] set.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -15,9 +19,20 @@ const REF_PREFIX: &str = "#/definitions/";
 const MAX_REF_DEPTH: usize = 32;
 
 /// The OpenAPI v2 `definitions` map, keyed by names like `io.k8s.api.apps.v1.Deployment`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Definitions {
     defs: Map<String, Value>,
+    /// The definitions compiled for object checks, on first use.
+    tree: OnceLock<SchemaTree>,
+}
+
+impl Clone for Definitions {
+    fn clone(&self) -> Self {
+        Definitions {
+            defs: self.defs.clone(),
+            tree: OnceLock::new(),
+        }
+    }
 }
 
 /// How a field is merged by strategic merge patch, from `x-kubernetes-patch-strategy`.
@@ -70,10 +85,14 @@ impl Definitions {
             Value::Object(mut m) => {
                 // A full swagger document nests the map; a bare map has no such key
                 // because Kubernetes definition names are dotted.
-                if let Some(Value::Object(inner)) = m.remove("definitions") {
-                    return Ok(Definitions { defs: inner });
-                }
-                Ok(Definitions { defs: m })
+                let defs = match m.remove("definitions") {
+                    Some(Value::Object(inner)) => inner,
+                    _ => m,
+                };
+                Ok(Definitions {
+                    defs,
+                    tree: OnceLock::new(),
+                })
             }
             _ => Err(SchemaError::NotAnObject),
         }
@@ -82,6 +101,16 @@ impl Definitions {
     /// The raw definition by name.
     pub fn get(&self, name: &str) -> Option<&Value> {
         self.defs.get(name)
+    }
+
+    /// Every definition by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.defs.iter()
+    }
+
+    /// The definitions compiled for walking objects (built on first use).
+    pub fn tree(&self) -> &SchemaTree {
+        self.tree.get_or_init(|| SchemaTree::build(self))
     }
 
     /// Number of definitions.

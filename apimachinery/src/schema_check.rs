@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use crate::field_path::FieldPath;
 use crate::schema::Definitions;
+use crate::schema_tree::{NodeId, Others, SchemaTree, Shape};
 
 /// A schema violation found in an object.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -27,9 +28,6 @@ pub enum SchemaCheckError {
         found: String,
     },
 }
-
-const RAW_EXTENSION: &str = "io.k8s.apimachinery.pkg.runtime.RawExtension";
-const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
 
 /// Paths of fields in `obj` that the schema of `root_definition` does not
 /// declare, e.g. `spec.template.spec.containers[0].imagee`, ready to quote as
@@ -82,8 +80,9 @@ impl Checks {
 
 fn run(obj: &Value, defs: &Definitions, root: &str, checks: Checks) -> Vec<SchemaCheckError> {
     let mut out = Vec::new();
-    if let Some(schema) = defs.get(root) {
-        Walker { defs, checks }.walk(obj, schema, FieldPath::Root, &mut out);
+    let tree = defs.tree();
+    if let Some(node) = tree.root(root) {
+        Walker { tree, checks }.walk(obj, node, FieldPath::Root, &mut out);
     }
     out
 }
@@ -101,7 +100,7 @@ fn json_type(v: &Value) -> &'static str {
 }
 
 struct Walker<'a> {
-    defs: &'a Definitions,
+    tree: &'a SchemaTree,
     checks: Checks,
 }
 
@@ -109,80 +108,71 @@ impl Walker<'_> {
     fn walk(
         &self,
         value: &Value,
-        raw: &Value,
+        node: NodeId,
         path: FieldPath<'_>,
         out: &mut Vec<SchemaCheckError>,
     ) {
-        let ref_name = Definitions::ref_name(raw);
-        if ref_name == Some(RAW_EXTENSION) {
-            return;
-        }
-        let Some(schema) = self.defs.resolve(raw) else {
+        let Some((shape, quantity)) = self.tree.shape(node) else {
             return;
         };
-        let preserve =
-            |s: &Value| s.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
-        if preserve(raw) || preserve(schema) || value.is_null() {
+        if value.is_null() {
             return;
         }
-        if self.checks.types && !self.type_ok(value, schema, ref_name) {
+        if self.checks.types && !type_ok(value, shape, quantity) {
             out.push(SchemaCheckError::WrongType {
                 path: path.to_string(),
-                expected: schema["type"].as_str().unwrap_or("").to_string(),
+                expected: shape.type_name.as_deref().unwrap_or("").to_string(),
                 found: json_type(value).to_string(),
             });
             return;
         }
         match value {
             Value::Object(map) => {
-                let props = schema.get("properties").and_then(Value::as_object);
-                let additional = schema.get("additionalProperties");
-                if props.is_none() && additional.is_none() {
+                if shape.properties.is_none() && shape.others == Others::Absent {
                     return; // free-form object
                 }
                 for (k, v) in map {
                     let p = path.field(k);
-                    if let Some(s) = props.and_then(|p| p.get(k)) {
-                        self.walk(v, s, p, out);
-                    } else {
-                        match additional {
-                            Some(s @ Value::Object(_)) => self.walk(v, s, p, out),
-                            Some(Value::Bool(true)) => {}
-                            _ if self.checks.unknown => {
-                                out.push(SchemaCheckError::UnknownField {
-                                    path: p.to_string(),
-                                });
-                            }
-                            _ => {}
+                    let declared = shape.properties.as_ref().and_then(|p| p.get(k.as_str()));
+                    match (declared, shape.others) {
+                        (Some(&child), _) | (None, Others::Schema(child)) => {
+                            self.walk(v, child, p, out)
                         }
+                        (None, Others::Allowed) => {}
+                        (None, _) if self.checks.unknown => {
+                            out.push(SchemaCheckError::UnknownField {
+                                path: p.to_string(),
+                            });
+                        }
+                        (None, _) => {}
                     }
                 }
             }
             Value::Array(items) => {
-                if let Some(item_schema) = schema.get("items") {
+                if let Some(item) = shape.items {
                     for (i, v) in items.iter().enumerate() {
-                        self.walk(v, item_schema, path.index(i), out);
+                        self.walk(v, item, path.index(i), out);
                     }
                 }
             }
             _ => {}
         }
     }
+}
 
-    fn type_ok(&self, value: &Value, schema: &Value, ref_name: Option<&str>) -> bool {
-        let found = json_type(value);
-        // Quantities and IntOrString are declared as strings but accept numbers on the wire.
-        if ref_name == Some(QUANTITY) {
-            return matches!(found, "string" | "integer" | "number");
-        }
-        if schema.get("format").and_then(Value::as_str) == Some("int-or-string") {
-            return matches!(found, "string" | "integer");
-        }
-        match schema.get("type").and_then(Value::as_str) {
-            Some("number") => matches!(found, "integer" | "number"),
-            Some(t) => t == found,
-            None => true,
-        }
+fn type_ok(value: &Value, shape: &Shape, quantity: bool) -> bool {
+    let found = json_type(value);
+    // Quantities and IntOrString are declared as strings but accept numbers on the wire.
+    if quantity {
+        return matches!(found, "string" | "integer" | "number");
+    }
+    if shape.int_or_string {
+        return matches!(found, "string" | "integer");
+    }
+    match shape.type_name.as_deref() {
+        Some("number") => matches!(found, "integer" | "number"),
+        Some(t) => t == found,
+        None => true,
     }
 }
 
@@ -272,6 +262,38 @@ mod tests {
         }));
         let obj = json!({"raw": {"y": 1}, "open": {"b": 1}, "closed": {"b": 1}});
         assert_eq!(unknown_fields(&obj, &defs, "Root"), vec!["closed.b"]);
+    }
+
+    #[test]
+    fn recursive_closed_and_dangling_schemas() {
+        let defs = Definitions::new(json!({
+            "Node": {"type": "object", "properties": {
+                "name": {"type": "string"},
+                "children": {"type": "array", "items": {"$ref": "#/definitions/Node"}},
+                "closed": {"type": "object", "properties": {"a": {"type": "string"}},
+                    "additionalProperties": false},
+                "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+                "lost": {"$ref": "#/definitions/Missing"}
+            }}
+        }));
+        let obj = json!({
+            "name": "root",
+            "children": [{"name": "a", "children": [{"nme": "typo"}]}, {"name": 1}],
+            "closed": {"a": "x", "b": "y"},
+            "tags": {"any": "thing", "n": 2},
+            "lost": {"whatever": true}
+        });
+        assert_eq!(
+            unknown_fields(&obj, &defs, "Node"),
+            vec!["children[0].children[0].nme", "closed.b"]
+        );
+        let types: Vec<String> = type_errors(&obj, &defs, "Node")
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(types.len(), 2, "{types:?}");
+        assert!(types[0].starts_with("children[1].name: Invalid value: \"integer\""));
+        assert!(types[1].starts_with("tags.n: Invalid value: \"integer\""));
     }
 
     #[test]

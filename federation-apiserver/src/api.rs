@@ -2,6 +2,7 @@
 //! (JSON, YAML bodies; Table output), authenticates, and renders `Status` errors.
 //! It is a plain async function of a request, testable without a socket.
 
+use apimachinery::JsonPointer;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -489,10 +490,7 @@ impl ApiServer {
                 if finalize {
                     // /finalize changes only spec.finalizers.
                     let current = self.engine.current(&def, ns, name).await?.value();
-                    let fins = body
-                        .pointer("/spec/finalizers")
-                        .cloned()
-                        .unwrap_or(json!([]));
+                    let fins = body.at("/spec/finalizers").cloned().unwrap_or(json!([]));
                     let rv = object::meta_str(&body, "resourceVersion").map(String::from);
                     body = current;
                     body["spec"]["finalizers"] = fins;
@@ -772,10 +770,7 @@ impl ApiServer {
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let to_scale = |obj: &Value| {
-            let sel = obj
-                .pointer("/spec/selector")
-                .cloned()
-                .unwrap_or(Value::Null);
+            let sel = obj.at("/spec/selector").cloned().unwrap_or(Value::Null);
             let selector = apimachinery::selector::LabelSelector::from_json(&sel)
                 .map(|s| s.to_string())
                 .unwrap_or_default();
@@ -786,8 +781,8 @@ impl ApiServer {
                     "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": meta.get("uid"),
                     "resourceVersion": meta.get("resourceVersion"), "creationTimestamp": meta.get("creationTimestamp"),
                 },
-                "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(0))},
-                "status": {"replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)), "selector": selector},
+                "spec": {"replicas": obj.at("/spec/replicas").cloned().unwrap_or(json!(0))},
+                "status": {"replicas": obj.at("/status/replicas").cloned().unwrap_or(json!(0)), "selector": selector},
             })
         };
         let method = req.method().clone();
@@ -829,7 +824,7 @@ impl ApiServer {
             }
         };
         let replicas = desired
-            .pointer("/spec/replicas")
+            .at("/spec/replicas")
             .and_then(Value::as_i64)
             .ok_or_else(|| ApiError::bad_request("spec.replicas must be an integer"))?;
         let patch = json!({"spec": {"replicas": replicas}});
@@ -978,8 +973,8 @@ fn delete_options(raw: &[u8], q: &Query) -> Result<DeleteOptions, ApiError> {
             .is_some_and(|a| a.iter().any(|v| v == "All"));
     Ok(DeleteOptions {
         propagation,
-        uid: s(body.pointer("/preconditions/uid")),
-        resource_version: s(body.pointer("/preconditions/resourceVersion")),
+        uid: s(body.at("/preconditions/uid")),
+        resource_version: s(body.at("/preconditions/resourceVersion")),
         dry_run,
     })
 }

@@ -2,6 +2,7 @@
 //! for the federation's server), a bounded history of recent events per resource, and a
 //! broadcast that all watchers of a resource share, fed by one store watch.
 
+use apimachinery::JsonPointer;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
@@ -428,7 +429,7 @@ fn to_cached(
         fields: def
             .field_selectors
             .iter()
-            .map(|(_, ptr)| field_string(v.pointer(ptr)).into_boxed_str())
+            .map(|(_, ptr)| field_string(v.at(ptr)).into_boxed_str())
             .collect(),
         field_names: def.field_selectors,
     }))

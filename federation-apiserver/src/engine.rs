@@ -2,6 +2,7 @@
 //! with Kubernetes' metadata rules, optimistic concurrency, finalizers and dry runs.
 //! HTTP handlers and the in-server controllers both call it.
 
+use apimachinery::JsonPointer;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -575,7 +576,7 @@ impl Engine {
     fn held_by_spec(&self, obj: &Value) -> bool {
         obj.get("kind").and_then(Value::as_str) == Some("Namespace")
             && obj
-                .pointer("/spec/finalizers")
+                .at("/spec/finalizers")
                 .and_then(Value::as_array)
                 .is_some_and(|a| !a.is_empty())
     }

@@ -2,6 +2,7 @@
 //! recorded time is older than the TTL, so a control plane that writes an Event per action
 //! holds the recent ones instead of every Event since it started.
 
+use apimachinery::JsonPointer;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,10 +18,10 @@ pub const DEFAULT_EVENT_TTL: Duration = Duration::from_secs(3600);
 /// `series.lastObservedTime`), in Unix seconds; `None` when it records none.
 fn last_seen(event: &Value) -> Option<i64> {
     [
-        event.pointer("/metadata/creationTimestamp"),
+        event.at("/metadata/creationTimestamp"),
         event.get("lastTimestamp"),
         event.get("eventTime"),
-        event.pointer("/series/lastObservedTime"),
+        event.at("/series/lastObservedTime"),
     ]
     .into_iter()
     .flatten()

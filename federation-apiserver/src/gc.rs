@@ -2,6 +2,7 @@
 //! and orphan propagation) and the namespace deleter. Both are level-triggered from the
 //! cache's signals and retry failed work with backoff.
 
+use apimachinery::JsonPointer;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -268,7 +269,7 @@ async fn sync_namespace(engine: &Engine, ns: &str) -> Result<(), ApiError> {
         return Ok(());
     }
     let spec_fins: Vec<Value> = v
-        .pointer("/spec/finalizers")
+        .at("/spec/finalizers")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default()

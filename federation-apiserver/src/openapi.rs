@@ -2,6 +2,7 @@
 //! `/openapi/v3` index and one OpenAPI 3.0 document per group-version, built once at
 //! start-up from the vendored Kubernetes definitions and Meridian's CRD schemas.
 
+use apimachinery::JsonPointer;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use bytes::Bytes;
@@ -168,7 +169,7 @@ fn kind_schema(d: &ResourceDef) -> Value {
     obj.remove("title");
     let spec_doc = obj
         .get("properties")
-        .and_then(|p| p.pointer("/spec/description"))
+        .and_then(|p| p.at("/spec/description"))
         .and_then(Value::as_str)
         .map(str::to_owned);
     let description = match d.kind {

@@ -85,6 +85,7 @@ pub fn top_member(pointer: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use apimachinery::JsonPointer;
     use serde_json::json;
 
     /// What the cache did before: parse everything, set the version, write it again.
@@ -128,7 +129,7 @@ mod tests {
         let stored =
             br#"{"metadata":{"name":"p"},"spec":{"nodeName":"n1"},"status":{"phase":"Running"}}"#;
         let p = prepare(stored, 1, |k| k == "spec").unwrap();
-        assert_eq!(p.partial.pointer("/spec/nodeName"), Some(&json!("n1")));
+        assert_eq!(p.partial.at("/spec/nodeName"), Some(&json!("n1")));
         assert!(p.partial.get("status").is_none());
         assert_eq!(top_member("/spec/nodeName"), "spec");
         assert_eq!(top_member("/involvedObject/kind"), "involvedObject");

@@ -201,6 +201,22 @@ impl Env {
             .unwrap_or_else(|e| panic!("running {bin}: {e}"))
     }
 
+    /// `kubectl rollout status` of `target` (like `deploy/web`) in `namespace`, which
+    /// must complete within two minutes.
+    pub fn rollout_status(&self, target: &str, namespace: &str) {
+        self.ok(
+            "kubectl",
+            &[
+                "rollout",
+                "status",
+                target,
+                "-n",
+                namespace,
+                "--timeout=120s",
+            ],
+        );
+    }
+
     /// Like [`Env::run`], requiring success; returns stdout.
     pub fn ok(&self, bin: &str, args: &[&str]) -> String {
         let out = self.run(bin, args);

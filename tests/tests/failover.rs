@@ -146,20 +146,6 @@ fn apply(env: &Env, file: &str, text: &str) {
     );
 }
 
-fn rollout(env: &Env) {
-    env.ok(
-        "kubectl",
-        &[
-            "rollout",
-            "status",
-            "deploy/web",
-            "-n",
-            "shop",
-            "--timeout=120s",
-        ],
-    );
-}
-
 #[tokio::test]
 async fn member_down_fails_over_and_returns_to_its_current_share() {
     let env = start();
@@ -167,7 +153,7 @@ async fn member_down_fails_over_and_returns_to_its_current_share() {
     let _scheduler = env.scheduler(&[]);
     join_all(&env).await;
     apply(&env, "app.yaml", &app(&CLUSTERS, 12));
-    rollout(&env);
+    env.rollout_status("deploy/web", "shop");
     let fed = env.federation().await;
     let placements: Api<fed_api::Placement> = Api::namespaced(fed.clone(), "shop");
     let fed_web: Api<Deployment> = Api::namespaced(fed.clone(), "shop");
@@ -273,7 +259,7 @@ async fn member_down_fails_over_and_returns_to_its_current_share() {
         d.status.as_ref().and_then(|s| s.replicas) == Some(12) && ready(d) == 12
     })
     .await;
-    rollout(&env);
+    env.rollout_status("deploy/web", "shop");
     let table = env.ok("kubectl", &["get", "deploy", "web", "-n", "shop"]);
     assert!(table.contains("12/12"), "{table}");
 }
@@ -285,7 +271,7 @@ async fn controller_killed_mid_push_converges_without_duplicates() {
     let _scheduler = env.scheduler(&[]);
     join_all(&env).await;
     apply(&env, "app.yaml", &app(&CLUSTERS, 30));
-    rollout(&env);
+    env.rollout_status("deploy/web", "shop");
     let fed = env.federation().await;
     let placements: Api<fed_api::Placement> = Api::namespaced(fed.clone(), "shop");
     let fed_web: Api<Deployment> = Api::namespaced(fed.clone(), "shop");
@@ -332,7 +318,7 @@ async fn orphaning_delete_leaves_member_copies() {
     let _scheduler = env.scheduler(&[]);
     join_all(&env).await;
     apply(&env, "app.yaml", &app(&CLUSTERS, 6));
-    rollout(&env);
+    env.rollout_status("deploy/web", "shop");
     let fed = env.federation().await;
     let p: Api<fed_api::Placement> = Api::namespaced(fed.clone(), "shop");
     let shares = dest(&p.get("deployment-web").await.expect("placement"));

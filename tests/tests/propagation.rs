@@ -130,17 +130,7 @@ async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
     env.join_with_capacity(&["sim-1", "sim-2"], 3).await;
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/web.yaml");
     env.ok("kubectl", &["apply", "-f", example]);
-    env.ok(
-        "kubectl",
-        &[
-            "rollout",
-            "status",
-            "deploy/web",
-            "-n",
-            "shop",
-            "--timeout=120s",
-        ],
-    );
+    env.rollout_status("deploy/web", "shop");
     let table = env.ok("kubectl", &["get", "deploy", "web", "-n", "shop"]);
     assert!(table.contains("10/10"), "{table}");
     env.ok(
@@ -260,17 +250,7 @@ async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
         replicas(d) == 13
     })
     .await;
-    env.ok(
-        "kubectl",
-        &[
-            "rollout",
-            "status",
-            "deploy/web",
-            "-n",
-            "shop",
-            "--timeout=120s",
-        ],
-    );
+    env.rollout_status("deploy/web", "shop");
 
     // The scale passed through Progressing ("waiting for members to observe the current
     // spec"); back in sync, the condition keeps nothing of that message, and the
@@ -312,19 +292,52 @@ async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
     for api in [&m1, &m2] {
         wait_for(api, "web", "0", "new image", |d| image(d) == "nginx:1.28").await;
     }
+    env.rollout_status("deploy/web", "shop");
+    let table = env.ok("kubectl", &["get", "deploy", "web", "-n", "shop"]);
+    assert!(table.contains("20/20"), "{table}");
+
+    // Pointing the pods at another ConfigMap pushes it and removes the one no longer used.
     env.ok(
         "kubectl",
         &[
-            "rollout",
-            "status",
+            "create",
+            "configmap",
+            "web-config-2",
+            "-n",
+            "shop",
+            "--from-literal=GREETING=hello again",
+        ],
+    );
+    env.ok(
+        "kubectl",
+        &[
+            "patch",
             "deploy/web",
             "-n",
             "shop",
-            "--timeout=120s",
+            "--type=json",
+            "-p",
+            r#"[{"op": "replace", "path": "/spec/template/spec/containers/0/envFrom/0/configMapRef/name", "value": "web-config-2"}]"#,
         ],
     );
-    let table = env.ok("kubectl", &["get", "deploy", "web", "-n", "shop"]);
-    assert!(table.contains("20/20"), "{table}");
+    for api in [&m1, &m2] {
+        let cms: Api<ConfigMap> = Api::namespaced(api.clone().into_client(), "shop");
+        wait_for(
+            &cms,
+            "web-config-2",
+            "0",
+            "the new ConfigMap pushed",
+            |cm| {
+                cm.data
+                    .as_ref()
+                    .and_then(|d| d.get("GREETING"))
+                    .is_some_and(|g| g == "hello again")
+            },
+        )
+        .await;
+        wait_gone(&cms, "web-config").await;
+    }
+    env.rollout_status("deploy/web", "shop");
 
     // Drift: an edit made directly in a member is reverted.
     let edited = m1
@@ -400,7 +413,7 @@ async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
     for api in [&m1, &m2] {
         wait_gone(api, "web").await;
         let cms: Api<ConfigMap> = Api::namespaced(api.clone().into_client(), "shop");
-        wait_gone(&cms, "web-config").await;
+        wait_gone(&cms, "web-config-2").await;
     }
     assert!(
         m1.get_opt("other").await.expect("get").is_some(),

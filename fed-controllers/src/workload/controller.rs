@@ -764,7 +764,7 @@ impl Central {
             self.queue.done(&key);
             if self.queue.is_idle() && !self.initial_pass_done.swap(true, Ordering::AcqRel) {
                 for m in self.members() {
-                    m.gc.store(true, Ordering::Release);
+                    m.enable_gc();
                 }
             }
         }

@@ -21,6 +21,7 @@ use tracing::Instrument;
 
 use super::compact::Compact;
 use super::events::{Note, Recorder, Severity};
+use super::intents::Intents;
 use super::kinds::{DepKind, Kind, WorkloadKey};
 use super::objects::{Change, Entry, ObjectCache};
 use super::ownership::{self, Ownership};
@@ -118,7 +119,7 @@ pub struct MemberShared {
     metrics: Arc<WorkloadMetrics>,
     events: Arc<Recorder>,
     queue: Queue<WorkloadKey>,
-    intents: Mutex<HashMap<WorkloadKey, Intent>>,
+    intents: Mutex<Intents>,
     /// A digest of the inputs each Present intent was built from (see [`MemberShared::set_intent`]).
     sources: Mutex<HashMap<WorkloadKey, u64>>,
     records: Mutex<HashMap<WorkloadKey, Record>>,
@@ -127,7 +128,10 @@ pub struct MemberShared {
     retrying: Mutex<HashSet<WorkloadKey>>,
     /// Unreferenced dependency copies are removed only once the central controller has
     /// handed out every intent (else a restart would delete what is still needed).
-    pub gc: AtomicBool,
+    gc: AtomicBool,
+    /// Whether a dependency copy may have lost its last user since the last collection
+    /// (which would otherwise look at every copy after every sync).
+    gc_due: AtomicBool,
     namespaces: Mutex<HashSet<String>>,
     /// The resourceVersion of each object this member's workers last wrote, by kind,
     /// namespace and name: its watch event is that write coming back, not an edit.
@@ -143,7 +147,11 @@ impl MemberShared {
             Some(s) => lock(&self.sources).insert(key.clone(), s),
             None => lock(&self.sources).remove(key),
         };
-        let changed = lock(&self.intents).insert(key.clone(), intent.clone()) != Some(intent);
+        let replaced = lock(&self.intents).set(key, Some(intent.clone()));
+        if replaced.orphaned_a_dependency {
+            self.gc_due.store(true, Ordering::Release);
+        }
+        let changed = replaced.previous != Some(intent);
         if changed {
             self.queue.push(key.clone());
         }
@@ -186,11 +194,20 @@ impl MemberShared {
 
     /// Forgets a workload without touching the member (orphaned, or already cleaned).
     pub fn forget(&self, key: &WorkloadKey) {
-        lock(&self.intents).remove(key);
+        if lock(&self.intents).set(key, None).orphaned_a_dependency {
+            self.gc_due.store(true, Ordering::Release);
+        }
         lock(&self.sources).remove(key);
         lock(&self.records).remove(key);
         // Its dependencies may now be unreferenced.
         self.queue.push(key.clone());
+    }
+
+    /// Lets this member remove unreferenced dependency copies, once the central controller
+    /// has handed out every intent.
+    pub fn enable_gc(&self) {
+        self.gc_due.store(true, Ordering::Release);
+        self.gc.store(true, Ordering::Release);
     }
 
     fn caches(&self) -> Option<Arc<Caches>> {
@@ -238,18 +255,6 @@ impl MemberShared {
             self.central.push(k.clone());
         }
     }
-
-    /// Keys whose Present intent references `kind/namespace/name`.
-    fn users_of(&self, kind: DepKind, namespace: &str, name: &str) -> Vec<WorkloadKey> {
-        lock(&self.intents)
-            .iter()
-            .filter(|(k, i)| {
-                k.namespace == namespace
-                    && matches!(&i.want, Want::Present { deps, .. } if deps.iter().any(|d| d.kind == kind && d.name == name))
-            })
-            .map(|(k, _)| k.clone())
-            .collect()
-    }
 }
 
 /// A running member. Dropping it stops its task and everything the task started.
@@ -296,6 +301,7 @@ pub fn spawn(
         connect_error: Mutex::default(),
         retrying: Mutex::default(),
         gc: AtomicBool::new(gc),
+        gc_due: AtomicBool::new(true),
         namespaces: Mutex::default(),
         written: Mutex::default(),
     });
@@ -356,7 +362,7 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
                 // Drift for this member's worker: only an edit (generation, labels,
                 // annotations) can be one; status updates are most events and never are,
                 // nor is our own write coming back.
-                if change.shape && !own_write && lock(&m.intents).contains_key(&key) {
+                if change.shape && !own_write && lock(&m.intents).contains(&key) {
                     m.queue.push(key.clone());
                 }
                 // Status for the central controller, behind changes of what is wanted.
@@ -375,11 +381,19 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
             kind.api_resource(),
             &mut tasks,
             move |m, o, change, own_write| {
-                if !change.shape || own_write {
+                if !change.shape {
                     return;
                 }
-                for k in m.users_of(kind, &o.namespace().unwrap_or_default(), &o.name_any()) {
-                    m.queue.push(k);
+                let (ns, name) = (o.namespace().unwrap_or_default(), o.name_any());
+                let users = lock(&m.intents).users_of(kind, &ns, &name);
+                if users.is_empty() {
+                    // Perhaps left by an earlier run, or written just as its last user let
+                    // go of it: the next sync collects it.
+                    m.gc_due.store(true, Ordering::Release);
+                } else if !own_write {
+                    for k in users {
+                        m.queue.push(k);
+                    }
                 }
             },
         );
@@ -393,6 +407,7 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
             s.wait_until_ready().await;
         }
         synced.store(true, Ordering::Release);
+        m2.gc_due.store(true, Ordering::Release);
         m2.notify_all();
         for k in lock(&m2.intents).keys() {
             m2.queue.push(k.clone());
@@ -739,25 +754,24 @@ async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, Syn
 
 /// Removes dependency copies no Present intent references any more.
 async fn collect_garbage(m: &MemberShared, caches: &Caches) -> Result<(), SyncError> {
-    if !m.gc.load(Ordering::Acquire) || !caches.synced.load(Ordering::Acquire) {
+    if !m.gc.load(Ordering::Acquire)
+        || !caches.synced.load(Ordering::Acquire)
+        || !m.gc_due.swap(false, Ordering::AcqRel)
+    {
         return Ok(());
     }
-    let needed: HashSet<(DepKind, String, String)> = lock(&m.intents)
-        .iter()
-        .filter_map(|(k, i)| match &i.want {
-            Want::Present { deps, .. } => Some(
-                deps.iter()
-                    .map(|d| (d.kind, k.namespace.clone(), d.name.clone()))
-                    .collect::<Vec<_>>(),
-            ),
-            Want::Absent => None,
-        })
-        .flatten()
-        .collect();
+    let collected = collect_unreferenced(m, caches).await;
+    if collected.is_err() {
+        m.gc_due.store(true, Ordering::Release);
+    }
+    collected
+}
+
+async fn collect_unreferenced(m: &MemberShared, caches: &Caches) -> Result<(), SyncError> {
     for (kind, store) in &caches.deps {
         for obj in store.state() {
             let (ns, name) = (obj.namespace.clone(), obj.name.clone());
-            if needed.contains(&(*kind, ns.clone(), name.clone())) {
+            if lock(&m.intents).is_used(*kind, &ns, &name) {
                 continue;
             }
             let api: Api<DynamicObject> =

@@ -14,6 +14,7 @@ pub mod deps;
 pub mod desired;
 pub mod drift;
 pub mod events;
+pub mod intents;
 pub mod kinds;
 pub mod member;
 pub mod objects;

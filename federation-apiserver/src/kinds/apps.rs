@@ -1,5 +1,6 @@
 //! `apps/v1` Deployment and ReplicaSet, with the pod-template rules they share.
 
+use apimachinery::JsonPointer;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -50,11 +51,11 @@ pub fn default_pod_spec(spec: &mut Value) {
 
 /// Validates `spec.template` of a workload at `field` (e.g. `spec.template`).
 pub fn validate_template(obj: &Value, errs: &mut Vec<Cause>) {
-    let Some(tpl) = obj.pointer("/spec/template") else {
+    let Some(tpl) = obj.at("/spec/template") else {
         errs.push(required("spec.template"));
         return;
     };
-    let containers = tpl.pointer("/spec/containers").and_then(Value::as_array);
+    let containers = tpl.at("/spec/containers").and_then(Value::as_array);
     match containers {
         None => errs.push(required("spec.template.spec.containers")),
         Some(cs) if cs.is_empty() => errs.push(required("spec.template.spec.containers")),
@@ -117,7 +118,7 @@ pub fn validate_template(obj: &Value, errs: &mut Vec<Cause>) {
             }
         }
     }
-    if let Some(rp) = tpl.pointer("/spec/restartPolicy")
+    if let Some(rp) = tpl.at("/spec/restartPolicy")
         && rp.as_str() != Some("Always")
     {
         errs.push(not_supported(
@@ -130,7 +131,7 @@ pub fn validate_template(obj: &Value, errs: &mut Vec<Cause>) {
 
 /// Validates the selector and that it matches the template labels.
 fn validate_selector(obj: &Value, errs: &mut Vec<Cause>) {
-    let Some(sel) = obj.pointer("/spec/selector") else {
+    let Some(sel) = obj.at("/spec/selector") else {
         errs.push(required("spec.selector"));
         return;
     };
@@ -151,7 +152,7 @@ fn validate_selector(obj: &Value, errs: &mut Vec<Cause>) {
     }
     let empty = serde_json::Map::new();
     let labels = obj
-        .pointer("/spec/template/metadata/labels")
+        .at("/spec/template/metadata/labels")
         .and_then(Value::as_object)
         .unwrap_or(&empty);
     if !parsed.matches(labels) {
@@ -193,11 +194,11 @@ fn validate_deployment(o: &Value, old: Option<&Value>) -> Vec<Cause> {
         "spec.revisionHistoryLimit",
         0,
     ));
-    if let Some(ty) = o.pointer("/spec/strategy/type") {
+    if let Some(ty) = o.at("/spec/strategy/type") {
         match ty.as_str() {
             Some("RollingUpdate") => {}
             Some("Recreate") => {
-                if o.pointer("/spec/strategy/rollingUpdate")
+                if o.at("/spec/strategy/rollingUpdate")
                     .is_some_and(|v| !v.is_null())
                 {
                     errs.push(validate::forbidden(
@@ -214,9 +215,9 @@ fn validate_deployment(o: &Value, old: Option<&Value>) -> Vec<Cause> {
         }
     }
     if let (Some(p), Some(m)) = (
-        o.pointer("/spec/progressDeadlineSeconds")
+        o.at("/spec/progressDeadlineSeconds")
             .and_then(Value::as_i64),
-        o.pointer("/spec/minReadySeconds").and_then(Value::as_i64),
+        o.at("/spec/minReadySeconds").and_then(Value::as_i64),
     ) && p <= m
     {
         errs.push(invalid(
@@ -230,7 +231,7 @@ fn validate_deployment(o: &Value, old: Option<&Value>) -> Vec<Cause> {
 
 fn default_deployment(o: &mut Value) {
     default_at(o, &["spec", "replicas"], json!(1));
-    let recreate = o.pointer("/spec/strategy/type").and_then(Value::as_str) == Some("Recreate");
+    let recreate = o.at("/spec/strategy/type").and_then(Value::as_str) == Some("Recreate");
     if !recreate {
         default_at(o, &["spec", "strategy", "type"], json!("RollingUpdate"));
         default_at(
@@ -246,21 +247,21 @@ fn default_deployment(o: &mut Value) {
     }
     default_at(o, &["spec", "revisionHistoryLimit"], json!(10));
     default_at(o, &["spec", "progressDeadlineSeconds"], json!(600));
-    if let Some(spec) = o.pointer_mut("/spec/template/spec") {
+    if let Some(spec) = o.at_mut("/spec/template/spec") {
         default_pod_spec(spec);
     }
 }
 
 fn default_replicaset(o: &mut Value) {
     default_at(o, &["spec", "replicas"], json!(1));
-    if let Some(spec) = o.pointer_mut("/spec/template/spec") {
+    if let Some(spec) = o.at_mut("/spec/template/spec") {
         default_pod_spec(spec);
     }
 }
 
 fn images(o: &Value, field: &str) -> Value {
     let v: Vec<&str> = o
-        .pointer("/spec/template/spec/containers")
+        .at("/spec/template/spec/containers")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -270,7 +271,7 @@ fn images(o: &Value, field: &str) -> Value {
 }
 
 fn selector_string(o: &Value) -> Value {
-    let sel = o.pointer("/spec/selector").cloned().unwrap_or(Value::Null);
+    let sel = o.at("/spec/selector").cloned().unwrap_or(Value::Null);
     match apimachinery::selector::LabelSelector::from_json(&sel) {
         Ok(s) => Value::from(s.to_string()),
         Err(_) => Value::from(""),
@@ -317,13 +318,10 @@ pub fn deployments() -> ResourceDef {
             priority: 0,
             cell: |o| {
                 let ready = o
-                    .pointer("/status/readyReplicas")
+                    .at("/status/readyReplicas")
                     .and_then(Value::as_i64)
                     .unwrap_or(0);
-                let want = o
-                    .pointer("/spec/replicas")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0);
+                let want = o.at("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
                 Value::from(format!("{ready}/{want}"))
             },
         },

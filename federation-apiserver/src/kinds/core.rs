@@ -1,5 +1,6 @@
 //! Core (`v1`) kinds and `coordination.k8s.io` Lease.
 
+use apimachinery::JsonPointer;
 use std::sync::Arc;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -80,7 +81,7 @@ pub fn namespaces() -> ResourceDef {
 fn default_service(o: &mut Value) {
     default_at(o, &["spec", "type"], json!("ClusterIP"));
     default_at(o, &["spec", "sessionAffinity"], json!("None"));
-    if let Some(ports) = o.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
+    if let Some(ports) = o.at_mut("/spec/ports").and_then(Value::as_array_mut) {
         for p in ports {
             default_at(p, &["protocol"], json!("TCP"));
             if p.get("targetPort").is_none_or(Value::is_null) {
@@ -94,14 +95,14 @@ fn default_service(o: &mut Value) {
 fn validate_service(o: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut errs = validate::metadata(o, NameRule::Dns1035, true);
     let ty = o
-        .pointer("/spec/type")
+        .at("/spec/type")
         .and_then(Value::as_str)
         .unwrap_or("ClusterIP");
     const TYPES: &[&str] = &["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"];
     if !TYPES.contains(&ty) {
         errs.push(not_supported("spec.type", &Value::from(ty), TYPES));
     }
-    let ports = o.pointer("/spec/ports").and_then(Value::as_array);
+    let ports = o.at("/spec/ports").and_then(Value::as_array);
     if ty != "ExternalName" && ports.is_none_or(|p| p.is_empty()) {
         errs.push(required("spec.ports"));
     }
@@ -151,8 +152,8 @@ fn validate_service(o: &Value, old: Option<&Value>) -> Vec<Cause> {
     }
     if let Some(old) = old
         && let (Some(a), Some(b)) = (
-            o.pointer("/spec/clusterIP").and_then(Value::as_str),
-            old.pointer("/spec/clusterIP").and_then(Value::as_str),
+            o.at("/spec/clusterIP").and_then(Value::as_str),
+            old.at("/spec/clusterIP").and_then(Value::as_str),
         )
         && a != b
     {
@@ -167,7 +168,7 @@ fn validate_service(o: &Value, old: Option<&Value>) -> Vec<Cause> {
 
 fn ports_cell(o: &Value) -> Value {
     let ports: Vec<String> = o
-        .pointer("/spec/ports")
+        .at("/spec/ports")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -218,7 +219,7 @@ pub fn services() -> ResourceDef {
                 priority: 0,
                 cell: |o| {
                     let ip = o
-                        .pointer("/spec/clusterIP")
+                        .at("/spec/clusterIP")
                         .and_then(Value::as_str)
                         .unwrap_or("<none>");
                     Value::from(ip)
@@ -232,16 +233,13 @@ pub fn services() -> ResourceDef {
                 priority: 0,
                 cell: |o| {
                     let ips: Vec<&str> = o
-                        .pointer("/status/loadBalancer/ingress")
+                        .at("/status/loadBalancer/ingress")
                         .and_then(Value::as_array)
                         .into_iter()
                         .flatten()
                         .filter_map(|i| i.get("ip").or(i.get("hostname")).and_then(Value::as_str))
                         .collect();
-                    let ty = o
-                        .pointer("/spec/type")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
+                    let ty = o.at("/spec/type").and_then(Value::as_str).unwrap_or("");
                     Value::from(match (ips.is_empty(), ty) {
                         (false, _) => ips.join(","),
                         (true, "LoadBalancer") => "<pending>".into(),
@@ -263,7 +261,7 @@ pub fn services() -> ResourceDef {
                 format: "",
                 description: "The pod selector",
                 priority: 1,
-                cell: |o| selector_cell(o.pointer("/spec/selector")),
+                cell: |o| selector_cell(o.at("/spec/selector")),
             },
         ],
     );
@@ -447,7 +445,7 @@ pub fn events() -> ResourceDef {
             },
             validate: |o, _| {
                 let mut errs = validate::metadata(o, NameRule::Subdomain, true);
-                if o.pointer("/involvedObject/kind").is_none() {
+                if o.at("/involvedObject/kind").is_none() {
                     errs.push(required("involvedObject"));
                 }
                 errs
@@ -480,11 +478,11 @@ pub fn events() -> ResourceDef {
                 priority: 0,
                 cell: |o| {
                     let kind = o
-                        .pointer("/involvedObject/kind")
+                        .at("/involvedObject/kind")
                         .and_then(Value::as_str)
                         .unwrap_or("");
                     let name = o
-                        .pointer("/involvedObject/name")
+                        .at("/involvedObject/name")
                         .and_then(Value::as_str)
                         .unwrap_or("");
                     Value::from(format!("{}/{name}", kind.to_lowercase()))

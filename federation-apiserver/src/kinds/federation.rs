@@ -1,5 +1,6 @@
 //! Meridian's own kinds: Cluster, PropagationPolicy and Placement.
 
+use apimachinery::JsonPointer;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -60,8 +61,8 @@ fn milli(q: Option<&Value>) -> Option<i64> {
 }
 
 fn capacity_cell(o: &Value, resource: &str) -> Value {
-    let alloc = milli(o.pointer(&format!("/status/resourceSummary/allocatable/{resource}")));
-    let used = milli(o.pointer(&format!("/status/resourceSummary/allocated/{resource}")));
+    let alloc = milli(o.at(&format!("/status/resourceSummary/allocatable/{resource}")));
+    let used = milli(o.at(&format!("/status/resourceSummary/allocated/{resource}")));
     let Some(alloc) = alloc else {
         return Value::from("<unknown>");
     };
@@ -78,7 +79,7 @@ fn capacity_cell(o: &Value, resource: &str) -> Value {
 
 fn ready_cell(o: &Value) -> Value {
     let ready = o
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -90,7 +91,7 @@ fn ready_cell(o: &Value) -> Value {
 
 fn validate_cluster(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
     let mut errs = validate::metadata(o, NameRule::Subdomain, false);
-    match o.pointer("/spec/apiEndpoint").and_then(Value::as_str) {
+    match o.at("/spec/apiEndpoint").and_then(Value::as_str) {
         None | Some("") => errs.push(required("spec.apiEndpoint")),
         Some(url) if !url.starts_with("https://") => errs.push(invalid(
             "spec.apiEndpoint",
@@ -100,7 +101,7 @@ fn validate_cluster(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
         Some(_) => {}
     }
     for (i, t) in o
-        .pointer("/spec/taints")
+        .at("/spec/taints")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -178,7 +179,7 @@ pub fn clusters() -> ResourceDef {
                 description: "Ready nodes over all nodes",
                 priority: 0,
                 cell: |o| {
-                    if o.pointer("/status/nodes").is_none() {
+                    if o.at("/status/nodes").is_none() {
                         return Value::from("");
                     }
                     let r = int_at(o, "/status/nodes/ready");
@@ -218,9 +219,7 @@ pub fn clusters() -> ResourceDef {
 
 fn validate_policy(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
     let mut errs = validate::metadata(o, NameRule::Subdomain, true);
-    let sels = o
-        .pointer("/spec/resourceSelectors")
-        .and_then(Value::as_array);
+    let sels = o.at("/spec/resourceSelectors").and_then(Value::as_array);
     if sels.is_none_or(|s| s.is_empty()) {
         errs.push(required("spec.resourceSelectors"));
     }
@@ -238,14 +237,14 @@ fn validate_policy(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
         }
     }
     let p = "/spec/placement";
-    if let Some(ls) = o.pointer(&format!("{p}/clusterAffinity/labelSelector")) {
+    if let Some(ls) = o.at(&format!("{p}/clusterAffinity/labelSelector")) {
         errs.extend(validate::label_selector(
             ls,
             "spec.placement.clusterAffinity.labelSelector",
         ));
     }
     for (i, t) in o
-        .pointer(&format!("{p}/clusterTolerations"))
+        .at(&format!("{p}/clusterTolerations"))
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -271,7 +270,7 @@ fn validate_policy(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
         }
     }
     for (i, s) in o
-        .pointer(&format!("{p}/spreadConstraints"))
+        .at(&format!("{p}/spreadConstraints"))
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -305,7 +304,7 @@ fn validate_policy(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
             ));
         }
     }
-    if let Some(rs) = o.pointer(&format!("{p}/replicaScheduling")) {
+    if let Some(rs) = o.at(&format!("{p}/replicaScheduling")) {
         let ty = rs.get("type").cloned().unwrap_or(Value::Null);
         if !matches!(ty.as_str(), Some("Duplicated" | "Divided")) {
             errs.push(not_supported(
@@ -415,10 +414,10 @@ pub fn propagation_policies() -> ResourceDef {
                 priority: 0,
                 cell: |o| {
                     let ty = o
-                        .pointer("/spec/placement/replicaScheduling/type")
+                        .at("/spec/placement/replicaScheduling/type")
                         .and_then(Value::as_str);
                     let div = o
-                        .pointer("/spec/placement/replicaScheduling/division")
+                        .at("/spec/placement/replicaScheduling/division")
                         .and_then(Value::as_str);
                     Value::from(match (ty, div) {
                         (Some(t), Some(d)) if t == "Divided" => format!("{t}/{d}"),
@@ -437,7 +436,7 @@ pub fn propagation_policies() -> ResourceDef {
 fn validate_placement(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
     let mut errs = validate::metadata(o, NameRule::Subdomain, true);
     for f in ["apiVersion", "kind", "name"] {
-        if o.pointer(&format!("/spec/resource/{f}"))
+        if o.at(&format!("/spec/resource/{f}"))
             .and_then(Value::as_str)
             .is_none_or(str::is_empty)
         {
@@ -446,7 +445,7 @@ fn validate_placement(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
     }
     let mut seen = HashSet::new();
     for (i, t) in o
-        .pointer("/spec/destClusters")
+        .at("/spec/destClusters")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -497,11 +496,11 @@ pub fn placements() -> ResourceDef {
                 priority: 0,
                 cell: |o| {
                     let k = o
-                        .pointer("/spec/resource/kind")
+                        .at("/spec/resource/kind")
                         .and_then(Value::as_str)
                         .unwrap_or("");
                     let n = o
-                        .pointer("/spec/resource/name")
+                        .at("/spec/resource/name")
                         .and_then(Value::as_str)
                         .unwrap_or("");
                     Value::from(format!("{}/{n}", k.to_lowercase()))
@@ -515,7 +514,7 @@ pub fn placements() -> ResourceDef {
                 priority: 0,
                 cell: |o| {
                     let parts: Vec<String> = o
-                        .pointer("/spec/destClusters")
+                        .at("/spec/destClusters")
                         .and_then(Value::as_array)
                         .into_iter()
                         .flatten()
@@ -542,7 +541,7 @@ pub fn placements() -> ResourceDef {
                 priority: 0,
                 cell: |o| {
                     let s = o
-                        .pointer("/status/conditions")
+                        .at("/status/conditions")
                         .and_then(Value::as_array)
                         .into_iter()
                         .flatten()

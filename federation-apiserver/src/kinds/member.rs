@@ -1,6 +1,7 @@
 //! Kinds only member clusters serve (and so `cluster-sim`): Node, Pod, Endpoints,
 //! ServiceAccount, EndpointSlice and RBAC.
 
+use apimachinery::JsonPointer;
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, ServiceAccount};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -14,7 +15,7 @@ use crate::registry::{Column, ResourceDef};
 use crate::status::Cause;
 
 fn condition(o: &Value, ty: &str) -> Option<String> {
-    o.pointer("/status/conditions")?
+    o.at("/status/conditions")?
         .as_array()?
         .iter()
         .find(|c| c.get("type").and_then(Value::as_str) == Some(ty))?
@@ -50,7 +51,7 @@ pub fn nodes() -> ResourceDef {
                         Some("False") => "NotReady".to_string(),
                         _ => "Unknown".to_string(),
                     };
-                    if o.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+                    if o.at("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
                         s.push_str(",SchedulingDisabled");
                     }
                     Value::from(s)
@@ -72,7 +73,7 @@ pub fn nodes() -> ResourceDef {
                 priority: 1,
                 cell: |o| {
                     let ip = o
-                        .pointer("/status/addresses")
+                        .at("/status/addresses")
                         .and_then(Value::as_array)
                         .into_iter()
                         .flatten()
@@ -92,7 +93,7 @@ pub fn nodes() -> ResourceDef {
 
 fn validate_pod(o: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut errs = validate::metadata(o, NameRule::Subdomain, true);
-    match o.pointer("/spec/containers").and_then(Value::as_array) {
+    match o.at("/spec/containers").and_then(Value::as_array) {
         None => errs.push(required("spec.containers")),
         Some(cs) if cs.is_empty() => errs.push(required("spec.containers")),
         Some(cs) => {
@@ -114,7 +115,7 @@ fn validate_pod(o: &Value, old: Option<&Value>) -> Vec<Cause> {
     }
     if let Some(old) = old {
         // Only a few pod spec fields may change; the binding is set once.
-        let (a, b) = (old.pointer("/spec/nodeName"), o.pointer("/spec/nodeName"));
+        let (a, b) = (old.at("/spec/nodeName"), o.at("/spec/nodeName"));
         if a.is_some_and(|v| !v.is_null()) && a != b {
             errs.push(validate::invalid(
                 "spec.nodeName",
@@ -155,11 +156,11 @@ pub fn pods() -> ResourceDef {
                 priority: 0,
                 cell: |o| {
                     let total = o
-                        .pointer("/spec/containers")
+                        .at("/spec/containers")
                         .and_then(Value::as_array)
                         .map_or(0, Vec::len);
                     let ready = o
-                        .pointer("/status/containerStatuses")
+                        .at("/status/containerStatuses")
                         .and_then(Value::as_array)
                         .into_iter()
                         .flatten()
@@ -189,7 +190,7 @@ pub fn pods() -> ResourceDef {
                 priority: 0,
                 cell: |o| {
                     let n: i64 = o
-                        .pointer("/status/containerStatuses")
+                        .at("/status/containerStatuses")
                         .and_then(Value::as_array)
                         .into_iter()
                         .flatten()
@@ -206,7 +207,7 @@ pub fn pods() -> ResourceDef {
                 priority: 1,
                 cell: |o| {
                     Value::from(
-                        o.pointer("/status/podIP")
+                        o.at("/status/podIP")
                             .and_then(Value::as_str)
                             .unwrap_or("<none>"),
                     )
@@ -220,7 +221,7 @@ pub fn pods() -> ResourceDef {
                 priority: 1,
                 cell: |o| {
                     Value::from(
-                        o.pointer("/spec/nodeName")
+                        o.at("/spec/nodeName")
                             .and_then(Value::as_str)
                             .unwrap_or("<none>"),
                     )
@@ -416,14 +417,8 @@ fn rbac(
                 description: "The role bound",
                 priority: 0,
                 cell: |o| {
-                    let k = o
-                        .pointer("/roleRef/kind")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    let n = o
-                        .pointer("/roleRef/name")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
+                    let k = o.at("/roleRef/kind").and_then(Value::as_str).unwrap_or("");
+                    let n = o.at("/roleRef/name").and_then(Value::as_str).unwrap_or("");
                     Value::from(format!("{k}/{n}"))
                 },
             }]

@@ -7,6 +7,7 @@ pub mod federation;
 pub mod member;
 pub mod validate;
 
+use apimachinery::JsonPointer;
 use serde_json::Value;
 
 use crate::registry::{KindHooks, Registry};
@@ -56,12 +57,12 @@ pub fn typed<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<(), String> 
 
 /// A string cell from a JSON pointer (empty when absent).
 pub fn str_at(obj: &Value, pointer: &str) -> Value {
-    Value::from(obj.pointer(pointer).and_then(Value::as_str).unwrap_or(""))
+    Value::from(obj.at(pointer).and_then(Value::as_str).unwrap_or(""))
 }
 
 /// An integer cell from a JSON pointer (0 when absent).
 pub fn int_at(obj: &Value, pointer: &str) -> Value {
-    Value::from(obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0))
+    Value::from(obj.at(pointer).and_then(Value::as_i64).unwrap_or(0))
 }
 
 /// Hooks made of plain functions, for kinds with simple rules.

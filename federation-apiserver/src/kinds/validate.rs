@@ -1,5 +1,6 @@
 //! Validation shared by kinds: object names, labels, annotations, label selectors.
 
+use apimachinery::JsonPointer;
 use apimachinery::validation;
 use serde_json::Value;
 
@@ -210,7 +211,7 @@ pub fn label_selector(sel: &Value, field: &str) -> Vec<Cause> {
 
 /// Validates that an integer field, if present, is at least `min`.
 pub fn min_int(obj: &Value, pointer: &str, field: &str, min: i64) -> Option<Cause> {
-    let v = obj.pointer(pointer)?;
+    let v = obj.at(pointer)?;
     match v.as_i64() {
         Some(n) if n >= min => None,
         Some(_) => Some(invalid(
@@ -224,6 +225,6 @@ pub fn min_int(obj: &Value, pointer: &str, field: &str, min: i64) -> Option<Caus
 
 /// The value at `field` must not change on update.
 pub fn immutable(obj: &Value, old: &Value, pointer: &str, field: &str) -> Option<Cause> {
-    let (a, b) = (obj.pointer(pointer), old.pointer(pointer));
+    let (a, b) = (obj.at(pointer), old.at(pointer));
     (a != b).then(|| invalid(field, a.unwrap_or(&Value::Null), "field is immutable"))
 }
