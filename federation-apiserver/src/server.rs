@@ -268,7 +268,9 @@ pub async fn serve_connection<F, Fut>(
     Fut: std::future::Future<Output = http::Response<crate::api::Body>> + Send + 'static,
 {
     let svc = service_fn(move |req| {
-        let fut = handler(req);
+        // Boxed once here: hyper moves the service future into the task it spawns per
+        // request, and a whole request's state is kilobytes to copy at every move.
+        let fut = Box::pin(handler(req));
         async move { Ok::<_, std::convert::Infallible>(fut.await) }
     });
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());

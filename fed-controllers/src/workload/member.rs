@@ -20,6 +20,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
 use super::compact::Compact;
+use super::echo::{Echo, Seen};
 use super::events::{Note, Recorder, Severity};
 use super::intents::Intents;
 use super::kinds::{DepKind, Kind, WorkloadKey};
@@ -133,9 +134,8 @@ pub struct MemberShared {
     /// (which would otherwise look at every copy after every sync).
     gc_due: AtomicBool,
     namespaces: Mutex<HashSet<String>>,
-    /// The resourceVersion of each object this member's workers last wrote, by kind,
-    /// namespace and name: its watch event is that write coming back, not an edit.
-    written: Mutex<HashMap<(String, String, String), String>>,
+    /// This member's writes, to tell their watch events from edits made by others.
+    echo: Mutex<Echo>,
 }
 
 impl MemberShared {
@@ -164,20 +164,20 @@ impl MemberShared {
         lock(&self.sources).get(key) == Some(&source)
     }
 
-    /// Whether `o` (of `kind`) is the object as this member's workers last wrote it: the
-    /// write coming back through the watch. A deleted object never is.
+    /// Whether the event of `o` (of `kind`) is a write of this member's workers coming
+    /// back through the watch (or may be: see [`Echo::answered`]). A deletion never is.
     fn is_own_write(&self, kind: &str, o: &DynamicObject, deleted: bool) -> bool {
         let key = (
             kind.to_string(),
             o.namespace().unwrap_or_default(),
             o.name_any(),
         );
-        let mut w = lock(&self.written);
-        let own = !deleted && w.get(&key) == o.metadata.resource_version.as_ref();
-        if own || deleted {
-            w.remove(&key);
-        }
-        own
+        let rv = o
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse().ok());
+        lock(&self.echo).event(&key, rv, deleted) == Seen::Own
     }
 
     /// Has the central controller look at the workload's status soon; reports that follow
@@ -303,7 +303,7 @@ pub fn spawn(
         gc: AtomicBool::new(gc),
         gc_due: AtomicBool::new(true),
         namespaces: Mutex::default(),
-        written: Mutex::default(),
+        echo: Mutex::default(),
     });
     let span = tracing::info_span!("workload-member", cluster = %shared.name);
     let task = tokio::spawn(run(shared.clone(), cluster).instrument(span));
@@ -509,6 +509,7 @@ async fn write<T>(
 /// is held, and no answer is decoded (the watch brings the result).
 async fn apply(
     m: &MemberShared,
+    workload: &WorkloadKey,
     client: &Client,
     ar: &kube::api::ApiResource,
     (ns, name): (&str, &str),
@@ -516,6 +517,7 @@ async fn apply(
     cache: Option<&ObjectCache>,
 ) -> Result<Applied, SyncError> {
     let target = Target {
+        workload,
         client,
         ar,
         ns,
@@ -543,6 +545,8 @@ async fn apply(
 
 /// The member object one [`apply`] is about.
 struct Target<'a> {
+    /// The workload being synced (the object is its copy or one of its dependencies).
+    workload: &'a WorkloadKey,
     client: &'a Client,
     ar: &'a kube::api::ApiResource,
     ns: &'a str,
@@ -580,23 +584,28 @@ impl Target<'_> {
             cluster: m.name.clone(),
             source: kube::Error::BuildRequest(e),
         })?;
-        let answer = write(m, verb, &op, self.client.request_text(req)).await?;
+        let object = (
+            self.ar.kind.clone(),
+            self.ns.to_string(),
+            self.name.to_string(),
+        );
+        lock(&m.echo).sending(object.clone());
+        let answer = write(m, verb, &op, self.client.request_text(req)).await;
         // Of the answer only the resourceVersion is read: it tells this write from an edit
         // when it comes back through the watch.
-        if let Ok(Written {
-            metadata: WrittenMeta {
-                resource_version: Some(rv),
-            },
-        }) = serde_json::from_str(&answer)
-        {
-            let key = (
-                self.ar.kind.clone(),
-                self.ns.to_string(),
-                self.name.to_string(),
-            );
-            lock(&m.written).insert(key, rv);
+        let rv = answer.as_ref().ok().and_then(|a| {
+            serde_json::from_str::<Written>(a)
+                .ok()?
+                .metadata
+                .resource_version?
+                .parse()
+                .ok()
+        });
+        if lock(&m.echo).answered(&object, rv) {
+            // Someone else's edit came by while this write was in flight: look again.
+            m.queue.push(self.workload.clone());
         }
-        Ok(())
+        answer.map(drop)
     }
 }
 
@@ -688,11 +697,12 @@ async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, Syn
                 let cache = caches.deps.get(&d.kind).filter(|_| synced);
                 let target = (key.namespace.as_str(), d.name.as_str());
                 let ar = d.kind.api_resource();
-                apply(m, &caches.client, &ar, target, &d.object, cache).await?;
+                apply(m, key, &caches.client, &ar, target, &d.object, cache).await?;
             }
             let cache = caches.workloads.get(&key.kind).filter(|_| synced);
             let applied = apply(
                 m,
+                key,
                 &caches.client,
                 &key.kind.api_resource(),
                 (&key.namespace, &key.name),

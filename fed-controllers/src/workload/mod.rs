@@ -13,6 +13,7 @@ pub mod controller;
 pub mod deps;
 pub mod desired;
 pub mod drift;
+pub mod echo;
 pub mod events;
 pub mod intents;
 pub mod kinds;
