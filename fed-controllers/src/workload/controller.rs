@@ -618,8 +618,10 @@ impl Central {
         let now = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
-        // The two status writes are independent: sent side by side, a status pass costs one
-        // round trip to the federation, not two.
+        // At the end of a rollout the Placement's entries are written unpaced and before
+        // the federated status that ends `kubectl rollout status`, so what a user looks at
+        // next (`fedctl status`) already agrees with it.
+        let settled = all_observed && status::settled(&entries);
         let placement_write = async {
             match &placement {
                 Some(p) => {
@@ -647,6 +649,12 @@ impl Central {
             .await
             .map(|_| true)
         };
+        if settled {
+            let placement_wrote = placement_write.await?;
+            return Ok(placement_wrote | workload_write.await?);
+        }
+        // Otherwise the two writes are independent: sent side by side, a status pass costs
+        // one round trip to the federation, not two.
         let (placement_wrote, workload_wrote) = futures::join!(placement_write, workload_write);
         Ok(placement_wrote? | workload_wrote?)
     }
@@ -694,7 +702,12 @@ impl Central {
             return Ok(false);
         }
         let now_instant = Instant::now();
-        if !condition_changed && let Some(wait) = self.placement_pacer.wait(key, now_instant) {
+        // The end of a rollout is not held back either.
+        let settled = all_observed && status::settled(entries);
+        if !condition_changed
+            && !settled
+            && let Some(wait) = self.placement_pacer.wait(key, now_instant)
+        {
             // Only counts moved: they are written when the interval is up (the pass then
             // reads the latest reports), together with whatever else arrives meanwhile.
             self.queue.push_low_after(key.clone(), wait);

@@ -2,7 +2,8 @@
 //! changes its Placement's per-cluster entries, and at 100 destinations each write of
 //! those entries is ~15 KB the federation stores and sends to every Placement watcher.
 //! Entries that only moved on are written at most once per interval per Placement; what a
-//! user waits on (the Propagated condition, errors, conflicts) is never held back.
+//! user waits on (the Propagated condition, errors, conflicts, the end of a rollout) is
+//! never held back.
 
 use std::collections::HashMap;
 use std::hash::Hash;

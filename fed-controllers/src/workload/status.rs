@@ -118,6 +118,17 @@ pub fn sum(entries: &[ClusterWorkloadStatus]) -> Totals {
     })
 }
 
+/// Whether every member reports its whole share ready, available and updated, without
+/// error: the end of a rollout, which a user sees the moment `kubectl rollout status` returns.
+pub fn settled(entries: &[ClusterWorkloadStatus]) -> bool {
+    entries.iter().all(|e| {
+        e.error.is_empty()
+            && e.ready_replicas == e.replicas
+            && e.available_replicas == e.replicas
+            && e.updated_replicas == e.replicas
+    })
+}
+
 /// `maxUnavailable` of a Deployment's rolling update, resolved against `replicas`
 /// (percentages round down, as Kubernetes does); Recreate allows none.
 pub fn max_unavailable(spec: &Value, replicas: i32) -> i32 {
@@ -246,6 +257,22 @@ mod tests {
             updated_replicas: upd,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn settled_when_every_share_is_ready_available_and_updated() {
+        assert!(settled(&[entry("a", 3, 3, 3, 3), entry("b", 0, 0, 0, 0)]));
+        assert!(settled(&[]));
+        assert!(!settled(&[entry("a", 3, 3, 3, 3), entry("b", 7, 6, 7, 7)]));
+        assert!(!settled(&[entry("a", 3, 3, 2, 3)]));
+        assert!(!settled(&[entry("a", 3, 3, 3, 2)]));
+        assert!(
+            !settled(&[entry("old", 2, 2, 2, 0)]),
+            "a leaving member still rolls"
+        );
+        let mut failing = entry("a", 3, 3, 3, 3);
+        failing.error = "timed out".into();
+        assert!(!settled(&[failing]));
     }
 
     #[test]
