@@ -162,7 +162,20 @@ async fn member_down_fails_over_and_returns_to_its_current_share() {
     assert_eq!(before.len(), 3, "{before:?}");
     assert_eq!(member_replicas(&env, &CLUSTERS).await, before);
 
-    // `fedctl status` shows the per-cluster table and reads its errors clearly.
+    // The Placement's entries are written with the federated status that ended the
+    // rollout (side by side, not paced): once they land, `fedctl status` shows the
+    // per-cluster table and reads its errors clearly.
+    wait_for(&placements, "deployment-web", "every share ready", |p| {
+        p.status.as_ref().is_some_and(|s| {
+            s.clusters.len() == 3
+                && s.clusters.iter().all(|c| {
+                    c.ready_replicas == c.replicas
+                        && c.available_replicas == c.replicas
+                        && c.updated_replicas == c.replicas
+                })
+        })
+    })
+    .await;
     let table = env.ok("fedctl", &["status", "deploy/web", "-n", "shop"]);
     let rows: Vec<Vec<&str>> = table
         .lines()

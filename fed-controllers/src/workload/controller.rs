@@ -618,10 +618,6 @@ impl Central {
         let now = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
-        // At the end of a rollout the Placement's entries are written unpaced and before
-        // the federated status that ends `kubectl rollout status`, so what a user looks at
-        // next (`fedctl status`) already agrees with it.
-        let settled = all_observed && status::settled(&entries);
         let placement_write = async {
             match &placement {
                 Some(p) => {
@@ -649,12 +645,8 @@ impl Central {
             .await
             .map(|_| true)
         };
-        if settled {
-            let placement_wrote = placement_write.await?;
-            return Ok(placement_wrote | workload_write.await?);
-        }
-        // Otherwise the two writes are independent: sent side by side, a status pass costs
-        // one round trip to the federation, not two.
+        // The two status writes are independent: sent side by side, a status pass costs one
+        // round trip to the federation, not two.
         let (placement_wrote, workload_wrote) = futures::join!(placement_write, workload_write);
         Ok(placement_wrote? | workload_wrote?)
     }
@@ -702,7 +694,8 @@ impl Central {
             return Ok(false);
         }
         let now_instant = Instant::now();
-        // The end of a rollout is not held back either.
+        // Nor is the end of a rollout: written with the federated status that ends `kubectl
+        // rollout status`, so what a user looks at next (`fedctl status`) agrees with it.
         let settled = all_observed && status::settled(entries);
         if !condition_changed
             && !settled
