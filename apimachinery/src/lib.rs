@@ -8,7 +8,7 @@ pub mod protobuf;
 pub mod quantity;
 pub mod schema;
 pub mod schema_check;
-pub mod schema_tree;
+mod schema_tree;
 pub mod selector;
 pub mod validation;
 

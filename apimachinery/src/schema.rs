@@ -104,12 +104,12 @@ impl Definitions {
     }
 
     /// Every definition by name.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
         self.defs.iter()
     }
 
     /// The definitions compiled for walking objects (built on first use).
-    pub fn tree(&self) -> &SchemaTree {
+    pub(crate) fn tree(&self) -> &SchemaTree {
         self.tree.get_or_init(|| SchemaTree::build(self))
     }
 

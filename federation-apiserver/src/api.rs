@@ -2,12 +2,12 @@
 //! (JSON, YAML bodies; Table output), authenticates, and renders `Status` errors.
 //! It is a plain async function of a request, testable without a socket.
 
-use apimachinery::JsonPointer;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use apimachinery::JsonPointer;
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};

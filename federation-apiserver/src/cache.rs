@@ -2,12 +2,11 @@
 //! for the federation's server), a bounded history of recent events per resource, and a
 //! broadcast that all watchers of a resource share, fed by one store watch.
 
-use apimachinery::JsonPointer;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
-use apimachinery::{PackedJson, Packer};
+use apimachinery::{JsonPointer, PackedJson, Packer};
 use bytes::Bytes;
 use futures::StreamExt;
 use meridian_store::{Event as StoreEvent, EventKind, KeyValue, Revision, Storage, StoreError};

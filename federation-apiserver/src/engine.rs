@@ -2,10 +2,10 @@
 //! with Kubernetes' metadata rules, optimistic concurrency, finalizers and dry runs.
 //! HTTP handlers and the in-server controllers both call it.
 
-use apimachinery::JsonPointer;
 use std::sync::Arc;
 use std::time::Duration;
 
+use apimachinery::JsonPointer;
 use apimachinery::schema::Definitions;
 use bytes::Bytes;
 use meridian_store::{Revision, Storage, StoreError};

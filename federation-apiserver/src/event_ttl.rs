@@ -2,10 +2,10 @@
 //! recorded time is older than the TTL, so a control plane that writes an Event per action
 //! holds the recent ones instead of every Event since it started.
 
-use apimachinery::JsonPointer;
 use std::sync::Arc;
 use std::time::Duration;
 
+use apimachinery::JsonPointer;
 use serde_json::Value;
 
 use crate::engine::{DeleteOptions, Engine};

@@ -2,10 +2,10 @@
 //! and orphan propagation) and the namespace deleter. Both are level-triggered from the
 //! cache's signals and retry failed work with backoff.
 
-use apimachinery::JsonPointer;
 use std::sync::Arc;
 use std::time::Duration;
 
+use apimachinery::JsonPointer;
 use serde_json::{Value, json};
 
 use crate::cache::Cached;

@@ -2,9 +2,9 @@
 //! `/openapi/v3` index and one OpenAPI 3.0 document per group-version, built once at
 //! start-up from the vendored Kubernetes definitions and Meridian's CRD schemas.
 
-use apimachinery::JsonPointer;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use apimachinery::JsonPointer;
 use bytes::Bytes;
 use kube::CustomResourceExt;
 use serde_json::{Map, Value, json};

@@ -694,8 +694,9 @@ impl Central {
             return Ok(false);
         }
         let now_instant = Instant::now();
-        // Nor is the end of a rollout: written with the federated status that ends `kubectl
-        // rollout status`, so what a user looks at next (`fedctl status`) agrees with it.
+        // Entries that only moved wait for the pacer, but not at the end of a rollout: they
+        // go with the federated status that ends `kubectl rollout status`, so what a user
+        // looks at next (`fedctl status`) agrees with it.
         let settled = all_observed && status::settled(entries);
         if !condition_changed
             && !settled

@@ -1,9 +1,9 @@
 //! `apps/v1` Deployment and ReplicaSet, with the pod-template rules they share.
 
-use apimachinery::JsonPointer;
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use apimachinery::JsonPointer;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use serde_json::{Value, json};
 

@@ -1,8 +1,8 @@
 //! Core (`v1`) kinds and `coordination.k8s.io` Lease.
 
-use apimachinery::JsonPointer;
 use std::sync::Arc;
 
+use apimachinery::JsonPointer;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret, Service};
 use serde_json::{Value, json};

@@ -1,9 +1,9 @@
 //! Meridian's own kinds: Cluster, PropagationPolicy and Placement.
 
-use apimachinery::JsonPointer;
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use apimachinery::JsonPointer;
 use serde_json::Value;
 
 use super::validate::{self, NameRule, invalid, not_supported, required};
