@@ -257,6 +257,32 @@ async fn member_down_fails_over_and_returns_to_its_current_share() {
         .expect("sim-3 reported while it still holds a copy");
     assert_eq!(gone.ready_replicas, 0, "{gone:?}");
     assert!(!gone.error.is_empty(), "{gone:?}");
+    // With the new shares ready, sim-3's copy is being removed (it waits for sim-3 to
+    // return): its pods are terminating and count no more, so the rollout is complete
+    // while sim-3 is still down.
+    let d = wait_for(&fed_web, "web", "12/12 updated without sim-3", |d| {
+        d.status.as_ref().is_some_and(|s| {
+            s.replicas == Some(12) && s.updated_replicas == Some(12) && ready(d) == 12
+        })
+    })
+    .await;
+    assert_eq!(
+        d.status.as_ref().and_then(|s| s.available_replicas),
+        Some(12)
+    );
+    env.rollout_status("deploy/web", "shop");
+    let p = placements.get("deployment-web").await.expect("placement");
+    let st = p.status.expect("status");
+    let gone = st
+        .clusters
+        .iter()
+        .find(|c| c.cluster == "sim-3")
+        .expect("sim-3 listed until its copy is gone");
+    assert_eq!(
+        (gone.replicas, gone.updated_replicas),
+        (0, 0),
+        "terminating: {gone:?}"
+    );
 
     // sim-3 returns: without rebalanceOnRecovery its share stays zero, so its copy goes.
     env.ctl(&["up", "sim-3"]);

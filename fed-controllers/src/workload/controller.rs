@@ -569,12 +569,22 @@ impl Central {
             .zip(&observed)
             .zip(&entries)
             .all(|(((_, r), seen), e)| *seen && e.available_replicas >= *r);
+        let plans = plan::plan(&dest, &holding, dest_ready);
+        // A copy being removed has its pods terminating: like a ReplicaSet's terminating
+        // pods they count no more (its entry stays, at zero, until the copy is gone). This
+        // is what lets a rollout finish while a failed member that lost its share is still
+        // unreachable, and keeps its old pods out of READY when it returns.
+        for e in &mut entries {
+            if plans.get(&e.cluster) == Some(&MemberPlan::Remove) {
+                status::count_nothing(e);
+            }
+        }
         // Whether a member got a new intent: it reports back once it has acted on it, and
         // the status is written then rather than now as well.
         let mut handed_out = false;
         // Members holding equal shares share one copy of the wanted object.
         let mut built: HashMap<i32, Compact> = HashMap::new();
-        for (cluster, p) in plan::plan(&dest, &holding, dest_ready) {
+        for (cluster, p) in plans {
             let Some((m, _)) = looks.get(cluster.as_str()) else {
                 continue;
             };

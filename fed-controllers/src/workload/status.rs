@@ -108,7 +108,16 @@ pub struct Totals {
     pub updated: i32,
 }
 
-/// Sums the entries (members that are leaving still count: their pods still run).
+/// Clears an entry's counts: the member's copy is being removed, its pods terminating.
+pub fn count_nothing(e: &mut ClusterWorkloadStatus) {
+    e.replicas = 0;
+    e.ready_replicas = 0;
+    e.available_replicas = 0;
+    e.updated_replicas = 0;
+}
+
+/// Sums the entries (members that are leaving count until their copy's removal starts:
+/// their pods still run).
 pub fn sum(entries: &[ClusterWorkloadStatus]) -> Totals {
     entries.iter().fold(Totals::default(), |t, e| Totals {
         replicas: t.replicas + e.replicas,
