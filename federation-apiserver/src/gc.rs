@@ -19,6 +19,17 @@ const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
 const FINALIZER_NAMESPACE: &str = "kubernetes";
 const RETRY_AFTER: Duration = Duration::from_millis(500);
 
+/// Kinds whose objects run in member clusters (group, plural). A namespace being deleted
+/// takes these down first and everything else (the policies that placed them, the
+/// ConfigMaps and Secrets their pods read) only once they are gone, as Kubernetes' ordered
+/// namespace deletion does with pods. A user's `kubectl delete -f` of a namespace and its
+/// contents then finds the later objects still there while the members are cleaned up.
+const DELETED_FIRST: [(&str, &str); 3] = [
+    ("apps", "deployments"),
+    ("apps", "replicasets"),
+    ("", "services"),
+];
+
 /// Runs both controllers until the process ends.
 pub async fn run(engine: Arc<Engine>) {
     let signals = &engine.cache.signals;
@@ -236,19 +247,15 @@ async fn collect_owner(engine: &Engine, uid: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-async fn sync_namespace(engine: &Engine, ns: &str) -> Result<(), ApiError> {
-    let Some(ns_def) = engine.registry.lookup("", "v1", "namespaces").cloned() else {
-        return Ok(());
-    };
-    let Some(nsobj) = engine.cache.resource(&ns_def).get(&ns_def.key("", ns)) else {
-        return Ok(());
-    };
-    let v = nsobj.value();
-    if !object::is_deleting(&v) {
-        return Ok(());
-    }
-    let mut remaining = 0usize;
-    for def in engine.registry.all().iter().filter(|d| d.namespaced) {
+/// Deletes the namespace's objects of `defs` (those not already being deleted); returns
+/// how many were there.
+async fn delete_contents(
+    engine: &Engine,
+    ns: &str,
+    defs: &[&Arc<ResourceDef>],
+) -> Result<usize, ApiError> {
+    let mut remaining = 0;
+    for def in defs {
         let rc = engine.cache.resource(def);
         let page = rc.list(&def.namespace_prefix(Some(ns)), None, None, 0, |_| true);
         remaining += page.items.len();
@@ -264,9 +271,30 @@ async fn sync_namespace(engine: &Engine, ns: &str) -> Result<(), ApiError> {
             )?;
         }
     }
-    if remaining > 0 {
-        // Deletions signal this namespace again as its contents go.
+    Ok(remaining)
+}
+
+async fn sync_namespace(engine: &Engine, ns: &str) -> Result<(), ApiError> {
+    let Some(ns_def) = engine.registry.lookup("", "v1", "namespaces").cloned() else {
         return Ok(());
+    };
+    let Some(nsobj) = engine.cache.resource(&ns_def).get(&ns_def.key("", ns)) else {
+        return Ok(());
+    };
+    let v = nsobj.value();
+    if !object::is_deleting(&v) {
+        return Ok(());
+    }
+    let defs = engine.registry.all();
+    let (first, rest): (Vec<&Arc<ResourceDef>>, Vec<_>) = defs
+        .iter()
+        .filter(|d| d.namespaced)
+        .partition(|d| DELETED_FIRST.contains(&(d.group, d.plural)));
+    for stage in [first, rest] {
+        if delete_contents(engine, ns, &stage).await? > 0 {
+            // Deletions signal this namespace again as its contents go.
+            return Ok(());
+        }
     }
     let spec_fins: Vec<Value> = v
         .at("/spec/finalizers")

@@ -426,6 +426,104 @@ async fn finalizers_namespace_deletion_and_gc() {
     );
 }
 
+/// The resourceVersion of a watch event's object.
+fn event_rv<K: kube::Resource>(ev: &WatchEvent<K>) -> u64 {
+    let meta = match ev {
+        WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => o.meta(),
+        other => panic!("unexpected watch event {other:?}"),
+    };
+    meta.resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .expect("numeric resourceVersion")
+}
+
+#[tokio::test]
+async fn namespace_deletion_takes_down_workloads_before_the_rest() {
+    let (server, _dir) = Server::start(&[]);
+    let client = server.client().await;
+    namespace(&client, "ordered").await;
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), "ordered");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "ordered");
+    let mut web = deployment("web", 1);
+    web.metadata.finalizers = Some(vec!["example.com/members".into()]);
+    deps.create(&PostParams::default(), &web).await.unwrap();
+    let cm = json!({"metadata": {"name": "config", "finalizers": ["example.com/hold"]}});
+    cms.create(&PostParams::default(), &serde_json::from_value(cm).unwrap())
+        .await
+        .unwrap();
+    let mut dw = deps
+        .watch(&WatchParams::default().fields("metadata.name=web"), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let mut cw = cms
+        .watch(&WatchParams::default().fields("metadata.name=config"), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let mut nw = nss
+        .watch(&WatchParams::default().fields("metadata.name=ordered"), "0")
+        .await
+        .unwrap()
+        .boxed();
+    nss.delete("ordered", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    // The Deployment is deleted first; its finalizer holds it (members being cleaned).
+    loop {
+        match dw.try_next().await.unwrap() {
+            Some(WatchEvent::Modified(d)) if d.metadata.deletion_timestamp.is_some() => break,
+            Some(_) => continue,
+            None => panic!("watch ended before the Deployment was deleted"),
+        }
+    }
+    deps.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    let gone_at = loop {
+        match dw.try_next().await.unwrap() {
+            Some(ev @ WatchEvent::Deleted(_)) => break event_rv(&ev),
+            Some(_) => continue,
+            None => panic!("watch ended before the Deployment was gone"),
+        }
+    };
+    // Only then is the ConfigMap deleted (its own finalizer keeps it visible).
+    let marked_at = loop {
+        match cw.try_next().await.unwrap() {
+            Some(WatchEvent::Modified(c)) if c.metadata.deletion_timestamp.is_some() => {
+                break event_rv(&WatchEvent::Modified(c));
+            }
+            Some(_) => continue,
+            None => panic!("watch ended before the ConfigMap was deleted"),
+        }
+    };
+    assert!(
+        marked_at > gone_at,
+        "the ConfigMap was deleted at {marked_at}, before the Deployment was gone at {gone_at}"
+    );
+    cms.patch(
+        "config",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    loop {
+        match nw.try_next().await.unwrap() {
+            Some(WatchEvent::Deleted(_)) => break,
+            Some(_) => continue,
+            None => panic!("namespace was not deleted"),
+        }
+    }
+}
+
 #[tokio::test]
 async fn three_patch_types() {
     let (server, _dir) = Server::start(&[]);

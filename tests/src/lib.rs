@@ -45,6 +45,101 @@ pub fn kubectl_path() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
+/// `fedctl up` with a simulated fleet in a temporary directory, and kubectl, fedctl and
+/// `cluster-sim ctl` run against it the way the README shows.
+pub struct Up {
+    /// The running `fedctl up`.
+    pub proc: Proc,
+    /// Where `fedctl up` keeps its state (`--data-dir`).
+    pub data: PathBuf,
+    dir: tempfile::TempDir,
+    kubeconfig: String,
+    sim_kubeconfig: String,
+}
+
+impl Up {
+    /// Runs `fedctl up --clusters <clusters>` until it prints its kubeconfig.
+    pub fn start(clusters: usize) -> Self {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let data = dir.path().join("data");
+        let proc = Proc::spawn(
+            &binary("fedctl"),
+            &[
+                "up".into(),
+                format!("--clusters={clusters}"),
+                "--port=0".into(),
+                format!("--data-dir={}", data.display()),
+            ],
+            "export KUBECONFIG=",
+        );
+        let kubeconfig = proc
+            .banner
+            .last()
+            .expect("fedctl up's kubeconfig line")
+            .trim_start_matches("export KUBECONFIG=")
+            .to_string();
+        let sim_kubeconfig = data.join("sim.kubeconfig").display().to_string();
+        Up {
+            proc,
+            data,
+            dir,
+            kubeconfig,
+            sim_kubeconfig,
+        }
+    }
+
+    /// Runs `bin args` with the federation's kubeconfig.
+    pub fn run(&self, bin: &Path, args: &[&str]) -> Output {
+        Command::new(bin)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.dir.path())
+            .args(args)
+            .output()
+            .expect("running a command")
+    }
+
+    /// Like [`Up::run`], requiring success; returns stdout.
+    pub fn ok(&self, bin: &Path, args: &[&str]) -> String {
+        let out = self.run(bin, args);
+        assert!(
+            out.status.success(),
+            "{} {args:?}: {}{}",
+            bin.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// kubectl, requiring success.
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        self.ok(&kubectl_path(), args)
+    }
+
+    /// `kubectl apply -f examples/web.yaml` and waits for its rollout; returns the file's path.
+    pub fn apply_example(&self) -> &'static str {
+        let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/web.yaml");
+        self.kubectl(&["apply", "-f", example]);
+        self.kubectl(&[
+            "rollout",
+            "status",
+            "deploy/web",
+            "-n",
+            "shop",
+            "--timeout=120s",
+        ]);
+        example
+    }
+
+    /// `cluster-sim ctl` on the fleet.
+    pub fn ctl(&self, args: &[&str]) {
+        let kc = format!("--kubeconfig={}", self.sim_kubeconfig);
+        let mut all = vec!["ctl", kc.as_str()];
+        all.extend_from_slice(args);
+        self.ok(&binary("cluster-sim"), &all);
+    }
+}
+
 /// A child process, in its own process group, killed with everything it started on drop
 /// (so a failed test leaves no `fedctl up` children holding addresses).
 pub struct Proc {

@@ -5,15 +5,13 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use meridian_e2e::dns::lookup_a;
 use meridian_e2e::http::{self, Response};
-use meridian_e2e::{Proc, binary, kubectl_path};
+use meridian_e2e::{Up, binary, kubectl_path};
 
 const HOST: &str = "web.shop.global.meridian.test";
 
@@ -52,114 +50,36 @@ fn clusters_answering(agent: SocketAddr, host: &str, n: usize) -> BTreeSet<Strin
         .collect()
 }
 
-struct Up {
-    _proc: Proc,
-    dir: tempfile::TempDir,
-    kubeconfig: String,
-    sim_kubeconfig: String,
-}
-
-impl Up {
-    fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("data");
-        let proc = Proc::spawn(
-            &binary("fedctl"),
-            &[
-                "up".into(),
-                "--clusters=3".into(),
-                "--port=0".into(),
-                format!("--data-dir={}", data.display()),
-            ],
-            "export KUBECONFIG=",
-        );
-        let kubeconfig = proc
-            .banner
-            .last()
-            .unwrap()
-            .trim_start_matches("export KUBECONFIG=")
-            .to_string();
-        let sim_kubeconfig = data.join("sim.kubeconfig").display().to_string();
-        Up {
-            _proc: proc,
-            dir,
-            kubeconfig,
-            sim_kubeconfig,
-        }
-    }
-
-    fn run(&self, bin: &Path, args: &[&str]) -> std::process::Output {
-        Command::new(bin)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("HOME", self.dir.path())
-            .args(args)
-            .output()
-            .unwrap()
-    }
-
-    fn ok(&self, bin: &Path, args: &[&str]) -> String {
-        let out = self.run(bin, args);
-        assert!(
-            out.status.success(),
-            "{} {args:?}: {}{}",
-            bin.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn kubectl(&self, args: &[&str]) -> String {
-        self.ok(&kubectl_path(), args)
-    }
-
-    fn ctl(&self, args: &[&str]) {
-        let kc = format!("--kubeconfig={}", self.sim_kubeconfig);
-        let mut all = vec!["ctl", kc.as_str()];
-        all.extend_from_slice(args);
-        self.ok(&binary("cluster-sim"), &all);
-    }
-
-    /// Addresses in a member's Meridian EndpointSlice for web.
-    fn remote_agents_in(&self, cluster: &str) -> Option<Vec<String>> {
-        let out = self.run(
-            &kubectl_path(),
-            &[
-                "--context",
-                cluster,
-                "get",
-                "endpointslice",
-                "web-meridian",
-                "-n",
-                "shop",
-                "-o",
-                "jsonpath={.endpoints[*].addresses[0]}",
-            ],
-        );
-        out.status.success().then(|| {
-            let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
-                .split_whitespace()
-                .map(String::from)
-                .collect();
-            v.sort();
-            v
-        })
-    }
+/// Addresses in a member's Meridian EndpointSlice for web.
+fn remote_agents_in(up: &Up, cluster: &str) -> Option<Vec<String>> {
+    let out = up.run(
+        &kubectl_path(),
+        &[
+            "--context",
+            cluster,
+            "get",
+            "endpointslice",
+            "web-meridian",
+            "-n",
+            "shop",
+            "-o",
+            "jsonpath={.endpoints[*].addresses[0]}",
+        ],
+    );
+    out.status.success().then(|| {
+        let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        v.sort();
+        v
+    })
 }
 
 #[test]
 fn a_federated_service_answers_through_every_lb_agent_and_survives_a_cluster_failure() {
-    let up = Up::start();
-    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/web.yaml");
-    up.kubectl(&["apply", "-f", example]);
-    up.kubectl(&[
-        "rollout",
-        "status",
-        "deploy/web",
-        "-n",
-        "shop",
-        "--timeout=120s",
-    ]);
+    let up = Up::start(3);
+    up.apply_example();
 
     // sim-3 runs no replica: its lb-agent sends the request to sim-1's or sim-2's.
     wait_for(
@@ -218,8 +138,8 @@ fn a_federated_service_answers_through_every_lb_agent_and_survives_a_cluster_fai
 
     // Members list exactly the other backend cluster's lb-agent.
     wait_for(Duration::from_secs(30), "Meridian's EndpointSlices", || {
-        (up.remote_agents_in("sim-1") == Some(vec!["127.0.1.2".into()])
-            && up.remote_agents_in("sim-2") == Some(vec!["127.0.1.1".into()]))
+        (remote_agents_in(&up, "sim-1") == Some(vec!["127.0.1.2".into()])
+            && remote_agents_in(&up, "sim-2") == Some(vec!["127.0.1.1".into()]))
         .then_some(())
     });
 
@@ -278,7 +198,7 @@ fn a_federated_service_answers_through_every_lb_agent_and_survives_a_cluster_fai
     wait_for(
         Duration::from_secs(60),
         "sim-2's EndpointSlice to list sim-1 again",
-        || (up.remote_agents_in("sim-2") == Some(vec!["127.0.1.1".into()])).then_some(()),
+        || (remote_agents_in(&up, "sim-2") == Some(vec!["127.0.1.1".into()])).then_some(()),
     );
     stop.store(true, Ordering::Relaxed);
     load.join().unwrap();

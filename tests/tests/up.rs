@@ -1,54 +1,65 @@
-//! `fedctl up`: one command brings up the federation with a joined simulated fleet.
+//! `fedctl up`: one command brings up the federation with a joined simulated fleet, and
+//! the README's walk-through runs against it: apply the example, roll it out, delete it.
 
-use meridian_e2e::{Proc, binary, kubectl_path};
+use meridian_e2e::Up;
 
 #[test]
 fn fedctl_up_runs_a_joined_fleet_and_stops_cleanly() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let mut up = Proc::spawn(
-        &binary("fedctl"),
-        &[
-            "up".into(),
-            "--clusters=2".into(),
-            "--port=0".into(),
-            format!("--data-dir={}", data.display()),
-        ],
-        "export KUBECONFIG=",
-    );
-    let kubeconfig = up
-        .banner
-        .last()
-        .unwrap()
-        .trim_start_matches("export KUBECONFIG=")
-        .to_string();
-    let out = std::process::Command::new(kubectl_path())
-        .env("KUBECONFIG", &kubeconfig)
-        .env("HOME", dir.path())
-        .args(["get", "clusters", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let mut up = Up::start(2);
+    let text = up.kubectl(&["get", "clusters", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}"]);
     assert_eq!(
         text.lines().collect::<Vec<_>>(),
         vec!["sim-1=True", "sim-2=True"],
         "{text}"
     );
     // The sim contexts are in the same kubeconfig.
-    let nodes = std::process::Command::new(kubectl_path())
-        .env("KUBECONFIG", &kubeconfig)
-        .env("HOME", dir.path())
-        .args(["--context", "sim-2", "get", "nodes", "-o", "name"])
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&nodes.stdout).lines().count(), 3);
-    let status = up.terminate();
+    let nodes = up.kubectl(&["--context", "sim-2", "get", "nodes", "-o", "name"]);
+    assert_eq!(nodes.lines().count(), 3);
+
+    // The walk-through: the example rolls out over both members...
+    let example = up.apply_example();
+    let table = up.kubectl(&["get", "deploy", "web", "-n", "shop"]);
+    assert!(table.contains("10/10"), "{table}");
+    for member in ["sim-1", "sim-2"] {
+        let copy = up.kubectl(&[
+            "--context",
+            member,
+            "get",
+            "deploy",
+            "-n",
+            "shop",
+            "-o",
+            "name",
+        ]);
+        assert_eq!(copy.trim(), "deployment.apps/web", "{member}");
+    }
+    // ...and `kubectl delete -f` of the same file succeeds as a whole: the namespace takes
+    // the workload down first, so the policy and ConfigMap after it in the file are still
+    // there to delete while the members are cleaned. kubectl waits until all are gone.
+    let deleted = up.kubectl(&["delete", "-f", example, "--timeout=120s"]);
+    assert!(
+        deleted.contains("propagationpolicy.federation.meridian.dev \"web\" deleted"),
+        "{deleted}"
+    );
+    for member in ["sim-1", "sim-2"] {
+        let left = up.kubectl(&[
+            "--context",
+            member,
+            "get",
+            "deploy,configmap",
+            "-n",
+            "shop",
+            "-o",
+            "name",
+        ]);
+        assert!(
+            !left.contains("deployment.apps/web") && !left.contains("configmap/web-config"),
+            "{member} still holds: {left}"
+        );
+    }
+
+    let status = up.proc.terminate();
     assert!(status.success(), "fedctl up exited with {status}");
     // State stays in the data directory.
-    assert!(data.join("federation/store").exists());
+    assert!(up.data.join("federation/store").exists());
 }
