@@ -339,11 +339,19 @@ impl Central {
                             .find(|x| x.type_ == "Ready")
                             .map(|x| x.status.clone())
                     });
-                    let was = lock(&self.cluster_ready).insert(c.name_any(), ready.clone());
+                    let name = c.name_any();
+                    let was = lock(&self.cluster_ready).insert(name.clone(), ready.clone());
+                    let back = ready.as_deref() == Some("True")
+                        && was.as_ref().is_some_and(|w| w.as_deref() != Some("True"));
                     // Capacity and probe times change all the time: only membership and
                     // readiness change what workloads need.
                     if self.sync_members() || was != Some(ready) {
                         self.requeue_all();
+                    }
+                    // Reachable again: what failed there (removing a copy it lost after a
+                    // failover, say) is retried now rather than when its backoff ends.
+                    if back && let Some(h) = lock(&self.members).get(&name) {
+                        h.shared.retry_now();
                     }
                 }
                 Ok(Event::InitApply(c)) => {

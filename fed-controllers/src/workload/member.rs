@@ -126,7 +126,7 @@ pub struct MemberShared {
     records: Mutex<HashMap<WorkloadKey, Record>>,
     caches: Mutex<Option<Arc<Caches>>>,
     connect_error: Mutex<Option<String>>,
-    retrying: Mutex<HashSet<WorkloadKey>>,
+    retrying: Mutex<Retries>,
     /// Unreferenced dependency copies are removed only once the central controller has
     /// handed out every intent (else a restart would delete what is still needed).
     gc: AtomicBool,
@@ -185,6 +185,14 @@ impl MemberShared {
     fn status_soon(&self, key: WorkloadKey) {
         let delay = self.status_spacing.delay(&key);
         self.central.push_low_after(key, delay);
+    }
+
+    /// Retries at once every sync waiting out a backoff (the member is reachable again).
+    pub fn retry_now(&self) {
+        let keys = lock(&self.retrying).take_all();
+        for k in keys {
+            self.queue.push(k);
+        }
     }
 
     /// Keys waiting in this member's queue.
@@ -919,19 +927,82 @@ fn finish(m: &Arc<MemberShared>, key: &WorkloadKey, result: Result<Option<Synced
     }
 }
 
-fn retry_later(m: &Arc<MemberShared>, key: &WorkloadKey, attempt: u32) {
-    if !lock(&m.retrying).insert(key.clone()) {
-        return;
+/// Syncs waiting out a retry backoff. Each booked retry has a token, so a retry that was
+/// taken early (the member is reachable again) does not fire a second time later.
+#[derive(Default)]
+struct Retries {
+    pending: HashMap<WorkloadKey, u64>,
+    next_token: u64,
+}
+
+impl Retries {
+    /// Books a retry of `key`: its token, or `None` if one is pending already.
+    fn book(&mut self, key: &WorkloadKey) -> Option<u64> {
+        if self.pending.contains_key(key) {
+            return None;
+        }
+        self.next_token += 1;
+        self.pending.insert(key.clone(), self.next_token);
+        Some(self.next_token)
     }
+
+    /// Whether the retry of `key` with `token` is still pending; it is taken if so.
+    fn take(&mut self, key: &WorkloadKey, token: u64) -> bool {
+        let pending = self.pending.get(key) == Some(&token);
+        if pending {
+            self.pending.remove(key);
+        }
+        pending
+    }
+
+    /// Takes every pending retry.
+    fn take_all(&mut self) -> Vec<WorkloadKey> {
+        self.pending.drain().map(|(k, _)| k).collect()
+    }
+}
+
+fn retry_later(m: &Arc<MemberShared>, key: &WorkloadKey, attempt: u32) {
+    let Some(token) = lock(&m.retrying).book(key) else {
+        return;
+    };
     let delay = backoff::delay(attempt, m.settings.backoff_base, m.settings.backoff_max);
     let m = Arc::downgrade(m);
     let key = key.clone();
     tokio::spawn(async move {
         tokio::time::sleep(delay).await;
-        // A stopped member is gone: nothing to retry.
-        if let Some(m) = m.upgrade() {
-            lock(&m.retrying).remove(&key);
+        // A stopped member is gone: nothing to retry. A retry taken early (see
+        // `MemberShared::retry_now`) is not pushed again.
+        if let Some(m) = m.upgrade()
+            && lock(&m.retrying).take(&key, token)
+        {
             m.queue.push(key);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::kinds::Kind;
+
+    #[test]
+    fn a_retry_taken_early_does_not_fire_again() {
+        let mut r = Retries::default();
+        let web = WorkloadKey::new(Kind::Deployment, "shop", "web");
+        let db = WorkloadKey::new(Kind::Deployment, "shop", "db");
+        let first = r.book(&web).expect("booked");
+        assert_eq!(r.book(&web), None, "one pending retry per key");
+        let db_token = r.book(&db).expect("booked");
+        // The member is back: both are retried now...
+        let mut now = r.take_all();
+        now.sort_by_key(|k| k.name.clone());
+        assert_eq!(now, [db.clone(), web.clone()]);
+        // ...and their backoffs, ending later, find nothing to push.
+        assert!(!r.take(&db, db_token));
+        // A new failure books again; the old backoff still does not fire it.
+        let second = r.book(&web).expect("booked again");
+        assert!(!r.take(&web, first));
+        assert!(r.take(&web, second));
+        assert!(!r.take(&web, second), "taken once");
+    }
 }
