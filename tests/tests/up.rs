@@ -20,18 +20,19 @@ fn fedctl_up_runs_a_joined_fleet_and_stops_cleanly() {
     let example = up.apply_example();
     let table = up.kubectl(&["get", "deploy", "web", "-n", "shop"]);
     assert!(table.contains("10/10"), "{table}");
+    // The policy comes after the Deployment in the file, so the copies may follow the
+    // first placement by a moment: kubectl waits for them (it watches).
     for member in ["sim-1", "sim-2"] {
-        let copy = up.kubectl(&[
+        up.kubectl(&[
             "--context",
             member,
-            "get",
-            "deploy",
+            "wait",
+            "--for=create",
+            "deploy/web",
             "-n",
             "shop",
-            "-o",
-            "name",
+            "--timeout=60s",
         ]);
-        assert_eq!(copy.trim(), "deployment.apps/web", "{member}");
     }
     // ...and `kubectl delete -f` of the same file succeeds as a whole: the namespace takes
     // the workload down first, so the policy and ConfigMap after it in the file are still
