@@ -731,6 +731,10 @@ async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, Syn
             );
             let current = timed(m, &format!("reading {key}"), api.get_opt(&key.name)).await?;
             let mut removed = false;
+            // Whether the member answered that no copy is left: the cache learns it now,
+            // not when the watch brings the deletion (after an outage its reconnect may
+            // still be backing off), so a finalizer waiting on this member goes on.
+            let mut gone = current.is_none();
             if let Some(obj) = current
                 && let Ok(v) = serde_json::to_value(&obj)
                 && ownership::owned_by(&v, uid)
@@ -751,13 +755,21 @@ async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, Syn
                 )
                 .await
                 {
-                    Ok(_) => removed = true,
+                    // An object returned is still there (finalizers hold it); a status
+                    // means it is gone.
+                    Ok(answer) => {
+                        removed = true;
+                        gone = answer.is_right();
+                    }
                     Err(SyncError::Api {
                         source: kube::Error::Api(s),
                         ..
-                    }) if s.code == 404 => {}
+                    }) if s.code == 404 => gone = true,
                     Err(e) => return Err(e),
                 }
+            }
+            if gone && let Some(cache) = caches.workloads.get(&key.kind) {
+                cache.forget(&key.namespace, &key.name);
             }
             out = Some(Synced {
                 workload: Applied::Unchanged,

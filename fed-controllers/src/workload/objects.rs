@@ -284,6 +284,13 @@ impl ObjectCache {
         }
     }
 
+    /// Drops `namespace/name`, which the member's API server said is gone (its watch brings
+    /// the same deletion later, or a relist the truth).
+    pub fn forget(&self, namespace: &str, name: &str) {
+        let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        g.objects.remove(namespace, name);
+    }
+
     /// The object `namespace/name`.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Entry>> {
         self.read().objects.get(namespace, name).cloned()
@@ -345,6 +352,12 @@ mod tests {
         c.apply(&Event::InitDone);
         assert!(c.get("shop", "b").is_none());
         assert_eq!(c.state().len(), 1);
+        // A deletion the member's API server answered is dropped before its event comes;
+        // the event then changes nothing further.
+        c.forget("shop", "c");
+        assert!(c.get("shop", "c").is_none());
+        c.apply(&Event::Delete(obj("c", json!({}))));
+        assert!(c.state().is_empty());
     }
 
     #[test]
