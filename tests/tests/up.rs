@@ -34,9 +34,26 @@ fn fedctl_up_runs_a_joined_fleet_and_stops_cleanly() {
             "--timeout=60s",
         ]);
     }
+    // The service controller's lb-agent ConfigMap in each member (not a workload
+    // dependency: the workload controller never collects it).
+    let lb_agent_config = |member: &str| {
+        up.kubectl(&[
+            "--context",
+            member,
+            "get",
+            "configmap",
+            "meridian-lb-agent-config",
+            "-n",
+            "meridian-system",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ])
+    };
+    let lb_agent_configs: Vec<String> = ["sim-1", "sim-2"].map(lb_agent_config).into();
     // ...and `kubectl delete -f` of the same file succeeds as a whole: the namespace takes
     // the workload down first, so the policy and ConfigMap after it in the file are still
-    // there to delete while the members are cleaned. kubectl waits until all are gone.
+    // there to delete while the members are cleaned. kubectl waits until all are gone, and
+    // the members drop the unused web-config before the Deployment's finalizer clears.
     let deleted = up.kubectl(&["delete", "-f", example, "--timeout=120s"]);
     assert!(
         deleted.contains("propagationpolicy.federation.meridian.dev \"web\" deleted"),
@@ -58,6 +75,12 @@ fn fedctl_up_runs_a_joined_fleet_and_stops_cleanly() {
             "{member} still holds: {left}"
         );
     }
+    // The collection that removed web-config left the lb-agent's ConfigMap as it was.
+    let after: Vec<String> = ["sim-1", "sim-2"].map(lb_agent_config).into();
+    assert_eq!(
+        after, lb_agent_configs,
+        "lb-agent ConfigMaps deleted and recreated"
+    );
 
     let status = up.proc.terminate();
     assert!(status.success(), "fedctl up exited with {status}");

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use fed_api::Cluster;
-use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_UID_LABEL};
 use futures::StreamExt;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams, Preconditions};
 use kube::core::Request;
@@ -452,7 +452,12 @@ fn watch(
     let cache = ObjectCache::new(&ar.kind, false).without_status();
     // Every copy pushed comes back through here: decoded in one pass (see `dynamic`).
     let api: Api<Decoded> = Api::all_with(client.clone(), &ar);
-    let cfg = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
+    // Copies of federated objects only: they carry their owner's uid. Other objects Meridian
+    // manages in members (the lb-agent's ConfigMap, written by the service controller) are
+    // not this controller's to look after, nor to collect as unreferenced dependencies.
+    let cfg = watcher::Config::default().labels(&format!(
+        "{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{OWNER_UID_LABEL}"
+    ));
     let stream = watcher::watcher(api, cfg)
         .default_backoff()
         .map(|ev| ev.map(dynamic::into_dynamic));
