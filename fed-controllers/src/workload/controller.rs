@@ -581,8 +581,9 @@ impl Central {
         // A copy being removed has its pods terminating: like a ReplicaSet's terminating
         // pods they count no more (its entry stays, at zero, until the copy is gone). This
         // is what lets a rollout finish while a failed member that lost its share is still
-        // unreachable, and keeps its old pods out of READY when it returns.
-        for e in &mut entries {
+        // unreachable, and keeps its old pods out of READY when it returns. Only members
+        // outside the destinations (their entries follow the destinations') can be removed.
+        for e in &mut entries[dest.len()..] {
             if plans.get(&e.cluster) == Some(&MemberPlan::Remove) {
                 status::count_nothing(e);
             }
