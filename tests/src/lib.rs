@@ -45,6 +45,40 @@ pub fn kubectl_path() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
+/// Runs a workspace binary, or `kubectl`, with `KUBECONFIG` and `HOME` set.
+fn run_with(bin: &str, kubeconfig: &str, home: &Path, args: &[&str]) -> Output {
+    let path = if bin == "kubectl" {
+        kubectl_path()
+    } else {
+        binary(bin)
+    };
+    Command::new(path)
+        .env("KUBECONFIG", kubeconfig)
+        .env("HOME", home)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {bin}: {e}"))
+}
+
+/// The stdout of `bin args`, which must have succeeded.
+fn succeeded(bin: &str, args: &[&str], out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "{bin} {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `cluster-sim ctl <args>` against the fleet whose kubeconfig is `sim_kubeconfig`.
+fn sim_ctl(sim_kubeconfig: &Path, args: &[&str], ok: impl FnOnce(&[&str]) -> String) {
+    let kc = format!("--kubeconfig={}", sim_kubeconfig.display());
+    let mut all = vec!["ctl", kc.as_str()];
+    all.extend_from_slice(args);
+    ok(&all);
+}
+
 /// `fedctl up` with a simulated fleet in a temporary directory, and kubectl, fedctl and
 /// `cluster-sim ctl` run against it the way the README shows.
 pub struct Up {
@@ -54,7 +88,7 @@ pub struct Up {
     pub data: PathBuf,
     dir: tempfile::TempDir,
     kubeconfig: String,
-    sim_kubeconfig: String,
+    sim_kubeconfig: PathBuf,
 }
 
 impl Up {
@@ -78,7 +112,7 @@ impl Up {
             .expect("fedctl up's kubeconfig line")
             .trim_start_matches("export KUBECONFIG=")
             .to_string();
-        let sim_kubeconfig = data.join("sim.kubeconfig").display().to_string();
+        let sim_kubeconfig = data.join("sim.kubeconfig");
         Up {
             proc,
             data,
@@ -88,32 +122,19 @@ impl Up {
         }
     }
 
-    /// Runs `bin args` with the federation's kubeconfig.
-    pub fn run(&self, bin: &Path, args: &[&str]) -> Output {
-        Command::new(bin)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("HOME", self.dir.path())
-            .args(args)
-            .output()
-            .expect("running a command")
+    /// Runs a workspace binary, or `kubectl`, with the federation's kubeconfig.
+    pub fn run(&self, bin: &str, args: &[&str]) -> Output {
+        run_with(bin, &self.kubeconfig, self.dir.path(), args)
     }
 
     /// Like [`Up::run`], requiring success; returns stdout.
-    pub fn ok(&self, bin: &Path, args: &[&str]) -> String {
-        let out = self.run(bin, args);
-        assert!(
-            out.status.success(),
-            "{} {args:?}: {}{}",
-            bin.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+    pub fn ok(&self, bin: &str, args: &[&str]) -> String {
+        succeeded(bin, args, self.run(bin, args))
     }
 
     /// kubectl, requiring success.
     pub fn kubectl(&self, args: &[&str]) -> String {
-        self.ok(&kubectl_path(), args)
+        self.ok("kubectl", args)
     }
 
     /// `kubectl apply -f examples/web.yaml` and waits for its rollout; returns the file's path.
@@ -133,10 +154,7 @@ impl Up {
 
     /// `cluster-sim ctl` on the fleet.
     pub fn ctl(&self, args: &[&str]) {
-        let kc = format!("--kubeconfig={}", self.sim_kubeconfig);
-        let mut all = vec!["ctl", kc.as_str()];
-        all.extend_from_slice(args);
-        self.ok(&binary("cluster-sim"), &all);
+        sim_ctl(&self.sim_kubeconfig, args, |a| self.ok("cluster-sim", a));
     }
 }
 
@@ -283,17 +301,7 @@ impl Env {
 
     /// Runs a workspace binary with `KUBECONFIG` set to the merged kubeconfig.
     pub fn run(&self, bin: &str, args: &[&str]) -> Output {
-        let path = if bin == "kubectl" {
-            kubectl_path()
-        } else {
-            binary(bin)
-        };
-        Command::new(path)
-            .env("KUBECONFIG", &self.merged)
-            .env("HOME", self.dir.path())
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("running {bin}: {e}"))
+        run_with(bin, &self.merged, self.dir.path(), args)
     }
 
     /// `kubectl rollout status` of `target` (like `deploy/web`) in `namespace`, which
@@ -314,25 +322,12 @@ impl Env {
 
     /// Like [`Env::run`], requiring success; returns stdout.
     pub fn ok(&self, bin: &str, args: &[&str]) -> String {
-        let out = self.run(bin, args);
-        assert!(
-            out.status.success(),
-            "{bin} {args:?} failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        succeeded(bin, args, self.run(bin, args))
     }
 
     /// `cluster-sim ctl ...` against this fleet.
     pub fn ctl(&self, args: &[&str]) {
-        let mut a = vec![
-            "ctl".to_string(),
-            format!("--kubeconfig={}", self.sim_kubeconfig.display()),
-        ];
-        a.extend(args.iter().map(|s| s.to_string()));
-        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
-        self.ok("cluster-sim", &refs);
+        sim_ctl(&self.sim_kubeconfig, args, |a| self.ok("cluster-sim", a));
     }
 
     /// A kube client for the federation.

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use meridian_e2e::Up;
 use meridian_e2e::dns::lookup_a;
 use meridian_e2e::http::{self, Response};
-use meridian_e2e::{Up, binary, kubectl_path};
 
 const HOST: &str = "web.shop.global.meridian.test";
 
@@ -53,7 +53,7 @@ fn clusters_answering(agent: SocketAddr, host: &str, n: usize) -> BTreeSet<Strin
 /// Addresses in a member's Meridian EndpointSlice for web.
 fn remote_agents_in(up: &Up, cluster: &str) -> Option<Vec<String>> {
     let out = up.run(
-        &kubectl_path(),
+        "kubectl",
         &[
             "--context",
             cluster,
@@ -143,7 +143,7 @@ fn a_federated_service_answers_through_every_lb_agent_and_survives_a_cluster_fai
         .then_some(())
     });
 
-    let status = up.ok(&binary("fedctl"), &["status", "svc/web", "-n", "shop"]);
+    let status = up.ok("fedctl", &["status", "svc/web", "-n", "shop"]);
     for c in ["sim-1", "sim-2"] {
         assert!(
             status

@@ -154,6 +154,15 @@ fn finalizers(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The status of a Cluster's Ready condition, if it has one.
+fn ready_status(c: &Cluster) -> Option<String> {
+    let s = c.status.as_ref()?;
+    s.conditions
+        .iter()
+        .find(|x| x.type_ == "Ready")
+        .map(|x| x.status.clone())
+}
+
 impl Central {
     fn members(&self) -> Vec<Arc<MemberShared>> {
         lock(&self.members)
@@ -333,12 +342,7 @@ impl Central {
             }
             Input::Cluster(ev) => match *ev {
                 Ok(Event::Apply(c)) => {
-                    let ready = c.status.as_ref().and_then(|s| {
-                        s.conditions
-                            .iter()
-                            .find(|x| x.type_ == "Ready")
-                            .map(|x| x.status.clone())
-                    });
+                    let ready = ready_status(&c);
                     let name = c.name_any();
                     let was = lock(&self.cluster_ready).insert(name.clone(), ready.clone());
                     let back = ready.as_deref() == Some("True")
@@ -355,12 +359,7 @@ impl Central {
                     }
                 }
                 Ok(Event::InitApply(c)) => {
-                    let ready = c.status.as_ref().and_then(|s| {
-                        s.conditions
-                            .iter()
-                            .find(|x| x.type_ == "Ready")
-                            .map(|x| x.status.clone())
-                    });
+                    let ready = ready_status(&c);
                     lock(&self.cluster_ready).insert(c.name_any(), ready);
                 }
                 Ok(Event::Delete(c)) => {
