@@ -13,6 +13,7 @@ pub mod dynamic;
 pub mod events;
 pub mod member_client;
 pub mod member_sync;
+pub mod member_watch;
 pub mod metrics;
 pub mod service;
 pub mod slim_cache;

@@ -34,6 +34,7 @@ use super::{COMPONENT, ServiceKey, Settings};
 use crate::cluster::backoff;
 use crate::events::{self, Severity};
 use crate::member_sync::{self, Applied, SyncError, lock, now, to_dynamic};
+use crate::member_watch;
 use crate::metrics::Metrics;
 use crate::workload::ownership::{self, Ownership};
 use crate::workload::queue::Queue;
@@ -428,7 +429,9 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store();
-    let stream = watcher::watcher(api, cfg).default_backoff().reflect(writer);
+    let stream = watcher::watcher(api, cfg)
+        .backoff(member_watch::backoff())
+        .reflect(writer);
     let m = m.clone();
     tasks.spawn(async move {
         let mut stream = std::pin::pin!(stream);

@@ -33,6 +33,7 @@ use super::{Settings, drift};
 use crate::cluster::backoff;
 use crate::dynamic::{self, Decoded};
 use crate::member_sync::{self, Applied, SyncError, lock, now};
+use crate::member_watch;
 use crate::metrics::WorkloadMetrics;
 
 /// One member's copy of a workload, as [`MemberShared::look`] finds it.
@@ -459,7 +460,7 @@ fn watch(
         "{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{OWNER_UID_LABEL}"
     ));
     let stream = watcher::watcher(api, cfg)
-        .default_backoff()
+        .backoff(member_watch::backoff())
         .map(|ev| ev.map(dynamic::into_dynamic));
     let m = m.clone();
     let plural = ar.plural.clone();
