@@ -420,3 +420,116 @@ async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
         "the unmanaged object stays"
     );
 }
+
+/// A new workload's Placement gets its per-cluster entries from the members' first reports:
+/// while every destination is still on its first sync (slowed here), nothing is written
+/// that the first report would replace at once.
+#[tokio::test]
+async fn a_new_workloads_status_is_first_written_from_its_members_reports() {
+    let env = Env::start(&["--clusters=1", "--ready-delay=0s"]);
+    let _controllers = env.controllers(&[
+        "--probe-period=2s",
+        "--probe-timeout=2s",
+        "--metrics-bind-address=off",
+    ]);
+    let _scheduler = env.scheduler(&[]);
+    env.join_with_capacity(&["sim-1"], 3).await;
+    env.ok("kubectl", &["create", "namespace", "slow"]);
+    let policy = "apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: all, namespace: slow}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]
+  placement: {clusterAffinity: {clusterNames: [sim-1]}}
+";
+    let file = env.dir.path().join("policy.yaml");
+    std::fs::write(&file, policy).expect("write policy");
+    env.ok(
+        "kubectl",
+        &["apply", "-f", file.to_str().expect("utf-8 path")],
+    );
+    // Every request to sim-1 now waits: the first sync of a new workload takes seconds.
+    env.ctl(&["slow", "sim-1", "--latency", "500ms"]);
+
+    let fed = env.federation().await;
+    let placements: Api<fed_api::Placement> = Api::namespaced(fed.clone(), "slow");
+    let rv = placements
+        .list_metadata(&Default::default())
+        .await
+        .expect("list placements")
+        .metadata
+        .resource_version
+        .expect("list resourceVersion");
+    let deployments: Api<Deployment> = Api::namespaced(fed.clone(), "slow");
+    let d: Deployment = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "w", "namespace": "slow"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "w"}},
+            "template": {
+                "metadata": {"labels": {"app": "w"}},
+                "spec": {"containers": [{"name": "w", "image": "w:1"}]}
+            }
+        }
+    }))
+    .expect("deployment");
+    deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .expect("create w");
+
+    // Until sim-1 has reported, edits that change nothing a member holds have the
+    // controller look at the workload again and again while sim-1 is on its first sync.
+    for i in 0.. {
+        assert!(i < 100_000, "sim-1 never reported");
+        deployments
+            .patch(
+                "w",
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": i.to_string()
+                }}})),
+            )
+            .await
+            .expect("annotate w");
+        let reported = placements
+            .get_opt("deployment-w")
+            .await
+            .expect("get placement")
+            .and_then(|p| p.status)
+            .is_some_and(|s| s.clusters.iter().any(|e| e.last_sync_time.is_some()));
+        if reported {
+            break;
+        }
+    }
+
+    // Every version of the Placement, from its creation until the member reports 2 ready.
+    let seen = std::sync::Mutex::new(Vec::new());
+    wait_for(
+        &placements,
+        "deployment-w",
+        &rv,
+        "sim-1 reporting 2 ready",
+        |p| {
+            let entries = p
+                .status
+                .as_ref()
+                .map(|s| s.clusters.clone())
+                .unwrap_or_default();
+            let done = entries.iter().any(|e| e.ready_replicas == 2);
+            seen.lock().unwrap().push(entries);
+            done
+        },
+    )
+    .await;
+    let seen = seen.into_inner().unwrap();
+    for entries in &seen {
+        for e in entries {
+            assert!(
+                e.last_sync_time.is_some() || !e.error.is_empty(),
+                "an entry written before the member's first report: {e:?}\nall versions: {seen:#?}"
+            );
+        }
+    }
+    assert!(seen.iter().any(|e| !e.is_empty()), "{seen:#?}");
+}

@@ -630,6 +630,19 @@ impl Central {
         if handed_out {
             return Ok(false);
         }
+        // Nothing to tell yet: every destination is still on its first sync of this
+        // workload and none has reported a thing. Each reports when done and the status is
+        // written then; writing empty entries now would cost every new workload two writes
+        // (its status and its Placement's) that the first report replaces at once.
+        let first_syncs_pending = !dest.is_empty()
+            && dest.iter().all(|(c, _)| {
+                looks
+                    .get(c.as_str())
+                    .is_some_and(|(m, _)| m.first_sync_pending(key))
+            });
+        if first_syncs_pending && entries.iter().all(status::nothing_reported) {
+            return Ok(false);
+        }
 
         let all_observed = !dest.is_empty() && observed.iter().all(|o| *o);
         // Kubernetes writes condition times with second precision.

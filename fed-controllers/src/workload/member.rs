@@ -159,6 +159,14 @@ impl MemberShared {
         changed
     }
 
+    /// Whether the member holds an intent for `key` and has not finished a first sync of it
+    /// yet. When it does, it reports back (see `work`), so a status written before then
+    /// would only be overwritten at once.
+    pub fn first_sync_pending(&self, key: &WorkloadKey) -> bool {
+        let has_intent = lock(&self.intents).contains(key);
+        has_intent && !lock(&self.records).contains_key(key)
+    }
+
     /// Whether the workload's intent was built from inputs with digest `source`: building
     /// it again would give the same intent.
     pub fn has_intent_from(&self, key: &WorkloadKey, source: u64) -> bool {

@@ -116,6 +116,17 @@ pub fn count_nothing(e: &mut ClusterWorkloadStatus) {
     e.updated_replicas = 0;
 }
 
+/// Whether an entry says nothing yet: no copy counted, no sync finished, no error.
+pub fn nothing_reported(e: &ClusterWorkloadStatus) -> bool {
+    e.replicas == 0
+        && e.ready_replicas == 0
+        && e.available_replicas == 0
+        && e.updated_replicas == 0
+        && e.observed_generation.is_none()
+        && e.last_sync_time.is_none()
+        && e.error.is_empty()
+}
+
 /// Sums the entries (members that are leaving count until their copy's removal starts:
 /// their pods still run).
 pub fn sum(entries: &[ClusterWorkloadStatus]) -> Totals {
@@ -266,6 +277,22 @@ mod tests {
             updated_replicas: upd,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn nothing_reported_until_a_count_a_sync_or_an_error() {
+        assert!(nothing_reported(&entry("a", 0, 0, 0, 0)));
+        assert!(!nothing_reported(&entry("a", 1, 0, 0, 0)));
+        assert!(!nothing_reported(&entry("a", 0, 0, 0, 1)));
+        let mut synced = entry("a", 0, 0, 0, 0);
+        synced.last_sync_time = Some("2026-11-25T12:00:00Z".into());
+        assert!(!nothing_reported(&synced));
+        let mut observed = entry("a", 0, 0, 0, 0);
+        observed.observed_generation = Some(1);
+        assert!(!nothing_reported(&observed));
+        let mut failing = entry("a", 0, 0, 0, 0);
+        failing.error = "not connected".into();
+        assert!(!nothing_reported(&failing));
     }
 
     #[test]
