@@ -525,6 +525,14 @@ impl Central {
             .map(|(name, _)| name.to_string())
             .collect();
         let want_of = |replicas: i32| desired::sub_object(&fed, key.kind, replicas, &uid);
+        // Whether every destination is still on its first sync. Read before the reports: a
+        // sync that ends in between then shows in them, never in neither.
+        let first_syncs_pending = !dest.is_empty()
+            && dest.iter().all(|(c, _)| {
+                looks
+                    .get(c.as_str())
+                    .is_some_and(|(m, _)| m.first_sync_pending(key))
+            });
         let reports: HashMap<&str, status::MemberReport> = dest_names
             .iter()
             .copied()
@@ -634,12 +642,6 @@ impl Central {
         // workload and none has reported a thing. Each reports when done and the status is
         // written then; writing empty entries now would cost every new workload two writes
         // (its status and its Placement's) that the first report replaces at once.
-        let first_syncs_pending = !dest.is_empty()
-            && dest.iter().all(|(c, _)| {
-                looks
-                    .get(c.as_str())
-                    .is_some_and(|(m, _)| m.first_sync_pending(key))
-            });
         if first_syncs_pending && entries.iter().all(status::nothing_reported) {
             return Ok(false);
         }

@@ -859,11 +859,12 @@ fn finish(m: &Arc<MemberShared>, key: &WorkloadKey, result: Result<Option<Synced
         return;
     };
     let uid = intent.uid.clone();
-    let (prev_error, prev_converged, attempts) = {
-        let mut records = lock(&m.records);
-        let r = records.entry(key.clone()).or_default();
-        (r.error.clone(), r.converged.clone(), r.attempts)
-    };
+    // Read without creating the record: a record appears only with an outcome in it, so a
+    // reconcile between here and there still sees the first sync as pending.
+    let (prev_error, prev_converged, attempts) = lock(&m.records)
+        .get(key)
+        .map(|r| (r.error.clone(), r.converged.clone(), r.attempts))
+        .unwrap_or_default();
     match result {
         Ok(synced) => {
             {
