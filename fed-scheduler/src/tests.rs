@@ -351,6 +351,8 @@ fn failover_toleration_guard_and_recovery() {
     let after = prev(&[("a", 3), ("b", 3)]);
     let d = schedule(&fleet3(), &w, Some(&p), Some(&after)).unwrap();
     assert_eq!(targets(&d), vec![("a", 3), ("b", 3)]);
+    // ...and says why c got none.
+    assert_eq!(d.why("c").unwrap().reasons[0].reason, Reason::NotRebalanced);
     // ...but growth goes there first.
     let d = schedule(&fleet3(), &workload(7), Some(&p), Some(&after)).unwrap();
     assert_eq!(targets(&d), vec![("a", 3), ("b", 3), ("c", 1)]);

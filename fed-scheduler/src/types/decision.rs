@@ -121,6 +121,9 @@ pub enum Reason {
     },
     /// Selected, but the division gave it no replicas (too few replicas to go around).
     NoReplicasLeft,
+    /// Selected and a fresh division would give it replicas, but the workload's replicas
+    /// stay where they were placed (`failover.rebalanceOnRecovery` is false).
+    NotRebalanced,
 }
 
 impl Reason {
@@ -145,6 +148,7 @@ impl Reason {
             Reason::NotInPreferences => "NotInPreferences",
             Reason::AtMaxReplicas { .. } => "MaxReplicas",
             Reason::NoReplicasLeft => "NoReplicasLeft",
+            Reason::NotRebalanced => "NotRebalanced",
         }
     }
 }
@@ -243,6 +247,10 @@ impl fmt::Display for Reason {
             }
             Reason::AtMaxReplicas { max } => write!(f, "at maxReplicas {max}"),
             Reason::NoReplicasLeft => write!(f, "selected but no replicas left for it"),
+            Reason::NotRebalanced => write!(
+                f,
+                "selected, but replicas stay where they were placed (rebalanceOnRecovery is false)"
+            ),
         }
     }
 }

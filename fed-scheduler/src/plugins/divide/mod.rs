@@ -96,6 +96,11 @@ impl Divide {
         let total64 = u64::from(total);
         let fresh = webster::divide(&seats, total64);
         let has_previous = sel.iter().any(|c| c.previous > 0);
+        // Newcomers a fresh division would give replicas, kept at zero because replicas
+        // stay where they are (`rebalanceOnRecovery: false`): told as such, not as "no
+        // replicas left".
+        let newcomers_kept_out = has_previous && !ctx.placement.rebalance_on_recovery();
+        let would_get: Vec<bool> = fresh.iter().map(|&f| f > 0).collect();
         let result = if !has_previous {
             fresh
         } else {
@@ -150,7 +155,15 @@ impl Divide {
                     },
                 ));
             } else if r == 0 {
-                notes.push((i, Reason::NoReplicasLeft));
+                let kept_out = newcomers_kept_out && c.previous == 0 && would_get[i];
+                notes.push((
+                    i,
+                    if kept_out {
+                        Reason::NotRebalanced
+                    } else {
+                        Reason::NoReplicasLeft
+                    },
+                ));
             }
         }
         Shares {
