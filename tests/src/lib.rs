@@ -325,6 +325,16 @@ impl Env {
         succeeded(bin, args, self.run(bin, args))
     }
 
+    /// Writes `text` to `file` in the scratch directory and `kubectl apply`s it.
+    pub fn apply(&self, file: &str, text: &str) {
+        let path = self.dir.path().join(file);
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("writing {file}: {e}"));
+        self.ok(
+            "kubectl",
+            &["apply", "-f", path.to_str().expect("utf-8 path")],
+        );
+    }
+
     /// `cluster-sim ctl ...` against this fleet.
     pub fn ctl(&self, args: &[&str]) {
         sim_ctl(&self.sim_kubeconfig, args, |a| self.ok("cluster-sim", a));

@@ -137,22 +137,13 @@ async fn join_all(env: &Env) {
     env.join_with_capacity(&CLUSTERS, 3).await;
 }
 
-fn apply(env: &Env, file: &str, text: &str) {
-    let path = env.dir.path().join(file);
-    std::fs::write(&path, text).expect("writing manifest");
-    env.ok(
-        "kubectl",
-        &["apply", "-f", path.to_str().expect("utf-8 path")],
-    );
-}
-
 #[tokio::test]
 async fn member_down_fails_over_and_returns_to_its_current_share() {
     let env = start();
     let _controllers = env.controllers(&CONTROLLER_FLAGS);
     let _scheduler = env.scheduler(&[]);
     join_all(&env).await;
-    apply(&env, "app.yaml", &app(&CLUSTERS, 12));
+    env.apply("app.yaml", &app(&CLUSTERS, 12));
     env.rollout_status("deploy/web", "shop");
     let fed = env.federation().await;
     let placements: Api<fed_api::Placement> = Api::namespaced(fed.clone(), "shop");
@@ -309,7 +300,7 @@ async fn controller_killed_mid_push_converges_without_duplicates() {
     let mut controllers = env.controllers(&CONTROLLER_FLAGS);
     let _scheduler = env.scheduler(&[]);
     join_all(&env).await;
-    apply(&env, "app.yaml", &app(&CLUSTERS, 30));
+    env.apply("app.yaml", &app(&CLUSTERS, 30));
     env.rollout_status("deploy/web", "shop");
     let fed = env.federation().await;
     let placements: Api<fed_api::Placement> = Api::namespaced(fed.clone(), "shop");
@@ -317,7 +308,7 @@ async fn controller_killed_mid_push_converges_without_duplicates() {
 
     // Scale and narrow the placement to two clusters, and kill the controllers while they
     // push: sim-3's copy must go only once the others hold the whole 60.
-    apply(&env, "app2.yaml", &app(&["sim-1", "sim-2"], 60));
+    env.apply("app2.yaml", &app(&["sim-1", "sim-2"], 60));
     wait_for(&placements, "deployment-web", "the new placement", |p| {
         dest(p).values().sum::<i32>() == 60 && !dest(p).contains_key("sim-3")
     })
@@ -356,7 +347,7 @@ async fn orphaning_delete_leaves_member_copies() {
     let _controllers = env.controllers(&CONTROLLER_FLAGS);
     let _scheduler = env.scheduler(&[]);
     join_all(&env).await;
-    apply(&env, "app.yaml", &app(&CLUSTERS, 6));
+    env.apply("app.yaml", &app(&CLUSTERS, 6));
     env.rollout_status("deploy/web", "shop");
     let fed = env.federation().await;
     let p: Api<fed_api::Placement> = Api::namespaced(fed.clone(), "shop");

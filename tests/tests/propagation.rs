@@ -371,12 +371,7 @@ async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
     m1.create(&PostParams::default(), &unmanaged)
         .await
         .expect("unmanaged object");
-    let other = env.dir.path().join("other.yaml");
-    std::fs::write(&other, OTHER).expect("writing other.yaml");
-    env.ok(
-        "kubectl",
-        &["apply", "-f", other.to_str().expect("utf-8 path")],
-    );
+    env.apply("other.yaml", OTHER);
     let p = wait_for(
         &placements,
         "deployment-other",
@@ -442,12 +437,7 @@ spec:
   resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]
   placement: {clusterAffinity: {clusterNames: [sim-1]}}
 ";
-    let file = env.dir.path().join("policy.yaml");
-    std::fs::write(&file, policy).expect("write policy");
-    env.ok(
-        "kubectl",
-        &["apply", "-f", file.to_str().expect("utf-8 path")],
-    );
+    env.apply("policy.yaml", policy);
     // Every request to sim-1 now waits: the first sync of a new workload takes seconds.
     env.ctl(&["slow", "sim-1", "--latency", "500ms"]);
 

@@ -149,12 +149,7 @@ async fn places_scales_explains_fails_over_and_recovers() {
         assert!(out.contains(&format!("cluster {c} is Ready")), "{out}");
     }
     env.ok("kubectl", &["create", "namespace", "shop"]);
-    let app = env.dir.path().join("app.yaml");
-    std::fs::write(&app, APP).expect("writing app.yaml");
-    env.ok(
-        "kubectl",
-        &["apply", "-f", app.to_str().expect("utf-8 path")],
-    );
+    env.apply("app.yaml", APP);
     let fed = env.federation().await;
 
     // Webster with weights 1:2 over 10 replicas: 10/3 = 3.33 -> 3, 20/3 = 6.67 -> 7.

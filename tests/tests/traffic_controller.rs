@@ -240,9 +240,7 @@ async fn services_reach_across_members_through_lb_agents() {
         agents["c"].clone(),
     );
 
-    let app = scratch.path().join("app.yaml");
-    std::fs::write(&app, APP).expect("app.yaml");
-    env.ok("kubectl", &["apply", "-f", app.to_str().expect("utf-8")]);
+    env.apply("app.yaml", APP);
 
     let fed = env.federation().await;
     let placements: Api<fed_api::Placement> = Api::namespaced(fed.clone(), "shop");
@@ -532,9 +530,7 @@ async fn services_reach_across_members_through_lb_agents() {
         .create(&PostParams::default(), &mine)
         .await
         .expect("unmanaged Service");
-    let policy = scratch.path().join("svc-policy.yaml");
-    std::fs::write(&policy, SERVICE_POLICY).expect("policy");
-    env.ok("kubectl", &["apply", "-f", policy.to_str().expect("utf-8")]);
+    env.apply("svc-policy.yaml", SERVICE_POLICY);
     wait_for(&placements, "service-web", "conflict in c reported", |p| {
         p.and_then(|p| p.status.as_ref()).is_some_and(|s| {
             s.clusters

@@ -96,18 +96,24 @@ impl Divide {
         let total64 = u64::from(total);
         let fresh = webster::divide(&seats, total64);
         let has_previous = sel.iter().any(|c| c.previous > 0);
-        // Newcomers a fresh division would give replicas, kept at zero because replicas
-        // stay where they are (`rebalanceOnRecovery: false`): told as such, not as "no
-        // replicas left".
-        let newcomers_kept_out = has_previous && !ctx.placement.rebalance_on_recovery();
-        let would_get: Vec<bool> = fresh.iter().map(|&f| f > 0).collect();
+        // Replicas stay where they are, newcomers getting only growth
+        // (`rebalanceOnRecovery: false`).
+        let stay_in_place = has_previous
+            && sel.iter().any(|c| c.previous == 0)
+            && !ctx.placement.rebalance_on_recovery();
+        // Then the newcomers a fresh division would have given replicas are told as such,
+        // not as "no replicas left".
+        let fresh_gives: Vec<bool> = if stay_in_place {
+            fresh.iter().map(|&f| f > 0).collect()
+        } else {
+            Vec::new()
+        };
         let result = if !has_previous {
             fresh
         } else {
             let from: Vec<u64> = sel.iter().map(|c| u64::from(c.previous)).collect();
             let kept = webster::adjust(&seats, &from, total64);
-            let newcomers = sel.iter().any(|c| c.previous == 0);
-            if newcomers && !ctx.placement.rebalance_on_recovery() {
+            if stay_in_place {
                 kept
             } else if !dynamic {
                 fresh
@@ -155,7 +161,7 @@ impl Divide {
                     },
                 ));
             } else if r == 0 {
-                let kept_out = newcomers_kept_out && c.previous == 0 && would_get[i];
+                let kept_out = stay_in_place && c.previous == 0 && fresh_gives[i];
                 notes.push((
                     i,
                     if kept_out {
