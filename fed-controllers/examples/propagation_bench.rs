@@ -24,8 +24,10 @@
 //! `--api-only` runs the members without their simulated controllers (cluster-sim
 //! `--api-only`): written copies stay as written and no pods run, so the member side costs
 //! what a real member's API server costs this host (its controllers and kubelets run on the
-//! member's own machines) and the figures show the federation side alone. The status-lag
-//! phase needs running pods and is skipped then. `PROPAGATION_BENCH_FED_CONTROLLERS=<path>`
+//! member's own machines) and the figures show the federation side alone. With no pods to
+//! become Ready, the bench plays the members' controllers for the status-lag phase: each
+//! paced copy gets, `--ready-delay-ms` after it appears, the status a member reports once
+//! its pods are Ready (one status write on the member). `PROPAGATION_BENCH_FED_CONTROLLERS=<path>`
 //! (likewise `_FEDERATION_APISERVER`, `_FED_SCHEDULER`, `_CLUSTER_SIM`) runs another build
 //! or a profiler wrapper in that binary's place. CPU seconds per process are printed per phase
 //! (robust to a noisy machine where latencies are not).
@@ -316,11 +318,72 @@ fn counts(d: &watched::Deployment) -> (i32, i32) {
     (d.spec.replicas.unwrap_or(1), ready.unwrap_or(0))
 }
 
+/// A copy that appeared in a member: which member, its name, generation and replicas.
+type Appeared = (usize, String, i64, i32);
+
+/// In API-only runs, plays the member's controllers for each copy sent while it is on: a
+/// delay after the copy appears (its pods starting), it writes the status the member's
+/// Deployment controller would once they are Ready.
+struct ReadyResponder {
+    on: Arc<std::sync::atomic::AtomicBool>,
+    tx: tokio::sync::mpsc::UnboundedSender<Appeared>,
+}
+
+impl ReadyResponder {
+    fn start(members: Vec<kube::Client>, delay: Duration) -> Self {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Appeared>();
+        let sem = Arc::new(Semaphore::new(CONCURRENCY));
+        tokio::spawn(async move {
+            while let Some((member, name, generation, replicas)) = rx.recv().await {
+                let due = tokio::time::Instant::now() + delay;
+                let api: Api<Deployment> = Api::namespaced(members[member].clone(), NS);
+                let sem = sem.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep_until(due).await;
+                    let _permit = sem.acquire().await.unwrap();
+                    let status = json!({"status": {
+                        "observedGeneration": generation, "replicas": replicas,
+                        "updatedReplicas": replicas, "readyReplicas": replicas,
+                        "availableReplicas": replicas}});
+                    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+                        .await
+                        .unwrap_or_else(|e| panic!("status of {name} in member {member}: {e}"));
+                });
+            }
+        });
+        Self {
+            on: Arc::default(),
+            tx,
+        }
+    }
+
+    fn set(&self, on: bool) {
+        self.on.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Where a member's watch reports each copy it sees for the first time.
+    fn sink(&self) -> Sink {
+        Sink {
+            on: self.on.clone(),
+            tx: self.tx.clone(),
+        }
+    }
+}
+
+/// A member watch's end of a [`ReadyResponder`].
+#[derive(Clone)]
+struct Sink {
+    on: Arc<std::sync::atomic::AtomicBool>,
+    tx: tokio::sync::mpsc::UnboundedSender<Appeared>,
+}
+
 /// Starts a watcher on the Deployments of [`NS`]; `member` is `None` for the federation.
+/// A member's watch passes each copy it sees first to `responder`, if any.
 fn watch(
     client: kube::Client,
     member: Option<usize>,
     seen: Arc<Mutex<Seen>>,
+    responder: Option<Sink>,
 ) -> tokio::task::JoinHandle<()> {
     let api: Api<watched::Deployment> = Api::namespaced_with(client, NS, &watched::deployments());
     tokio::spawn(async move {
@@ -336,7 +399,18 @@ fn watch(
             let mut g = seen.lock().unwrap();
             match member {
                 Some(c) => {
-                    g.added.entry((c, name.clone())).or_insert(now);
+                    if let std::collections::hash_map::Entry::Vacant(e) =
+                        g.added.entry((c, name.clone()))
+                    {
+                        e.insert(now);
+                        if let Some(r) = &responder
+                            && r.on.load(std::sync::atomic::Ordering::Relaxed)
+                            && ready != spec
+                        {
+                            let generation = d.metadata.generation.unwrap_or(1);
+                            let _ = r.tx.send((c, name.clone(), generation, spec));
+                        }
+                    }
                     g.scaled.entry((c, name.clone(), spec)).or_insert(now);
                     if ready == spec {
                         g.member_ready.entry((c, name, spec)).or_insert(now);
@@ -841,12 +915,23 @@ async fn run() -> anyhow::Result<()> {
     );
 
     let seen = Arc::new(Mutex::new(Seen::default()));
+    let mut member_clients = Vec::new();
+    for n in &names {
+        member_clients.push(client(&sim_kc, Some(n)).await);
+    }
+    let responder = api_only.then(|| {
+        ReadyResponder::start(
+            member_clients.clone(),
+            Duration::from_millis(ready_delay_ms as u64),
+        )
+    });
     let mut member_watches = Vec::new();
-    for (i, n) in names.iter().enumerate() {
-        member_watches.push(watch(client(&sim_kc, Some(n)).await, Some(i), seen.clone()));
+    for (i, c) in member_clients.into_iter().enumerate() {
+        let sink = responder.as_ref().map(ReadyResponder::sink);
+        member_watches.push(watch(c, Some(i), seen.clone(), sink));
     }
     let fed_watches = [
-        watch(fed.clone(), None, seen.clone()),
+        watch(fed.clone(), None, seen.clone(), None),
         watch_placements(fed.clone(), seen.clone()),
     ];
 
@@ -863,6 +948,9 @@ async fn run() -> anyhow::Result<()> {
     let cpu0 = Cpu::sample(pids);
     let fw0 = fed_writes(&fed).await;
     let t_paced = Instant::now();
+    if let Some(r) = &responder {
+        r.set(true);
+    }
     let created = create_all(&fed, &paced, rate).await;
     propagation(&fed, "paced", &seen, &paced, &created).await;
     settle(&fed, t_paced).await;
@@ -875,9 +963,11 @@ async fn run() -> anyhow::Result<()> {
 
     // (d) status lag on the paced set: last member copy Ready -> federated READY.
     if api_only {
-        println!("  status lag: not measured (API-only members run no pods)");
-    } else {
-        status_lag(&seen, &paced).await;
+        println!("  (API-only members: this bench writes each copy's Ready status)");
+    }
+    status_lag(&seen, &paced).await;
+    if let Some(r) = &responder {
+        r.set(false);
     }
 
     // (c) memory with every Deployment propagated and steady.
