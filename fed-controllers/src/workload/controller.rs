@@ -65,6 +65,10 @@ impl ReconcileError {
 
 /// First retry delay after a write conflict.
 const CONFLICT_RETRY_BASE: std::time::Duration = std::time::Duration::from_millis(20);
+/// How long a status look may wait behind changes to what is wanted before they take turns:
+/// a stream of new work (a GitOps sync of thousands of objects) slows the federated status
+/// down, but never holds a finished rollout's READY back until the stream ends.
+const STATUS_WAIT_BOUND: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The federation caches.
 #[derive(Clone)]
@@ -986,7 +990,7 @@ pub async fn run(
             placements,
             clusters,
         },
-        queue: Arc::new(Queue::default()),
+        queue: Arc::new(Queue::with_low_lane_bound(STATUS_WAIT_BOUND)),
         members: Mutex::default(),
         metrics,
         cluster_ready: Mutex::default(),

@@ -5,8 +5,10 @@
 //! until its worker calls [`Queue::done`] (client-go's workqueue rule). Keys pushed with
 //! [`Queue::push_low`] (status refreshes) wait behind those pushed with [`Queue::push`]
 //! (changes to what is wanted), so a flood of status updates never delays new work; a key
-//! pushed both ways waits once, in the first lane. Each waiting key remembers when it was
-//! first queued, for the status-lag metric. [`Queue::push_low_after`] defers a low push,
+//! pushed both ways waits once, in the first lane. A flood of new work does not hold status
+//! back for ever either: once the oldest low key has waited past the queue's bound (see
+//! [`Queue::with_low_lane_bound`]), the lanes take turns until it has not. Each waiting key
+//! remembers when it was first queued, for the status-lag metric. [`Queue::push_low_after`] defers a low push,
 //! so a burst of status updates of one key (each member reporting in turn) costs one pass.
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -26,12 +28,34 @@ struct Inner<K> {
     processing: HashSet<K>,
     /// Keys whose deferred low push is pending, and when it is due (the earliest asked for).
     deferred: HashMap<K, tokio::time::Instant>,
+    /// The lane the last key handed out came from.
+    last_lane: usize,
+}
+
+impl<K: Clone + Eq + Hash> Inner<K> {
+    /// Whether the oldest key of the low lane has waited longer than `bound`. Stale entries
+    /// at the lane's front are dropped on the way (a pop would skip them too).
+    fn low_lane_overdue(&mut self, now: Instant, bound: Duration) -> bool {
+        while let Some(k) = self.lanes[1].front() {
+            match self.waiting.get(k) {
+                Some(&(since, 1)) if !self.processing.contains(k) => {
+                    return now.saturating_duration_since(since) > bound;
+                }
+                _ => {
+                    self.lanes[1].pop_front();
+                }
+            }
+        }
+        false
+    }
 }
 
 /// Keys waiting for a worker.
 pub struct Queue<K> {
     inner: Mutex<Inner<K>>,
     notify: Notify,
+    /// How long the low lane's oldest key may wait before the lanes take turns.
+    low_lane_bound: Option<Duration>,
 }
 
 impl<K: Clone + Eq + Hash> Default for Queue<K> {
@@ -42,13 +66,26 @@ impl<K: Clone + Eq + Hash> Default for Queue<K> {
                 waiting: HashMap::new(),
                 processing: HashSet::new(),
                 deferred: HashMap::new(),
+                last_lane: 0,
             }),
             notify: Notify::new(),
+            low_lane_bound: None,
         }
     }
 }
 
 impl<K: Clone + Eq + Hash> Queue<K> {
+    /// A queue whose low lane is served strictly after the other, except that once its
+    /// oldest key has waited longer than `bound`, every other key handed out comes from it
+    /// (while that holds): under a sustained flood of urgent work each lane gets at least
+    /// half the workers' turns, rather than the low one none.
+    pub fn with_low_lane_bound(bound: Duration) -> Self {
+        Queue {
+            low_lane_bound: Some(bound),
+            ..Self::default()
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner<K>> {
         // The data stays consistent across a panicking holder: each operation is one step.
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
@@ -122,13 +159,24 @@ impl<K: Clone + Eq + Hash> Queue<K> {
     /// Takes the next key and when it was first queued, without waiting. The key is busy
     /// until [`Queue::done`].
     pub fn try_pop_timed(&self) -> Option<(K, Instant)> {
+        self.try_pop_at(Instant::now())
+    }
+
+    /// [`Queue::try_pop_timed`] as of `now`.
+    fn try_pop_at(&self, now: Instant) -> Option<(K, Instant)> {
         let mut g = self.lock();
-        for lane in 0..2 {
+        let low_turn = g.last_lane == 0
+            && self
+                .low_lane_bound
+                .is_some_and(|bound| g.low_lane_overdue(now, bound));
+        let order = if low_turn { [1, 0] } else { [0, 1] };
+        for lane in order {
             while let Some(k) = g.lanes[lane].pop_front() {
                 match g.waiting.get(&k) {
                     Some(&(since, l)) if l == lane && !g.processing.contains(&k) => {
                         g.waiting.remove(&k);
                         g.processing.insert(k.clone());
+                        g.last_lane = lane;
                         return Some((k, since));
                     }
                     // Stale: moved to another lane, or busy (`done` queues it again).
@@ -228,6 +276,52 @@ mod tests {
             q.done(&k);
         }
         assert!(q.is_idle());
+    }
+
+    #[test]
+    fn an_overdue_low_lane_takes_turns_with_the_other() {
+        let bound = Duration::from_millis(250);
+        let q = Queue::with_low_lane_bound(bound);
+        q.push_low(1);
+        q.push_low(2);
+        for k in 10..14 {
+            q.push(k);
+        }
+        let pop_at = |now: Instant| {
+            let (k, _) = q.try_pop_at(now).expect("queued");
+            q.done(&k);
+            k
+        };
+        let t0 = Instant::now();
+        // Within the bound the low lane waits.
+        assert_eq!(pop_at(t0), 10);
+        // Past it, every other key is a low one, oldest first, until none is overdue.
+        let late = t0 + bound * 2;
+        let order: Vec<i32> = (0..5).map(|_| pop_at(late)).collect();
+        assert_eq!(order, [1, 11, 2, 12, 13]);
+        assert!(q.is_idle());
+
+        // A queue without a bound keeps the low lane strictly behind.
+        let strict = Queue::default();
+        strict.push_low(1);
+        strict.push(10);
+        strict.push(11);
+        let order: Vec<i32> =
+            std::iter::from_fn(|| strict.try_pop_at(late).map(|(k, _)| k)).collect();
+        assert_eq!(order, [10, 11, 1]);
+    }
+
+    #[test]
+    fn a_low_key_moved_up_is_not_counted_as_overdue() {
+        let bound = Duration::from_millis(250);
+        let q = Queue::with_low_lane_bound(bound);
+        q.push_low(1);
+        q.push(1); // now waits in the first lane; its low entry is stale
+        q.push(2);
+        q.push(3);
+        let late = Instant::now() + bound * 2;
+        let order: Vec<i32> = std::iter::from_fn(|| q.try_pop_at(late).map(|(k, _)| k)).collect();
+        assert_eq!(order, [1, 2, 3]);
     }
 
     #[tokio::test(start_paused = true)]
