@@ -8,8 +8,9 @@
 //! pushed both ways waits once, in the first lane. A flood of new work does not hold status
 //! back for ever either: once the oldest low key has waited past the queue's bound (see
 //! [`Queue::with_low_lane_bound`]), the lanes take turns until it has not. Each waiting key
-//! remembers when it was first queued, for the status-lag metric. [`Queue::push_low_after`] defers a low push,
-//! so a burst of status updates of one key (each member reporting in turn) costs one pass.
+//! remembers when it was first queued, for the status-lag metric and that bound.
+//! [`Queue::push_low_after`] defers a low push, so a burst of status updates of one key (each
+//! member reporting in turn) costs one pass.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
