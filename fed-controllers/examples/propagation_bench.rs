@@ -43,6 +43,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -321,22 +322,28 @@ fn counts(d: &watched::Deployment) -> (i32, i32) {
 /// A copy that appeared in a member: which member, its name, generation and replicas.
 type Appeared = (usize, String, i64, i32);
 
-/// In API-only runs, plays the member's controllers for each copy sent while it is on: a
-/// delay after the copy appears (its pods starting), it writes the status the member's
-/// Deployment controller would once they are Ready.
+/// In API-only runs, plays the member's controllers for each copy that appears until
+/// [`ReadyResponder::stop`]: a delay after the copy appears (its pods starting), it writes
+/// the status the member's Deployment controller would once they are Ready. Each member's
+/// watch holds a clone.
+#[derive(Clone)]
 struct ReadyResponder {
-    on: Arc<std::sync::atomic::AtomicBool>,
+    on: Arc<AtomicBool>,
     tx: tokio::sync::mpsc::UnboundedSender<Appeared>,
 }
 
 impl ReadyResponder {
     fn start(members: Vec<kube::Client>, delay: Duration) -> Self {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Appeared>();
+        let apis: Vec<Api<Deployment>> = members
+            .into_iter()
+            .map(|c| Api::namespaced(c, NS))
+            .collect();
         let sem = Arc::new(Semaphore::new(CONCURRENCY));
         tokio::spawn(async move {
             while let Some((member, name, generation, replicas)) = rx.recv().await {
                 let due = tokio::time::Instant::now() + delay;
-                let api: Api<Deployment> = Api::namespaced(members[member].clone(), NS);
+                let api = apis[member].clone();
                 let sem = sem.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep_until(due).await;
@@ -352,29 +359,22 @@ impl ReadyResponder {
             }
         });
         Self {
-            on: Arc::default(),
+            on: Arc::new(AtomicBool::new(true)),
             tx,
         }
     }
 
-    fn set(&self, on: bool) {
-        self.on.store(on, std::sync::atomic::Ordering::Relaxed);
+    /// Copies that appear from now on are left as they are.
+    fn stop(&self) {
+        self.on.store(false, Ordering::Relaxed);
     }
 
-    /// Where a member's watch reports each copy it sees for the first time.
-    fn sink(&self) -> Sink {
-        Sink {
-            on: self.on.clone(),
-            tx: self.tx.clone(),
+    /// Called by a member's watch for each copy it sees for the first time.
+    fn appeared(&self, copy: Appeared) {
+        if self.on.load(Ordering::Relaxed) {
+            let _ = self.tx.send(copy);
         }
     }
-}
-
-/// A member watch's end of a [`ReadyResponder`].
-#[derive(Clone)]
-struct Sink {
-    on: Arc<std::sync::atomic::AtomicBool>,
-    tx: tokio::sync::mpsc::UnboundedSender<Appeared>,
 }
 
 /// Starts a watcher on the Deployments of [`NS`]; `member` is `None` for the federation.
@@ -383,7 +383,7 @@ fn watch(
     client: kube::Client,
     member: Option<usize>,
     seen: Arc<Mutex<Seen>>,
-    responder: Option<Sink>,
+    responder: Option<ReadyResponder>,
 ) -> tokio::task::JoinHandle<()> {
     let api: Api<watched::Deployment> = Api::namespaced_with(client, NS, &watched::deployments());
     tokio::spawn(async move {
@@ -404,11 +404,10 @@ fn watch(
                     {
                         e.insert(now);
                         if let Some(r) = &responder
-                            && r.on.load(std::sync::atomic::Ordering::Relaxed)
                             && ready != spec
                         {
                             let generation = d.metadata.generation.unwrap_or(1);
-                            let _ = r.tx.send((c, name.clone(), generation, spec));
+                            r.appeared((c, name.clone(), generation, spec));
                         }
                     }
                     g.scaled.entry((c, name.clone(), spec)).or_insert(now);
@@ -927,8 +926,7 @@ async fn run() -> anyhow::Result<()> {
     });
     let mut member_watches = Vec::new();
     for (i, c) in member_clients.into_iter().enumerate() {
-        let sink = responder.as_ref().map(ReadyResponder::sink);
-        member_watches.push(watch(c, Some(i), seen.clone(), sink));
+        member_watches.push(watch(c, Some(i), seen.clone(), responder.clone()));
     }
     let fed_watches = [
         watch(fed.clone(), None, seen.clone(), None),
@@ -948,9 +946,6 @@ async fn run() -> anyhow::Result<()> {
     let cpu0 = Cpu::sample(pids);
     let fw0 = fed_writes(&fed).await;
     let t_paced = Instant::now();
-    if let Some(r) = &responder {
-        r.set(true);
-    }
     let created = create_all(&fed, &paced, rate).await;
     propagation(&fed, "paced", &seen, &paced, &created).await;
     settle(&fed, t_paced).await;
@@ -967,7 +962,7 @@ async fn run() -> anyhow::Result<()> {
     }
     status_lag(&seen, &paced).await;
     if let Some(r) = &responder {
-        r.set(false);
+        r.stop();
     }
 
     // (c) memory with every Deployment propagated and steady.
