@@ -2,6 +2,7 @@
 
 mod field_path;
 pub mod json_pointer;
+pub mod managed;
 pub mod packed;
 pub mod patch;
 pub mod protobuf;

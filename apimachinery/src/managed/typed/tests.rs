@@ -1,0 +1,212 @@
+//! Walks of typed values on a small structural schema: merge order, owned fields,
+//! duplicates, removal and validation.
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::managed::model::ObjectType;
+use crate::schema::Definitions;
+
+fn ty() -> ObjectType {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "v": {"type": "integer"}}}},
+            "args": {"type": "array", "items": {"type": "string"}},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+        }
+    });
+    ObjectType::from_structural(&schema, &Definitions::default(), false).unwrap()
+}
+
+fn paths(set: &FieldSet) -> Vec<String> {
+    set.paths().iter().map(ToString::to_string).collect()
+}
+
+fn names(v: &Value) -> Vec<&str> {
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn list_merge_order() {
+    let t = ty();
+    let obj = |names: &[&str]| json!({"items": names.iter().map(|n| json!({"name": n})).collect::<Vec<_>>()});
+    // (live, config, merged): items only live keep their place, shared ones follow the
+    // configuration, new ones come where the configuration puts them.
+    let cases: &[(&[&str], &[&str], &[&str])] = &[
+        (&["a", "b"], &["c"], &["a", "b", "c"]),
+        (&["a", "b", "c"], &["c", "a"], &["b", "c", "a"]),
+        (&["a", "x", "b"], &["b", "n", "a"], &["x", "b", "n", "a"]),
+        (
+            &["a", "b", "c", "d"],
+            &["a", "aprime", "c", "cprime"],
+            &["a", "b", "aprime", "c", "d", "cprime"],
+        ),
+        (&[], &["a"], &["a"]),
+    ];
+    for (live, config, want) in cases {
+        let merged = merge(&t.model, t.root, Some(&obj(live)), Some(&obj(config))).unwrap();
+        assert_eq!(names(&merged), *want, "{live:?} + {config:?}");
+    }
+}
+
+#[test]
+fn merge_atomic_deduced_and_mismatched() {
+    let t = ty();
+    let live = json!({"args": ["a", "b"], "free": {"x": {"y": 1}, "l": [1, 2]}, "items": [{"name": "a", "v": 1}]});
+    let config =
+        json!({"args": ["c"], "free": {"x": {"z": 2}, "l": [3]}, "items": [{"name": "a", "v": 2}]});
+    let merged = merge(&t.model, t.root, Some(&live), Some(&config)).unwrap();
+    assert_eq!(
+        merged,
+        json!({"args": ["c"], "free": {"x": {"y": 1, "z": 2}, "l": [3]}, "items": [{"name": "a", "v": 2}]})
+    );
+    // A value of another kind replaces the old one whole.
+    let merged = merge(
+        &t.model,
+        t.root,
+        Some(&json!({"free": {"x": [1]}})),
+        Some(&json!({"free": {"x": {"a": 1}}})),
+    );
+    assert_eq!(merged.unwrap(), json!({"free": {"x": {"a": 1}}}));
+}
+
+#[test]
+fn fields_of_a_value() {
+    let t = ty();
+    let v = json!({
+        "args": ["a"],
+        "items": [{"name": "a", "v": 1}],
+        "free": {"x": {"y": 1}, "e": {}},
+        "unknown": {"k": "v"}
+    });
+    assert_eq!(
+        paths(&to_set(&t.model, t.root, &v)),
+        [
+            ".args",
+            ".unknown",
+            ".free.e",
+            ".free.x",
+            ".free.x.y",
+            ".items[name=\"a\"]",
+            ".items[name=\"a\"].name",
+            ".items[name=\"a\"].v",
+            ".unknown.k",
+        ]
+    );
+}
+
+#[test]
+fn duplicated_items_in_a_stored_object() {
+    let t = ty();
+    let dup = json!({"items": [{"name": "a", "v": 1}, {"name": "a", "v": 2}, {"name": "b"}]});
+    // Owned by name only, never field by field.
+    assert_eq!(
+        paths(&to_set(&t.model, t.root, &dup)),
+        [
+            ".items[name=\"a\"]",
+            ".items[name=\"b\"]",
+            ".items[name=\"b\"].name"
+        ]
+    );
+    // Becoming unique: the name is removed and the single item added.
+    let unique = json!({"items": [{"name": "a", "v": 1}, {"name": "b"}]});
+    let d = compare(&t.model, t.root, Some(&dup), Some(&unique), false);
+    assert_eq!(paths(&d.removed), [".items[name=\"a\"]"]);
+    assert_eq!(
+        paths(&d.added),
+        [
+            ".items[name=\"a\"]",
+            ".items[name=\"a\"].name",
+            ".items[name=\"a\"].v"
+        ]
+    );
+    // An apply replaces the duplicates by its one item.
+    let merged = merge(
+        &t.model,
+        t.root,
+        Some(&dup),
+        Some(&json!({"items": [{"name": "a", "v": 9}]})),
+    )
+    .unwrap();
+    assert_eq!(
+        merged,
+        json!({"items": [{"name": "a", "v": 9}, {"name": "b"}]})
+    );
+}
+
+#[test]
+fn removing_items() {
+    let t = ty();
+    let v = json!({"items": [{"name": "a", "v": 1}, {"name": "b", "v": 2}], "args": ["x"], "free": {"k": 1}});
+    let mut set = FieldSet::new();
+    set.insert(&[
+        PathElement::field("items"),
+        PathElement::key([("name", json!("a"))]),
+    ]);
+    set.insert(&[
+        PathElement::field("items"),
+        PathElement::key([("name", json!("b"))]),
+        PathElement::field("v"),
+    ]);
+    set.insert(&[PathElement::field("free"), PathElement::field("k")]);
+    let out = remove_items(&t.model, t.root, &v, &set).unwrap();
+    // The emptied map goes; the list keeps what is left.
+    assert_eq!(out, json!({"items": [{"name": "b"}], "args": ["x"]}));
+}
+
+#[test]
+fn validation_names_the_field() {
+    let t = ty();
+    let cases = [
+        (
+            json!({"items": [{"name": "a"}, {"name": "a"}]}),
+            ".items",
+            "duplicate entries for key [name=\"a\"]",
+        ),
+        (
+            json!({"items": [1]}),
+            ".items[0]",
+            "associative list with keys may not have non-map elements",
+        ),
+        (
+            json!({"items": [null]}),
+            ".items[0]",
+            "associative list with keys may not have a null element",
+        ),
+        (
+            json!({"args": {"a": 1}}),
+            ".args",
+            "expected list, got {\"a\":1}",
+        ),
+        (
+            json!({"items": [{"name": "a", "v": [1]}]}),
+            ".items[0].v",
+            "expected scalar, got [1]",
+        ),
+    ];
+    for (v, path, message) in cases {
+        let err = validate(&t.model, t.root, &v).unwrap_err();
+        assert_eq!(
+            (err.path.as_str(), err.message.as_str()),
+            (path, message),
+            "{v}"
+        );
+    }
+    assert!(
+        validate(
+            &t.model,
+            t.root,
+            &json!({"free": {"any": [{"thing": null}]}, "args": null})
+        )
+        .is_ok()
+    );
+}
