@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::fields_v1::{self, FieldsV1Error, write_go_json};
+use super::raw::{self, Trie};
 use super::set::FieldSet;
 
 /// The bucket the oldest update entries are merged into beyond [`MAX_UPDATE_ENTRIES`].
@@ -58,13 +59,7 @@ pub(crate) struct Owner<'a> {
 }
 
 impl ManagedEntry {
-    pub(crate) fn is(&self, o: &Owner<'_>) -> bool {
-        self.manager == o.manager
-            && self.operation == o.operation
-            && self.subresource == o.subresource
-            && (self.operation == Operation::Apply || self.api_version == o.api_version)
-    }
-
+    #[cfg(test)]
     pub(crate) fn owner(&self) -> Owner<'_> {
         Owner {
             manager: &self.manager,
@@ -72,10 +67,6 @@ impl ManagedEntry {
             api_version: &self.api_version,
             subresource: &self.subresource,
         }
-    }
-
-    fn unix_seconds(&self) -> i64 {
-        self.time.map_or(0, |t| t.as_second())
     }
 }
 
@@ -123,9 +114,134 @@ pub enum ManagedFieldsError {
     },
 }
 
-/// The entries of a `metadata.managedFields` value (absent or null: none). Of entries
-/// with the same identity the last wins, as upstream's decoding into a map does.
-pub fn decode(value: Option<&Value>) -> Result<Vec<ManagedEntry>, ManagedFieldsError> {
+/// One entry as the write paths hold it: its identity and time parsed, its fields left
+/// as the stored `FieldsV1` trie, and the stored JSON kept for reuse while unchanged.
+#[derive(Clone, Debug)]
+pub(crate) struct Entry {
+    pub manager: String,
+    pub operation: Operation,
+    pub api_version: String,
+    pub subresource: String,
+    pub time: Option<jiff::Timestamp>,
+    /// The stored entry, `fieldsV1` (always an object) inside.
+    item: Map<String, Value>,
+    /// Something besides `fieldsV1` changed since the entry was read.
+    dirty: bool,
+}
+
+impl Entry {
+    /// A new entry owning `fields`.
+    pub fn new(owner: &Owner<'_>, time: Option<jiff::Timestamp>, fields: Trie) -> Self {
+        let mut item = Map::new();
+        item.insert("fieldsV1".into(), Value::Object(fields));
+        Entry {
+            manager: owner.manager.to_string(),
+            operation: owner.operation,
+            api_version: owner.api_version.to_string(),
+            subresource: owner.subresource.to_string(),
+            time,
+            item,
+            dirty: true,
+        }
+    }
+
+    pub fn is(&self, o: &Owner<'_>) -> bool {
+        self.manager == o.manager
+            && self.operation == o.operation
+            && self.subresource == o.subresource
+            && (self.operation == Operation::Apply || self.api_version == o.api_version)
+    }
+
+    pub fn owner(&self) -> Owner<'_> {
+        Owner {
+            manager: &self.manager,
+            operation: self.operation,
+            api_version: &self.api_version,
+            subresource: &self.subresource,
+        }
+    }
+
+    /// The owned fields, as stored.
+    pub fn fields(&self) -> &Trie {
+        match self.item.get("fieldsV1") {
+            Some(Value::Object(m)) => m,
+            _ => unreachable!("entries always hold a fieldsV1 object"),
+        }
+    }
+
+    /// The owned fields, to change.
+    pub fn fields_mut(&mut self) -> &mut Trie {
+        match self.item.get_mut("fieldsV1") {
+            Some(Value::Object(m)) => m,
+            _ => unreachable!("entries always hold a fieldsV1 object"),
+        }
+    }
+
+    /// The owned fields, decoded. Keys that do not parse are left out (stored entries are
+    /// written by API servers, so there are none).
+    pub fn set(&self) -> FieldSet {
+        fields_v1::decode_lenient(self.fields())
+    }
+
+    pub fn set_fields(&mut self, fields: Trie) {
+        *self.fields_mut() = fields;
+    }
+
+    /// Marks identity, version or time as changed, to be written out again.
+    pub fn touch(&mut self) {
+        self.dirty = true;
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.fields().is_empty()
+    }
+
+    fn unix_seconds(&self) -> i64 {
+        self.time.map_or(0, |t| t.as_second())
+    }
+
+    /// The public, decoded view.
+    pub fn view(&self) -> ManagedEntry {
+        ManagedEntry {
+            manager: self.manager.clone(),
+            operation: self.operation,
+            api_version: self.api_version.clone(),
+            subresource: self.subresource.clone(),
+            time: self.time,
+            fields: self.set(),
+        }
+    }
+
+    fn into_value(mut self) -> Value {
+        if self.dirty {
+            let m = &mut self.item;
+            m.insert("manager".into(), Value::String(self.manager));
+            m.insert(
+                "operation".into(),
+                Value::String(self.operation.as_str().into()),
+            );
+            m.insert("apiVersion".into(), Value::String(self.api_version));
+            match self.time {
+                Some(t) => m.insert("time".into(), Value::String(format_time(t))),
+                None => m.remove("time"),
+            };
+            m.insert("fieldsType".into(), Value::String("FieldsV1".into()));
+            if self.subresource.is_empty() {
+                m.remove("subresource");
+            } else {
+                m.insert("subresource".into(), Value::String(self.subresource));
+            }
+        }
+        Value::Object(self.item)
+    }
+}
+
+/// Reads stored `metadata.managedFields` (absent or null: none), taking the JSON over.
+/// With `trusted`, the tries are taken as written by an API server (canonical, and
+/// decoded only if a write needs them); otherwise every trie is decoded, checked and
+/// rewritten canonically, as for entries a client sends. Of entries with the same
+/// identity the last wins, as upstream's decoding into a map does.
+pub(crate) fn read(value: Option<Value>, trusted: bool) -> Result<Vec<Entry>, ManagedFieldsError> {
     let items = match value {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(items)) => items,
@@ -136,9 +252,9 @@ pub fn decode(value: Option<&Value>) -> Result<Vec<ManagedEntry>, ManagedFieldsE
             });
         }
     };
-    let mut out: Vec<ManagedEntry> = Vec::with_capacity(items.len());
-    for (index, item) in items.iter().enumerate() {
-        let entry = decode_entry(index, item)?;
+    let mut out: Vec<Entry> = Vec::with_capacity(items.len());
+    for (index, item) in items.into_iter().enumerate() {
+        let entry = read_entry(index, item, trusted)?;
         match out.iter_mut().find(|e| e.is(&entry.owner())) {
             Some(existing) => *existing = entry,
             None => out.push(entry),
@@ -147,56 +263,80 @@ pub fn decode(value: Option<&Value>) -> Result<Vec<ManagedEntry>, ManagedFieldsE
     Ok(out)
 }
 
-fn decode_entry(index: usize, item: &Value) -> Result<ManagedEntry, ManagedFieldsError> {
+fn read_entry(index: usize, item: Value, trusted: bool) -> Result<Entry, ManagedFieldsError> {
     let bad = |reason: &str| ManagedFieldsError::Malformed {
         index,
         reason: reason.to_string(),
     };
-    let m = item
-        .as_object()
-        .ok_or_else(|| bad("an entry must be an object"))?;
-    let text = |key: &str| -> Result<&str, ManagedFieldsError> {
+    let Value::Object(mut m) = item else {
+        return Err(bad("an entry must be an object"));
+    };
+    let text = |m: &Map<String, Value>, key: &str| -> Result<String, ManagedFieldsError> {
         match m.get(key) {
-            None | Some(Value::Null) => Ok(""),
-            Some(Value::String(s)) => Ok(s),
+            None | Some(Value::Null) => Ok(String::new()),
+            Some(Value::String(s)) => Ok(s.clone()),
             Some(_) => Err(bad(&format!("{key} must be a string"))),
         }
     };
-    let operation = match text("operation")? {
+    let operation = match text(&m, "operation")?.as_str() {
         "Apply" => Operation::Apply,
         "Update" => Operation::Update,
         _ => return Err(bad("operation must be `Apply` or `Update`")),
     };
-    let api_version = text("apiVersion")?;
+    let api_version = text(&m, "apiVersion")?;
     if api_version.is_empty() {
         return Err(bad("apiVersion must not be empty"));
     }
-    match text("fieldsType")? {
+    match text(&m, "fieldsType")?.as_str() {
         "FieldsV1" => {}
         "" => return Err(bad("missing fieldsType")),
         other => return Err(bad(&format!("invalid fieldsType {other:?}"))),
     }
-    let fields = match m.get("fieldsV1") {
-        None | Some(Value::Null) => FieldSet::new(),
-        Some(v) => {
-            fields_v1::decode(v).map_err(|source| ManagedFieldsError::Fields { index, source })?
-        }
-    };
-    let time = match text("time")? {
+    let time = match text(&m, "time")?.as_str() {
         "" => None,
         t => Some(
             t.parse::<jiff::Timestamp>()
                 .map_err(|_| bad("time must be RFC 3339"))?,
         ),
     };
-    Ok(ManagedEntry {
-        manager: text("manager")?.to_string(),
+    let mut dirty = false;
+    match m.get("fieldsV1") {
+        None | Some(Value::Null) => {
+            m.insert("fieldsV1".into(), Value::Object(Map::new()));
+            dirty = true;
+        }
+        Some(v) if trusted => {
+            if !v.is_object() {
+                return Err(ManagedFieldsError::Fields {
+                    index,
+                    source: FieldsV1Error::NotAnObject { key: String::new() },
+                });
+            }
+        }
+        Some(v) => {
+            let set = fields_v1::decode(v)
+                .map_err(|source| ManagedFieldsError::Fields { index, source })?;
+            m.insert("fieldsV1".into(), fields_v1::encode(&set));
+            dirty = true;
+        }
+    }
+    Ok(Entry {
+        manager: text(&m, "manager")?,
         operation,
-        api_version: api_version.to_string(),
-        subresource: text("subresource")?.to_string(),
+        api_version,
+        subresource: text(&m, "subresource")?,
         time,
-        fields,
+        item: m,
+        dirty,
     })
+}
+
+/// The entries of a `metadata.managedFields` value, decoded (absent or null: none).
+pub fn decode(value: Option<&Value>) -> Result<Vec<ManagedEntry>, ManagedFieldsError> {
+    Ok(read(value.cloned(), false)?
+        .iter()
+        .map(Entry::view)
+        .collect())
 }
 
 /// Whether a written `managedFields` asks for them to be cleared: `[]` or `[{}]`.
@@ -213,12 +353,11 @@ pub fn is_reset(value: Option<&Value>) -> bool {
 
 /// The `metadata.managedFields` value for `entries`, in upstream's order (appliers
 /// first, then oldest first); `None` when there are none.
-pub fn encode(entries: &[ManagedEntry]) -> Option<Value> {
+pub(crate) fn write(mut entries: Vec<Entry>) -> Option<Value> {
     if entries.is_empty() {
         return None;
     }
-    let mut sorted: Vec<&ManagedEntry> = entries.iter().collect();
-    sorted.sort_by(|p, q| {
+    entries.sort_by(|p, q| {
         p.operation
             .cmp(&q.operation)
             .then_with(|| p.unix_seconds().cmp(&q.unix_seconds()))
@@ -226,26 +365,28 @@ pub fn encode(entries: &[ManagedEntry]) -> Option<Value> {
             .then_with(|| p.api_version.cmp(&q.api_version))
             .then_with(|| p.subresource.cmp(&q.subresource))
     });
-    Some(Value::Array(sorted.into_iter().map(encode_entry).collect()))
+    Some(Value::Array(
+        entries.into_iter().map(Entry::into_value).collect(),
+    ))
 }
 
-fn encode_entry(e: &ManagedEntry) -> Value {
-    let mut m = Map::new();
-    m.insert("manager".into(), Value::String(e.manager.clone()));
-    m.insert(
-        "operation".into(),
-        Value::String(e.operation.as_str().into()),
-    );
-    m.insert("apiVersion".into(), Value::String(e.api_version.clone()));
-    if let Some(t) = e.time {
-        m.insert("time".into(), Value::String(format_time(t)));
+/// The `metadata.managedFields` value for decoded entries.
+#[cfg(test)]
+pub fn encode(entries: &[ManagedEntry]) -> Option<Value> {
+    write(
+        entries
+            .iter()
+            .map(|e| Entry::new(&e.owner(), e.time, trie(&e.fields)))
+            .collect(),
+    )
+}
+
+/// A set as a trie.
+pub(crate) fn trie(set: &FieldSet) -> Trie {
+    match fields_v1::encode(set) {
+        Value::Object(m) => m,
+        _ => unreachable!("FieldsV1 is an object"),
     }
-    m.insert("fieldsType".into(), Value::String("FieldsV1".into()));
-    m.insert("fieldsV1".into(), fields_v1::encode(&e.fields));
-    if !e.subresource.is_empty() {
-        m.insert("subresource".into(), Value::String(e.subresource.clone()));
-    }
-    Value::Object(m)
 }
 
 /// RFC 3339 in UTC with whole seconds, as `metav1.Time` is written.
@@ -255,13 +396,12 @@ pub(crate) fn format_time(t: jiff::Timestamp) -> String {
 
 /// Keeps at most `max` update entries by merging the oldest, per version, into an
 /// `ancient-changes` entry (upstream's `capManagers`).
-pub(crate) fn cap_update_entries(entries: &mut Vec<ManagedEntry>, max: usize) {
-    let count = |es: &[ManagedEntry]| {
-        es.iter()
-            .filter(|e| e.operation == Operation::Update)
-            .count()
-    };
-    if count(entries) <= max {
+pub(crate) fn cap_update_entries(entries: &mut Vec<Entry>, max: usize) {
+    let count = entries
+        .iter()
+        .filter(|e| e.operation == Operation::Update)
+        .count();
+    if count <= max {
         return;
     }
     let mut order: Vec<(i64, String, usize)> = entries
@@ -301,13 +441,16 @@ pub(crate) fn cap_update_entries(entries: &mut Vec<ManagedEntry>, max: usize) {
                 let e = &mut entries[first];
                 e.manager = ANCIENT_CHANGES.to_string();
                 e.subresource.clear();
+                e.touch();
                 first
             }
         };
-        let merged = entries[i].fields.clone();
+        let merged = entries[i].fields().clone();
         let time = entries[i].time;
-        entries[bucket].fields.union_with(&merged);
-        entries[bucket].time = time;
+        let b = &mut entries[bucket];
+        raw::union(b.fields_mut(), &merged);
+        b.time = time;
+        b.touch();
         gone[i] = true;
         length -= 1;
     }
@@ -325,15 +468,19 @@ mod tests {
     use crate::managed::path::Path;
     use serde_json::json;
 
-    fn entry(manager: &str, op: Operation, secs: i64, field: &str) -> ManagedEntry {
-        ManagedEntry {
-            manager: manager.into(),
+    fn entry(manager: &str, op: Operation, secs: i64, field: &str) -> Entry {
+        let owner = Owner {
+            manager,
             operation: op,
-            api_version: "apps/v1".into(),
-            subresource: String::new(),
-            time: Some(jiff::Timestamp::from_second(secs).unwrap()),
-            fields: [Path::fields(&["spec", field])].into_iter().collect(),
-        }
+            api_version: "apps/v1",
+            subresource: "",
+        };
+        let fields: FieldSet = [Path::fields(&["spec", field])].into_iter().collect();
+        Entry::new(
+            &owner,
+            Some(jiff::Timestamp::from_second(secs).unwrap()),
+            trie(&fields),
+        )
     }
 
     #[test]
@@ -402,7 +549,7 @@ mod tests {
 
     #[test]
     fn cap_merges_oldest_updates_into_ancient_changes() {
-        let mut entries: Vec<ManagedEntry> = (0..12)
+        let mut entries: Vec<Entry> = (0..12)
             .map(|i| {
                 entry(
                     &format!("m{i:02}"),
@@ -414,7 +561,7 @@ mod tests {
             .collect();
         entries.push(entry("applier", Operation::Apply, 1, "a"));
         cap_update_entries(&mut entries, MAX_UPDATE_ENTRIES);
-        let updates: Vec<&ManagedEntry> = entries
+        let updates: Vec<&Entry> = entries
             .iter()
             .filter(|e| e.operation == Operation::Update)
             .collect();
@@ -424,7 +571,7 @@ mod tests {
             .find(|e| e.manager == ANCIENT_CHANGES)
             .unwrap();
         // The three oldest went into the bucket, with the newest of their times.
-        assert_eq!(bucket.fields.len(), 3);
+        assert_eq!(bucket.set().len(), 3);
         assert_eq!(bucket.time.unwrap().as_second(), 102);
         assert!(entries.iter().any(|e| e.manager == "applier"));
         assert!(
@@ -433,8 +580,8 @@ mod tests {
                 .any(|e| ["m00", "m01", "m02"].contains(&e.manager.as_str()))
         );
         // Under the cap nothing changes.
-        let before = entries.clone();
+        let before: Vec<ManagedEntry> = entries.iter().map(Entry::view).collect();
         cap_update_entries(&mut entries, MAX_UPDATE_ENTRIES);
-        assert_eq!(entries, before);
+        assert_eq!(entries.iter().map(Entry::view).collect::<Vec<_>>(), before);
     }
 }

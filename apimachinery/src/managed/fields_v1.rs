@@ -59,6 +59,20 @@ fn decode_level(m: &Map<String, Value>) -> Result<FieldSet, FieldsV1Error> {
     Ok(out)
 }
 
+/// Reads a stored trie, leaving out keys that do not parse (and nodes that are not
+/// objects): for tries an API server wrote, which have none.
+pub(crate) fn decode_lenient(m: &Map<String, Value>) -> FieldSet {
+    let mut out = FieldSet::new();
+    for (key, child) in m {
+        let (Ok(Some(pe)), Value::Object(cm)) = (parse_element(key), child) else {
+            continue;
+        };
+        let member = cm.contains_key(".") || cm.is_empty();
+        out.push_node(pe, member, decode_lenient(cm));
+    }
+    out
+}
+
 /// Parses one key; `Ok(None)` for an element kind this version does not know.
 pub fn parse_element(key: &str) -> Result<Option<PathElement>, FieldsV1Error> {
     let bad = |reason| FieldsV1Error::BadKey {
@@ -176,7 +190,7 @@ pub(crate) fn write_go_json(out: &mut String, v: &Value) {
     }
 }
 
-fn write_go_json_string(out: &mut String, s: &str) {
+pub(crate) fn write_go_json_string(out: &mut String, s: &str) {
     out.push('"');
     for c in s.chars() {
         match c {

@@ -6,8 +6,9 @@ use super::conflict::Conflicts;
 use super::entries::{self, ManagedEntry, ManagedFieldsError};
 use super::last_applied::{self, KUBECTL_MANAGER};
 use super::model::ObjectType;
+use super::raw::Trie;
 use super::typed::{self, TypeError};
-use super::updater::{self, ResetFields, Scope};
+use super::updater::{self, Applying, ResetFields, Scope};
 
 /// The manager the fields an object had before its first apply are recorded under.
 pub const BEFORE_FIRST_APPLY: &str = "before-first-apply";
@@ -123,15 +124,25 @@ impl FieldManager {
             return;
         };
         let requested = meta.remove("managedFields");
-        let live_entries = || entries::decode(live.and_then(managed_fields)).unwrap_or_default();
+        let stored = live.and_then(managed_fields);
+        // Clients that read, change and write back send the stored entries unchanged.
+        let live_entries = |requested: Option<Value>| {
+            let stored = match requested {
+                Some(r) if Some(&r) == stored => Some(r),
+                _ => stored.cloned(),
+            };
+            entries::read(stored, true).unwrap_or_default()
+        };
         let mut entries = if !self.subresource.is_empty() {
-            live_entries()
+            live_entries(requested)
         } else if entries::is_reset(requested.as_ref()) {
             Vec::new()
+        } else if requested.is_some() && requested.as_ref() == stored {
+            live_entries(requested)
         } else {
-            match entries::decode(requested.as_ref()) {
+            match entries::read(requested, false) {
                 Ok(e) if !e.is_empty() => e,
-                _ => live_entries(),
+                _ => live_entries(None),
             }
         };
         if entries.is_empty() && live.is_some() {
@@ -143,7 +154,7 @@ impl FieldManager {
             manager
         };
         updater::update(&self.scope(), live, new, &mut entries, manager, now);
-        set_managed_fields(new, &entries);
+        set_managed_fields(new, entries);
     }
 
     /// Applies `config` for `manager` to `live` (`None`: the object does not exist yet and
@@ -162,42 +173,66 @@ impl FieldManager {
         force: bool,
         now: jiff::Timestamp,
     ) -> Result<Applied, ApplyError> {
-        self.check_config(config)?;
+        let fields = self.check_config(config)?;
         let empty = Value::Object(Map::new());
         let live = live.unwrap_or(&empty);
-        let mut entries = entries::decode(managed_fields(live))?;
         let scope = self.scope();
+        let merge = || {
+            let mut merged = typed::merge(&self.ty.model, self.ty.root, Some(live), Some(config))
+                .unwrap_or_else(|| Value::Object(Map::new()));
+            // The merge copied the live entries: take them over rather than copy again.
+            let stored = metadata_mut(&mut merged).and_then(|m| m.remove("managedFields"));
+            (merged, stored)
+        };
+        let (merged, stored) = merge();
+        let mut entries = entries::read(stored, true)?;
         if entries.is_empty() {
             updater::update(&scope, None, live, &mut entries, BEFORE_FIRST_APPLY, now);
         }
-        let mut merged = updater::apply(&scope, live, config, &mut entries, manager, force, now);
+        let applying = |fields, merged| Applying {
+            config,
+            fields,
+            merged,
+        };
+        let mut result = updater::apply(
+            &scope,
+            live,
+            applying(fields, merged),
+            &mut entries,
+            manager,
+            force,
+            now,
+        );
         if manager == KUBECTL_MANAGER
-            && let Err(conflicts) = &merged
+            && let Err(conflicts) = &result
             && let Some(allowed) =
                 last_applied::allowed_conflicts(&self.ty, &self.api_version, live)
         {
             let remaining = conflicts.without(&allowed);
-            merged = if remaining.0.is_empty() {
-                updater::apply(&scope, live, config, &mut entries, manager, true, now)
+            result = if remaining.0.is_empty() {
+                let (merged, _) = merge();
+                let applying = applying(self.check_config(config)?, merged);
+                updater::apply(&scope, live, applying, &mut entries, manager, true, now)
             } else {
                 Err(remaining)
             };
         }
-        let merged = merged.map_err(ApplyError::Conflicts)?;
-        let mut changed = merged.object.is_some();
-        let mut object = merged.object.unwrap_or_else(|| live.clone());
+        let merged = result.map_err(ApplyError::Conflicts)?;
+        let mut changed = merged.changed;
+        let mut object = merged.object;
         if manager == KUBECTL_MANAGER {
             let before = annotation(&object);
             last_applied::sync(&mut object, config);
             changed |= annotation(&object) != before;
         }
-        set_managed_fields(&mut object, &entries);
+        set_managed_fields(&mut object, entries);
         Ok(Applied { object, changed })
     }
 
     /// The checks upstream makes before merging: the endpoint's kind and version, no
-    /// `managedFields`, and a configuration that fits the schema.
-    fn check_config(&self, config: &Value) -> Result<(), ApplyError> {
+    /// `managedFields`, and a configuration that fits the schema. Returns the fields the
+    /// configuration sets.
+    fn check_config(&self, config: &Value) -> Result<Trie, ApplyError> {
         let Value::Object(m) = config else {
             return Err(ApplyError::NotAnObject);
         };
@@ -214,7 +249,7 @@ impl FieldManager {
         if matches!(managed_fields(config), Some(Value::Array(_))) {
             return Err(ApplyError::ManagedFieldsInConfig);
         }
-        typed::validate(&self.ty.model, self.ty.root, config).map_err(ApplyError::Invalid)
+        typed::applied_fields(&self.ty.model, self.ty.root, config).map_err(ApplyError::Invalid)
     }
 }
 
@@ -241,8 +276,8 @@ fn annotation(obj: &Value) -> Option<Value> {
         .cloned()
 }
 
-fn set_managed_fields(obj: &mut Value, entries: &[ManagedEntry]) {
-    let encoded = entries::encode(entries);
+fn set_managed_fields(obj: &mut Value, entries: Vec<entries::Entry>) {
+    let encoded = entries::write(entries);
     let Some(meta) = metadata_mut(obj) else {
         return;
     };

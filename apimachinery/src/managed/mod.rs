@@ -48,6 +48,7 @@ mod model;
 mod model_build;
 mod options;
 mod path;
+mod raw;
 mod set;
 mod typed;
 mod updater;

@@ -293,6 +293,27 @@ impl FieldSet {
         FieldSet { nodes: out }
     }
 
+    /// Whether a path of this set is a member of `other` or lies below one: whether
+    /// [`FieldSet::recursive_difference`] would take anything away.
+    pub(crate) fn reaches(&self, other: &FieldSet) -> bool {
+        let (mut i, mut j) = (0, 0);
+        while i < self.nodes.len() && j < other.nodes.len() {
+            let (a, b) = (&self.nodes[i], &other.nodes[j]);
+            match a.pe.cmp(&b.pe) {
+                Ordering::Less => i += 1,
+                Ordering::Greater => j += 1,
+                Ordering::Equal => {
+                    if b.member || a.children.reaches(&b.children) {
+                        return true;
+                    }
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        false
+    }
+
     /// The paths of this set that are `prefix` or lie below it, for any prefix of
     /// `prefixes` (upstream's include filter, used for `/status` writes).
     pub fn only_under(&self, prefixes: &FieldSet) -> FieldSet {

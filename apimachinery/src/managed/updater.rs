@@ -7,9 +7,10 @@ use std::sync::LazyLock;
 use serde_json::{Map, Value};
 
 use super::conflict::{ConflictManager, Conflicts};
-use super::entries::{MAX_UPDATE_ENTRIES, ManagedEntry, Operation, Owner, cap_update_entries};
+use super::entries::{Entry, MAX_UPDATE_ENTRIES, Operation, Owner, cap_update_entries, trie};
 use super::model::ObjectType;
 use super::path::{Path, values_equal};
+use super::raw::{self, Trie};
 use super::set::FieldSet;
 use super::typed::{self, Diff};
 
@@ -43,8 +44,18 @@ impl ResetFields {
     pub(crate) fn filter(&self, set: FieldSet) -> FieldSet {
         match self {
             ResetFields::None => set,
+            // Most changes are nowhere near the reset fields: keep the set as it is.
+            ResetFields::Paths(reset) if !set.reaches(reset) => set,
             ResetFields::Paths(reset) => set.recursive_difference(reset),
             ResetFields::AllBut(kept) => set.only_under(kept),
+        }
+    }
+
+    fn filter_trie(&self, fields: &mut Trie) {
+        match self {
+            ResetFields::None => {}
+            ResetFields::Paths(reset) => raw::subtract_recursive(fields, &trie(reset)),
+            ResetFields::AllBut(kept) => raw::keep_under(fields, &trie(kept)),
         }
     }
 }
@@ -55,6 +66,9 @@ fn dotted(paths: &[&str]) -> FieldSet {
         .map(|p| Path::fields(&p.split('.').collect::<Vec<_>>()))
         .collect()
 }
+
+/// [`NEVER_OWNED`] as a trie.
+static NEVER_OWNED_TRIE: LazyLock<Trie> = LazyLock::new(|| trie(&NEVER_OWNED));
 
 /// Fields no manager owns: they identify the object or are the server's to set.
 pub(crate) static NEVER_OWNED: LazyLock<FieldSet> = LazyLock::new(|| {
@@ -101,7 +115,7 @@ pub(crate) fn update(
     scope: &Scope<'_>,
     old: Option<&Value>,
     new: &Value,
-    entries: &mut Vec<ManagedEntry>,
+    entries: &mut Vec<Entry>,
     manager: &str,
     now: jiff::Timestamp,
 ) {
@@ -110,11 +124,12 @@ pub(crate) fn update(
         return;
     }
     let changed = diff.modified.union(&diff.added);
+    let (changed_trie, removed_trie) = (trie(&changed), trie(&diff.removed));
     for e in entries.iter_mut() {
-        e.fields = e.fields.difference(&changed).difference(&diff.removed);
+        lose(e, &changed_trie, &removed_trie);
     }
-    entries.retain(|e| !e.fields.is_empty());
-    let gained = changed.difference(&NEVER_OWNED);
+    entries.retain(|e| !e.is_empty());
+    let gained = trie(&changed.difference(&NEVER_OWNED));
     if !gained.is_empty() {
         let owner = Owner {
             manager,
@@ -124,129 +139,175 @@ pub(crate) fn update(
         };
         match entries.iter_mut().find(|e| e.is(&owner)) {
             Some(e) => {
-                e.fields.union_with(&gained);
+                if !raw::contains(e.fields(), &gained) {
+                    raw::union(e.fields_mut(), &gained);
+                }
                 e.time = Some(now);
+                e.touch();
             }
-            None => entries.push(ManagedEntry {
-                manager: manager.to_string(),
-                operation: Operation::Update,
-                api_version: scope.api_version.to_string(),
-                subresource: scope.subresource.to_string(),
-                time: Some(now),
-                fields: gained,
-            }),
+            None => entries.push(Entry::new(&owner, Some(now), gained)),
         }
     }
     cap_update_entries(entries, MAX_UPDATE_ENTRIES);
 }
 
-/// The result of an apply before its object is finished.
-pub(crate) struct Merged {
-    /// The object to store, `None` when the apply changes nothing.
-    pub object: Option<Value>,
+/// Takes fields that changed or went from a manager (a set most writes leave alone).
+fn lose(e: &mut Entry, changed: &Trie, removed: &Trie) {
+    if raw::intersects(e.fields(), changed) || raw::intersects(e.fields(), removed) {
+        let fields = e.fields_mut();
+        raw::subtract(fields, changed);
+        raw::subtract(fields, removed);
+    }
 }
 
-/// Applies `config` to `live` for `manager`. `entries` is updated in place only on
-/// success; conflicts leave it untouched.
+/// The result of an apply before its object is finished.
+pub(crate) struct Merged {
+    /// The object to store (without `metadata.managedFields`).
+    pub object: Value,
+    /// Whether it differs from the live object.
+    pub changed: bool,
+}
+
+/// What an apply brings: the configuration, the fields it sets (from
+/// [`typed::applied_fields`]) and the configuration merged into the live object (without
+/// `metadata.managedFields`).
+pub(crate) struct Applying<'a> {
+    pub config: &'a Value,
+    pub fields: Trie,
+    pub merged: Value,
+}
+
+/// Applies for `manager`. `entries` is updated in place only on success; conflicts leave
+/// it untouched.
 pub(crate) fn apply(
     scope: &Scope<'_>,
     live: &Value,
-    config: &Value,
-    entries: &mut Vec<ManagedEntry>,
+    applying: Applying<'_>,
+    entries: &mut Vec<Entry>,
     manager: &str,
     force: bool,
     now: jiff::Timestamp,
 ) -> Result<Merged, Conflicts> {
-    let model = &scope.ty.model;
-    let root = scope.ty.root;
+    let Applying {
+        config,
+        fields: mut owned,
+        merged,
+    } = applying;
     let owner = Owner {
         manager,
         operation: Operation::Apply,
         api_version: scope.api_version,
         subresource: scope.subresource,
     };
-    let mut next = entries.clone();
-    let merged = typed::merge(model, root, Some(live), Some(config))
-        .unwrap_or_else(|| Value::Object(Map::new()));
-    let applied = scope.reset.filter(typed::to_set(model, root, config));
-    let last = match next.iter().position(|e| e.is(&owner)) {
-        Some(i) => {
-            let last = std::mem::replace(&mut next[i].fields, applied.clone());
-            next[i].api_version = scope.api_version.to_string();
-            last
+    let own = entries.iter().position(|e| e.is(&owner));
+    scope.reset.filter_trie(&mut owned);
+    raw::subtract(&mut owned, &NEVER_OWNED_TRIE);
+    // Fields applied before and left out now are pruned; when the last apply's fields are
+    // all applied again (the usual re-apply) there is nothing to prune.
+    let merged = match own {
+        Some(i) if !raw::contains(&owned, entries[i].fields()) => {
+            prune(scope, merged, entries, i, config)
         }
-        None => {
-            next.push(ManagedEntry {
-                manager: manager.to_string(),
-                operation: Operation::Apply,
-                api_version: scope.api_version.to_string(),
-                subresource: scope.subresource.to_string(),
-                time: None,
-                fields: applied.clone(),
-            });
-            FieldSet::new()
-        }
+        _ => merged,
     };
-    let merged = prune(scope, merged, &next, &last, &applied);
 
     // Others lose what the apply removed, and conflict over what it changes.
     let diff = scope.diff(Some(live), &merged);
     let changed = diff.modified.union(&diff.added);
-    let mut conflicts = Vec::new();
-    for e in next.iter_mut().filter(|e| !e.is(&owner)) {
-        let taken = e.fields.intersection(&changed);
-        e.fields = e.fields.difference(&taken).difference(&diff.removed);
-        if !taken.is_empty() {
-            conflicts.push((ConflictManager::from_owner(&e.owner()), taken));
-        }
-    }
+    let (changed_trie, removed_trie) = (trie(&changed), trie(&diff.removed));
+    let is_other = |i: usize| Some(i) != own;
+    let conflicts: Vec<_> = entries
+        .iter()
+        .enumerate()
+        .filter(|(i, e)| is_other(*i) && raw::intersects(e.fields(), &changed_trie))
+        .map(|(_, e)| {
+            (
+                ConflictManager::from_owner(&e.owner()),
+                e.set().intersection(&changed),
+            )
+        })
+        .collect();
     if !force && !conflicts.is_empty() {
         return Err(Conflicts::from_sets(conflicts));
     }
-    next.retain(|e| !e.fields.is_empty() || e.is(&owner));
-    let unchanged = values_equal(live, &merged);
-    if let Some(i) = next.iter().position(|e| e.is(&owner)) {
-        next[i].fields = next[i].fields.difference(&NEVER_OWNED);
-        if !unchanged {
-            next[i].time = Some(now);
-        }
-        if next[i].fields.is_empty() {
-            next.remove(i);
+    for (i, e) in entries.iter_mut().enumerate() {
+        if is_other(i) {
+            lose(e, &changed_trie, &removed_trie);
         }
     }
-    *entries = next;
+    let changed = !same_object(live, &merged);
+    match own {
+        Some(i) => {
+            let e = &mut entries[i];
+            if e.fields() != &owned {
+                e.set_fields(owned);
+            }
+            if e.api_version != scope.api_version {
+                e.api_version = scope.api_version.to_string();
+                e.touch();
+            }
+            if changed {
+                e.time = Some(now);
+                e.touch();
+            }
+        }
+        None => entries.push(Entry::new(&owner, changed.then_some(now), owned)),
+    }
+    entries.retain(|e| !e.is_empty());
     Ok(Merged {
-        object: (!unchanged).then_some(merged),
+        object: merged,
+        changed,
     })
+}
+
+/// Whether `merged` holds what `live` holds, `metadata.managedFields` aside (they are
+/// written anew either way), numbers compared by value.
+fn same_object(live: &Value, merged: &Value) -> bool {
+    let (Value::Object(l), Value::Object(m)) = (live, merged) else {
+        return values_equal(live, merged);
+    };
+    equal_except(l, m, "", |k, a, b| match (k, a, b) {
+        ("metadata", Value::Object(a), Value::Object(b)) => {
+            equal_except(a, b, "managedFields", |_, x, y| values_equal(x, y))
+        }
+        _ => values_equal(a, b),
+    })
+}
+
+/// Whether the maps have the same keys, `skip` aside, with values equal by `eq`.
+fn equal_except(
+    a: &Map<String, Value>,
+    b: &Map<String, Value>,
+    skip: &str,
+    eq: impl Fn(&str, &Value, &Value) -> bool,
+) -> bool {
+    let keys = |m: &Map<String, Value>| m.keys().filter(|k| *k != skip).count();
+    keys(a) == keys(b)
+        && a.iter()
+            .filter(|(k, _)| *k != skip)
+            .all(|(k, v)| b.get(k).is_some_and(|w| eq(k, v, w)))
 }
 
 /// Removes what the applier applied last time and no longer does, unless another manager
 /// (or the new configuration) owns it; fields it never owned stay (upstream's `prune`,
 /// `addBackOwnedItems` and `addBackDanglingItems`).
-fn prune(
-    scope: &Scope<'_>,
-    merged: Value,
-    entries: &[ManagedEntry],
-    last: &FieldSet,
-    applied: &FieldSet,
-) -> Value {
-    // Everything applied before is applied again: nothing to prune. (Every parent of an
-    // applied field is in the new set too, so the general case below would keep all.)
-    if last.difference(applied).is_empty() {
-        return merged;
-    }
+fn prune(scope: &Scope<'_>, merged: Value, entries: &[Entry], own: usize, config: &Value) -> Value {
     let model = &scope.ty.model;
     let root = scope.ty.root;
+    let applied = scope.reset.filter(typed::to_set(model, root, config));
     let named = |s: &FieldSet| typed::with_named_fields(model, Some(root), s);
     let set_of = |v: &Value| named(&typed::to_set(model, root, v));
     let remove = |s: &FieldSet| {
         typed::remove_items(model, root, &merged, s).unwrap_or_else(|| Value::Object(Map::new()))
     };
-    let last = named(last);
+    let last = named(&entries[own].set());
     let without_last = remove(&last);
-    let mut managed = FieldSet::new();
-    for e in entries {
-        managed.union_with(&e.fields);
+    // What every manager owns, the applier as of this apply.
+    let mut managed = applied.clone();
+    for (i, e) in entries.iter().enumerate() {
+        if i != own {
+            managed.union_with(&e.set());
+        }
     }
     let managed = named(&managed);
     let merged_set = set_of(&merged);

@@ -290,6 +290,18 @@ proptest! {
     }
 }
 
+proptest! {
+    /// The fields an apply configuration sets, written straight as a trie, are the fields
+    /// the generic walk finds.
+    #[test]
+    fn applied_fields_match_the_generic_walk(config in config()) {
+        let ty = deployment_type();
+        let direct = typed::applied_fields(&ty.model, ty.root, &config).unwrap();
+        let generic = crate::managed::entries::trie(&typed::to_set(&ty.model, ty.root, &config));
+        prop_assert_eq!(direct, generic);
+    }
+}
+
 /// The object without its managed fields.
 fn strip(v: &Value) -> Value {
     let mut v = v.clone();

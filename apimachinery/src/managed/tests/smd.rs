@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::managed::entries::ManagedEntry;
+use crate::managed::entries::Entry;
 use crate::managed::model::ObjectType;
-use crate::managed::updater::{self, ResetFields, Scope};
+use crate::managed::typed;
+use crate::managed::updater::{self, Applying, ResetFields, Scope};
 use crate::schema::Definitions;
 
 fn schema() -> ObjectType {
@@ -55,6 +56,14 @@ struct Case {
     managed: Vec<(&'static str, Vec<&'static str>)>,
 }
 
+fn applying<'a>(ty: &ObjectType, live: &Value, config: &'a Value) -> Applying<'a> {
+    Applying {
+        config,
+        fields: typed::applied_fields(&ty.model, ty.root, config).unwrap(),
+        merged: typed::merge(&ty.model, ty.root, Some(live), Some(config)).unwrap(),
+    }
+}
+
 fn run(case: Case) {
     let ty = schema();
     let reset = ResetFields::None;
@@ -65,7 +74,7 @@ fn run(case: Case) {
         reset: &reset,
     };
     let mut obj = json!({});
-    let mut entries: Vec<ManagedEntry> = Vec::new();
+    let mut entries: Vec<Entry> = Vec::new();
     let now = jiff::Timestamp::from_second(1).unwrap();
     let name = case.name;
     for (i, op) in case.ops.into_iter().enumerate() {
@@ -76,9 +85,17 @@ fn run(case: Case) {
                 continue;
             }
             Op::Conflicts(manager, config, want) => {
-                let err = updater::apply(&scope, &obj, &config, &mut entries, manager, false, now)
-                    .err()
-                    .unwrap_or_else(|| panic!("{name}: op {i} should conflict"));
+                let err = updater::apply(
+                    &scope,
+                    &obj,
+                    applying(&ty, &obj, &config),
+                    &mut entries,
+                    manager,
+                    false,
+                    now,
+                )
+                .err()
+                .unwrap_or_else(|| panic!("{name}: op {i} should conflict"));
                 let got: Vec<(String, String)> = err
                     .0
                     .iter()
@@ -94,17 +111,23 @@ fn run(case: Case) {
             Op::Apply(manager, config) => (manager, config, false),
             Op::Force(manager, config) => (manager, config, true),
         };
-        let merged = updater::apply(&scope, &obj, &config, &mut entries, manager, force, now)
-            .unwrap_or_else(|e| panic!("{name}: op {i}: {e}"));
-        if let Some(o) = merged.object {
-            obj = o;
-        }
+        obj = updater::apply(
+            &scope,
+            &obj,
+            applying(&ty, &obj, &config),
+            &mut entries,
+            manager,
+            force,
+            now,
+        )
+        .unwrap_or_else(|e| panic!("{name}: op {i}: {e}"))
+        .object;
     }
     assert_eq!(obj, case.object, "{name}: object");
     let got: BTreeMap<String, Vec<String>> = entries
         .iter()
         .map(|e| {
-            let paths = e.fields.paths().iter().map(ToString::to_string).collect();
+            let paths = e.set().paths().iter().map(ToString::to_string).collect();
             (e.manager.clone(), paths)
         })
         .collect();

@@ -5,8 +5,8 @@ use std::sync::LazyLock;
 
 use serde_json::{Map, Value};
 
-use super::{Pair, is_struct, item_elements, pair};
-use crate::managed::model::{ListKind, MapType, TypeId, TypeModel};
+use super::{Pair, is_struct, item_elements, pair, same_unique_names};
+use crate::managed::model::{FieldType, ListKind, TypeId, TypeModel};
 use crate::managed::path::{PathElement, values_equal};
 use crate::managed::set::FieldSet;
 
@@ -34,17 +34,23 @@ impl Diff {
         }
     }
 
-    /// Records a child's own change and the changes below it.
-    fn push(&mut self, pe: &PathElement, mark: Mark, below: Diff) {
+    /// Records a child's own change and the changes below it. The child's path element
+    /// is only built when there is something to record: most of an object is unchanged.
+    fn push(&mut self, pe: impl FnOnce() -> PathElement, mark: Mark, below: Diff) {
         if mark == Mark::None && below.is_empty() {
             return;
         }
-        self.added
-            .push_node(pe.clone(), mark == Mark::Added, below.added);
-        self.modified
-            .push_node(pe.clone(), mark == Mark::Modified, below.modified);
-        self.removed
-            .push_node(pe.clone(), mark == Mark::Removed, below.removed);
+        let pe = pe();
+        let parts = [
+            (&mut self.added, mark == Mark::Added, below.added),
+            (&mut self.modified, mark == Mark::Modified, below.modified),
+            (&mut self.removed, mark == Mark::Removed, below.removed),
+        ];
+        for (set, member, children) in parts {
+            if member || !children.is_empty() {
+                set.push_node(pe.clone(), member, children);
+            }
+        }
     }
 }
 
@@ -107,26 +113,28 @@ fn node(
             if t.atomic || (is_empty_map(lm) && is_empty_map(rm)) {
                 return leaf(l, r);
             }
+            let mut fields = t.cursor();
             for (k, lv) in lm.into_iter().flatten() {
                 let rv = rm.and_then(|m| m.get(k));
                 let mut d = Diff::default();
-                let mark = node(model, t.type_of(k), Some(lv), rv, &mut d);
-                below.push(&PathElement::Field(k.as_str().into()), mark, d);
+                let mark = node(model, fields.type_of(k), Some(lv), rv, &mut d);
+                below.push(|| PathElement::field(k), mark, d);
             }
+            let mut fields = t.cursor();
             for (k, rv) in rm.into_iter().flatten() {
                 if lm.is_some_and(|m| m.contains_key(k)) {
                     continue;
                 }
+                let field = fields.field(k);
                 // Inside an object that is new as a whole there is nothing typed to
                 // compare with, as upstream has none either.
-                let old = if model.go_structs {
-                    lm.and_then(|_| zero_value(model, t, k, rv))
-                } else {
-                    None
+                let old = match (field, lm) {
+                    (Some(f), Some(_)) if model.go_structs => zero_value(model, f, rv),
+                    _ => None,
                 };
                 let mut d = Diff::default();
-                let mark = node(model, t.type_of(k), old, Some(rv), &mut d);
-                below.push(&PathElement::Field(k.as_str().into()), mark, d);
+                let mark = node(model, field.map_or(t.elem, |f| f.ty), old, Some(rv), &mut d);
+                below.push(|| PathElement::field(k), mark, d);
             }
             presence
         }
@@ -146,6 +154,15 @@ fn node(
             else {
                 return leaf(l, r);
             };
+            // The usual case: the same items in the same order, compared pairwise.
+            if same_unique_names(&lpes, &rpes) {
+                for ((pe, lv), rv) in lpes.iter().zip(li).zip(ri) {
+                    let mut d = Diff::default();
+                    let mark = node(model, t.elem, Some(lv), Some(rv), &mut d);
+                    below.push(|| pe.clone(), mark, d);
+                }
+                return presence;
+            }
             let mut items: BTreeMap<&PathElement, (Vec<&Value>, Vec<&Value>)> = BTreeMap::new();
             for (pe, v) in lpes.iter().zip(li) {
                 items.entry(pe).or_default().0.push(v);
@@ -164,29 +181,29 @@ fn node(
                             rs.first().copied(),
                             &mut d,
                         );
-                        below.push(pe, mark, d);
+                        below.push(|| pe.clone(), mark, d);
                     }
                     // Duplicates on both sides compare as one value per name.
                     (2.., 2..) => {
                         let same = ls.len() == rs.len()
                             && ls.iter().zip(&rs).all(|(a, b)| values_equal(a, b));
                         if !same {
-                            below.push(pe, Mark::Modified, Diff::default());
+                            below.push(|| pe.clone(), Mark::Modified, Diff::default());
                         }
                     }
                     // No longer duplicated: the name goes, the remaining item comes.
                     (2.., _) => {
                         let mut d = Diff::default();
                         let mark = node(model, t.elem, None, rs.first().copied(), &mut d);
-                        below.push(pe, mark, d);
-                        below.push(pe, Mark::Removed, Diff::default());
+                        below.push(|| pe.clone(), mark, d);
+                        below.push(|| pe.clone(), Mark::Removed, Diff::default());
                     }
                     // Newly duplicated: the single item goes, the name comes.
                     (_, 2..) => {
                         let mut d = Diff::default();
                         let mark = node(model, t.elem, ls.first().copied(), None, &mut d);
-                        below.push(pe, mark, d);
-                        below.push(pe, Mark::Added, Diff::default());
+                        below.push(|| pe.clone(), mark, d);
+                        below.push(|| pe.clone(), Mark::Added, Diff::default());
                     }
                 }
             }
@@ -204,10 +221,9 @@ fn is_empty_map(m: Option<&Map<String, Value>>) -> bool {
     m.is_none_or(Map::is_empty)
 }
 
-/// What a typed Go object holds at an unset field `k` of a struct: an empty struct for a
+/// What a typed Go object holds at an unset struct field: an empty struct for a
 /// struct-typed field, null for a required (not `omitempty`) list or map; nothing else.
-fn zero_value(model: &TypeModel, t: &MapType, k: &str, new: &Value) -> Option<&'static Value> {
-    let field = t.field(k)?;
+fn zero_value(model: &TypeModel, field: &FieldType, new: &Value) -> Option<&'static Value> {
     if new.is_object() && is_struct(model, field.ty) {
         Some(empty_object())
     } else if field.required && (new.is_object() || new.is_array()) {

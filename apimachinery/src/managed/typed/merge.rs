@@ -1,13 +1,16 @@
 //! Merging an apply configuration into an object, and taking fields out of one.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
 
 use serde_json::{Map, Value};
 
-use super::{Pair, is_struct, item_elements, pair};
+use super::{Pair, is_struct, item_elements, pair, same_unique_names};
 use crate::managed::model::{ListKind, ListType, Shape, TypeId, TypeModel};
 use crate::managed::path::PathElement;
 use crate::managed::set::FieldSet;
+
+static EMPTY: LazyLock<Map<String, Value>> = LazyLock::new(Map::new);
 
 /// `config` merged into `live`: structs and granular maps field by field, list-maps by
 /// key, sets by value, everything else (scalars, atomic maps and lists) replaced.
@@ -29,19 +32,24 @@ pub(crate) fn merge(
             if t.atomic || (lm.is_none() && rm.is_none()) {
                 return Some(r.clone());
             }
-            let mut out = Map::new();
-            for (k, lv) in lm.into_iter().flatten() {
-                let merged = match rm.and_then(|m| m.get(k)) {
-                    Some(rv) => merge(model, t.type_of(k), Some(lv), Some(rv)),
+            // Collected then built in one go: a map built from sorted entries costs far
+            // less than one grown key by key.
+            let (lm, rm) = (lm.unwrap_or(&EMPTY), rm.unwrap_or(&EMPTY));
+            let mut out: Vec<(String, Value)> = Vec::with_capacity(lm.len() + rm.len());
+            let mut fields = t.cursor();
+            for (k, lv) in lm {
+                let merged = match rm.get(k) {
+                    Some(rv) => merge(model, fields.type_of(k), Some(lv), Some(rv)),
                     None => Some(lv.clone()),
                 };
                 out.extend(merged.map(|v| (k.clone(), v)));
             }
-            for (k, rv) in rm.into_iter().flatten() {
-                if !out.contains_key(k) {
-                    out.insert(k.clone(), rv.clone());
+            for (k, rv) in rm {
+                if !lm.contains_key(k) {
+                    out.push((k.clone(), rv.clone()));
                 }
             }
+            let out: Map<String, Value> = out.into_iter().collect();
             Some(Value::Object(out))
         }
         Pair::Lists(t, li, ri) => {
@@ -64,6 +72,15 @@ pub(crate) fn merge(
 fn merge_list(model: &TypeModel, t: &ListType, li: &[Value], ri: &[Value]) -> Option<Value> {
     let rpes = item_elements(model, t, ri)?;
     let lpes = item_elements(model, t, li)?;
+    // The usual case: the same items in the same order, merged pairwise (which is what
+    // the general walk below does for them too).
+    if same_unique_names(&lpes, &rpes) {
+        let merged = li
+            .iter()
+            .zip(ri)
+            .filter_map(|(l, r)| merge(model, t.elem, Some(l), Some(r)));
+        return Some(Value::Array(merged.collect()));
+    }
     // A duplicated name in the object maps to `None`: those items are not merged with
     // the configuration's, which replaces them.
     let mut observed_l: BTreeMap<&PathElement, Option<&Value>> = BTreeMap::new();
@@ -135,13 +152,14 @@ pub(crate) fn remove_items(
     match model.shape(ty, v) {
         Shape::Map(t, Some(m)) if !t.atomic && !m.is_empty() => {
             let mut out = Map::new();
+            let mut fields = t.cursor();
             for (k, val) in m {
                 let pe = PathElement::Field(k.as_str().into());
                 if set.has_child_member(&pe) {
                     continue;
                 }
                 let kept = match set.with_prefix(&pe) {
-                    Some(below) => remove_items(model, t.type_of(k), val, below),
+                    Some(below) => remove_items(model, fields.type_of(k), val, below),
                     None => Some(val.clone()),
                 };
                 out.extend(kept.map(|v| (k.clone(), v)));

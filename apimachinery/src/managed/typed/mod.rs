@@ -5,16 +5,19 @@
 //! handled as one value), because a write must not fail over data already accepted;
 //! an apply configuration is checked strictly first, by [`validate`].
 
+mod applied;
 mod compare;
 mod merge;
 
+pub(crate) use applied::{applied_fields, validate};
 pub(crate) use compare::{Diff, compare};
 pub(crate) use merge::{merge, remove_items};
 
 use serde_json::Value;
 
+use super::fields_v1::{write_go_json, write_go_json_string};
 use super::model::{ListKind, ListType, MapType, Shape, TypeId, TypeModel};
-use super::path::{Path, PathElement};
+use super::path::PathElement;
 use super::set::FieldSet;
 
 /// Why a list item has no name to be owned by.
@@ -118,6 +121,64 @@ pub(crate) fn pair<'m, 'v>(
     }
 }
 
+/// Writes the trie key naming `item` (what [`item_element`] gives, spelled as
+/// `FieldsV1` spells it) without building the element.
+pub(crate) fn item_key(
+    model: &TypeModel,
+    list: &ListType,
+    item: &Value,
+    out: &mut String,
+) -> Result<(), ItemError> {
+    match &list.kind {
+        ListKind::Map { keys } => {
+            let obj = match item {
+                Value::Object(m) => m,
+                Value::Null => return Err(ItemError::KeyedNull),
+                _ => return Err(ItemError::KeyedNotObject),
+            };
+            let elem = model.atom(list.elem).map.as_ref();
+            let mut fields: Vec<(&str, &Value)> = Vec::with_capacity(keys.len());
+            for key in keys.iter() {
+                let v = obj.get(key.as_ref()).or_else(|| {
+                    elem.and_then(|m| m.field(key))
+                        .and_then(|f| f.default.as_ref())
+                });
+                if let Some(v) = v {
+                    fields.push((key, v));
+                }
+            }
+            if fields.is_empty() {
+                return Err(ItemError::MissingKeys(
+                    keys.iter().map(|k| k.to_string()).collect(),
+                ));
+            }
+            fields.sort_by(|a, b| a.0.cmp(b.0));
+            out.push_str("k:{");
+            for (i, (name, v)) in fields.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_go_json_string(out, name);
+                out.push(':');
+                write_go_json(out, v);
+            }
+            out.push('}');
+            Ok(())
+        }
+        ListKind::Set => match item {
+            Value::Object(_) => Err(ItemError::SetItemNotScalar("a map type")),
+            Value::Array(_) => Err(ItemError::SetItemNotScalar("a list")),
+            Value::Null => Err(ItemError::SetItemNotScalar("an explicit null")),
+            v => {
+                out.push_str("v:");
+                write_go_json(out, v);
+                Ok(())
+            }
+        },
+        ListKind::Atomic => Err(ItemError::KeyedNotObject),
+    }
+}
+
 /// Names every item, or `None` if one cannot be named (the list is then one value).
 fn item_elements(model: &TypeModel, list: &ListType, items: &[Value]) -> Option<Vec<PathElement>> {
     items
@@ -140,9 +201,11 @@ fn to_set_node(model: &TypeModel, ty: TypeId, v: &Value) -> (bool, FieldSet) {
         Shape::List(t, _) if t.kind == ListKind::Atomic => (true, FieldSet::new()),
         Shape::Map(t, m) => {
             let mut out = FieldSet::new();
+            let mut fields = t.cursor();
             for (k, val) in m.into_iter().flatten() {
-                let (member, below) = to_set_node(model, t.type_of(k), val);
-                let member = member || is_empty_entry(val) || t.field(k).is_none();
+                let field = fields.field(k);
+                let (member, below) = to_set_node(model, field.map_or(t.elem, |f| f.ty), val);
+                let member = member || is_empty_entry(val) || field.is_none();
                 out.push_node(PathElement::Field(k.as_str().into()), member, below);
             }
             (false, out)
@@ -177,6 +240,15 @@ pub(crate) fn is_struct(model: &TypeModel, ty: TypeId) -> bool {
             .map
             .as_ref()
             .is_some_and(|m| !m.atomic && !m.fields.is_empty())
+}
+
+/// Whether two lists name the same items in the same order, each once. Short lists only:
+/// longer ones take the general path rather than a quadratic check.
+pub(crate) fn same_unique_names(a: &[PathElement], b: &[PathElement]) -> bool {
+    a.len() == b.len()
+        && a.len() <= 16
+        && a == b
+        && a.iter().enumerate().all(|(i, x)| !a[..i].contains(x))
 }
 
 /// The names given to more than one item.
@@ -234,84 +306,6 @@ pub struct TypeError {
     pub path: String,
     /// What is wrong, in upstream's words.
     pub message: String,
-}
-
-/// Checks that `v` fits its type well enough to be applied: values of the right kind,
-/// every list-map and set item named, and no name used twice.
-pub(crate) fn validate(model: &TypeModel, ty: TypeId, v: &Value) -> Result<(), TypeError> {
-    let mut path = Vec::new();
-    validate_at(model, ty, v, &mut path)
-}
-
-fn validate_at(
-    model: &TypeModel,
-    ty: TypeId,
-    v: &Value,
-    path: &mut Vec<PathElement>,
-) -> Result<(), TypeError> {
-    let fail = |path: &[PathElement], message: String| TypeError {
-        path: Path(path.to_vec()).to_string(),
-        message,
-    };
-    let atom = model.atom(ty);
-    let kind_ok = match v {
-        Value::Null => true,
-        Value::Object(_) => atom.map.is_some(),
-        Value::Array(_) => atom.list.is_some(),
-        _ => atom.scalar,
-    };
-    if !kind_ok {
-        let expected = if atom.map.is_some() {
-            "map"
-        } else if atom.list.is_some() {
-            "list"
-        } else {
-            "scalar"
-        };
-        return Err(fail(path, format!("expected {expected}, got {v}")));
-    }
-    match model.shape(ty, v) {
-        Shape::Leaf => Ok(()),
-        Shape::Map(t, m) => validate_map(model, t, m, path),
-        Shape::List(t, items) => {
-            let items = items.map_or(&[][..], Vec::as_slice);
-            let mut seen: Vec<PathElement> = Vec::new();
-            for (i, item) in items.iter().enumerate() {
-                if t.kind != ListKind::Atomic {
-                    let pe = item_element(model, t, item).map_err(|e| {
-                        path.push(PathElement::Index(i as u64));
-                        let err = fail(path, e.message());
-                        path.pop();
-                        err
-                    })?;
-                    if seen.contains(&pe) {
-                        return Err(fail(path, format!("duplicate entries for key {pe}")));
-                    }
-                    seen.push(pe);
-                }
-                path.push(PathElement::Index(i as u64));
-                let r = validate_at(model, t.elem, item, path);
-                path.pop();
-                r?;
-            }
-            Ok(())
-        }
-    }
-}
-
-fn validate_map(
-    model: &TypeModel,
-    t: &MapType,
-    m: Option<&serde_json::Map<String, Value>>,
-    path: &mut Vec<PathElement>,
-) -> Result<(), TypeError> {
-    for (k, val) in m.into_iter().flatten() {
-        path.push(PathElement::Field(k.as_str().into()));
-        let r = validate_at(model, t.type_of(k), val, path);
-        path.pop();
-        r?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
