@@ -125,24 +125,21 @@ impl FieldManager {
         };
         let requested = meta.remove("managedFields");
         let stored = live.and_then(managed_fields);
-        // Clients that read, change and write back send the stored entries unchanged.
-        let live_entries = |requested: Option<Value>| {
-            let stored = match requested {
-                Some(r) if Some(&r) == stored => Some(r),
-                _ => stored.cloned(),
-            };
+        // Clients that read, change and write back send the stored entries unchanged:
+        // those are taken over rather than copied.
+        let sent_back = requested.is_some() && requested.as_ref() == stored;
+        let from_live = |sent: Option<Value>| {
+            let stored = if sent_back { sent } else { stored.cloned() };
             entries::read(stored, true).unwrap_or_default()
         };
-        let mut entries = if !self.subresource.is_empty() {
-            live_entries(requested)
+        let mut entries = if !self.subresource.is_empty() || sent_back {
+            from_live(requested)
         } else if entries::is_reset(requested.as_ref()) {
             Vec::new()
-        } else if requested.is_some() && requested.as_ref() == stored {
-            live_entries(requested)
         } else {
             match entries::read(requested, false) {
                 Ok(e) if !e.is_empty() => e,
-                _ => live_entries(None),
+                _ => from_live(None),
             }
         };
         if entries.is_empty() && live.is_some() {

@@ -25,8 +25,17 @@
 //!   [`Applied::changed`] is false, nothing but `managedFields` moved. Errors map to
 //!   HTTP as [`ApplyError`]'s variants say; [`Conflicts`] gives the 409 message and its
 //!   `FieldManagerConflict` causes.
+//! * **`/scale`** — write the parent object with its new replica count through
+//!   `for_subresource("scale", ResetFields::all_but(&["spec.replicas"]))`: the writer's
+//!   entry then owns `.spec.replicas` with subresource `scale`, as upstream's scale
+//!   handler records it on the parent.
 //! * **manager name** — the `fieldManager` option, else
 //!   [`manager_from_user_agent`] (`kubectl/v1.34 ...` → `kubectl`).
+//!
+//! Unknown fields are not refused here (they are typed as deduced): the engine's
+//! `fieldValidation` handling decides about them before or after, as for other writes.
+//! Nulls in a configuration stay in the merged object, as upstream's merge leaves them
+//! for the typed decoding to read as unset.
 //!
 //! Both calls are deterministic given `now` (entries carry whole seconds), so dry runs
 //! and retries compute the same result.
@@ -37,7 +46,10 @@
 //! (structured-merge-diff v6); each module says which part it follows. Managers
 //! that wrote at another version of the kind are compared at this version's field paths
 //! (there is no conversion between versions here), and a schema that changes a list or
-//! map between atomic and granular does not rewrite existing entries.
+//! map between atomic and granular does not rewrite existing entries. Built-in kinds are
+//! compared as upstream compares Go structs (struct fields and required fields present
+//! even when unset); custom resources as written. A written `managedFields: []` clears
+//! the entries, as upstream's field manager reads it (its documentation says otherwise).
 
 mod conflict;
 mod entries;
