@@ -32,24 +32,23 @@ pub(crate) fn merge(
             if t.atomic || (lm.is_none() && rm.is_none()) {
                 return Some(r.clone());
             }
-            // Collected then built in one go: a map built from sorted entries costs far
-            // less than one grown key by key.
             let (lm, rm) = (lm.unwrap_or(&EMPTY), rm.unwrap_or(&EMPTY));
-            let mut out: Vec<(String, Value)> = Vec::with_capacity(lm.len() + rm.len());
+            let mut out = Map::new();
             let mut fields = t.cursor();
             for (k, lv) in lm {
                 let merged = match rm.get(k) {
                     Some(rv) => merge(model, fields.type_of(k), Some(lv), Some(rv)),
                     None => Some(lv.clone()),
                 };
-                out.extend(merged.map(|v| (k.clone(), v)));
+                if let Some(v) = merged {
+                    out.insert(k.clone(), v);
+                }
             }
             for (k, rv) in rm {
                 if !lm.contains_key(k) {
-                    out.push((k.clone(), rv.clone()));
+                    out.insert(k.clone(), rv.clone());
                 }
             }
-            let out: Map<String, Value> = out.into_iter().collect();
             Some(Value::Object(out))
         }
         Pair::Lists(t, li, ri) => {
