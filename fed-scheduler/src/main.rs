@@ -1,5 +1,5 @@
 //! `fed-scheduler`: decides where federated workloads run and writes their Placements,
-//! until Ctrl-C.
+//! until SIGINT or SIGTERM.
 
 #[global_allocator]
 static ALLOCATOR: meridian_alloc::Allocator = meridian_alloc::Allocator;
@@ -12,47 +12,27 @@ use clap::Parser;
 use fed_scheduler::runtime;
 use fed_scheduler::runtime::cli::Args;
 use fed_scheduler::runtime::metrics::Metrics;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use meridian_runtime::endpoints::{Endpoints, Flag};
+use meridian_runtime::shutdown::Shutdown;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     meridian_alloc::disable_huge_pages();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
     let args = Args::parse();
+    meridian_runtime::telemetry::init(args.log.log_format, "info");
     let (config, metrics_addr) = args.validate()?;
-
-    let kubeconfig = Kubeconfig::read_from(&args.kubeconfig)
-        .with_context(|| format!("reading {}", args.kubeconfig.display()))?;
-    let options = KubeConfigOptions {
-        context: args.context.clone(),
-        ..Default::default()
-    };
-    let client_config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-        .await
-        .context("federation kubeconfig")?;
-    let client = kube::Client::try_from(client_config).context("federation client")?;
+    let client = args.client_source()?.client().await?;
+    let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
 
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
-    if let Some(addr) = metrics_addr {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("binding {addr}"))?;
-        tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
-        tokio::spawn(meridian_endpoints::serve(
-            listener,
-            meridian_endpoints::State {
-                metrics: metrics.clone(),
-                ready: ready.clone(),
-                not_ready: "caches are not synced yet",
-            },
-        ));
-    }
+    Endpoints::new(
+        metrics.clone(),
+        Flag::new(ready.clone(), "caches are not synced yet"),
+    )
+    .spawn(metrics_addr, &shutdown)
+    .await
+    .with_context(|| format!("serving metrics on {metrics_addr:?}"))?;
 
     tracing::info!(
         workers = config.workers,
@@ -60,12 +40,11 @@ async fn main() -> anyhow::Result<()> {
         eviction_burst = config.eviction_burst,
         "scheduler starting"
     );
-    tokio::select! {
-        r = runtime::run(client, config, metrics, ready) => r.context("scheduler")?,
-        s = tokio::signal::ctrl_c() => {
-            s.context("waiting for Ctrl-C")?;
-            tracing::info!("interrupted; stopping");
-        }
+    if let Some(r) = shutdown
+        .run_until(runtime::run(client, config, metrics, ready))
+        .await
+    {
+        r.context("scheduler")?;
     }
     Ok(())
 }

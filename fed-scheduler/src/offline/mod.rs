@@ -30,7 +30,7 @@ pub const SYSTEM_NAMESPACE: &str = "meridian-system";
 #[derive(Debug, Error)]
 pub enum PlanError {
     /// A document is not valid YAML.
-    #[error("{source_name}: document {index}: {source}")]
+    #[error("{source_name}: document {index}")]
     Yaml {
         /// File (or other source) name.
         source_name: String,
@@ -41,7 +41,7 @@ pub enum PlanError {
         source: serde_yaml_ng::Error,
     },
     /// A known kind whose content does not fit its schema.
-    #[error("{source_name}: document {index} ({kind} {name:?}): {source}")]
+    #[error("{source_name}: document {index} ({kind} {name:?})")]
     Object {
         /// File (or other source) name.
         source_name: String,
@@ -56,7 +56,7 @@ pub enum PlanError {
         source: serde_json::Error,
     },
     /// A Deployment/ReplicaSet the scheduler cannot read.
-    #[error("{source_name}: document {index} ({kind} {name:?}): {source}")]
+    #[error("{source_name}: document {index} ({kind} {name:?})")]
     Workload {
         /// File (or other source) name.
         source_name: String,

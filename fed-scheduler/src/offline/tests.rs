@@ -1,6 +1,7 @@
 //! `plan_offline` over the YAML fixtures in `testdata/plan/`.
 
 use super::*;
+use meridian_runtime::error::report;
 
 const FLEET: &str = include_str!("../../testdata/plan/fleet.yaml");
 const APP: &str = include_str!("../../testdata/plan/app.yaml");
@@ -150,10 +151,7 @@ fn errors_name_the_problem() {
     let err = i
         .add_yaml("bad.yaml", "kind: Cluster\n---\nkind: [\n")
         .expect_err("bad yaml");
-    assert!(
-        err.to_string().starts_with("bad.yaml: document 2:"),
-        "{err}"
-    );
+    assert!(report(&err).starts_with("bad.yaml: document 2: "), "{err}");
 
     let err = i
         .add_yaml(
@@ -161,7 +159,7 @@ fn errors_name_the_problem() {
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {replicas: -1}\n",
         )
         .expect_err("bad replicas");
-    assert!(err.to_string().contains("spec.replicas"), "{err}");
+    assert!(report(&err).contains("spec.replicas"), "{err}");
 
     // Lists (kubectl get -o yaml) and empty documents are fine.
     let mut i = PlanInput::default();

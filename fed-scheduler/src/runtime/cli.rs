@@ -4,41 +4,20 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use meridian_runtime::client::{ClientError, Source};
+use meridian_runtime::flags::{FlagErrors, bind_address, parse_duration};
+use meridian_runtime::rate::Rate;
+use meridian_runtime::telemetry::LogArgs;
+
 use super::controller::Config;
-use super::rate::Rate;
-
-/// Flag errors, all of them.
-#[derive(Debug, thiserror::Error)]
-#[error("invalid flags:\n  {}", .0.join("\n  "))]
-pub struct FlagErrors(pub Vec<String>);
-
-/// Parses `500ms`, `10s`, `5m`, `1h` (a bare number is seconds).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 500ms, 10s, 5m"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "" | "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h)")),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
-}
 
 /// `fed-scheduler`: decides where federated Deployments and ReplicaSets run.
 #[derive(Debug, clap::Parser)]
 #[command(name = "fed-scheduler", version, about)]
 pub struct Args {
-    /// Kubeconfig of the federation API server.
+    /// Kubeconfig of the federation API server (default: the pod's service account).
     #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: PathBuf,
+    pub kubeconfig: Option<PathBuf>,
     /// Context in the kubeconfig (default: its current context).
     #[arg(long, env = "MERIDIAN_CONTEXT")]
     pub context: Option<String>,
@@ -73,12 +52,20 @@ pub struct Args {
         default_value = "127.0.0.1:8081"
     )]
     pub metrics_bind_address: String,
+    /// Logging.
+    #[command(flatten)]
+    pub log: LogArgs,
 }
 
 impl Args {
+    /// Where the federation client's configuration comes from.
+    pub fn client_source(&self) -> Result<Source, ClientError> {
+        Source::from_flags(self.kubeconfig.as_deref(), self.context.as_deref())
+    }
+
     /// The validated loop configuration and metrics address.
     pub fn validate(&self) -> Result<(Config, Option<SocketAddr>), FlagErrors> {
-        let mut errors = Vec::new();
+        let mut errors = FlagErrors::new();
         if self.workers == 0 || self.workers > 1024 {
             errors.push(format!("--workers {} must be in 1..=1024", self.workers));
         }
@@ -97,10 +84,10 @@ impl Args {
             }
         };
         if self.event_burst == 0 {
-            errors.push("--event-burst must be at least 1".into());
+            errors.push("--event-burst must be at least 1");
         }
         if self.eviction_burst == Some(0) {
-            errors.push("--eviction-burst must be at least 1".into());
+            errors.push("--eviction-burst must be at least 1");
         }
         if self.write_timeout < Duration::from_millis(100) {
             errors.push(format!(
@@ -115,20 +102,17 @@ impl Args {
             ));
         }
         if self.queue_capacity == 0 {
-            errors.push("--queue-capacity must be at least 1".into());
+            errors.push("--queue-capacity must be at least 1");
         }
-        let metrics = match self.metrics_bind_address.as_str() {
-            "off" | "" | "0" => None,
-            a => match a.parse::<SocketAddr>() {
-                Ok(addr) => Some(addr),
-                Err(e) => {
-                    errors.push(format!("--metrics-bind-address {a:?}: {e}"));
-                    None
-                }
-            },
-        };
+        let metrics = bind_address(&self.metrics_bind_address).unwrap_or_else(|e| {
+            errors.push(format!(
+                "--metrics-bind-address {:?}: {e}",
+                self.metrics_bind_address
+            ));
+            None
+        });
         let Some(rate) = rate.filter(|_| errors.is_empty()) else {
-            return Err(FlagErrors(errors));
+            return Err(errors);
         };
         let burst = self.eviction_burst.unwrap_or_else(|| {
             // One second's worth, at least one.
@@ -206,7 +190,5 @@ mod tests {
         .expect("parse");
         let err = args.validate().expect_err("invalid");
         assert_eq!(err.0.len(), 6, "{err}");
-        assert!(parse_duration("10x").is_err());
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
     }
 }

@@ -8,14 +8,15 @@ use std::time::{Duration, Instant};
 use fed_api::Placement;
 use kube::Client;
 use kube::runtime::reflector::{self, Store};
+use meridian_runtime::error::Report;
+use meridian_runtime::events::{self, Recorder};
+use meridian_runtime::queue::{self, WorkQueue};
+use meridian_runtime::rate::{Rate, TokenBucket};
 use tracing::Instrument as _;
 
-use super::events;
 use super::index::Index;
 use super::key::WorkloadKey;
 use super::metrics::Metrics;
-use super::queue::WorkQueue;
-use super::rate::{Rate, TokenBucket};
 use super::reconcile::Reconciler;
 use super::watch::{self, Ctx, Synced};
 use super::writer::Writer;
@@ -59,6 +60,9 @@ impl Default for Config {
     }
 }
 
+/// The component name on every Event the scheduler writes.
+pub const COMPONENT: &str = "meridian-scheduler";
+
 /// Why the loop stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
@@ -91,7 +95,7 @@ async fn worker(
             Err(error) => {
                 let after = queue.retry(key.clone());
                 metrics.reconcile("error", started.elapsed().as_secs_f64());
-                tracing::warn!(workload = %key, %error, retry_in = ?after, "reconcile failed");
+                tracing::warn!(workload = %key, error = %Report(&error), retry_in = ?after, "reconcile failed");
             }
         }
         queue.done(&key);
@@ -108,7 +112,13 @@ pub async fn run(
     ready: Arc<AtomicBool>,
 ) -> Result<(), ControllerError> {
     let index = Arc::new(Index::new());
-    let queue = Arc::new(WorkQueue::new(config.queue_capacity));
+    let queue = Arc::new(WorkQueue::new(
+        queue::Settings {
+            capacity: config.queue_capacity,
+            ..queue::Settings::default()
+        },
+        metrics.queue.clone(),
+    ));
     // Placements are the one kind kept whole: the reconciler reads and rewrites them.
     // The others are digested into the index as they arrive.
     let (placements, placements_w) = reflector::store::<Placement>();
@@ -121,17 +131,23 @@ pub async fn run(
         status,
     ] = std::array::from_fn(|_| Synced::default());
 
-    let (sink, sender) = events::sink(
+    // Over the rate or with the buffer full, Events are dropped and counted: a mass
+    // failover must not spend the API server's capacity on Events while Placements wait.
+    let recorder = Recorder::spawn(
         client.clone(),
-        config.event_queue,
-        TokenBucket::new(
-            config.event_rate,
-            config.event_burst,
-            tokio::time::Instant::now(),
-        ),
-        4,
-        config.write_timeout,
-        metrics.clone(),
+        COMPONENT,
+        events::Settings {
+            buffer: config.event_queue,
+            concurrency: 4,
+            timeout: config.write_timeout,
+            limit: Some(TokenBucket::new(
+                config.event_rate,
+                config.event_burst,
+                tokio::time::Instant::now(),
+            )),
+            ..events::Settings::default()
+        },
+        metrics.events.clone(),
     );
     let bucket = TokenBucket::new(
         config.eviction_rate,
@@ -142,7 +158,7 @@ pub async fn run(
         index.clone(),
         placements.clone(),
         Writer::new(client.clone(), config.write_timeout),
-        sink,
+        recorder,
         bucket,
         metrics.clone(),
     ));
@@ -183,10 +199,6 @@ pub async fn run(
     tasks.spawn(async move {
         watch::federation_status(c, s, x).await;
         "federation-status ConfigMap"
-    });
-    tasks.spawn(async move {
-        sender.await;
-        "event sender"
     });
 
     // Deciding before every cache has listed would create Placements that exist and

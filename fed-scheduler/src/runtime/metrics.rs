@@ -1,11 +1,12 @@
 //! The scheduler's Prometheus metrics (one registry, prefix `meridian_scheduler`).
 
-use prometheus_client::encoding::text::encode;
+use meridian_runtime::events::EventMetrics;
+use meridian_runtime::metrics::{Exposition, Registry};
+use meridian_runtime::queue::{QueueFamilies, QueueMetrics};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
 
 type Labels = Vec<(&'static str, &'static str)>;
 
@@ -16,7 +17,10 @@ pub struct Metrics {
     reconciles: Family<Labels, Counter>,
     writes: Family<Labels, Counter>,
     evictions: Family<Labels, Counter>,
-    events: Family<Labels, Counter>,
+    /// The Event recorder's counters (`events_total{result}`).
+    pub events: EventMetrics,
+    /// The work queue's series (`workqueue_*{queue="workloads"}`).
+    pub queue: QueueMetrics,
     watch_errors: Family<Labels, Counter>,
     reconcile_seconds: Histogram,
     queue_depth: Gauge,
@@ -32,7 +36,7 @@ impl Default for Metrics {
 impl Metrics {
     /// A fresh registry with every metric registered.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("meridian_scheduler");
+        let mut registry = Registry::new("meridian_scheduler");
         let reconciles = Family::<Labels, Counter>::default();
         registry.register(
             "reconciles",
@@ -51,12 +55,8 @@ impl Metrics {
             "Moves away from offline clusters: allowed or throttled by the rate limit",
             evictions.clone(),
         );
-        let events = Family::<Labels, Counter>::default();
-        registry.register(
-            "events",
-            "Kubernetes Events: sent, throttled (over the rate), dropped (queue full) or failed",
-            events.clone(),
-        );
+        let events = EventMetrics::register(&mut registry);
+        let queue = QueueFamilies::register(&mut registry).queue("workloads");
         let watch_errors = Family::<Labels, Counter>::default();
         registry.register(
             "watch_errors",
@@ -88,6 +88,7 @@ impl Metrics {
             writes,
             evictions,
             events,
+            queue,
             watch_errors,
             reconcile_seconds,
             queue_depth,
@@ -117,11 +118,6 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts an Event.
-    pub fn event(&self, result: &'static str) {
-        self.events.get_or_create(&vec![("result", result)]).inc();
-    }
-
     /// Counts a watch error.
     pub fn watch_error(&self, kind: &'static str) {
         self.watch_errors.get_or_create(&vec![("kind", kind)]).inc();
@@ -137,15 +133,11 @@ impl Metrics {
 
     /// The OpenMetrics text.
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        if encode(&mut out, &self.registry).is_err() {
-            out.clear();
-        }
-        out
+        self.registry.encode()
     }
 }
 
-impl meridian_endpoints::MetricsText for Metrics {
+impl Exposition for Metrics {
     fn encode(&self) -> String {
         Metrics::encode(self)
     }

@@ -11,26 +11,28 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fed_api::Placement;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
+use meridian_runtime::events::{EventSpec, EventType, Recorder};
+use meridian_runtime::rate::TokenBucket;
+use meridian_runtime::sync::lock;
 
 use crate::explain::{self, Outcome};
 use crate::types::{TargetCluster, UnschedulableReason, UnschedulableStatus};
 use crate::{schedule, select_policy};
 
 use super::desired::{self, Plan, SCHEDULED};
-use super::events::{self, EventSink, Involved};
 use super::index::Index;
 use super::key::WorkloadKey;
 use super::metrics::Metrics;
-use super::rate::TokenBucket;
 use super::writer::{WriteError, Writer};
 
 /// Why a turn failed (the worker retries it with backoff).
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
     /// A Placement write failed.
-    #[error("writing placement {placement}: {source}")]
+    #[error("writing placement {placement}")]
     Write {
         /// `namespace/name` of the Placement.
         placement: String,
@@ -68,7 +70,7 @@ pub struct Reconciler {
     index: Arc<Index>,
     placements: Store<Placement>,
     writer: Writer,
-    events: EventSink,
+    events: Recorder,
     bucket: Mutex<TokenBucket>,
     recent: Mutex<HashMap<WorkloadKey, Written>>,
     metrics: Arc<Metrics>,
@@ -104,7 +106,7 @@ impl Reconciler {
         index: Arc<Index>,
         placements: Store<Placement>,
         writer: Writer,
-        events: EventSink,
+        events: Recorder,
         bucket: TokenBucket,
         metrics: Arc<Metrics>,
     ) -> Self {
@@ -120,8 +122,7 @@ impl Reconciler {
     }
 
     fn recent(&self) -> std::sync::MutexGuard<'_, HashMap<WorkloadKey, Written>> {
-        // Entries are replaced whole; a panic elsewhere cannot leave one half-written.
-        self.recent.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.recent)
     }
 
     /// Drops what we remember writing for `key` (its Placement was deleted or a write
@@ -181,10 +182,7 @@ impl Reconciler {
 
     /// Takes an eviction token, or says how long until one is available.
     fn take_token(&self) -> Result<(), Duration> {
-        self.bucket
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .try_take(tokio::time::Instant::now())
+        lock(&self.bucket).try_take(tokio::time::Instant::now())
     }
 
     /// One turn for `key`.
@@ -343,7 +341,7 @@ impl Reconciler {
             || (spec_only
                 && (before_condition.as_ref() != Some(&after_condition) || previous != dest))
         {
-            self.emit(key, &entry.uid, &obj, &want.outcome, &dest, stamp);
+            self.emit(key, &entry.uid, &obj, &want.outcome, &dest);
         }
         tracing::debug!(workload = %key, dest = %dest_text(&dest), wrote, "decided");
         Ok(Reconciled {
@@ -359,36 +357,36 @@ impl Reconciler {
         placement: &Placement,
         outcome: &Outcome,
         dest: &[TargetCluster],
-        now: jiff::Timestamp,
     ) {
-        let reason = if outcome.scheduled {
-            "Scheduled"
+        let (type_, reason) = if outcome.scheduled {
+            (EventType::Normal, "Scheduled")
         } else {
-            "FailedScheduling"
+            (EventType::Warning, "FailedScheduling")
         };
         let message = format!("destClusters {}: {}", dest_text(dest), outcome.message);
-        let on_placement = Involved {
-            api_version: fed_api::API_VERSION.to_owned(),
-            kind: "Placement".to_owned(),
-            namespace: key.namespace.clone(),
-            name: key.placement_name(),
+        let on_placement = ObjectReference {
+            api_version: Some(fed_api::API_VERSION.to_owned()),
+            kind: Some("Placement".to_owned()),
+            namespace: Some(key.namespace.clone()),
+            name: Some(key.placement_name()),
             uid: placement.uid(),
+            ..Default::default()
         };
-        let on_workload = Involved {
-            api_version: "apps/v1".to_owned(),
-            kind: key.kind.as_str().to_owned(),
-            namespace: key.namespace.clone(),
-            name: key.name.clone(),
+        let on_workload = ObjectReference {
+            api_version: Some("apps/v1".to_owned()),
+            kind: Some(key.kind.as_str().to_owned()),
+            namespace: Some(key.namespace.clone()),
+            name: Some(key.name.clone()),
             uid: Some(uid.to_owned()),
+            ..Default::default()
         };
-        for about in [on_placement, on_workload] {
-            self.events.send(events::event(
-                &about,
-                !outcome.scheduled,
-                reason,
-                message.clone(),
-                now,
-            ));
+        for regarding in [on_placement, on_workload] {
+            self.events.record(EventSpec {
+                regarding,
+                type_,
+                reason: reason.to_owned(),
+                message: message.clone(),
+            });
         }
     }
 }

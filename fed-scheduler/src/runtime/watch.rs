@@ -21,6 +21,8 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, reflector};
 use kube::{Client, Resource, ResourceExt};
+use meridian_runtime::error::Report;
+use meridian_runtime::queue::WorkQueue;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch as signal;
@@ -32,14 +34,13 @@ use super::desired;
 use super::index::{Index, Requeue, WorkloadEntry};
 use super::key::{WorkloadKey, WorkloadKind};
 use super::metrics::Metrics;
-use super::queue::WorkQueue;
 use super::reconcile::Reconciler;
 
 /// Why an object from the API could not be digested (logged; the object is skipped).
 #[derive(Debug, thiserror::Error)]
 pub enum DigestError {
     /// Its JSON does not fit the scheduler's view of the kind.
-    #[error("{kind} {name}: {source}")]
+    #[error("{kind} {name}")]
     Shape {
         /// Kind.
         kind: &'static str,
@@ -154,7 +155,7 @@ async fn drive<K>(
             }
             Err(error) => {
                 metrics.watch_error(kind);
-                tracing::warn!(kind, %error, "watch error; retrying with backoff");
+                tracing::warn!(kind, error = %Report(&error), "watch error; retrying with backoff");
             }
         }
     }
@@ -243,7 +244,7 @@ pub async fn clusters(client: Client, synced: Synced, ctx: Ctx) {
             let name = o.name_any();
             match convert::<_, crate::Cluster>("Cluster", &name, o) {
                 Ok(c) => ctx.enqueue(ctx.index.apply_cluster(&name, Some(c))),
-                Err(error) => tracing::warn!(%error, "cannot read cluster"),
+                Err(error) => tracing::warn!(error = %Report(&error), "cannot read cluster"),
             }
             name
         };
@@ -284,7 +285,7 @@ pub async fn policies(client: Client, synced: Synced, ctx: Ctx) {
                         ctx.queue.add(k);
                     }
                 }
-                Err(error) => tracing::warn!(%error, "cannot read policy"),
+                Err(error) => tracing::warn!(error = %Report(&error), "cannot read policy"),
             }
             (ns, name)
         };

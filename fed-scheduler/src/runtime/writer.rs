@@ -22,7 +22,7 @@ pub enum WriteError {
     #[error("{0}: timed out")]
     Timeout(&'static str),
     /// Any other failure.
-    #[error("{op}: {source}")]
+    #[error("{op}")]
     Api {
         /// The operation.
         op: &'static str,

@@ -150,8 +150,7 @@ impl Index {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        // Every method leaves `Inner` consistent before it could panic.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        meridian_runtime::sync::lock(&self.inner)
     }
 
     /// Records a workload; `true` when placement-relevant fields changed.
