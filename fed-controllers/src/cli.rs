@@ -4,44 +4,23 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use meridian_runtime::client::{ClientError, Source};
+use meridian_runtime::flags::{FlagErrors, bind_address, parse_duration};
+use meridian_runtime::telemetry::LogArgs;
+
 use crate::cluster::ControllerConfig;
 use crate::cluster::controller::member_limits;
 use crate::cluster::member::Settings;
 use crate::cluster::probe::Thresholds;
 use crate::member_client::MemberClients;
 
-/// Flag errors, all of them.
-#[derive(Debug, thiserror::Error)]
-#[error("invalid flags:\n  {}", .0.join("\n  "))]
-pub struct FlagErrors(pub Vec<String>);
-
-/// Parses `500ms`, `10s`, `5m`, `1h` (a bare number is seconds).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 500ms, 10s, 5m"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "" | "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h)")),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
-}
-
 /// `fed-controllers`: runs Meridian's controllers against the federation API.
 #[derive(Debug, clap::Parser)]
 #[command(name = "fed-controllers", version, about)]
 pub struct Args {
-    /// Kubeconfig of the federation API server.
+    /// Kubeconfig of the federation API server (default: the pod's service account).
     #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: PathBuf,
+    pub kubeconfig: Option<PathBuf>,
     /// Context in the kubeconfig (default: its current context).
     #[arg(long, env = "MERIDIAN_CONTEXT")]
     pub context: Option<String>,
@@ -115,9 +94,17 @@ pub struct Args {
         default_value = "127.0.0.1:8080"
     )]
     pub metrics_bind_address: String,
+    /// Logging.
+    #[command(flatten)]
+    pub log: LogArgs,
 }
 
 impl Args {
+    /// Where the federation client's configuration comes from.
+    pub fn client_source(&self) -> Result<Source, ClientError> {
+        Source::from_flags(self.kubeconfig.as_deref(), self.context.as_deref())
+    }
+
     /// The workload controller's settings (valid once [`Args::validate`] passed).
     pub fn workload_settings(&self) -> crate::workload::Settings {
         crate::workload::Settings {
@@ -130,15 +117,16 @@ impl Args {
         }
     }
 
-    /// The service controller's settings; an error names the bad flag.
-    pub fn service_settings(&self) -> Result<crate::service::Settings, String> {
+    /// The service controller's settings; each error names its bad flag.
+    pub fn service_settings(&self) -> Result<crate::service::Settings, FlagErrors> {
+        let mut errors = FlagErrors::new();
         let zone = self.dns_zone.trim_end_matches('.');
         if zone.is_empty()
             || zone
                 .split('.')
                 .any(|l| apimachinery::validation::dns1123_label(l).is_err())
         {
-            return Err(format!(
+            errors.push(format!(
                 "--dns-zone {:?} must be a DNS name like global.meridian.test",
                 self.dns_zone
             ));
@@ -146,14 +134,18 @@ impl Args {
         let port_range = self
             .lb_port_range
             .parse()
-            .map_err(|e| format!("--lb-port-range: {e}"))?;
+            .map_err(|e| errors.push(format!("--lb-port-range: {e}")))
+            .ok();
         let secs = self.lb_ttl.as_secs_f64();
         if secs < 1.0 || secs.fract() != 0.0 || secs > f64::from(u32::MAX) {
-            return Err(format!(
+            errors.push(format!(
                 "--lb-ttl {:?} must be a whole number of seconds, at least 1s",
                 self.lb_ttl
             ));
         }
+        let Some(port_range) = port_range.filter(|_| errors.is_empty()) else {
+            return Err(errors);
+        };
         Ok(crate::service::Settings {
             dns_zone: zone.to_string(),
             port_range,
@@ -166,7 +158,7 @@ impl Args {
 
     /// The validated controller configuration and metrics address.
     pub fn validate(&self) -> Result<(ControllerConfig, Option<SocketAddr>), FlagErrors> {
-        let mut errors = Vec::new();
+        let mut errors = FlagErrors::new();
         if self.probe_period < Duration::from_millis(100) {
             errors.push(format!(
                 "--probe-period {:?} must be at least 100ms",
@@ -180,10 +172,10 @@ impl Args {
             ));
         }
         if self.failure_threshold == 0 {
-            errors.push("--failure-threshold must be at least 1".into());
+            errors.push("--failure-threshold must be at least 1");
         }
         if self.success_threshold == 0 {
-            errors.push("--success-threshold must be at least 1".into());
+            errors.push("--success-threshold must be at least 1");
         }
         if !(0.0..1.0).contains(&self.mass_failure_share) {
             errors.push(format!(
@@ -192,44 +184,41 @@ impl Args {
             ));
         }
         if self.discovery_period < self.probe_period {
-            errors.push("--discovery-period must be at least --probe-period".into());
+            errors.push("--discovery-period must be at least --probe-period");
         }
-        let metrics = match self.metrics_bind_address.as_str() {
-            "off" | "" | "0" => None,
-            a => match a.parse::<SocketAddr>() {
-                Ok(addr) => Some(addr),
-                Err(e) => {
-                    errors.push(format!("--metrics-bind-address {a:?}: {e}"));
-                    None
-                }
-            },
-        };
+        let metrics = bind_address(&self.metrics_bind_address).unwrap_or_else(|e| {
+            errors.push(format!(
+                "--metrics-bind-address {:?}: {e}",
+                self.metrics_bind_address
+            ));
+            None
+        });
         if self.workload_sync_timeout.is_zero() {
-            errors.push("--workload-sync-timeout must be positive".into());
+            errors.push("--workload-sync-timeout must be positive");
         }
         if self.workload_backoff_max < Duration::from_millis(500) {
-            errors.push("--workload-backoff-max must be at least 500ms".into());
+            errors.push("--workload-backoff-max must be at least 500ms");
         }
         if self.workload_status_delay > Duration::from_secs(5) {
-            errors.push("--workload-status-delay must be at most 5s".into());
+            errors.push("--workload-status-delay must be at most 5s");
         }
         if self.workload_event_window > Duration::from_secs(60) {
-            errors.push("--workload-event-window must be at most 60s".into());
+            errors.push("--workload-event-window must be at most 60s");
         }
         if self.placement_status_interval > Duration::from_secs(60) {
-            errors.push("--placement-status-interval must be at most 60s".into());
+            errors.push("--placement-status-interval must be at most 60s");
         }
         if let Err(e) = self.service_settings() {
-            errors.push(e);
+            errors.0.extend(e.0);
         }
         if self.member_list_page_size == 0 {
-            errors.push("--member-list-page-size must be at least 1".into());
+            errors.push("--member-list-page-size must be at least 1");
         }
         if self.member_concurrent_lists == 0 {
-            errors.push("--member-concurrent-lists must be at least 1".into());
+            errors.push("--member-concurrent-lists must be at least 1");
         }
         if !errors.is_empty() {
-            return Err(FlagErrors(errors));
+            return Err(errors);
         }
         let settings = Settings {
             probe_period: self.probe_period,
@@ -259,23 +248,6 @@ impl Args {
 mod tests {
     use super::*;
     use clap::Parser;
-
-    #[test]
-    fn durations() {
-        for (s, ms) in [
-            ("500ms", 500),
-            ("10s", 10_000),
-            ("3", 3000),
-            ("1.5s", 1500),
-            ("5m", 300_000),
-            ("1h", 3_600_000),
-        ] {
-            assert_eq!(parse_duration(s), Ok(Duration::from_millis(ms)), "{s}");
-        }
-        for bad in ["", "s", "10x", "-1s"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn defaults_and_validation() {

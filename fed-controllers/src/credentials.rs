@@ -43,7 +43,7 @@ pub enum CredentialsError {
     #[error("the credentials token contains characters not allowed in an HTTP header")]
     InvalidToken,
     /// Reading the Secret failed.
-    #[error("reading credentials Secret {name}: {source}")]
+    #[error("reading credentials Secret {name}")]
     ReadSecret {
         /// `namespace/name` of the Secret.
         name: String,
@@ -55,7 +55,7 @@ pub enum CredentialsError {
     #[error("reading credentials Secret {0}: timed out")]
     ReadTimeout(String),
     /// kube refused the assembled configuration.
-    #[error("building auth configuration: {0}")]
+    #[error("building auth configuration")]
     Auth(#[source] serde_json::Error),
 }
 

@@ -2,15 +2,15 @@
 //! tracks their capacity and writes `Cluster.status`; the workload controller ([`workload`])
 //! pushes federated Deployments/ReplicaSets and what they reference into members and
 //! aggregates their status; the service controller ([`service`]) makes federated Services
-//! reachable across members through their lb-agents. They share [`credentials`], [`events`]
-//! and [`metrics`]; [`member_client`] builds member clients that multiplex everything on one
-//! connection per member.
+//! reachable across members through their lb-agents. They share [`credentials`] and
+//! [`metrics`], and the process's work queues and Event recorder come from
+//! `meridian_runtime`; [`member_client`] builds member clients that multiplex everything on
+//! one connection per member.
 
 pub mod cli;
 pub mod cluster;
 pub mod credentials;
 pub mod dynamic;
-pub mod events;
 pub mod member_client;
 pub mod member_sync;
 pub mod member_watch;

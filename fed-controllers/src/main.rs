@@ -1,4 +1,5 @@
-//! `fed-controllers`: runs the cluster, workload and service controllers against the federation until Ctrl-C.
+//! `fed-controllers`: runs the cluster, workload and service controllers against the
+//! federation until SIGINT or SIGTERM.
 
 #[global_allocator]
 static ALLOCATOR: meridian_alloc::Allocator = meridian_alloc::Allocator;
@@ -9,54 +10,45 @@ use std::sync::atomic::AtomicBool;
 use anyhow::Context as _;
 use clap::Parser;
 use fed_controllers::cli::Args;
+use fed_controllers::member_client::{self, Limits};
 use fed_controllers::metrics::Metrics;
 use fed_controllers::{cluster, service, workload};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use meridian_runtime::endpoints::{Endpoints, Flag};
+use meridian_runtime::events::{self, Recorder};
+use meridian_runtime::shutdown::Shutdown;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     meridian_alloc::disable_huge_pages();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
     let args = Args::parse();
+    meridian_runtime::telemetry::init(args.log.log_format, "info");
     let (config, metrics_addr) = args.validate()?;
-
-    let kubeconfig = Kubeconfig::read_from(&args.kubeconfig)
-        .with_context(|| format!("reading {}", args.kubeconfig.display()))?;
-    let options = KubeConfigOptions {
-        context: args.context.clone(),
-        ..Default::default()
-    };
-    let client_config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-        .await
-        .context("federation kubeconfig")?;
+    let service_settings = args.service_settings()?;
+    let client_config = args.client_source()?.config().await?;
     // One multiplexed connection to the federation, whatever the number of members.
-    let fed = fed_controllers::member_client::federation_client(
-        client_config,
-        fed_controllers::member_client::Limits::federation(),
-    )
-    .context("federation client")?;
+    let fed = member_client::federation_client(client_config, Limits::federation())
+        .context("federation client")?;
+    let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
 
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
-    if let Some(addr) = metrics_addr {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("binding {addr}"))?;
-        tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
-        tokio::spawn(meridian_endpoints::serve(
-            listener,
-            meridian_endpoints::State {
-                metrics: metrics.clone(),
-                ready: ready.clone(),
-                not_ready: "the federation is not listed yet",
-            },
-        ));
-    }
+    Endpoints::new(
+        metrics.clone(),
+        Flag::new(ready.clone(), "the federation is not listed yet"),
+    )
+    .spawn(metrics_addr, &shutdown)
+    .await
+    .with_context(|| format!("serving metrics on {metrics_addr:?}"))?;
+    // One Event buffer and writer for the three controllers (each names itself).
+    let recorder = Recorder::spawn(
+        fed.clone(),
+        cluster::events::COMPONENT,
+        events::Settings {
+            concurrency: 32,
+            ..events::Settings::default()
+        },
+        metrics.events.clone(),
+    );
 
     tracing::info!(
         probe_period = ?config.settings.probe_period,
@@ -73,16 +65,17 @@ async fn main() -> anyhow::Result<()> {
     };
     let service_settings = service::Settings {
         clients: config.clients.clone(),
-        ..args.service_settings().map_err(anyhow::Error::msg)?
+        ..service_settings
     };
-    tokio::select! {
-        r = cluster::run(fed.clone(), config, metrics.clone(), ready) => r.context("cluster controller")?,
-        r = workload::run(fed.clone(), workload_settings, metrics.workload.clone()) => r.context("workload controller")?,
-        r = service::run(fed, service_settings, metrics) => r.context("service controller")?,
-        s = tokio::signal::ctrl_c() => {
-            s.context("waiting for Ctrl-C")?;
-            tracing::info!("interrupted; stopping");
+    let controllers = async {
+        tokio::select! {
+            r = cluster::run(fed.clone(), config, metrics.clone(), recorder.clone(), ready) => r.context("cluster controller"),
+            r = workload::run(fed.clone(), workload_settings, metrics.workload.clone(), recorder.clone()) => r.context("workload controller"),
+            r = service::run(fed, service_settings, metrics, recorder) => r.context("service controller"),
         }
+    };
+    if let Some(r) = shutdown.run_until(controllers).await {
+        r?;
     }
     Ok(())
 }

@@ -164,7 +164,7 @@ impl MemberClients {
         let mut bearer = HeaderValue::try_from(format!("Bearer {token}"))
             .map_err(|_| CredentialsError::InvalidToken)?;
         bearer.set_sensitive(true);
-        let mut transports = self.transports.lock().unwrap_or_else(|e| e.into_inner());
+        let mut transports = meridian_runtime::sync::lock(&self.transports);
         let live = transports.entry(spec.api_endpoint.clone()).or_default();
         live.retain(|w| w.strong_count() > 0);
         let same = |t: &Arc<Inner>| {
@@ -189,7 +189,7 @@ impl MemberClients {
     /// The shared TLS configuration trusting exactly `ca`.
     fn tls_config(&self, ca: Vec<Vec<u8>>) -> Result<Arc<ClientConfig>, CredentialsError> {
         let key: Vec<u8> = ca.iter().flat_map(|c| c.iter().copied()).collect();
-        let mut cache = self.tls.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = meridian_runtime::sync::lock(&self.tls);
         if let Some(cfg) = cache.get(&key).and_then(Weak::upgrade) {
             return Ok(cfg);
         }

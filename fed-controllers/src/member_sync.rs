@@ -2,7 +2,6 @@
 //! member sync, what a write did, and requests bounded by the sync timeout.
 
 use std::future::Future;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use kube::api::DynamicObject;
@@ -25,11 +24,11 @@ pub enum SyncError {
         /// Member.
         cluster: String,
     },
-    /// No client yet (credentials or configuration problem).
-    #[error("not connected: {0}")]
-    NotConnected(String),
+    /// No client yet: its watches have not started.
+    #[error("not connected: member client not ready")]
+    NotConnected,
     /// A member request failed.
-    #[error("{op} in {cluster}: {source}")]
+    #[error("{op} in {cluster}")]
     Api {
         /// What was attempted.
         op: String,
@@ -48,8 +47,20 @@ pub enum SyncError {
         cluster: String,
     },
     /// An object could not be converted.
-    #[error("encoding {0}: {1}")]
+    #[error("encoding {0}")]
     Encode(String, #[source] serde_json::Error),
+}
+
+impl SyncError {
+    /// Whether the member holds the name and it is not Meridian's.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, SyncError::Conflict { .. })
+    }
+
+    /// Whether the member answered with HTTP status `code`.
+    pub fn is_status(&self, code: u16) -> bool {
+        matches!(self, SyncError::Api { source: kube::Error::Api(s), .. } if s.code == code)
+    }
 }
 
 /// What a write did.
@@ -124,10 +135,7 @@ pub async fn ensure_namespace(
     );
     match created {
         Ok(_) => Ok(()),
-        Err(SyncError::Api {
-            source: kube::Error::Api(s),
-            ..
-        }) if s.code == 409 => Ok(()),
+        Err(e) if e.is_status(409) => Ok(()),
         Err(e) => Err(e),
     }
 }
@@ -136,12 +144,6 @@ pub async fn ensure_namespace(
 pub fn to_dynamic(v: &Value) -> Result<DynamicObject, SyncError> {
     serde_json::from_value(v.clone())
         .map_err(|e| SyncError::Encode(v["metadata"]["name"].to_string(), e))
-}
-
-/// Locks a member task's state.
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Each critical section is one step: state stays consistent after a panicking holder.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Now, RFC 3339 to the second (as `lastSyncTime` is written).

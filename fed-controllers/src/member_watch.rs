@@ -10,8 +10,6 @@ use std::time::Duration;
 
 use kube::runtime::utils::{Backoff, ResetTimerBackoff};
 
-use crate::cluster::backoff;
-
 /// The first retry's delay.
 const BASE: Duration = Duration::from_millis(500);
 /// The longest delay between two attempts, and so the longest a watch stays down after
@@ -37,7 +35,7 @@ impl Iterator for Exponential {
 
     fn next(&mut self) -> Option<Duration> {
         self.attempt = self.attempt.saturating_add(1);
-        Some(backoff::delay(self.attempt, BASE, MAX))
+        Some(meridian_runtime::queue::Backoff::jittered(BASE, MAX).delay(self.attempt))
     }
 }
 

@@ -1,11 +1,12 @@
 //! The process's Prometheus metrics (one registry, prefix `meridian_controllers`).
 
-use prometheus_client::encoding::text::encode;
+use meridian_runtime::events::EventMetrics;
+use meridian_runtime::metrics::{Exposition, Registry};
+use meridian_runtime::queue::{QueueFamilies, QueueMetrics};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -33,6 +34,10 @@ pub struct WorkloadMetrics {
     member_write_latency: Family<Labels, Histogram, fn() -> Histogram>,
     status_lag: Histogram,
     reconciles: Family<Labels, Counter>,
+    /// The central queue's series (`workqueue_*{queue="workloads"}`).
+    pub queue: QueueMetrics,
+    /// Every member queue's series, summed (`workqueue_*{queue="workload-members"}`).
+    pub member_queues: QueueMetrics,
 }
 
 impl WorkloadMetrics {
@@ -96,6 +101,13 @@ pub struct Metrics {
     service_sync_latency: Histogram,
     service_member_writes: Family<Labels, Counter>,
     service_member_errors: Family<Labels, Counter>,
+    /// The service controller's central queue (`workqueue_*{queue="services"}`).
+    pub service_queue: QueueMetrics,
+    /// Every member queue of the service controller, summed
+    /// (`workqueue_*{queue="service-members"}`).
+    pub service_member_queues: QueueMetrics,
+    /// The Event recorder's counters (`events_total{result}`).
+    pub events: EventMetrics,
     /// The workload controller's metrics.
     pub workload: std::sync::Arc<WorkloadMetrics>,
 }
@@ -109,7 +121,9 @@ impl Default for Metrics {
 impl Metrics {
     /// A fresh registry with every metric registered.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("meridian_controllers");
+        let mut registry = Registry::new("meridian_controllers");
+        let queues = QueueFamilies::register(&mut registry);
+        let events = EventMetrics::register(&mut registry);
         let probes = Family::<Labels, Counter>::default();
         registry.register(
             "cluster_probes",
@@ -183,6 +197,8 @@ impl Metrics {
             ),
             status_lag: lag_histogram(),
             reconciles: Family::default(),
+            queue: queues.queue("workloads"),
+            member_queues: queues.queue("workload-members"),
         };
         registry.register(
             "workload_queue_depth",
@@ -227,6 +243,9 @@ impl Metrics {
             service_sync_latency,
             service_member_writes,
             service_member_errors,
+            service_queue: queues.queue("services"),
+            service_member_queues: queues.queue("service-members"),
+            events,
             workload: std::sync::Arc::new(workload),
         }
     }
@@ -336,16 +355,11 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        // Writing into a String cannot fail; an error here would be a bug in encoding.
-        if encode(&mut out, &self.registry).is_err() {
-            out.clear();
-        }
-        out
+        self.registry.encode()
     }
 }
 
-impl meridian_endpoints::MetricsText for Metrics {
+impl Exposition for Metrics {
     fn encode(&self) -> String {
         Metrics::encode(self)
     }

@@ -94,7 +94,7 @@ impl<K: Resource, V> SlimCache<K, V> {
             Event::Apply(o) | Event::InitApply(o) => (self.derive)(o).map(Arc::new),
             _ => None,
         };
-        let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let mut g = meridian_runtime::sync::write(&self.inner);
         match (event, derived) {
             (Event::Apply(o), Some(v)) => {
                 g.values.insert(key(o), v);
@@ -119,9 +119,7 @@ impl<K: Resource, V> SlimCache<K, V> {
 
     /// What is kept of `namespace/name`.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<V>> {
-        self.inner
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
+        meridian_runtime::sync::read(&self.inner)
             .values
             .get(&(namespace.to_string(), name.to_string()))
             .cloned()
@@ -129,9 +127,7 @@ impl<K: Resource, V> SlimCache<K, V> {
 
     /// What is kept of each object in `namespace`, as (name, value).
     pub fn in_namespace(&self, namespace: &str) -> Vec<(String, Arc<V>)> {
-        self.inner
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
+        meridian_runtime::sync::read(&self.inner)
             .values
             .iter()
             .filter(|((ns, _), _)| ns == namespace)

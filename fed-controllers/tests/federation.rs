@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret};
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::await_condition;
+use meridian_runtime::events::{self, Recorder};
 
 /// A workspace binary beside this test's executable (target/<profile>/<name>), so the
 /// test works whatever the target directory is.
@@ -136,6 +137,16 @@ async fn ensure_namespace(fed: &kube::Client, ns: &str) {
     panic!("creating namespace {ns}: {last:?}");
 }
 
+/// The process's Event recorder, as `fed-controllers` makes it.
+fn recorder(fed: &kube::Client, metrics: &Metrics) -> Recorder {
+    Recorder::spawn(
+        fed.clone(),
+        cluster::events::COMPONENT,
+        events::Settings::default(),
+        metrics.events.clone(),
+    )
+}
+
 fn condition(c: &Cluster, t: &str) -> Option<(String, String)> {
     let cond = conditions::find(c.status.as_ref()?.conditions.as_slice(), t)?;
     Some((cond.status.clone(), cond.reason.clone()))
@@ -208,6 +219,7 @@ async fn probes_conditions_events_and_mass_failure() {
         fed.clone(),
         config,
         metrics.clone(),
+        recorder(&fed, &metrics),
         Arc::new(AtomicBool::new(false)),
     ));
 
@@ -375,10 +387,12 @@ async fn cluster_sim_member_capacity_and_offline() {
     config.settings.probe_period = Duration::from_millis(300);
     config.settings.probe_timeout = Duration::from_millis(300);
     config.settings.thresholds.failure = 2;
+    let metrics = Arc::new(Metrics::new());
     let controller = tokio::spawn(cluster::run(
         fed.clone(),
         config,
-        Arc::new(Metrics::new()),
+        metrics.clone(),
+        recorder(&fed, &metrics),
         Arc::new(AtomicBool::new(false)),
     ));
 

@@ -14,6 +14,8 @@ use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
+use meridian_runtime::error::Report;
+use meridian_runtime::events::Recorder;
 
 use super::credentials;
 use super::guard::{self, Board};
@@ -284,8 +286,10 @@ pub async fn run(
     fed: Client,
     config: ControllerConfig,
     metrics: Arc<Metrics>,
+    events: Recorder,
     ready: Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<(), ControllerError> {
+    let events = events.for_component(super::events::COMPONENT);
     super::events::ensure_namespace(fed.clone(), super::events::CLUSTER_EVENT_NAMESPACE).await;
     let board = Arc::new(Board::default());
     let shared = Shared {
@@ -297,6 +301,7 @@ pub async fn run(
         lists: Arc::new(tokio::sync::Semaphore::new(
             config.settings.concurrent_lists.max(1),
         )),
+        events: events.clone(),
     };
     let guard_task = tokio::spawn(guard::run(
         fed.clone(),
@@ -304,6 +309,7 @@ pub async fn run(
         config.mass_failure_share,
         Duration::from_secs(1),
         metrics,
+        events,
     ));
     let _guard = AbortOnDrop(guard_task);
 
@@ -329,11 +335,15 @@ pub async fn run(
         match input {
             Input::Cluster(r) => match *r {
                 Ok(ev) => sup.on_cluster(ev),
-                Err(error) => tracing::warn!(%error, "federation Cluster watch failed; retrying"),
+                Err(error) => {
+                    tracing::warn!(error = %Report(&error), "federation Cluster watch failed; retrying")
+                }
             },
             Input::Secret(r) => match *r {
                 Ok(ev) => sup.on_secret(ev),
-                Err(error) => tracing::warn!(%error, "federation Secret watch failed; retrying"),
+                Err(error) => {
+                    tracing::warn!(error = %Report(&error), "federation Secret watch failed; retrying")
+                }
             },
         }
         if sup.synced() {

@@ -12,7 +12,7 @@ use kube::Client;
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoveryError {
     /// A discovery request failed.
-    #[error("discovery request {path}: {source}")]
+    #[error("discovery request {path}")]
     Request {
         /// What was being fetched.
         path: String,

@@ -11,6 +11,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Client;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use meridian_runtime::error::Report;
+use meridian_runtime::events::{EventType, Recorder};
+use meridian_runtime::sync::lock;
 use tokio::sync::Notify;
 
 use super::events;
@@ -27,7 +30,7 @@ pub const OFFLINE_CLUSTERS_KEY: &str = "offlineClusters";
 #[derive(Debug, thiserror::Error)]
 pub enum GuardError {
     /// The federation API rejected or failed a write.
-    #[error("writing {what}: {source}")]
+    #[error("writing {what}")]
     Write {
         /// What was being written.
         what: &'static str,
@@ -58,8 +61,7 @@ pub struct Board {
 
 impl Board {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, bool>> {
-        // A panic elsewhere cannot leave a bool map half-updated; keep going.
-        self.members.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.members)
     }
 
     /// Sets a member's Offline flag (adding the member if new).
@@ -112,6 +114,7 @@ pub async fn run(
     share: f64,
     settle: Duration,
     metrics: Arc<Metrics>,
+    recorder: Recorder,
 ) {
     let mut published: Option<Verdict> = None;
     loop {
@@ -129,10 +132,10 @@ pub async fn run(
         if published.as_ref() == Some(&verdict) {
             continue;
         }
-        match publish(&client, &verdict, published.as_ref(), total).await {
+        match publish(&client, &recorder, &verdict, published.as_ref(), total).await {
             Ok(()) => published = Some(verdict),
             Err(error) => {
-                tracing::warn!(%error, "publishing federation status failed; retrying");
+                tracing::warn!(error = %Report(&error), "publishing federation status failed; retrying");
                 tokio::time::sleep(Duration::from_secs(2)).await;
                 board.changed.notify_one();
             }
@@ -158,6 +161,7 @@ fn is_status(e: &GuardError, code: u16) -> bool {
 
 async fn publish(
     client: &Client,
+    recorder: &Recorder,
     v: &Verdict,
     prev: Option<&Verdict>,
     total: usize,
@@ -202,7 +206,7 @@ async fn publish(
         let (reason, type_, message) = if v.mass_failure {
             (
                 "MassFailure",
-                "Warning",
+                EventType::Warning,
                 format!(
                     "{} of {total} member clusters Offline: {offline}; failovers paused",
                     v.offline.len()
@@ -211,12 +215,11 @@ async fn publish(
         } else {
             (
                 "MassFailureResolved",
-                "Normal",
+                EventType::Normal,
                 format!("{} of {total} member clusters Offline", v.offline.len()),
             )
         };
-        let event = events::for_config_map(&cm, reason, type_, &message, jiff::Timestamp::now());
-        events::publish(client.clone(), event).await;
+        recorder.record(events::for_config_map(&cm, reason, type_, &message));
     }
     Ok(())
 }

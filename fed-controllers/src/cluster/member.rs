@@ -13,6 +13,9 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
+use meridian_runtime::error::{Report, report};
+use meridian_runtime::events::{EventType, Recorder};
+use meridian_runtime::queue::Backoff;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
@@ -86,6 +89,8 @@ pub struct Shared {
     pub clients: Arc<MemberClients>,
     /// Permits to list (see [`Settings::concurrent_lists`]).
     pub lists: Arc<Semaphore>,
+    /// The cluster controller's Events.
+    pub events: Recorder,
 }
 
 /// A running member task. Dropping it stops the task.
@@ -177,8 +182,7 @@ struct Member {
 
 impl Member {
     fn lock(&self) -> MutexGuard<'_, State> {
-        // The state is plain numbers; a panicked holder cannot leave it unusable.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        meridian_runtime::sync::lock(&self.state)
     }
 
     fn settings(&self) -> &Settings {
@@ -203,23 +207,23 @@ impl Member {
         self.shared.board.set(&self.name, next.offline);
         if transition.ready {
             let (reason, type_) = match next.health {
-                Health::Ready => ("ClusterReady", "Normal"),
-                _ => ("ClusterNotReady", "Warning"),
+                Health::Ready => ("ClusterReady", EventType::Normal),
+                _ => ("ClusterNotReady", EventType::Warning),
             };
             let message = describe(&next);
             tracing::info!(health = ?next.health, %message, "ready changed");
-            self.event(reason, type_, &message, now);
+            self.event(reason, type_, &message);
             if next.health == Health::Ready {
                 self.rediscover.notify_one();
             }
         }
         if transition.offline {
             let (reason, type_) = if next.offline {
-                ("ClusterOffline", "Warning")
+                ("ClusterOffline", EventType::Warning)
             } else {
-                ("ClusterOnline", "Normal")
+                ("ClusterOnline", EventType::Normal)
             };
-            self.event(reason, type_, &describe(&next), now);
+            self.event(reason, type_, &describe(&next));
             if prev.offline && !next.offline {
                 // Watches may have been hanging on dead connections; start them afresh.
                 self.rewatch.send_modify(|g| *g += 1);
@@ -227,9 +231,9 @@ impl Member {
         }
     }
 
-    fn event(&self, reason: &str, type_: &str, message: &str, now: jiff::Timestamp) {
-        let e = events::for_cluster(&self.name, self.uid.as_deref(), reason, type_, message, now);
-        tokio::spawn(events::publish(self.shared.fed.clone(), e));
+    fn event(&self, reason: &str, type_: EventType, message: &str) {
+        let e = events::for_cluster(&self.name, self.uid.as_deref(), reason, type_, message);
+        self.shared.events.record(e);
     }
 
     /// The status this member should have now.
@@ -292,13 +296,13 @@ async fn connect(m: &Member) -> Client {
         match attempt {
             Ok(c) => return c,
             Err(e) => {
-                tracing::warn!(error = %e, "member client not configured");
+                tracing::warn!(error = %Report(&e), "member client not configured");
                 m.shared
                     .metrics
                     .probe(&m.name, FailureKind::InvalidConfig.reason(), 0.0);
                 m.record(Outcome::Failure {
                     kind: FailureKind::InvalidConfig,
-                    message: e.to_string(),
+                    message: report(&e),
                 });
                 tokio::time::sleep(s.probe_period).await;
             }
@@ -353,7 +357,7 @@ async fn discovery_loop(m: Arc<Member>, client: Client) {
                     m.dirty.notify_one();
                 }
             }
-            Err(error) => tracing::info!(%error, "discovery failed; will retry"),
+            Err(error) => tracing::info!(error = %Report(&error), "discovery failed; will retry"),
         }
     }
 }
@@ -461,7 +465,7 @@ async fn watch_loop<K: Watched>(m: Arc<Member>, client: Client) {
                     m.shared
                         .metrics
                         .watch_restart(&m.name, K::RESOURCE, "error");
-                    tracing::debug!(%error, resource = K::RESOURCE, "watch error; backing off");
+                    tracing::debug!(error = %Report(&error), resource = K::RESOURCE, "watch error; backing off");
                     continue;
                 }
                 Ok(Some(Ok(event))) => event,
@@ -549,12 +553,12 @@ async fn status_writer(m: Arc<Member>) {
             outcome => {
                 m.shared.metrics.status_write("error");
                 let error = match outcome {
-                    Ok(Err(e)) => e.to_string(),
+                    Ok(Err(e)) => report(&e),
                     _ => "timed out".to_string(),
                 };
                 failures = failures.saturating_add(1);
-                let delay =
-                    super::backoff::delay(failures, s.status_min_interval, Duration::from_secs(30));
+                let delay = Backoff::jittered(s.status_min_interval, Duration::from_secs(30))
+                    .delay(failures);
                 tracing::warn!(%error, retry_in = ?delay, "status write failed");
                 tokio::time::sleep(delay).await;
                 m.dirty.notify_one();

@@ -4,7 +4,6 @@
 //! [`status`] — are separate from the effects: [`member`] runs one task per member
 //! cluster, [`controller`] supervises them.
 
-pub mod backoff;
 pub mod capacity;
 pub mod conditions;
 pub mod controller;

@@ -5,6 +5,9 @@ use std::error::Error as StdError;
 use std::time::Duration;
 
 use kube::Client;
+// The error and its sources, joined, so messages say "connection refused", not just
+// "client error (Connect)".
+use meridian_runtime::error::report;
 
 use super::probe::{FailureKind, Outcome};
 
@@ -92,10 +95,10 @@ pub fn classify(path: &str, err: &kube::Error) -> Outcome {
         }
         other => match transport_kind(other) {
             TransportKind::Tls(detail) => (FailureKind::TlsError, format!("{path}: TLS: {detail}")),
-            TransportKind::Timeout => (FailureKind::Timeout, format!("{path}: {}", chain(other))),
+            TransportKind::Timeout => (FailureKind::Timeout, format!("{path}: {}", report(other))),
             TransportKind::Other => (
                 FailureKind::Unreachable,
-                format!("{path}: {}", chain(other)),
+                format!("{path}: {}", report(other)),
             ),
         },
     };
@@ -108,6 +111,7 @@ enum TransportKind {
     Other,
 }
 
+/// What failed underneath a transport error, judged by the types in its source chain.
 fn transport_kind(err: &kube::Error) -> TransportKind {
     let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
     while let Some(e) = cur {
@@ -124,31 +128,15 @@ fn transport_kind(err: &kube::Error) -> TransportKind {
                 return TransportKind::Timeout;
             }
         }
-        cur = e.source();
-    }
-    let text = chain(err).to_ascii_lowercase();
-    if text.contains("certificate") || text.contains("handshake") || text.contains("tls") {
-        return TransportKind::Tls(chain(err));
-    }
-    if text.contains("timed out") || text.contains("elapsed") {
-        return TransportKind::Timeout;
-    }
-    TransportKind::Other
-}
-
-/// The error and its sources, joined, so messages say "connection refused", not just
-/// "client error (Connect)".
-fn chain(err: &(dyn StdError + 'static)) -> String {
-    let mut parts = vec![err.to_string()];
-    let mut cur = err.source();
-    while let Some(e) = cur {
-        let s = e.to_string();
-        if !parts.iter().any(|p| p.contains(&s)) {
-            parts.push(s);
+        if e.downcast_ref::<tokio::time::error::Elapsed>().is_some()
+            || e.downcast_ref::<hyper::Error>()
+                .is_some_and(hyper::Error::is_timeout)
+        {
+            return TransportKind::Timeout;
         }
         cur = e.source();
     }
-    parts.join(": ")
+    TransportKind::Other
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! `Cluster.status.lbAgent`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use fed_api::lbconfig::LbService;
@@ -21,6 +21,10 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
+use meridian_runtime::error::Report;
+use meridian_runtime::events::{EventType, Recorder};
+use meridian_runtime::queue::{self, Backoff, WorkQueue};
+use meridian_runtime::sync::lock;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
@@ -31,10 +35,8 @@ use super::{
     ClusterView, FINALIZER, IGNORED_NAMESPACES, ServiceKey, Settings, desired, lbconf, ports,
 };
 use crate::cluster::controller::{fingerprint, token_digest};
-use crate::events::Severity;
 use crate::metrics::Metrics;
 use crate::slim_cache::SlimCache;
-use crate::workload::queue::Queue;
 
 /// A unit of the central worker's work.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -51,7 +53,7 @@ pub enum CentralKey {
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
     /// A federation request failed.
-    #[error("{op}: {source}")]
+    #[error("{op}")]
     Api {
         /// What was attempted.
         op: String,
@@ -63,7 +65,7 @@ pub enum ReconcileError {
     #[error("{0}: timed out")]
     Timeout(String),
     /// An object could not be converted.
-    #[error("encoding: {0}")]
+    #[error("encoding")]
     Encode(#[from] serde_json::Error),
     /// No listen port is left.
     #[error(transparent)]
@@ -95,17 +97,15 @@ pub(super) struct Central {
     pub(super) settings: Arc<Settings>,
     pub(super) metrics: Arc<Metrics>,
     pub(super) caches: Caches,
-    pub(super) queue: Arc<Queue<CentralKey>>,
+    pub(super) queue: Arc<WorkQueue<CentralKey>>,
+    /// The service controller's Events.
+    pub(super) events: Recorder,
     pub(super) members: Mutex<HashMap<String, MemberHandle>>,
     /// Each Service's entry in the lb-agent configuration, as last reconciled.
     pub(super) lb_services: Mutex<BTreeMap<ServiceKey, LbService>>,
     /// What of each Cluster matters here, to skip the cluster controller's routine
     /// status writes (probe times).
     pub(super) cluster_digests: Mutex<HashMap<String, String>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 enum Input {
@@ -172,7 +172,7 @@ impl Central {
 
     fn push_services(&self, namespace: Option<&str>) {
         for k in self.service_keys(namespace) {
-            self.queue.push(CentralKey::Service(k));
+            self.queue.add(CentralKey::Service(k));
         }
     }
 
@@ -200,6 +200,7 @@ impl Central {
                 self.settings.clone(),
                 self.metrics.clone(),
                 self.queue.clone(),
+                self.events.clone(),
                 c,
                 fp,
             );
@@ -214,18 +215,20 @@ impl Central {
                     let ns = s.namespace().unwrap_or_default();
                     if !ignored(&ns) {
                         self.queue
-                            .push(CentralKey::Service(ServiceKey::new(ns, s.name_any())));
+                            .add(CentralKey::Service(ServiceKey::new(ns, s.name_any())));
                     }
                 }
                 Ok(_) => {}
-                Err(error) => tracing::warn!(%error, "federation Service watch failed; retrying"),
+                Err(error) => {
+                    tracing::warn!(error = %Report(&error), "federation Service watch failed; retrying")
+                }
             },
             Input::Workload(ns) | Input::Policy(ns) => self.push_services(ns.as_deref()),
             Input::Placement(ev) => {
                 if let Ok(Event::Apply(p) | Event::Delete(p) | Event::InitApply(p)) = *ev {
                     let ns = p.namespace().unwrap_or_default();
                     if p.spec.resource.kind == "Service" && p.spec.resource.api_version == "v1" {
-                        self.queue.push(CentralKey::Service(ServiceKey::new(
+                        self.queue.add(CentralKey::Service(ServiceKey::new(
                             ns,
                             p.spec.resource.name.clone(),
                         )));
@@ -253,13 +256,13 @@ impl Central {
                     Ok(Event::InitDone) => true,
                     Ok(Event::Init) => false,
                     Err(error) => {
-                        tracing::warn!(%error, "federation Cluster watch failed; retrying");
+                        tracing::warn!(error = %Report(&error), "federation Cluster watch failed; retrying");
                         false
                     }
                 };
                 if changed {
                     self.sync_members();
-                    self.queue.push(CentralKey::Everything);
+                    self.queue.add(CentralKey::Everything);
                 }
             }
             Input::Secret => self.sync_members(),
@@ -377,7 +380,7 @@ impl Central {
                 m.forget(key);
             }
             if lock(&self.lb_services).remove(key).is_some() {
-                self.queue.push(CentralKey::Global);
+                self.queue.add(CentralKey::Global);
             }
             return Ok(());
         };
@@ -386,7 +389,7 @@ impl Central {
         let fins = svc.finalizers().to_vec();
         if svc.meta().deletion_timestamp.is_some() {
             if lock(&self.lb_services).remove(key).is_some() {
-                self.queue.push(CentralKey::Global);
+                self.queue.add(CentralKey::Global);
             }
             return self.finalize(key, &svc, &uid, &fins, &members).await;
         }
@@ -414,14 +417,13 @@ impl Central {
             }
             Ok(None) => alloc,
             Err(e) => {
-                self.event(
+                self.events.record(super::event(
                     key,
                     &uid,
-                    Severity::Warning,
+                    EventType::Warning,
                     "PortsExhausted",
                     &e.to_string(),
-                )
-                .await;
+                ));
                 return Err(e.into());
             }
         };
@@ -470,7 +472,7 @@ impl Central {
             .collect();
         let entry = lbconf::service(key, lb_ports, &endpoints, &views);
         if lock(&self.lb_services).insert(key.clone(), entry.clone()) != Some(entry) {
-            self.queue.push(CentralKey::Global);
+            self.queue.add(CentralKey::Global);
         }
 
         self.write_placement(key, &svc, &uid, &pushed, &views, &states)
@@ -545,8 +547,8 @@ impl Central {
         } else {
             ("MembersCleaned", "member copies and EndpointSlices removed")
         };
-        self.event(key, uid, Severity::Normal, reason, message)
-            .await;
+        self.events
+            .record(super::event(key, uid, EventType::Normal, reason, message));
         Ok(())
     }
 
@@ -596,7 +598,7 @@ impl Central {
                 )
                 .await
             {
-                tracing::warn!(cluster = %name, error = %e, "lbAgent status not written");
+                tracing::warn!(cluster = %name, error = %Report(&e), "lbAgent status not written");
                 first_error.get_or_insert(e);
             }
         }
@@ -613,7 +615,7 @@ impl Central {
             CentralKey::Global => self.reconcile_global().await,
             CentralKey::Everything => {
                 self.push_services(None);
-                self.queue.push(CentralKey::Global);
+                self.queue.add(CentralKey::Global);
                 Ok(())
             }
         }
@@ -697,6 +699,7 @@ pub async fn run(
     fed: Client,
     settings: Settings,
     metrics: Arc<Metrics>,
+    recorder: Recorder,
 ) -> Result<(), ReconcileError> {
     let all = watcher::Config::default;
     let mut streams: Vec<BoxStream<'static, Input>> = Vec::new();
@@ -748,10 +751,18 @@ pub async fn run(
         .boxed(),
     );
 
+    let queue = WorkQueue::new(
+        queue::Settings {
+            backoff: Backoff::jittered(settings.backoff_base, settings.backoff_max),
+            ..queue::Settings::default()
+        },
+        metrics.service_queue.clone(),
+    );
     let central = Arc::new(Central {
         fed,
         settings: Arc::new(settings),
         metrics,
+        events: recorder.for_component(super::COMPONENT),
         caches: Caches {
             services,
             deployments,
@@ -762,7 +773,7 @@ pub async fn run(
             secrets,
             ports: port_store,
         },
-        queue: Arc::new(Queue::default()),
+        queue: Arc::new(queue),
         members: Mutex::default(),
         lb_services: Mutex::default(),
         cluster_digests: Mutex::default(),
@@ -787,10 +798,9 @@ pub async fn run(
                 return;
             }
             c.sync_members();
-            c.queue.push(CentralKey::Everything);
-            let mut attempts: HashMap<CentralKey, u32> = HashMap::new();
+            c.queue.add(CentralKey::Everything);
             loop {
-                let key = c.queue.pop().await;
+                let key = c.queue.next().await;
                 let started = Instant::now();
                 let result = c.handle(&key).await;
                 // Pushed again while it was handled: it waits again now.
@@ -800,23 +810,10 @@ pub async fn run(
                     started.elapsed().as_secs_f64(),
                 );
                 match result {
-                    Ok(()) => {
-                        attempts.remove(&key);
-                    }
+                    Ok(()) => c.queue.forget(&key),
                     Err(error) => {
-                        let n = attempts.entry(key.clone()).or_default();
-                        *n += 1;
-                        tracing::warn!(?key, %error, "service reconcile failed; retrying");
-                        let delay = crate::cluster::backoff::delay(
-                            *n,
-                            c.settings.backoff_base,
-                            c.settings.backoff_max,
-                        );
-                        let q = c.queue.clone();
-                        tokio::spawn(async move {
-                            tokio::time::sleep(delay).await;
-                            q.push(key);
-                        });
+                        tracing::warn!(?key, error = %Report(&error), "service reconcile failed; retrying");
+                        c.queue.retry(key);
                     }
                 }
             }

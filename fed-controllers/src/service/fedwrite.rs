@@ -7,7 +7,7 @@ use std::sync::Arc;
 use fed_api::names::{LB_PORTS_CONFIGMAP, MANAGED_BY_LABEL, MANAGED_BY_VALUE, SYSTEM_NAMESPACE};
 use fed_api::placement::WorkloadReference;
 use fed_api::{Placement, PlacementSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
@@ -15,8 +15,7 @@ use serde_json::json;
 
 use super::controller::{Central, PlacementSlim, ReconcileError, rfc3339_now};
 use super::status::{self, MemberState};
-use super::{COMPONENT, ClusterView, ServiceKey, ports};
-use crate::events::{self, Severity};
+use super::{ClusterView, ServiceKey, ports};
 
 impl Central {
     /// Writes the port allocations with compare-and-swap on the ConfigMap's
@@ -93,33 +92,6 @@ impl Central {
         )
         .await
         .map(|_| ())
-    }
-
-    pub(super) async fn event(
-        &self,
-        key: &ServiceKey,
-        uid: &str,
-        severity: Severity,
-        reason: &str,
-        message: &str,
-    ) {
-        let involved = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Service".into()),
-            name: Some(key.name.clone()),
-            namespace: Some(key.namespace.clone()),
-            uid: Some(uid.to_string()),
-            ..Default::default()
-        };
-        let ev = events::build(
-            involved,
-            COMPONENT,
-            severity,
-            reason,
-            message,
-            jiff::Timestamp::now(),
-        );
-        events::record(&self.fed, ev).await;
     }
 
     pub(super) async fn write_placement(

@@ -16,13 +16,17 @@ use fed_api::names::{
     SYSTEM_NAMESPACE,
 };
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams, Preconditions};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
+use meridian_runtime::error::{Report, report};
+use meridian_runtime::events::{EventType, Recorder};
+use meridian_runtime::queue::{self, Backoff, WorkQueue};
+use meridian_runtime::sync::lock;
 use serde_json::{Value, json};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
@@ -30,14 +34,11 @@ use tracing::Instrument;
 use super::controller::CentralKey;
 use super::desired::{self, SERVICE_NAME_LABEL};
 use super::status::MemberState;
-use super::{COMPONENT, ServiceKey, Settings};
-use crate::cluster::backoff;
-use crate::events::{self, Severity};
-use crate::member_sync::{self, Applied, SyncError, lock, now, to_dynamic};
+use super::{ServiceKey, Settings};
+use crate::member_sync::{self, Applied, SyncError, now, to_dynamic};
 use crate::member_watch;
 use crate::metrics::Metrics;
 use crate::workload::ownership::{self, Ownership};
-use crate::workload::queue::Queue;
 
 /// What Meridian wants from a member for one Service.
 #[derive(Clone, Debug, PartialEq)]
@@ -72,9 +73,11 @@ enum Work {
 /// Per-work bookkeeping of syncs.
 #[derive(Clone, Debug, Default)]
 struct Record {
+    /// The last sync's error ("" when fine), with its sources.
     error: String,
+    /// Whether that error is a name conflict.
+    conflict: bool,
     last_sync_time: Option<String>,
-    attempts: u32,
     /// The intent last converged, to tell a drift revert from a spec change.
     converged: Option<Intent>,
 }
@@ -99,14 +102,15 @@ pub struct Member {
     fed: Client,
     settings: Arc<Settings>,
     metrics: Arc<Metrics>,
-    central: Arc<Queue<CentralKey>>,
-    queue: Queue<Work>,
+    central: Arc<WorkQueue<CentralKey>>,
+    /// This member's syncs; failures are retried with the settings' back-off.
+    queue: WorkQueue<Work>,
+    events: Recorder,
     intents: Mutex<HashMap<ServiceKey, Intent>>,
     config: Mutex<Option<String>>,
     records: Mutex<HashMap<Work, Record>>,
     caches: Mutex<Option<Caches>>,
     connect_error: Mutex<Option<String>>,
-    retrying: Mutex<HashSet<Work>>,
     namespaces: Mutex<HashSet<String>>,
 }
 
@@ -123,7 +127,7 @@ impl Member {
     pub fn set_intent(&self, key: &ServiceKey, intent: Intent) {
         let changed = lock(&self.intents).insert(key.clone(), intent.clone()) != Some(intent);
         if changed {
-            self.queue.push(Work::Service(key.clone()));
+            self.queue.add(Work::Service(key.clone()));
         }
     }
 
@@ -145,7 +149,7 @@ impl Member {
         if *c != config {
             *c = config;
             drop(c);
-            self.queue.push(Work::LbConfig);
+            self.queue.add(Work::LbConfig);
         }
     }
 
@@ -210,6 +214,7 @@ impl Member {
             endpoints: self.endpoints(key),
             holds: Self::owned_copy(self, key, uid),
             error,
+            conflict: r.conflict,
             last_sync_time: r.last_sync_time,
         }
     }
@@ -234,9 +239,9 @@ impl Member {
 
     fn notify_all(&self) {
         for k in lock(&self.intents).keys() {
-            self.central.push(CentralKey::Service(k.clone()));
+            self.central.add(CentralKey::Service(k.clone()));
         }
-        self.central.push(CentralKey::Global);
+        self.central.add(CentralKey::Global);
     }
 }
 
@@ -260,23 +265,31 @@ pub fn spawn(
     fed: Client,
     settings: Arc<Settings>,
     metrics: Arc<Metrics>,
-    central: Arc<Queue<CentralKey>>,
+    central: Arc<WorkQueue<CentralKey>>,
+    events: Recorder,
     cluster: Arc<Cluster>,
     fingerprint: u64,
 ) -> MemberHandle {
+    let queue = WorkQueue::new(
+        queue::Settings {
+            backoff: Backoff::jittered(settings.backoff_base, settings.backoff_max),
+            ..queue::Settings::default()
+        },
+        metrics.service_member_queues.clone(),
+    );
     let shared = Arc::new(Member {
         name: cluster.name_any(),
         fed,
         settings,
         metrics,
         central,
-        queue: Queue::default(),
+        queue,
+        events,
         intents: Mutex::default(),
         config: Mutex::default(),
         records: Mutex::default(),
         caches: Mutex::default(),
         connect_error: Mutex::default(),
-        retrying: Mutex::default(),
         namespaces: Mutex::default(),
     });
     let span = tracing::info_span!("service-member", cluster = %shared.name);
@@ -296,6 +309,7 @@ fn key_of<K: Resource>(o: &K, name: Option<&str>) -> ServiceKey {
 }
 
 async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
+    let backoff = Backoff::jittered(m.settings.backoff_base, m.settings.backoff_max);
     let mut attempt = 0;
     let client = loop {
         match m
@@ -307,15 +321,10 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
             Ok(c) => break c,
             Err(e) => {
                 attempt += 1;
-                tracing::warn!(error = %e, "member client not configured; retrying");
-                *lock(&m.connect_error) = Some(format!("not connected: {e}"));
+                tracing::warn!(error = %Report(&e), "member client not configured; retrying");
+                *lock(&m.connect_error) = Some(format!("not connected: {}", Report(&e)));
                 m.notify_all();
-                tokio::time::sleep(backoff::delay(
-                    attempt,
-                    m.settings.backoff_base,
-                    m.settings.backoff_max,
-                ))
-                .await;
+                tokio::time::sleep(backoff.delay(attempt)).await;
             }
         }
     };
@@ -330,10 +339,10 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
         &mut tasks,
         |m, s: &Service| {
             let key = key_of(s, None);
-            m.central.push(CentralKey::Service(key.clone()));
+            m.central.add(CentralKey::Service(key.clone()));
             // Drift: the worker compares and reverts.
             if m.has_intent(&key) {
-                m.queue.push(Work::Service(key));
+                m.queue.add(Work::Service(key));
             }
         },
     );
@@ -348,11 +357,11 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
             };
             let key = key_of(s, Some(svc));
             // Endpoint counts feed the Service's status, every slice and every LbConfig.
-            m.central.push(CentralKey::Service(key.clone()));
+            m.central.add(CentralKey::Service(key.clone()));
             if s.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE)
                 && m.has_intent(&key)
             {
-                m.queue.push(Work::Service(key));
+                m.queue.add(Work::Service(key));
             }
         },
     );
@@ -362,14 +371,18 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
         Api::<Service>::namespaced(client.clone(), SYSTEM_NAMESPACE),
         by_name(LB_AGENT_SERVICE),
         &mut tasks,
-        |m, _: &Service| m.central.push(CentralKey::Everything),
+        |m, _: &Service| {
+            m.central.add(CentralKey::Everything);
+        },
     );
     let config = watch(
         &m,
         Api::<ConfigMap>::namespaced(client.clone(), SYSTEM_NAMESPACE),
         by_name(LB_AGENT_CONFIGMAP),
         &mut tasks,
-        |m, _: &ConfigMap| m.queue.push(Work::LbConfig),
+        |m, _: &ConfigMap| {
+            m.queue.add(Work::LbConfig);
+        },
     );
     let synced = Arc::new(AtomicBool::new(false));
     *lock(&m.caches) = Some(Caches {
@@ -390,23 +403,23 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
             return;
         }
         synced.store(true, Ordering::Release);
-        m2.central.push(CentralKey::Everything);
+        m2.central.add(CentralKey::Everything);
         for k in lock(&m2.intents).keys() {
-            m2.queue.push(Work::Service(k.clone()));
+            m2.queue.add(Work::Service(k.clone()));
         }
-        m2.queue.push(Work::LbConfig);
+        m2.queue.add(Work::LbConfig);
     });
     loop {
-        let work = m.queue.pop().await;
+        let work = m.queue.next().await;
         let result = match &work {
             Work::Service(key) => sync_service(&m, key).await,
             Work::LbConfig => sync_config(&m).await,
         };
-        finish(&m, &work, result).await;
+        finish(&m, &work, result);
         // The key may have been pushed again while it was being synced: it waits again now.
         m.queue.done(&work);
         if let Work::Service(key) = work {
-            m.central.push(CentralKey::Service(key));
+            m.central.add(CentralKey::Service(key));
         }
     }
 }
@@ -440,7 +453,7 @@ where
                 Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => on_change(&m, &o),
                 Ok(_) => {}
                 Err(error) => {
-                    tracing::debug!(%error, kind = %K::kind(&()), "member watch failed; retrying")
+                    tracing::debug!(error = %Report(&error), kind = %K::kind(&()), "member watch failed; retrying")
                 }
             }
         }
@@ -545,10 +558,7 @@ async fn remove(
                 .service_member_write(&m.name, ar.plural.as_str(), "delete");
             Ok(true)
         }
-        Err(SyncError::Api {
-            source: kube::Error::Api(s),
-            ..
-        }) if s.code == 404 => Ok(false),
+        Err(e) if e.is_status(404) => Ok(false),
         Err(e) => Err(e),
     }
 }
@@ -570,9 +580,7 @@ struct Synced {
 }
 
 async fn sync_service(m: &Member, key: &ServiceKey) -> Result<Option<Synced>, SyncError> {
-    let caches = m
-        .caches()
-        .ok_or_else(|| SyncError::NotConnected("member client not ready".into()))?;
+    let caches = m.caches().ok_or(SyncError::NotConnected)?;
     let intent = lock(&m.intents).get(key).cloned();
     let Some(intent) = intent else {
         return Ok(None);
@@ -625,9 +633,7 @@ async fn sync_service(m: &Member, key: &ServiceKey) -> Result<Option<Synced>, Sy
 
 /// Writes the lb-agent configuration when its content differs from what the member holds.
 async fn sync_config(m: &Member) -> Result<Option<Synced>, SyncError> {
-    let caches = m
-        .caches()
-        .ok_or_else(|| SyncError::NotConnected("member client not ready".into()))?;
+    let caches = m.caches().ok_or(SyncError::NotConnected)?;
     let Some(want) = lock(&m.config).clone() else {
         return Ok(None);
     };
@@ -685,40 +691,12 @@ async fn sync_config(m: &Member) -> Result<Option<Synced>, SyncError> {
     }
 }
 
-/// An Event on the federated Service.
-async fn event(
-    m: &Member,
-    key: &ServiceKey,
-    uid: &str,
-    severity: Severity,
-    reason: &str,
-    message: &str,
-) {
-    let involved = ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Service".into()),
-        name: Some(key.name.clone()),
-        namespace: Some(key.namespace.clone()),
-        uid: (!uid.is_empty()).then(|| uid.to_string()),
-        ..Default::default()
-    };
-    let ev = events::build(
-        involved,
-        COMPONENT,
-        severity,
-        reason,
-        message,
-        jiff::Timestamp::now(),
-    );
-    events::record(&m.fed, ev).await;
-}
-
 /// Records the outcome, writes Events on transitions and schedules a retry after failures.
-async fn finish(m: &Arc<Member>, work: &Work, result: Result<Option<Synced>, SyncError>) {
-    let (prev_error, prev_converged, attempts) = {
+fn finish(m: &Arc<Member>, work: &Work, result: Result<Option<Synced>, SyncError>) {
+    let (prev_error, prev_converged) = {
         let mut records = lock(&m.records);
         let r = records.entry(work.clone()).or_default();
-        (r.error.clone(), r.converged.clone(), r.attempts)
+        (r.error.clone(), r.converged.clone())
     };
     let intent = match work {
         Work::Service(key) => lock(&m.intents).get(key).cloned(),
@@ -742,9 +720,10 @@ async fn finish(m: &Arc<Member>, work: &Work, result: Result<Option<Synced>, Syn
                     r.last_sync_time = Some(now());
                 }
                 r.error.clear();
-                r.attempts = 0;
+                r.conflict = false;
                 r.converged = intent.clone();
             }
+            m.queue.forget(work);
             let (Work::Service(key), Some(s), Some(intent)) = (work, synced, intent) else {
                 return;
             };
@@ -761,46 +740,38 @@ async fn finish(m: &Arc<Member>, work: &Work, result: Result<Option<Synced>, Syn
                 _ => return,
             };
             tracing::info!(%key, reason, "member synced");
-            event(m, key, &intent.uid, Severity::Normal, reason, &message).await;
+            m.events.record(super::event(
+                key,
+                &intent.uid,
+                EventType::Normal,
+                reason,
+                &message,
+            ));
         }
         Err(error) => {
-            let msg = error.to_string();
+            let msg = report(&error);
+            let conflict = error.is_conflict();
             tracing::warn!(?work, error = %msg, "member sync failed; retrying");
             m.metrics.service_member_error(&m.name);
             {
                 let mut records = lock(&m.records);
                 let r = records.entry(work.clone()).or_default();
                 r.error = msg.clone();
-                r.attempts = attempts + 1;
+                r.conflict = conflict;
             }
             if msg != prev_error
                 && let (Work::Service(key), Some(intent)) = (work, &intent)
             {
-                let reason = if matches!(error, SyncError::Conflict { .. }) {
-                    "Conflict"
-                } else {
-                    "SyncFailed"
-                };
-                event(m, key, &intent.uid, Severity::Warning, reason, &msg).await;
+                let reason = if conflict { "Conflict" } else { "SyncFailed" };
+                m.events.record(super::event(
+                    key,
+                    &intent.uid,
+                    EventType::Warning,
+                    reason,
+                    &msg,
+                ));
             }
-            retry_later(m, work, attempts + 1);
+            m.queue.retry(work.clone());
         }
     }
-}
-
-fn retry_later(m: &Arc<Member>, work: &Work, attempt: u32) {
-    if !lock(&m.retrying).insert(work.clone()) {
-        return;
-    }
-    let delay = backoff::delay(attempt, m.settings.backoff_base, m.settings.backoff_max);
-    let m = Arc::downgrade(m);
-    let work = work.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(delay).await;
-        // A stopped member is gone: nothing to retry.
-        if let Some(m) = m.upgrade() {
-            lock(&m.retrying).remove(&work);
-            m.queue.push(work);
-        }
-    });
 }

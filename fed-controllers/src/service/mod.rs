@@ -72,6 +72,29 @@ impl Default for Settings {
     }
 }
 
+/// An Event about a federated Service.
+pub fn event(
+    key: &ServiceKey,
+    uid: &str,
+    type_: meridian_runtime::events::EventType,
+    reason: &str,
+    message: &str,
+) -> meridian_runtime::events::EventSpec {
+    meridian_runtime::events::EventSpec {
+        regarding: k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Service".into()),
+            name: Some(key.name.clone()),
+            namespace: Some(key.namespace.clone()),
+            uid: (!uid.is_empty()).then(|| uid.to_string()),
+            ..Default::default()
+        },
+        type_,
+        reason: reason.into(),
+        message: message.into(),
+    }
+}
+
 /// A federated Service: namespace and name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ServiceKey {

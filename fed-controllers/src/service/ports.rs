@@ -17,23 +17,45 @@ pub struct PortRange {
     pub last: u16,
 }
 
-impl FromStr for PortRange {
-    type Err = String;
+/// Why a port range could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PortRangeError {
+    /// No `first-last` shape.
+    #[error("{0:?} is not a port range like 30000-32767")]
+    Shape(String),
+    /// An end is not a port.
+    #[error("{range:?}: {port:?} is not a port (1-65535)")]
+    Port {
+        /// The range as written.
+        range: String,
+        /// The end that is not a port.
+        port: String,
+    },
+    /// The ends are the wrong way round.
+    #[error("{0:?}: the first port is above the last")]
+    Reversed(String),
+}
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl FromStr for PortRange {
+    type Err = PortRangeError;
+
+    fn from_str(s: &str) -> Result<Self, PortRangeError> {
         let (a, b) = s
             .split_once('-')
-            .ok_or_else(|| format!("{s:?} is not a port range like 30000-32767"))?;
+            .ok_or_else(|| PortRangeError::Shape(s.to_string()))?;
         let parse = |p: &str| {
             p.trim()
                 .parse::<u16>()
                 .ok()
                 .filter(|n| *n > 0)
-                .ok_or_else(|| format!("{s:?}: {p:?} is not a port (1-65535)"))
+                .ok_or_else(|| PortRangeError::Port {
+                    range: s.to_string(),
+                    port: p.to_string(),
+                })
         };
         let (first, last) = (parse(a)?, parse(b)?);
         if first > last {
-            return Err(format!("{s:?}: the first port is above the last"));
+            return Err(PortRangeError::Reversed(s.to_string()));
         }
         Ok(PortRange { first, last })
     }

@@ -19,6 +19,9 @@ pub struct MemberState {
     pub holds: bool,
     /// Last sync error, empty when in sync.
     pub error: String,
+    /// Whether that error is a name conflict: the member holds a Service or slice of that
+    /// name that is not Meridian's.
+    pub conflict: bool,
     /// Last successful sync (RFC 3339).
     pub last_sync_time: Option<String>,
 }
@@ -103,7 +106,8 @@ pub fn cluster_entries(
         .collect()
 }
 
-/// The `Propagated` condition: `(status, reason, message)`.
+/// The `Propagated` condition: `(status, reason, message)`; a member's name conflict comes
+/// first (it needs a person), then any other error.
 pub fn propagated(
     entries: &[ClusterWorkloadStatus],
     states: &BTreeMap<String, MemberState>,
@@ -119,7 +123,10 @@ pub fn propagated(
             "NoBackends",
             "no federated workload selected by the Service has replicas, and no PropagationPolicy selects it".into(),
         )
-    } else if errors.iter().any(|e| e.contains("conflict:")) {
+    } else if entries
+        .iter()
+        .any(|e| states.get(&e.cluster).is_some_and(|s| s.conflict))
+    {
         ("False", "Conflict", errors.join("; "))
     } else if !errors.is_empty() {
         ("False", "SyncFailed", errors.join("; "))
@@ -166,6 +173,7 @@ mod tests {
             endpoints,
             holds,
             error: error.into(),
+            conflict: false,
             last_sync_time: Some("2026-01-01T00:00:00Z".into()),
         }
     }
@@ -231,8 +239,13 @@ mod tests {
         assert_eq!(propagated(&entries, &states).1, "Progressing");
         states.get_mut("b").unwrap().holds = true;
         assert_eq!(propagated(&entries, &states).0, "True");
-        states.get_mut("b").unwrap().error =
-            "conflict: Service shop/web exists in b and is not managed by Meridian".into();
+        // Words do not make a conflict; the member's typed report does.
+        states.get_mut("b").unwrap().error = "conflict: nothing of the sort".into();
+        let entries = cluster_entries(&pushed, &views, &states);
+        assert_eq!(propagated(&entries, &states).1, "SyncFailed");
+        let b = states.get_mut("b").unwrap();
+        b.error = "conflict: Service shop/web exists in b and is not managed by Meridian".into();
+        b.conflict = true;
         let entries = cluster_entries(&pushed, &views, &states);
         let (st, reason, msg) = propagated(&entries, &states);
         assert_eq!((st, reason), ("False", "Conflict"));

@@ -18,10 +18,7 @@ pub struct Compact(PackedJson);
 /// the copies built from them and the copies read back from members all share it.
 fn packer(kind: &str) -> Packer {
     static PACKERS: OnceLock<Mutex<HashMap<String, Packer>>> = OnceLock::new();
-    let mut packers = PACKERS
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let mut packers = meridian_runtime::sync::lock(PACKERS.get_or_init(Mutex::default));
     if let Some(p) = packers.get(kind) {
         return p.clone();
     }

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use fed_api::names::WORKLOAD_FINALIZER;
@@ -16,18 +16,21 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
+use meridian_runtime::error::Report;
+use meridian_runtime::events::{EventType, Recorder};
+use meridian_runtime::queue::{self, Backoff, WorkQueue};
+use meridian_runtime::sync::lock;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::compact::Compact;
-use super::events::{self, Recorder, Severity};
+use super::events::{self, Batcher};
 use super::kinds::{DepKind, Kind, WorkloadKey};
 use super::member::{self, Dependency, Intent, Look, MemberHandle, MemberShared, Want};
 use super::objects::ObjectCache;
 use super::pacing::Pacer;
 use super::placements::{self, PlacementCache, PlacementView};
 use super::plan::{self, MemberPlan};
-use super::queue::Queue;
 use super::status_spacing::StatusSpacing;
 use super::{Settings, deps, desired, status};
 use crate::cluster::controller::{fingerprint, token_digest};
@@ -37,7 +40,7 @@ use crate::metrics::WorkloadMetrics;
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
     /// A federation write failed.
-    #[error("{op}: {source}")]
+    #[error("{op}")]
     Api {
         /// What was attempted.
         op: String,
@@ -49,7 +52,7 @@ pub enum ReconcileError {
     #[error("{0}: timed out")]
     Timeout(String),
     /// An object could not be converted.
-    #[error("encoding: {0}")]
+    #[error("encoding")]
     Encode(#[from] serde_json::Error),
     /// A federation watch ended.
     #[error("the federation watches ended")]
@@ -83,10 +86,13 @@ struct Central {
     fed: Client,
     settings: Arc<Settings>,
     caches: Caches,
-    queue: Arc<Queue<WorkloadKey>>,
+    queue: Arc<WorkQueue<WorkloadKey>>,
     members: Mutex<HashMap<String, MemberHandle>>,
     metrics: Arc<WorkloadMetrics>,
-    events: Arc<Recorder>,
+    /// Members' outcomes, gathered into one Event per change.
+    events: Arc<Batcher>,
+    /// This controller's own Events.
+    recorder: Recorder,
     /// Each cluster's Ready status as last seen, to tell a readiness change (every workload
     /// is looked at again) from a routine status update (nothing to do).
     cluster_ready: Mutex<HashMap<String, Option<String>>>,
@@ -104,10 +110,6 @@ struct Central {
     placement_pacer: Pacer<WorkloadKey>,
     /// How long each workload's member reports gather before a look (see [`StatusSpacing`]).
     status_spacing: Arc<StatusSpacing>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 enum Input {
@@ -208,7 +210,7 @@ impl Central {
 
     fn requeue_all(&self) {
         for k in self.all_keys() {
-            self.queue.push(k);
+            self.queue.add(k);
         }
     }
 
@@ -282,7 +284,7 @@ impl Central {
         };
         drop(seen);
         if changed {
-            self.queue.push(key);
+            self.queue.add(key);
         }
     }
 
@@ -321,7 +323,7 @@ impl Central {
                             .filter(|w| w.namespace == ns && w.deps.contains(kind, &name))
                         {
                             self.queue
-                                .push(WorkloadKey::new(*wk, ns.clone(), w.name.clone()));
+                                .add(WorkloadKey::new(*wk, ns.clone(), w.name.clone()));
                         }
                     }
                     if kind == DepKind::Secret && self.sync_members() {
@@ -329,7 +331,9 @@ impl Central {
                     }
                 }
                 Ok(_) => {}
-                Err(error) => tracing::warn!(%error, "federation watch failed; retrying"),
+                Err(error) => {
+                    tracing::warn!(error = %Report(&error), "federation watch failed; retrying")
+                }
             },
             Input::Placement(ev) => {
                 let (p, deleted) = match *ev {
@@ -376,7 +380,9 @@ impl Central {
                     self.requeue_all();
                 }
                 Ok(_) => {}
-                Err(error) => tracing::warn!(%error, "federation Cluster watch failed; retrying"),
+                Err(error) => {
+                    tracing::warn!(error = %Report(&error), "federation Cluster watch failed; retrying")
+                }
             },
         }
     }
@@ -651,6 +657,7 @@ impl Central {
         }
 
         let all_observed = !dest.is_empty() && observed.iter().all(|o| *o);
+        let conflict = reports.values().any(|r| r.conflict);
         // Kubernetes writes condition times with second precision.
         let now = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -658,8 +665,16 @@ impl Central {
         let placement_write = async {
             match &placement {
                 Some(p) => {
-                    self.write_placement_status(key, p, &entries, all_observed, &missing, &now)
-                        .await
+                    self.write_placement_status(
+                        key,
+                        p,
+                        &entries,
+                        conflict,
+                        all_observed,
+                        &missing,
+                        &now,
+                    )
+                    .await
                 }
                 None => Ok(false),
             }
@@ -688,34 +703,20 @@ impl Central {
         Ok(placement_wrote? | workload_wrote?)
     }
 
-    /// Writes the Placement's status if it changed; `Ok(true)` when it wrote.
+    /// Writes the Placement's status if it changed; `Ok(true)` when it wrote. `conflict`:
+    /// a member reports a name conflict.
+    #[allow(clippy::too_many_arguments)]
     async fn write_placement_status(
         &self,
         key: &WorkloadKey,
         p: &PlacementView,
         entries: &[fed_api::placement::ClusterWorkloadStatus],
+        conflict: bool,
         all_observed: bool,
         missing: &[String],
         now: &str,
     ) -> Result<bool, ReconcileError> {
-        let errors: Vec<String> = entries
-            .iter()
-            .filter(|e| !e.error.is_empty())
-            .map(|e| format!("{}: {}", e.cluster, e.error))
-            .collect();
-        let (st, reason, mut message) = if errors.iter().any(|e| e.contains("conflict:")) {
-            ("False", "Conflict", errors.join("; "))
-        } else if !errors.is_empty() {
-            ("False", "SyncFailed", errors.join("; "))
-        } else if all_observed {
-            ("True", "InSync", String::new())
-        } else {
-            (
-                "False",
-                "Progressing",
-                "waiting for members to observe the current spec".to_string(),
-            )
-        };
+        let (st, reason, mut message) = status::propagated(entries, conflict, all_observed);
         if !missing.is_empty() {
             message = format!(
                 "{message}{}missing in the federation: {}",
@@ -741,7 +742,7 @@ impl Central {
         {
             // Only counts moved: they are written when the interval is up (the pass then
             // reads the latest reports), together with whatever else arrives meanwhile.
-            self.queue.push_low_after(key.clone(), wait);
+            self.queue.add_low_after(key.clone(), wait);
             return Ok(false);
         }
         // Our part of the status only: the entries (replaced whole) and the Propagated
@@ -766,9 +767,9 @@ impl Central {
 
     /// One worker: reconciles keys until the task stops (several run side by side; the queue
     /// never hands one key to two of them).
-    async fn work(self: Arc<Self>, attempts: Arc<Mutex<HashMap<WorkloadKey, u32>>>) {
+    async fn work(self: Arc<Self>) {
         loop {
-            let (key, queued) = self.queue.pop_timed().await;
+            let (key, queued) = self.queue.next_timed().await;
             let span = tracing::info_span!("workload", %key);
             match self.reconcile(&key).instrument(span).await {
                 Ok(wrote) => {
@@ -776,33 +777,24 @@ impl Central {
                     if wrote {
                         self.metrics.status_lag(queued.elapsed().as_secs_f64());
                     }
-                    lock(&attempts).remove(&key);
+                    self.queue.forget(&key);
                 }
                 Err(error) => {
                     self.metrics.reconcile("error");
-                    let n = {
-                        let mut a = lock(&attempts);
-                        let n = a.entry(key.clone()).or_default();
-                        *n += 1;
-                        *n
-                    };
                     // A conflict means our cached copy was older than the stored one;
                     // the watch brings the newer one within milliseconds, so the retry
                     // need not wait as long as after a failure.
                     let base = if error.is_conflict() {
-                        tracing::debug!(%key, %error, "reconcile hit a newer version; retrying");
+                        tracing::debug!(%key, error = %Report(&error), "reconcile hit a newer version; retrying");
                         CONFLICT_RETRY_BASE
                     } else {
-                        tracing::warn!(%key, %error, "reconcile failed; retrying");
+                        tracing::warn!(%key, error = %Report(&error), "reconcile failed; retrying");
                         self.settings.backoff_base
                     };
-                    let delay = crate::cluster::backoff::delay(n, base, self.settings.backoff_max);
-                    let q = self.queue.clone();
-                    let key = key.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(delay).await;
-                        q.push(key);
-                    });
+                    self.queue.retry_with(
+                        key.clone(),
+                        Backoff::jittered(base, self.settings.backoff_max),
+                    );
                 }
             }
             self.queue.done(&key);
@@ -884,7 +876,8 @@ impl Central {
         } else {
             ("MembersCleaned", "member copies removed")
         };
-        events::record(&self.fed, key, uid, Severity::Normal, reason, message).await;
+        self.recorder
+            .record(events::build(key, uid, EventType::Normal, reason, message));
         Ok(())
     }
 }
@@ -947,6 +940,7 @@ pub async fn run(
     fed: Client,
     settings: Settings,
     metrics: Arc<WorkloadMetrics>,
+    recorder: Recorder,
 ) -> Result<(), ReconcileError> {
     let mut streams: Vec<BoxStream<'static, Input>> = Vec::new();
     let mut workloads = HashMap::new();
@@ -977,12 +971,22 @@ pub async fn run(
     let cluster_store = clusters.clone();
     streams.push(s.map(|e| Input::Cluster(Box::new(e))).boxed());
 
-    let events = Recorder::start(fed.clone(), settings.event_window);
+    let recorder = recorder.for_component(events::COMPONENT);
+    let events = Batcher::start(recorder.clone(), settings.event_window);
+    let queue = WorkQueue::new(
+        queue::Settings {
+            backoff: Backoff::jittered(settings.backoff_base, settings.backoff_max),
+            low_lane_bound: Some(STATUS_WAIT_BOUND),
+            ..queue::Settings::default()
+        },
+        metrics.queue.clone(),
+    );
     let placement_pacer = Pacer::new(settings.placement_status_interval);
     let status_spacing = Arc::new(StatusSpacing::new(settings.status_delay));
     let central = Arc::new(Central {
         fed,
         events,
+        recorder,
         settings: Arc::new(settings),
         caches: Caches {
             workloads,
@@ -990,7 +994,7 @@ pub async fn run(
             placements,
             clusters,
         },
-        queue: Arc::new(Queue::with_low_lane_bound(STATUS_WAIT_BOUND)),
+        queue: Arc::new(queue),
         members: Mutex::default(),
         metrics,
         cluster_ready: Mutex::default(),
@@ -1016,9 +1020,8 @@ pub async fn run(
             if cluster_store.wait_until_ready().await.is_err() {
                 return;
             }
-            let attempts = Arc::new(Mutex::new(HashMap::new()));
             let workers = (0..c.settings.workers.max(1))
-                .map(|_| c.clone().work(attempts.clone()))
+                .map(|_| c.clone().work())
                 .collect::<Vec<_>>();
             futures::future::join_all(workers).await;
         })
@@ -1047,7 +1050,7 @@ pub async fn run(
             loop {
                 tick.tick().await;
                 for k in c.all_keys() {
-                    c.queue.push_low(k);
+                    c.queue.add_low(k);
                 }
             }
         })

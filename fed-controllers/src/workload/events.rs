@@ -1,23 +1,23 @@
 //! Kubernetes Events on federated workloads: pushes, drift reverts, conflicts, failures and
 //! member cleanup (best effort: a lost Event never blocks propagation).
 //!
-//! Members report each of their outcomes as a [`Note`]; the [`Recorder`] gathers the notes
+//! Members report each of their outcomes as a [`Note`]; the [`Batcher`] gathers the notes
 //! of one workload, reason and action made within a short window into one Event that names
 //! every cluster ("created shop/web in sim-1 (3 replicas), sim-2 (7 replicas)"), so a
 //! workload spread over many clusters costs the federation one Event per change, not one
-//! per cluster. While the federation is slow to take Events, batches keep growing instead
-//! of queueing writes.
+//! per cluster. Events go out through the process's recorder; while its buffer is full,
+//! batches keep growing instead of queueing writes.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Event, ObjectReference};
-use kube::Client;
+use k8s_openapi::api::core::v1::ObjectReference;
+use meridian_runtime::events::{EventSpec, EventType, Recorder};
+use meridian_runtime::sync::lock;
 use tokio::sync::Notify;
 
 use super::kinds::WorkloadKey;
-pub use crate::events::Severity;
 
 /// The component name on every Event this controller writes.
 pub const COMPONENT: &str = "meridian-workload-controller";
@@ -26,34 +26,23 @@ pub const COMPONENT: &str = "meridian-workload-controller";
 pub fn build(
     key: &WorkloadKey,
     uid: &str,
-    severity: Severity,
+    type_: EventType,
     reason: &str,
     message: &str,
-    now: jiff::Timestamp,
-) -> Event {
-    let involved = ObjectReference {
-        api_version: Some("apps/v1".into()),
-        kind: Some(key.kind.as_str().into()),
-        name: Some(key.name.clone()),
-        namespace: Some(key.namespace.clone()),
-        uid: (!uid.is_empty()).then(|| uid.to_string()),
-        ..Default::default()
-    };
-    crate::events::build(involved, COMPONENT, severity, reason, message, now)
-}
-
-/// Writes an Event in the background, logging (not returning) a failure: the worker that
-/// records it does not wait for the federation's answer.
-pub async fn record(
-    fed: &Client,
-    key: &WorkloadKey,
-    uid: &str,
-    severity: Severity,
-    reason: &str,
-    message: &str,
-) {
-    let ev = build(key, uid, severity, reason, message, jiff::Timestamp::now());
-    crate::events::record_in_background(fed, ev).await;
+) -> EventSpec {
+    EventSpec {
+        regarding: ObjectReference {
+            api_version: Some("apps/v1".into()),
+            kind: Some(key.kind.as_str().into()),
+            name: Some(key.name.clone()),
+            namespace: Some(key.namespace.clone()),
+            uid: (!uid.is_empty()).then(|| uid.to_string()),
+            ..Default::default()
+        },
+        type_,
+        reason: reason.into(),
+        message: message.into(),
+    }
 }
 
 /// Clusters named in one Event at most; the rest are counted.
@@ -67,7 +56,7 @@ pub struct Note {
     /// Its uid.
     pub uid: String,
     /// Normal or Warning.
-    pub severity: Severity,
+    pub type_: EventType,
     /// The Event reason.
     pub reason: &'static str,
     /// What happened, shared by every cluster of a batch ("created shop/web in"); empty
@@ -81,14 +70,14 @@ type BatchKey = (WorkloadKey, &'static str, String);
 
 struct Batch {
     uid: String,
-    severity: Severity,
+    type_: EventType,
     items: Vec<String>,
     more: usize,
 }
 
 impl Batch {
     fn message(&self, action: &str) -> String {
-        let sep = if self.severity == Severity::Warning {
+        let sep = if self.type_ == EventType::Warning {
             "; "
         } else {
             ", "
@@ -134,7 +123,7 @@ impl Batches {
                     key,
                     Batch {
                         uid: note.uid,
-                        severity: note.severity,
+                        type_: note.type_,
                         items: vec![note.item],
                         more: 0,
                     },
@@ -148,8 +137,8 @@ impl Batches {
         self.order.front().map(|(t, _)| *t)
     }
 
-    /// Closes the batches opened at or before `cutoff`, as Events stamped `now`.
-    pub fn take_due(&mut self, cutoff: Instant, now: jiff::Timestamp) -> Vec<Event> {
+    /// Closes the batches opened at or before `cutoff`, as Events.
+    pub fn take_due(&mut self, cutoff: Instant) -> Vec<EventSpec> {
         let mut out = Vec::new();
         while self.order.front().is_some_and(|(t, _)| *t <= cutoff) {
             let Some((_, key)) = self.order.pop_front() else {
@@ -157,14 +146,7 @@ impl Batches {
             };
             if let Some(b) = self.open.remove(&key) {
                 let (wk, reason, action) = &key;
-                out.push(build(
-                    wk,
-                    &b.uid,
-                    b.severity,
-                    reason,
-                    &b.message(action),
-                    now,
-                ));
+                out.push(build(wk, &b.uid, b.type_, reason, &b.message(action)));
             }
         }
         out
@@ -176,9 +158,9 @@ impl Batches {
     }
 }
 
-/// Gathers notes into batches and writes each batch as one Event once it is `window` old.
-/// Dropping it stops its writer task.
-pub struct Recorder {
+/// Gathers notes into batches and records each batch as one Event once it is `window`
+/// old. Dropping it stops its task.
+pub struct Batcher {
     shared: Arc<Shared>,
     writer: tokio::task::JoinHandle<()>,
 }
@@ -188,27 +170,27 @@ struct Shared {
     wake: Notify,
 }
 
-impl Drop for Recorder {
+impl Drop for Batcher {
     fn drop(&mut self) {
         self.writer.abort();
     }
 }
 
-impl Recorder {
-    /// A recorder writing to `fed`.
-    pub fn start(fed: Client, window: Duration) -> Arc<Self> {
+impl Batcher {
+    /// A batcher handing its Events to `recorder`.
+    pub fn start(recorder: Recorder, window: Duration) -> Arc<Self> {
         let shared = Arc::new(Shared {
             batches: Mutex::default(),
             wake: Notify::new(),
         });
-        let writer = tokio::spawn(write_loop(shared.clone(), fed, window));
+        let writer = tokio::spawn(write_loop(shared.clone(), recorder, window));
         Arc::new(Self { shared, writer })
     }
 
     /// Adds a note; its Event is written about a window later.
     pub fn note(&self, note: Note) {
         let was_empty = {
-            let mut b = crate::member_sync::lock(&self.shared.batches);
+            let mut b = lock(&self.shared.batches);
             let empty = b.is_empty();
             b.add(note, Instant::now());
             empty
@@ -219,10 +201,10 @@ impl Recorder {
     }
 }
 
-async fn write_loop(shared: Arc<Shared>, fed: Client, window: Duration) {
+async fn write_loop(shared: Arc<Shared>, recorder: Recorder, window: Duration) {
     loop {
         let wake = shared.wake.notified();
-        let oldest = crate::member_sync::lock(&shared.batches).oldest();
+        let oldest = lock(&shared.batches).oldest();
         match oldest {
             None => {
                 wake.await;
@@ -233,12 +215,11 @@ async fn write_loop(shared: Arc<Shared>, fed: Client, window: Duration) {
         let Some(cutoff) = Instant::now().checked_sub(window) else {
             continue;
         };
-        let due =
-            crate::member_sync::lock(&shared.batches).take_due(cutoff, jiff::Timestamp::now());
+        let due = lock(&shared.batches).take_due(cutoff);
         for ev in due {
-            // Waits for a free slot among the writes in flight: meanwhile new notes join
-            // open batches.
-            crate::events::record_in_background(&fed, ev).await;
+            // Waits for room in the recorder's buffer: meanwhile new notes join open
+            // batches.
+            recorder.record_when_room(ev).await;
         }
     }
 }
@@ -252,10 +233,10 @@ mod tests {
         Note {
             key: WorkloadKey::new(Kind::Deployment, "shop", name),
             uid: format!("uid-{name}"),
-            severity: if reason == "SyncFailed" {
-                Severity::Warning
+            type_: if reason == "SyncFailed" {
+                EventType::Warning
             } else {
-                Severity::Normal
+                EventType::Normal
             },
             reason,
             action: action.into(),
@@ -293,16 +274,15 @@ mod tests {
             ms(30),
         );
         assert_eq!(b.oldest(), Some(t0));
-        let now = jiff::Timestamp::UNIX_EPOCH;
-        assert!(b.take_due(t0 - Duration::from_millis(1), now).is_empty());
-        let first = b.take_due(ms(25), now);
+        assert!(b.take_due(t0 - Duration::from_millis(1)).is_empty());
+        let first = b.take_due(ms(25));
         let msgs: Vec<(&str, &str, &str)> = first
             .iter()
             .map(|e| {
                 (
-                    e.involved_object.name.as_deref().unwrap(),
-                    e.reason.as_deref().unwrap(),
-                    e.message.as_deref().unwrap(),
+                    e.regarding.name.as_deref().unwrap(),
+                    e.reason.as_str(),
+                    e.message.as_str(),
                 )
             })
             .collect();
@@ -321,19 +301,16 @@ mod tests {
                 ),
             ]
         );
-        assert_eq!(first[1].type_.as_deref(), Some("Warning"));
-        assert_eq!(first[0].involved_object.uid.as_deref(), Some("uid-web"));
+        assert_eq!(first[1].type_, EventType::Warning);
+        assert_eq!(first[0].regarding.uid.as_deref(), Some("uid-web"));
         // A note after its batch closed opens a new one.
         b.add(
             note("web", "Pushed", "created shop/web in", "sim-5 (1 replicas)"),
             ms(40),
         );
-        let rest = b.take_due(ms(40), now);
+        let rest = b.take_due(ms(40));
         assert_eq!(rest.len(), 2);
-        assert_eq!(
-            rest[0].message.as_deref(),
-            Some("created shop/db in sim-1 (1 replicas)")
-        );
+        assert_eq!(rest[0].message, "created shop/db in sim-1 (1 replicas)");
         assert!(b.is_empty());
     }
 
@@ -347,8 +324,8 @@ mod tests {
                 t0,
             );
         }
-        let ev = b.take_due(t0, jiff::Timestamp::UNIX_EPOCH);
-        let m = ev[0].message.clone().unwrap();
+        let ev = b.take_due(t0);
+        let m = ev[0].message.clone();
         assert!(m.starts_with("removed shop/web from c0, c1,"), "{m}");
         assert!(m.ends_with(", and 5 more"), "{m}");
     }
@@ -356,23 +333,10 @@ mod tests {
     #[test]
     fn event_shape() {
         let key = WorkloadKey::new(Kind::Deployment, "shop", "web");
-        let e = build(
-            &key,
-            "u",
-            Severity::Warning,
-            "Conflict",
-            "m",
-            jiff::Timestamp::UNIX_EPOCH,
-        );
-        assert_eq!(e.involved_object.kind.as_deref(), Some("Deployment"));
-        assert_eq!(e.involved_object.uid.as_deref(), Some("u"));
-        assert_eq!(e.metadata.namespace.as_deref(), Some("shop"));
-        assert_eq!(e.type_.as_deref(), Some("Warning"));
-        assert!(
-            e.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.starts_with("web."))
-        );
+        let e = build(&key, "u", EventType::Warning, "Conflict", "m");
+        assert_eq!(e.regarding.kind.as_deref(), Some("Deployment"));
+        assert_eq!(e.regarding.uid.as_deref(), Some("u"));
+        assert_eq!(e.regarding.namespace.as_deref(), Some("shop"));
+        assert_eq!(e.type_, EventType::Warning);
     }
 }

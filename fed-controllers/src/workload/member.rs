@@ -15,24 +15,27 @@ use kube::core::Request;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
+use meridian_runtime::error::{Report, report};
+use meridian_runtime::events::EventType;
+use meridian_runtime::queue::{self, Backoff, WorkQueue};
+use meridian_runtime::sync::lock;
 use serde_json::Value;
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
 use super::compact::Compact;
 use super::echo::{Echo, Seen};
-use super::events::{Note, Recorder, Severity};
+use super::events::{Batcher, Note};
 use super::intents::Intents;
 use super::kinds::{DepKind, Kind, WorkloadKey};
 use super::objects::{Change, Entry, ObjectCache};
 use super::ownership::{self, Ownership};
-use super::queue::Queue;
 use super::status::MemberReport;
 use super::status_spacing::StatusSpacing;
 use super::{Settings, drift};
-use crate::cluster::backoff;
+use crate::credentials::CredentialsError;
 use crate::dynamic::{self, Decoded};
-use crate::member_sync::{self, Applied, SyncError, lock, now};
+use crate::member_sync::{self, Applied, SyncError, now};
 use crate::member_watch;
 use crate::metrics::WorkloadMetrics;
 
@@ -84,9 +87,11 @@ pub struct Intent {
 /// Per-key bookkeeping of syncs.
 #[derive(Clone, Debug, Default)]
 struct Record {
+    /// The last sync's error ("" when fine), with its sources.
     error: String,
+    /// Whether that error is a name conflict.
+    conflict: bool,
     last_sync_time: Option<String>,
-    attempts: u32,
     /// The intent last converged, to tell a drift revert from a spec change.
     converged: Option<Intent>,
 }
@@ -116,18 +121,18 @@ pub struct MemberShared {
     pub name: String,
     fed: Client,
     settings: Arc<Settings>,
-    central: Arc<Queue<WorkloadKey>>,
+    central: Arc<WorkQueue<WorkloadKey>>,
     status_spacing: Arc<StatusSpacing>,
     metrics: Arc<WorkloadMetrics>,
-    events: Arc<Recorder>,
-    queue: Queue<WorkloadKey>,
+    events: Arc<Batcher>,
+    /// This member's syncs; failures are retried with the settings' back-off.
+    queue: WorkQueue<WorkloadKey>,
     intents: Mutex<Intents>,
     /// A digest of the inputs each Present intent was built from (see [`MemberShared::set_intent`]).
     sources: Mutex<HashMap<WorkloadKey, u64>>,
     records: Mutex<HashMap<WorkloadKey, Record>>,
     caches: Mutex<Option<Arc<Caches>>>,
     connect_error: Mutex<Option<String>>,
-    retrying: Mutex<Retries>,
     /// Unreferenced dependency copies are removed only once the central controller has
     /// handed out every intent (else a restart would delete what is still needed).
     gc: AtomicBool,
@@ -154,7 +159,7 @@ impl MemberShared {
         }
         let changed = replaced.previous != Some(intent);
         if changed {
-            self.queue.push(key.clone());
+            self.queue.add(key.clone());
         }
         changed
     }
@@ -193,15 +198,12 @@ impl MemberShared {
     /// within its status delay (the settings', longer for a wide workload) share that look.
     fn status_soon(&self, key: WorkloadKey) {
         let delay = self.status_spacing.delay(&key);
-        self.central.push_low_after(key, delay);
+        self.central.add_low_after(key, delay);
     }
 
     /// Retries at once every sync waiting out a backoff (the member is reachable again).
     pub fn retry_now(&self) {
-        let keys = lock(&self.retrying).take_all();
-        for k in keys {
-            self.queue.push(k);
-        }
+        self.queue.expedite_retries();
     }
 
     /// Keys waiting in this member's queue.
@@ -217,7 +219,7 @@ impl MemberShared {
         lock(&self.sources).remove(key);
         lock(&self.records).remove(key);
         // Its dependencies may now be unreferenced.
-        self.queue.push(key.clone());
+        self.queue.add(key.clone());
     }
 
     /// Lets this member remove unreferenced dependency copies, once the central controller
@@ -252,9 +254,9 @@ impl MemberShared {
 
     /// What the member reports for a workload whose copy there is `copy` (see [`Self::look`]).
     pub fn report(&self, key: &WorkloadKey, copy: Option<&Entry>) -> MemberReport {
-        let (error, last_sync_time) = lock(&self.records)
+        let (error, conflict, last_sync_time) = lock(&self.records)
             .get(key)
-            .map(|r| (r.error.clone(), r.last_sync_time.clone()))
+            .map(|r| (r.error.clone(), r.conflict, r.last_sync_time.clone()))
             .unwrap_or_default();
         let error = match (&*lock(&self.connect_error), error.is_empty()) {
             (Some(e), true) => e.clone(),
@@ -263,13 +265,14 @@ impl MemberShared {
         MemberReport {
             copy: copy.map(|e| e.status),
             error,
+            conflict,
             last_sync_time,
         }
     }
 
     fn notify_all(&self) {
         for k in lock(&self.intents).keys() {
-            self.central.push(k.clone());
+            self.central.add(k.clone());
         }
     }
 }
@@ -294,14 +297,21 @@ impl Drop for MemberHandle {
 pub fn spawn(
     fed: Client,
     settings: Arc<Settings>,
-    central: Arc<Queue<WorkloadKey>>,
+    central: Arc<WorkQueue<WorkloadKey>>,
     status_spacing: Arc<StatusSpacing>,
     metrics: Arc<WorkloadMetrics>,
-    events: Arc<Recorder>,
+    events: Arc<Batcher>,
     cluster: Arc<Cluster>,
     fingerprint: u64,
     gc: bool,
 ) -> MemberHandle {
+    let queue = WorkQueue::new(
+        queue::Settings {
+            backoff: Backoff::jittered(settings.backoff_base, settings.backoff_max),
+            ..queue::Settings::default()
+        },
+        metrics.member_queues.clone(),
+    );
     let shared = Arc::new(MemberShared {
         name: cluster.name_any(),
         fed,
@@ -310,13 +320,12 @@ pub fn spawn(
         status_spacing,
         metrics,
         events,
-        queue: Queue::default(),
+        queue,
         intents: Mutex::default(),
         sources: Mutex::default(),
         records: Mutex::default(),
         caches: Mutex::default(),
         connect_error: Mutex::default(),
-        retrying: Mutex::default(),
         gc: AtomicBool::new(gc),
         gc_due: AtomicBool::new(true),
         namespaces: Mutex::default(),
@@ -331,30 +340,25 @@ pub fn spawn(
     }
 }
 
-async fn connect(m: &MemberShared, cluster: &Cluster) -> Result<Client, String> {
+async fn connect(m: &MemberShared, cluster: &Cluster) -> Result<Client, CredentialsError> {
     m.settings
         .clients
         .connect(&m.fed, &cluster.spec, m.settings.sync_timeout)
         .await
-        .map_err(|e| e.to_string())
 }
 
 async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
+    let backoff = Backoff::jittered(m.settings.backoff_base, m.settings.backoff_max);
     let mut attempt = 0;
     let client = loop {
         match connect(&m, &cluster).await {
             Ok(c) => break c,
             Err(e) => {
                 attempt += 1;
-                tracing::warn!(error = %e, "member client not configured; retrying");
-                *lock(&m.connect_error) = Some(format!("not connected: {e}"));
+                tracing::warn!(error = %Report(&e), "member client not configured; retrying");
+                *lock(&m.connect_error) = Some(format!("not connected: {}", Report(&e)));
                 m.notify_all();
-                tokio::time::sleep(backoff::delay(
-                    attempt,
-                    m.settings.backoff_base,
-                    m.settings.backoff_max,
-                ))
-                .await;
+                tokio::time::sleep(backoff.delay(attempt)).await;
             }
         }
     };
@@ -380,7 +384,7 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
                 // annotations) can be one; status updates are most events and never are,
                 // nor is our own write coming back.
                 if change.shape && !own_write && lock(&m.intents).contains(&key) {
-                    m.queue.push(key.clone());
+                    m.queue.add(key.clone());
                 }
                 // Status for the central controller, behind changes of what is wanted.
                 if change.shape || change.status {
@@ -409,7 +413,7 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
                     m.gc_due.store(true, Ordering::Release);
                 } else if !own_write {
                     for k in users {
-                        m.queue.push(k);
+                        m.queue.add(k);
                     }
                 }
             },
@@ -427,7 +431,7 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
         m2.gc_due.store(true, Ordering::Release);
         m2.notify_all();
         for k in lock(&m2.intents).keys() {
-            m2.queue.push(k.clone());
+            m2.queue.add(k.clone());
         }
     });
     for _ in 1..m.settings.member_workers.max(1) {
@@ -439,7 +443,7 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
 /// One member worker: syncs keys until the member stops.
 async fn work(m: Arc<MemberShared>) {
     loop {
-        let key = m.queue.pop().await;
+        let key = m.queue.next().await;
         let result = sync(&m, &key).await;
         finish(&m, &key, result);
         m.queue.done(&key);
@@ -492,7 +496,7 @@ fn watch(
                 }
                 Ok(_) => {}
                 Err(error) => {
-                    tracing::debug!(%error, resource = %plural, "member watch failed; retrying")
+                    tracing::debug!(error = %Report(&error), resource = %plural, "member watch failed; retrying")
                 }
             }
         }
@@ -549,10 +553,7 @@ async fn apply(
     if let Some(store) = cache {
         let cached = store.get(ns, name).map(|e| e.value());
         match converge(m, &target, desired, cached).await {
-            Err(SyncError::Api {
-                source: kube::Error::Api(s),
-                ..
-            }) if s.code == 409 => {}
+            Err(e) if e.is_status(409) => {}
             r => return r,
         }
     }
@@ -625,7 +626,7 @@ impl Target<'_> {
         });
         if lock(&m.echo).answered(&object, rv) {
             // Someone else's edit came by while this write was in flight: look again.
-            m.queue.push(self.workload.clone());
+            m.queue.add(self.workload.clone());
         }
         answer.map(drop)
     }
@@ -706,9 +707,7 @@ struct Synced {
 }
 
 async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, SyncError> {
-    let caches = m
-        .caches()
-        .ok_or_else(|| SyncError::NotConnected("member client not ready".into()))?;
+    let caches = m.caches().ok_or(SyncError::NotConnected)?;
     let intent = lock(&m.intents).get(key).cloned();
     let mut out = None;
     match intent.as_ref().map(|i| (&i.want, i.uid.as_str())) {
@@ -775,10 +774,7 @@ async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, Syn
                         removed = true;
                         gone = answer.is_right();
                     }
-                    Err(SyncError::Api {
-                        source: kube::Error::Api(s),
-                        ..
-                    }) if s.code == 404 => gone = true,
+                    Err(e) if e.is_status(404) => gone = true,
                     Err(e) => return Err(e),
                 }
             }
@@ -838,10 +834,7 @@ async fn collect_unreferenced(m: &MemberShared, caches: &Caches) -> Result<(), S
                 Ok(_) => {
                     tracing::info!(kind = kind.as_str(), %ns, %name, "removed unreferenced dependency")
                 }
-                Err(SyncError::Api {
-                    source: kube::Error::Api(s),
-                    ..
-                }) if s.code == 404 || s.code == 409 => {}
+                Err(e) if e.is_status(404) || e.is_status(409) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -854,16 +847,16 @@ fn finish(m: &Arc<MemberShared>, key: &WorkloadKey, result: Result<Option<Synced
     let intent = lock(&m.intents).get(key).cloned();
     let Some(intent) = intent else {
         if let Err(error) = result {
-            tracing::debug!(%key, %error, "cleanup pass failed");
+            tracing::debug!(%key, error = %Report(&error), "cleanup pass failed");
         }
         return;
     };
     let uid = intent.uid.clone();
     // Read without creating the record: a record appears only with an outcome in it, so a
     // reconcile between here and there still sees the first sync as pending.
-    let (prev_error, prev_converged, attempts) = lock(&m.records)
+    let (prev_error, prev_converged) = lock(&m.records)
         .get(key)
-        .map(|r| (r.error.clone(), r.converged.clone(), r.attempts))
+        .map(|r| (r.error.clone(), r.converged.clone()))
         .unwrap_or_default();
     match result {
         Ok(synced) => {
@@ -881,9 +874,10 @@ fn finish(m: &Arc<MemberShared>, key: &WorkloadKey, result: Result<Option<Synced
                     r.last_sync_time = Some(now());
                 }
                 r.error.clear();
-                r.attempts = 0;
+                r.conflict = false;
                 r.converged = Some(intent.clone());
             }
+            m.queue.forget(key);
             let Some(s) = synced else { return };
             let drift = prev_converged.as_ref() == Some(&intent);
             m.metrics.sync(match (s.workload, s.removed) {
@@ -913,123 +907,34 @@ fn finish(m: &Arc<MemberShared>, key: &WorkloadKey, result: Result<Option<Synced
             m.events.note(Note {
                 key: key.clone(),
                 uid,
-                severity: Severity::Normal,
+                type_: EventType::Normal,
                 reason,
                 action,
                 item,
             });
         }
         Err(error) => {
-            m.metrics
-                .sync(if matches!(error, SyncError::Conflict { .. }) {
-                    "conflict"
-                } else {
-                    "error"
-                });
-            let msg = error.to_string();
+            let conflict = error.is_conflict();
+            m.metrics.sync(if conflict { "conflict" } else { "error" });
+            let msg = report(&error);
             tracing::warn!(%key, error = %msg, "member sync failed; retrying");
             {
                 let mut records = lock(&m.records);
                 let r = records.entry(key.clone()).or_default();
                 r.error = msg.clone();
-                r.attempts = attempts + 1;
+                r.conflict = conflict;
             }
             if msg != prev_error {
-                let reason = if matches!(error, SyncError::Conflict { .. }) {
-                    "Conflict"
-                } else {
-                    "SyncFailed"
-                };
                 m.events.note(Note {
                     key: key.clone(),
                     uid,
-                    severity: Severity::Warning,
-                    reason,
+                    type_: EventType::Warning,
+                    reason: if conflict { "Conflict" } else { "SyncFailed" },
                     action: String::new(),
                     item: msg,
                 });
             }
-            retry_later(m, key, attempts + 1);
+            m.queue.retry(key.clone());
         }
-    }
-}
-
-/// Syncs waiting out a retry backoff. Each booked retry has a token, so a retry that was
-/// taken early (the member is reachable again) does not fire a second time later.
-#[derive(Default)]
-struct Retries {
-    pending: HashMap<WorkloadKey, u64>,
-    next_token: u64,
-}
-
-impl Retries {
-    /// Books a retry of `key`: its token, or `None` if one is pending already.
-    fn book(&mut self, key: &WorkloadKey) -> Option<u64> {
-        if self.pending.contains_key(key) {
-            return None;
-        }
-        self.next_token += 1;
-        self.pending.insert(key.clone(), self.next_token);
-        Some(self.next_token)
-    }
-
-    /// Whether the retry of `key` with `token` is still pending; it is taken if so.
-    fn take(&mut self, key: &WorkloadKey, token: u64) -> bool {
-        let pending = self.pending.get(key) == Some(&token);
-        if pending {
-            self.pending.remove(key);
-        }
-        pending
-    }
-
-    /// Takes every pending retry.
-    fn take_all(&mut self) -> Vec<WorkloadKey> {
-        self.pending.drain().map(|(k, _)| k).collect()
-    }
-}
-
-fn retry_later(m: &Arc<MemberShared>, key: &WorkloadKey, attempt: u32) {
-    let Some(token) = lock(&m.retrying).book(key) else {
-        return;
-    };
-    let delay = backoff::delay(attempt, m.settings.backoff_base, m.settings.backoff_max);
-    let m = Arc::downgrade(m);
-    let key = key.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(delay).await;
-        // A stopped member is gone: nothing to retry. A retry taken early (see
-        // `MemberShared::retry_now`) is not pushed again.
-        if let Some(m) = m.upgrade()
-            && lock(&m.retrying).take(&key, token)
-        {
-            m.queue.push(key);
-        }
-    });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::workload::kinds::Kind;
-
-    #[test]
-    fn a_retry_taken_early_does_not_fire_again() {
-        let mut r = Retries::default();
-        let web = WorkloadKey::new(Kind::Deployment, "shop", "web");
-        let db = WorkloadKey::new(Kind::Deployment, "shop", "db");
-        let first = r.book(&web).expect("booked");
-        assert_eq!(r.book(&web), None, "one pending retry per key");
-        let db_token = r.book(&db).expect("booked");
-        // The member is back: both are retried now...
-        let mut now = r.take_all();
-        now.sort_by_key(|k| k.name.clone());
-        assert_eq!(now, [db.clone(), web.clone()]);
-        // ...and their backoffs, ending later, find nothing to push.
-        assert!(!r.take(&db, db_token));
-        // A new failure books again; the old backoff still does not fire it.
-        let second = r.book(&web).expect("booked again");
-        assert!(!r.take(&web, first));
-        assert!(r.take(&web, second));
-        assert!(!r.take(&web, second), "taken once");
     }
 }

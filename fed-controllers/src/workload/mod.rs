@@ -23,7 +23,6 @@ pub mod ownership;
 pub mod pacing;
 pub mod placements;
 pub mod plan;
-pub mod queue;
 pub mod status;
 pub mod status_spacing;
 

@@ -232,7 +232,7 @@ impl ObjectCache {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
-        self.inner.read().unwrap_or_else(|e| e.into_inner())
+        meridian_runtime::sync::read(&self.inner)
     }
 
     /// Applies one watcher event; says what it changed.
@@ -247,7 +247,7 @@ impl ObjectCache {
             ))),
             _ => None,
         };
-        let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let mut g = meridian_runtime::sync::write(&self.inner);
         match (event, entry) {
             (Event::Apply(_), Some(e)) => {
                 let (shape, status) = (e.shape, e.status);
@@ -287,7 +287,7 @@ impl ObjectCache {
     /// Drops `namespace/name`, which the member's API server said is gone (its watch brings
     /// the same deletion later, or a relist the truth).
     pub fn forget(&self, namespace: &str, name: &str) {
-        let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let mut g = meridian_runtime::sync::write(&self.inner);
         g.objects.remove(namespace, name);
     }
 

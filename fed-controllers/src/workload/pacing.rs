@@ -7,7 +7,9 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
+
+use meridian_runtime::sync::lock;
 use std::time::{Duration, Instant};
 
 /// When each key's status was last written.
@@ -37,7 +39,7 @@ impl<K: Clone + Eq + Hash> Pacer<K> {
 
     /// How long a paced write of `key` must still wait at `now`; `None`: it may go now.
     pub fn wait(&self, key: &K, now: Instant) -> Option<Duration> {
-        let w = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        let w = lock(&self.written);
         let due = *w.at.get(key)? + self.interval;
         (due > now).then(|| due - now)
     }
@@ -47,7 +49,7 @@ impl<K: Clone + Eq + Hash> Pacer<K> {
         if self.interval.is_zero() {
             return;
         }
-        let mut w = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut w = lock(&self.written);
         w.at.insert(key.clone(), now);
         if w.at.len() > 2 * w.swept_len + 64 {
             let interval = self.interval;
@@ -58,17 +60,13 @@ impl<K: Clone + Eq + Hash> Pacer<K> {
 
     /// Forgets `key` (its workload is gone).
     pub fn forget(&self, key: &K) {
-        let mut w = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut w = lock(&self.written);
         w.at.remove(key);
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.written
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .at
-            .len()
+        lock(&self.written).at.len()
     }
 }
 

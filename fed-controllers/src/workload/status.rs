@@ -68,6 +68,9 @@ pub struct MemberReport {
     pub copy: Option<CopyStatus>,
     /// The last sync error ("" when fine).
     pub error: String,
+    /// Whether that error is a name conflict: the member holds an object of that name
+    /// that is not Meridian's.
+    pub conflict: bool,
     /// When the member was last found or made in sync (RFC 3339).
     pub last_sync_time: Option<String>,
 }
@@ -93,6 +96,34 @@ pub fn cluster_status(cluster: &str, report: &MemberReport) -> ClusterWorkloadSt
 /// matches what we want.
 pub fn observed(copy: &CopyStatus, actual: impl FnOnce() -> Value, desired: &Value) -> bool {
     copy.caught_up() && drift::in_sync(&actual(), desired)
+}
+
+/// The Placement's `Propagated` condition, `(status, reason, message)`: a conflict in any
+/// member first (it needs a person), then any other error, then whether every member has
+/// observed the current spec.
+pub fn propagated(
+    entries: &[ClusterWorkloadStatus],
+    conflict: bool,
+    all_observed: bool,
+) -> (&'static str, &'static str, String) {
+    let errors: Vec<String> = entries
+        .iter()
+        .filter(|e| !e.error.is_empty())
+        .map(|e| format!("{}: {}", e.cluster, e.error))
+        .collect();
+    if conflict {
+        ("False", "Conflict", errors.join("; "))
+    } else if !errors.is_empty() {
+        ("False", "SyncFailed", errors.join("; "))
+    } else if all_observed {
+        ("True", "InSync", String::new())
+    } else {
+        (
+            "False",
+            "Progressing",
+            "waiting for members to observe the current spec".to_string(),
+        )
+    }
 }
 
 /// Sums over member entries.
@@ -338,6 +369,7 @@ mod tests {
                 "status": {"replicas": 3, "readyReplicas": 2, "availableReplicas": 1, "updatedReplicas": 3, "observedGeneration": 2}}),
             )),
             error: String::new(),
+            conflict: false,
             last_sync_time: Some("t".into()),
         };
         let e = cluster_status("a", &r);
@@ -359,6 +391,32 @@ mod tests {
             },
         );
         assert_eq!((missing.replicas, missing.error.as_str()), (0, "down"));
+    }
+
+    #[test]
+    fn propagated_condition_table() {
+        let mut failing = entry("a", 3, 3, 3, 3);
+        failing.error = "creating Deployment shop/web in a: timed out".into();
+        let fine = entry("b", 1, 1, 1, 1);
+        let two = [failing, fine.clone()];
+        assert_eq!(
+            propagated(&two, true, false),
+            (
+                "False",
+                "Conflict",
+                "a: creating Deployment shop/web in a: timed out".into()
+            )
+        );
+        assert_eq!(propagated(&two, false, true).1, "SyncFailed");
+        // An error text that mentions a conflict is not one.
+        let mut worded = entry("c", 0, 0, 0, 0);
+        worded.error = "conflict: made up".into();
+        assert_eq!(propagated(&[worded], false, false).1, "SyncFailed");
+        assert_eq!(
+            propagated(std::slice::from_ref(&fine), false, true),
+            ("True", "InSync", String::new())
+        );
+        assert_eq!(propagated(&[fine], false, false).1, "Progressing");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::kinds::WorkloadKey;
-use crate::member_sync::lock;
+use meridian_runtime::sync::lock;
 
 /// Destinations one base delay covers.
 const DESTINATIONS_PER_STEP: usize = 25;
