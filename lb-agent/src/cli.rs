@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use meridian_runtime::flags::{FlagErrors, bind_address, parse_duration};
+use meridian_runtime::telemetry::LogArgs;
 
 use crate::agent::Settings;
 use crate::backend::OutlierSettings;
@@ -73,56 +75,36 @@ pub struct Args {
     /// for running without a cluster.
     #[arg(long)]
     pub static_inputs: Option<PathBuf>,
-}
-
-/// Parses `250ms`, `2s`, `1m` or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(i) => s.split_at(i),
-        None => (s, "s"),
-    };
-    let n: f64 = num.parse().map_err(|_| format!("bad duration {s:?}"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        _ => return Err(format!("bad duration unit in {s:?} (use ms, s or m)")),
-    };
-    Ok(Duration::from_secs_f64(secs))
+    /// Logging.
+    #[command(flatten)]
+    pub log: LogArgs,
 }
 
 impl Args {
     /// Checks the flags together; every problem is reported at once.
-    pub fn validate(&self) -> anyhow::Result<(Settings, Option<SocketAddr>)> {
-        let mut problems = Vec::new();
+    pub fn validate(&self) -> Result<(Settings, Option<SocketAddr>), FlagErrors> {
+        let mut problems = FlagErrors::new();
         if self.cluster.is_empty() {
-            problems.push("--cluster must not be empty".to_string());
+            problems.push("--cluster must not be empty");
         }
         if self.health_timeout >= self.health_interval {
-            problems.push("--health-timeout must be shorter than --health-interval".into());
+            problems.push("--health-timeout must be shorter than --health-interval");
         }
         if self.unhealthy_threshold == 0 || self.healthy_threshold == 0 {
-            problems.push("health thresholds must be at least 1".into());
+            problems.push("health thresholds must be at least 1");
         }
         if self.outlier_consecutive == 0 {
-            problems.push("--outlier-consecutive must be at least 1".into());
+            problems.push("--outlier-consecutive must be at least 1");
         }
-        let metrics_addr = if self.metrics_addr.is_empty() {
+        let metrics_addr = bind_address(&self.metrics_addr).unwrap_or_else(|_| {
+            problems.push(format!(
+                "--metrics-addr {:?} is not ip:port",
+                self.metrics_addr
+            ));
             None
-        } else {
-            match self.metrics_addr.parse() {
-                Ok(a) => Some(a),
-                Err(_) => {
-                    problems.push(format!(
-                        "--metrics-addr {:?} is not ip:port",
-                        self.metrics_addr
-                    ));
-                    None
-                }
-            }
-        };
+        });
         if !problems.is_empty() {
-            anyhow::bail!("invalid flags:\n  {}", problems.join("\n  "));
+            return Err(problems);
         }
         let mut s = Settings::new(&self.cluster, self.bind);
         s.http_port = self.http_port;
@@ -147,14 +129,6 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
-        assert!(parse_duration("1h").is_err());
-    }
 
     #[test]
     fn validation_reports_every_problem() {

@@ -10,17 +10,13 @@ use clap::Parser;
 use lb_agent::cli::Args;
 use lb_agent::metrics::Metrics;
 use lb_agent::{Agent, Inputs};
+use meridian_runtime::shutdown::Shutdown;
 use tokio::sync::watch;
 
 fn main() -> anyhow::Result<()> {
     meridian_alloc::disable_huge_pages();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
     let args = Args::parse();
+    meridian_runtime::telemetry::init(args.log.log_format, "info");
     // One worker: a current-thread runtime does the same work without cross-thread wake-ups.
     let mut runtime = if args.workers == 1 {
         tokio::runtime::Builder::new_current_thread()
@@ -55,6 +51,7 @@ async fn client(args: &Args) -> anyhow::Result<kube::Client> {
 
 async fn run(args: Args) -> anyhow::Result<()> {
     let (settings, metrics_addr) = args.validate()?;
+    let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
     let metrics = Arc::new(Metrics::default());
     let (inputs_tx, inputs_rx) = watch::channel(Inputs::default());
     let source = match &args.static_inputs {
@@ -74,27 +71,17 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let agent = Agent::start(settings, inputs_rx, metrics.clone())
         .await
         .context("starting listeners")?;
-    if let Some(addr) = metrics_addr {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("binding {addr}"))?;
-        tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
-        tokio::spawn(lb_agent::status::serve(
-            listener,
-            metrics.clone(),
-            agent.status.clone(),
-        ));
-    }
+    lb_agent::status::endpoints(metrics.clone(), agent.status.clone())
+        .spawn(metrics_addr, &shutdown)
+        .await
+        .with_context(|| format!("serving metrics on {metrics_addr:?}"))?;
     let dns_addr = std::net::SocketAddr::new(args.bind, args.dns_port);
     let _dns = lb_agent::dns_feed::start(dns_addr, agent.serving.clone(), metrics.clone())
         .await
         .with_context(|| format!("binding DNS on {dns_addr}"))?;
     tracing::info!(%dns_addr, "answering DNS for the federation zone");
 
-    tokio::signal::ctrl_c()
-        .await
-        .context("waiting for Ctrl-C")?;
-    tracing::info!("interrupted; stopping");
+    shutdown.triggered().await;
     drop(source);
     drop(agent);
     Ok(())

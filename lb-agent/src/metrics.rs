@@ -156,7 +156,7 @@ impl Metrics {
 
     /// The exposition text.
     pub fn encode_text(&self) -> String {
-        meridian_endpoints::MetricsText::encode(self)
+        meridian_runtime::metrics::Exposition::encode(self)
     }
 
     /// Drops a backend's health series.
@@ -165,7 +165,7 @@ impl Metrics {
     }
 }
 
-impl meridian_endpoints::MetricsText for Metrics {
+impl meridian_runtime::metrics::Exposition for Metrics {
     fn encode(&self) -> String {
         let mut out = String::new();
         if let Err(error) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
