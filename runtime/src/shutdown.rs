@@ -16,16 +16,19 @@ impl Shutdown {
     }
 
     /// A signal triggered by the process's first SIGINT or SIGTERM (must be called inside
-    /// a tokio runtime). A second signal is left to its default action, so a stuck
-    /// shutdown can still be interrupted.
+    /// a tokio runtime). A second one ends the process at once, so a stuck shutdown can
+    /// still be interrupted.
     pub fn on_signals() -> std::io::Result<Self> {
         let shutdown = Self::new();
         let stop = shutdown.clone();
-        let signals = signals()?;
+        let mut signals = Signals::new()?;
         tokio::spawn(async move {
-            let name = signals.await;
+            let name = signals.next().await;
             tracing::info!(signal = name, "stopping");
             stop.trigger();
+            let name = signals.next().await;
+            tracing::warn!(signal = name, "stopping now");
+            std::process::exit(130);
         });
         Ok(shutdown)
     }
@@ -60,26 +63,44 @@ impl Shutdown {
     }
 }
 
-/// Resolves with the name of the first SIGINT or SIGTERM.
-fn signals() -> std::io::Result<impl Future<Output = &'static str>> {
+/// The process's SIGINT and SIGTERM.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        Ok(async move {
-            tokio::select! {
-                _ = term.recv() => "SIGTERM",
-                _ = int.recv() => "SIGINT",
-            }
-        })
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Self {
+                term: signal(SignalKind::terminate())?,
+                int: signal(SignalKind::interrupt())?,
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            Ok(Self {})
+        }
     }
-    #[cfg(not(unix))]
-    {
-        Ok(async {
+
+    /// The name of the next signal received.
+    async fn next(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.term.recv() => "SIGTERM",
+                _ = self.int.recv() => "SIGINT",
+            }
+        }
+        #[cfg(not(unix))]
+        {
             let _ = tokio::signal::ctrl_c().await;
             "Ctrl-C"
-        })
+        }
     }
 }
 

@@ -160,23 +160,21 @@ where
         }
     }
 
-    /// Queues `key` now in the normal lane. `false` when it was dropped because the queue
-    /// is full.
-    pub fn add(&self, key: K) -> bool {
-        self.add_to(key, Lane::Normal)
+    /// Queues `key` now in the normal lane (dropped and counted when the queue is full).
+    pub fn add(&self, key: K) {
+        self.add_to(key, Lane::Normal);
     }
 
     /// Queues `key` now behind every normal key (unless it already waits in either lane).
-    pub fn add_low(&self, key: K) -> bool {
-        self.add_to(key, Lane::Low)
+    pub fn add_low(&self, key: K) {
+        self.add_to(key, Lane::Low);
     }
 
-    fn add_to(&self, key: K, lane: Lane) -> bool {
+    fn add_to(&self, key: K, lane: Lane) {
         let mut s = lock(&self.state);
-        let (added, wake) = self.add_locked(&mut s, key, lane, Instant::now());
+        let wake = self.add_locked(&mut s, key, lane, Instant::now());
         drop(s);
         self.wake(wake);
-        added
     }
 
     /// Queues `key` in the normal lane once `delay` has passed (at once when zero).
@@ -228,7 +226,7 @@ where
         let now = Instant::now();
         let mut any = false;
         for (key, lane) in keys {
-            any |= self.add_locked(&mut s, key, lane, now).1 == Wake::One;
+            any |= self.add_locked(&mut s, key, lane, now) == Wake::One;
         }
         drop(s);
         if any {
@@ -242,7 +240,7 @@ where
         let mut s = lock(&self.state);
         let now = Instant::now();
         let wake = if delay.is_zero() {
-            self.add_locked(&mut s, key, lane, now).1
+            self.add_locked(&mut s, key, lane, now)
         } else {
             Self::set_timer(&mut s, key, now + delay, lane, retry)
         };
@@ -282,8 +280,8 @@ where
         Wake::Sleepers
     }
 
-    /// Queues `key` in `lane`: whether it waits now (not dropped), and whom to wake.
-    fn add_locked(&self, s: &mut State<K, O>, key: K, lane: Lane, now: Instant) -> (bool, Wake) {
+    /// Queues `key` in `lane` (unless the queue is full); says whom to wake.
+    fn add_locked(&self, s: &mut State<K, O>, key: K, lane: Lane, now: Instant) -> Wake {
         let busy = s.processing.contains(&key);
         if s.waiting.contains_key(&key) || s.waiting.len() < self.settings.capacity {
             // A pass now does what a later one would have done.
@@ -291,31 +289,31 @@ where
         }
         if let Some(w) = s.waiting.get_mut(&key) {
             if w.lane <= lane {
-                return (true, Wake::Nobody);
+                return Wake::Nobody;
             }
             // Moves up a lane, keeping when it was queued.
             let old = std::mem::replace(&mut w.lane, lane);
             if busy {
-                return (true, Wake::Nobody);
+                return Wake::Nobody;
             }
             s.order.remove(old, &key);
             s.order.push(lane, key);
-            return (true, Wake::One);
+            return Wake::One;
         }
         if s.waiting.len() >= self.settings.capacity {
             s.dropped += 1;
             self.metrics.dropped.inc();
-            return (false, Wake::Nobody);
+            return Wake::Nobody;
         }
         s.waiting.insert(key.clone(), Waiting { since: now, lane });
         self.metrics.depth.inc();
         self.metrics.adds.inc();
         if busy {
             // Its worker queues it again in `done`.
-            return (true, Wake::Nobody);
+            return Wake::Nobody;
         }
         s.order.push(lane, key);
-        (true, Wake::One)
+        Wake::One
     }
 
     /// Moves keys whose deadline has come into their lanes.
