@@ -127,6 +127,9 @@ pub struct RunArgs {
     /// Port of the admin API (0 picks one; `ctl` finds it through <kubeconfig-out>.admin.json).
     #[arg(long, default_value_t = 0)]
     pub admin_port: u16,
+    /// Logging.
+    #[command(flatten)]
+    pub log: meridian_runtime::telemetry::LogArgs,
 }
 
 /// `cluster-sim ctl` commands.
@@ -305,6 +308,7 @@ fn clusters_from_flags(a: &RunArgs) -> anyhow::Result<FleetFile> {
 
 /// Runs a fleet until Ctrl-C or SIGTERM.
 pub async fn run(a: RunArgs) -> anyhow::Result<()> {
+    let shutdown = meridian_runtime::shutdown::Shutdown::on_signals()?;
     let spec = fleet_from_flags(&a)?;
     let fleet = Arc::new(Fleet::start(&spec, a.bind_address).await?);
     fleet.write_kubeconfig(&a.kubeconfig_out)?;
@@ -353,11 +357,7 @@ pub async fn run(a: RunArgs) -> anyhow::Result<()> {
         }
     );
     println!("admin API: {}", state.url);
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
+    shutdown.triggered().await;
     fleet.stop();
     Ok(())
 }

@@ -137,25 +137,13 @@ pub struct PodOptions {
     pub api_only: bool,
 }
 
-/// Parses `500ms`, `2s`, `1m` or a bare number of seconds.
+/// Parses `500ms`, `2s`, `1m` or a bare number of seconds, up to a day.
 pub fn parse_duration(s: &str) -> Result<Duration, FleetError> {
-    let s = s.trim();
     let bad = || FleetError::Invalid(format!("invalid duration {s:?}: use e.g. 500ms, 2s or 1m"));
-    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(i) => s.split_at(i),
-        None => (s, "s"),
-    };
-    let n: f64 = num.parse().map_err(|_| bad())?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        _ => return Err(bad()),
-    };
-    if !(0.0..=86_400.0).contains(&secs) {
-        return Err(bad());
-    }
-    Ok(Duration::from_secs_f64(secs))
+    meridian_runtime::flags::parse_duration(s)
+        .ok()
+        .filter(|d| *d <= Duration::from_secs(86_400))
+        .ok_or_else(bad)
 }
 
 /// Expands the pool entries into addresses, in order.
@@ -423,5 +411,7 @@ mod tests {
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
         assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("2d").is_err());
+        assert!(parse_duration("25h").is_err(), "longer than a day");
     }
 }

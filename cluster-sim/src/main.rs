@@ -10,12 +10,8 @@ use cluster_sim::cli::{Cli, Command, ctl, run};
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     meridian_alloc::disable_huge_pages();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
     let cli = Cli::parse();
+    meridian_runtime::telemetry::init(cli.run.log.log_format, "warn");
     match cli.command {
         Some(Command::Ctl(c)) => ctl(c).await,
         None => run(cli.run).await,

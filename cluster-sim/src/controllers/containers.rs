@@ -188,7 +188,7 @@ impl Containers {
             faults,
             suspension: watch::channel(false).0,
             state: Mutex::default(),
-            queue: Arc::new(WorkQueue::new()),
+            queue: Arc::new(WorkQueue::default()),
         }
     }
 

@@ -616,7 +616,7 @@ impl Reconciler<String> for DeploymentController {
 pub(crate) fn spawn(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
     let c = Arc::new(DeploymentController {
         sim: sim.clone(),
-        queue: Arc::new(WorkQueue::new()),
+        queue: Arc::new(WorkQueue::default()),
     });
     let (a, b) = (c.clone(), c.clone());
     vec![

@@ -530,7 +530,7 @@ impl Reconciler<String> for EndpointsController {
 pub(crate) fn spawn(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
     let c = Arc::new(EndpointsController {
         sim: sim.clone(),
-        queue: Arc::new(WorkQueue::new()),
+        queue: Arc::new(WorkQueue::default()),
         state: Mutex::new(State::default()),
     });
     let (a, b, d, e) = (c.clone(), c.clone(), c.clone(), c.clone());

@@ -401,7 +401,7 @@ impl Reconciler<String> for Kubelet {
 pub(crate) fn spawn(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
     let k = Arc::new(Kubelet {
         sim: sim.clone(),
-        queue: Arc::new(WorkQueue::new()),
+        queue: Arc::new(WorkQueue::default()),
         state: Mutex::new(State::default()),
     });
     let (a, b) = (k.clone(), k.clone());

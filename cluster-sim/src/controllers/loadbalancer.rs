@@ -366,7 +366,7 @@ impl Reconciler<String> for LoadBalancerController {
 pub(crate) fn spawn(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
     let c = Arc::new(LoadBalancerController {
         sim: sim.clone(),
-        queue: Arc::new(WorkQueue::new()),
+        queue: Arc::new(WorkQueue::default()),
         state: Mutex::new(State::default()),
     });
     let a = c.clone();

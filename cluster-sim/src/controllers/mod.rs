@@ -3,8 +3,9 @@
 //! cluster's API engine.
 //!
 //! Every loop is level-triggered: watch handlers only mark keys dirty in a [`WorkQueue`]
-//! (and keep small numeric indexes), and a single worker per loop reconciles dirty keys in
-//! sorted order by reading the watch cache and writing the difference. A lagging watch
+//! (the runtime's, in sorted order; they also keep small numeric indexes), and a single
+//! worker per loop reconciles dirty keys in sorted order by reading the watch cache and
+//! writing the difference. A lagging watch
 //! re-snapshots, so no event is load-bearing. Per-cluster memory stays small: indexes hold
 //! names and numbers, never objects.
 
@@ -23,17 +24,16 @@ mod util;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use federation_apiserver::cache::{Cached, EventType, ResourceCache};
 use federation_apiserver::engine::Engine;
 use federation_apiserver::registry::ResourceDef;
 use federation_apiserver::status::ApiError;
-use tokio::sync::Notify;
+use meridian_runtime::queue::Sorted;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -45,8 +45,6 @@ pub use nodes::{NodeSpec, Taint, create_nodes, set_node_capacity, set_node_ready
 pub use responder::{CLUSTER_HEADER, NAMESPACE_HEADER, POD_HEADER, REQUEST_HEADER};
 pub use serviceaccount::{ServiceAccountIdentity, authenticate_token};
 pub use util::parse_address_pool;
-
-use util::lock;
 
 /// How many keys a worker takes per batch before it yields, so one busy loop cannot starve
 /// the others on the shared runtime.
@@ -238,92 +236,9 @@ pub(crate) enum Requeue {
     After(Duration),
 }
 
-#[derive(Default)]
-struct QueueState<K> {
-    dirty: BTreeSet<K>,
-    /// key → due time, and the same ordered by time.
-    delayed: BTreeMap<K, Instant>,
-    timers: BTreeSet<(Instant, K)>,
-}
-
-/// A set of dirty keys taken in sorted order, plus keys due later.
-///
-/// A key is held at most once, so a burst of events for one object costs one reconcile.
-pub(crate) struct WorkQueue<K> {
-    state: Mutex<QueueState<K>>,
-    notify: Notify,
-}
-
-impl<K: Ord + Clone> WorkQueue<K> {
-    pub(crate) fn new() -> Self {
-        Self {
-            state: Mutex::new(QueueState {
-                dirty: BTreeSet::new(),
-                delayed: BTreeMap::new(),
-                timers: BTreeSet::new(),
-            }),
-            notify: Notify::new(),
-        }
-    }
-
-    /// Marks a key dirty.
-    pub(crate) fn add(&self, key: K) {
-        if lock(&self.state).dirty.insert(key) {
-            self.notify.notify_one();
-        }
-    }
-
-    /// Marks a key dirty once `after` has passed (an earlier pending time wins).
-    pub(crate) fn add_after(&self, key: K, after: Duration) {
-        if after.is_zero() {
-            self.add(key);
-            return;
-        }
-        let due = Instant::now() + after;
-        let mut st = lock(&self.state);
-        if let Some(old) = st.delayed.get(&key).copied() {
-            if old <= due {
-                return;
-            }
-            st.timers.remove(&(old, key.clone()));
-        }
-        st.delayed.insert(key.clone(), due);
-        st.timers.insert((due, key));
-        drop(st);
-        // The worker may be sleeping until a later deadline.
-        self.notify.notify_one();
-    }
-
-    /// Up to `max` dirty keys (due timers included), and when the next timer is due.
-    fn take(&self, max: usize) -> (Vec<K>, Option<Instant>) {
-        let now = Instant::now();
-        let mut st = lock(&self.state);
-        while let Some((due, _)) = st.timers.first() {
-            if *due > now {
-                break;
-            }
-            if let Some((_, key)) = st.timers.pop_first() {
-                st.delayed.remove(&key);
-                st.dirty.insert(key);
-            }
-        }
-        let mut keys = Vec::with_capacity(max.min(st.dirty.len()));
-        while keys.len() < max {
-            match st.dirty.pop_first() {
-                Some(k) => keys.push(k),
-                None => break,
-            }
-        }
-        let next = st.timers.first().map(|(due, _)| *due);
-        (keys, next)
-    }
-
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        let st = lock(&self.state);
-        st.dirty.len() + st.delayed.len()
-    }
-}
+/// A loop's queue of dirty keys: each held once (a burst of events for one object costs one
+/// reconcile), handed out smallest first, plus keys due later.
+pub(crate) type WorkQueue<K> = meridian_runtime::queue::WorkQueue<K, Sorted<K>>;
 
 /// One control loop's reconcile step.
 pub(crate) trait Reconciler<K>: Send + Sync + 'static {
@@ -340,23 +255,17 @@ pub(crate) fn spawn_worker<K, R>(
     reconciler: Arc<R>,
 ) -> JoinHandle<()>
 where
-    K: Ord + Clone + Send + Sync + std::fmt::Debug + 'static,
+    K: Ord + std::hash::Hash + Clone + Send + Sync + std::fmt::Debug + 'static,
     R: Reconciler<K>,
 {
     tokio::spawn(async move {
         loop {
-            let (keys, next) = queue.take(BATCH);
-            if keys.is_empty() {
-                match next {
-                    Some(due) => {
-                        tokio::select! {
-                            () = queue.notify.notified() => {}
-                            () = tokio::time::sleep_until(due) => {}
-                        }
-                    }
-                    None => queue.notify.notified().await,
+            let mut keys = vec![queue.next().await];
+            while keys.len() < BATCH {
+                match queue.try_next() {
+                    Some(k) => keys.push(k),
+                    None => break,
                 }
-                continue;
             }
             // Reads come from the watch cache; waiting for it to reflect every acknowledged
             // write (ours included) keeps a loop from acting twice on its own stale view.
@@ -366,16 +275,18 @@ where
             for key in keys {
                 match reconciler.reconcile(&key).await {
                     Ok(Requeue::No) => {}
-                    Ok(Requeue::After(d)) => queue.add_after(key, d),
+                    Ok(Requeue::After(d)) => queue.add_after(key.clone(), d),
                     Err(e) if e.code() == 409 => {
                         tracing::debug!(controller = R::NAME, ?key, "conflict; retrying");
-                        queue.add(key);
+                        queue.add(key.clone());
                     }
                     Err(e) => {
                         tracing::warn!(controller = R::NAME, ?key, error = %e, "reconcile failed; retrying");
-                        queue.add_after(key, RETRY_AFTER);
+                        queue.add_after(key.clone(), RETRY_AFTER);
                     }
                 }
+                // Added again while it was reconciled: it waits again now.
+                queue.done(&key);
             }
             tokio::task::yield_now().await;
         }

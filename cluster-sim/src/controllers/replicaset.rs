@@ -312,7 +312,7 @@ impl Reconciler<String> for ReplicaSetController {
 pub(crate) fn spawn(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
     let c = Arc::new(ReplicaSetController {
         sim: sim.clone(),
-        queue: Arc::new(WorkQueue::new()),
+        queue: Arc::new(WorkQueue::default()),
         sequence: Mutex::new(HashMap::new()),
     });
     let (a, b) = (c.clone(), c.clone());

@@ -567,7 +567,7 @@ impl Scheduler {
 pub(crate) fn spawn(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
     let s = Arc::new(Scheduler {
         sim: sim.clone(),
-        queue: Arc::new(WorkQueue::new()),
+        queue: Arc::new(WorkQueue::default()),
         state: Mutex::new(State::default()),
     });
     let (a, b) = (s.clone(), s.clone());

@@ -360,7 +360,7 @@ impl Reconciler<String> for ServiceAccountController {
 pub(crate) fn spawn(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
     let c = Arc::new(ServiceAccountController {
         sim: sim.clone(),
-        queue: Arc::new(WorkQueue::new()),
+        queue: Arc::new(WorkQueue::default()),
     });
     let (a, b, d) = (c.clone(), c.clone(), c.clone());
     vec![

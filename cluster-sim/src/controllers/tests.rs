@@ -912,28 +912,3 @@ async fn same_scenario_same_names_nodes_and_addresses() {
     );
     assert_eq!(first, second);
 }
-
-#[test]
-fn work_queue_dedups_and_orders() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let q: WorkQueue<String> = WorkQueue::new();
-        q.add("b".into());
-        q.add("a".into());
-        q.add("b".into());
-        q.add_after("c".into(), Duration::from_secs(5));
-        q.add_after("c".into(), Duration::from_secs(1));
-        assert_eq!(q.len(), 3);
-        let (keys, next) = q.take(10);
-        assert_eq!(keys, ["a", "b"]);
-        assert!(next.is_some());
-        tokio::time::advance(Duration::from_secs(1)).await;
-        let (keys, next) = q.take(10);
-        assert_eq!(keys, ["c"]);
-        assert!(next.is_none());
-    });
-}

@@ -2,17 +2,12 @@
 //! owner references, resource quantities and address arithmetic.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde_json::{Map, Value, json};
 
 use super::SimError;
 
-/// Locks a mutex; a panic elsewhere cannot leave these plain indexes half-updated in a way
-/// worse than a stale entry, so a poisoned lock is used as is.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+pub(crate) use meridian_runtime::sync::lock;
 
 /// Kubernetes' `generateName` alphabet (no vowels, no look-alikes).
 const SAFE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
