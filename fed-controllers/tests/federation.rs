@@ -16,11 +16,11 @@ use fed_api::common::NamespacedName;
 use fed_api::{Cluster, ClusterSpec};
 use fed_controllers::cluster::{self, ControllerConfig, conditions};
 use fed_controllers::metrics::Metrics;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, ObjectReference, Secret};
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::await_condition;
-use meridian_runtime::events::{self, Recorder};
+use meridian_runtime::events::{self, EventSpec, EventType, Recorder};
 
 /// A workspace binary beside this test's executable (target/<profile>/<name>), so the
 /// test works whatever the target directory is.
@@ -145,6 +145,63 @@ fn recorder(fed: &kube::Client, metrics: &Metrics) -> Recorder {
         events::Settings::default(),
         metrics.events.clone(),
     )
+}
+
+/// The shared recorder against the real federation API: repeats of an Event raise the count
+/// of the one written (a merge patch the server takes) instead of adding objects; another
+/// message is another Event.
+#[tokio::test]
+async fn repeated_events_count_on_one_object() {
+    let server = Server::start("events");
+    let fed = server.client().await;
+    ensure_namespace(&fed, "shop").await;
+    let metrics = Metrics::new();
+    let r = recorder(&fed, &metrics).for_component("meridian-workload-controller");
+    let spec = |message: &str| EventSpec {
+        regarding: ObjectReference {
+            api_version: Some("apps/v1".into()),
+            kind: Some("Deployment".into()),
+            namespace: Some("shop".into()),
+            name: Some("web".into()),
+            uid: Some("u-1".into()),
+            ..Default::default()
+        },
+        type_: EventType::Warning,
+        reason: "SyncFailed".into(),
+        message: message.into(),
+    };
+    for _ in 0..3 {
+        r.record(spec("creating in sim-1: refused"));
+    }
+    r.record(spec("creating in sim-2: refused"));
+    let api: Api<Event> = Api::namespaced(fed, "shop");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut seen = Vec::new();
+    while tokio::time::Instant::now() < deadline {
+        let list = api.list(&ListParams::default()).await.expect("events");
+        seen = list
+            .items
+            .iter()
+            .map(|e| (e.message.clone().unwrap_or_default(), e.count.unwrap_or(0)))
+            .collect();
+        seen.sort();
+        if seen
+            == [
+                ("creating in sim-1: refused".to_string(), 3),
+                ("creating in sim-2: refused".to_string(), 1),
+            ]
+        {
+            let e = &list.items[0];
+            assert_eq!(
+                e.reporting_component.as_deref(),
+                Some("meridian-workload-controller")
+            );
+            assert_eq!(e.involved_object.name.as_deref(), Some("web"));
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("events as last listed: {seen:?}");
 }
 
 fn condition(c: &Cluster, t: &str) -> Option<(String, String)> {
