@@ -5,8 +5,6 @@ use std::error::Error as StdError;
 use std::time::Duration;
 
 use kube::Client;
-// The error and its sources, joined, so messages say "connection refused", not just
-// "client error (Connect)".
 use meridian_runtime::error::report;
 
 use super::probe::{FailureKind, Outcome};
@@ -95,6 +93,8 @@ pub fn classify(path: &str, err: &kube::Error) -> Outcome {
         }
         other => match transport_kind(other) {
             TransportKind::Tls(detail) => (FailureKind::TlsError, format!("{path}: TLS: {detail}")),
+            // The error and its sources, so messages say "connection refused", not just
+            // "client error (Connect)".
             TransportKind::Timeout => (FailureKind::Timeout, format!("{path}: {}", report(other))),
             TransportKind::Other => (
                 FailureKind::Unreachable,
