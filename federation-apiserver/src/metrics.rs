@@ -124,6 +124,13 @@ impl meridian_store::Storage for InstrumentedStore {
     async fn list(&self, prefix: &str) -> meridian_store::Result<meridian_store::ListResult> {
         self.inner.list(prefix).await
     }
+    async fn list_page(
+        &self,
+        prefix: &str,
+        options: &meridian_store::ListOptions,
+    ) -> meridian_store::Result<meridian_store::ListResult> {
+        self.inner.list_page(prefix, options).await
+    }
     async fn create(
         &self,
         key: &str,
@@ -153,8 +160,21 @@ impl meridian_store::Storage for InstrumentedStore {
     ) -> meridian_store::Result<meridian_store::WatchStream> {
         self.inner.watch(prefix, after).await
     }
+    async fn watch_with_progress(
+        &self,
+        prefix: &str,
+        after: meridian_store::Revision,
+        progress: Option<std::time::Duration>,
+    ) -> meridian_store::Result<meridian_store::ProgressWatchStream> {
+        self.inner
+            .watch_with_progress(prefix, after, progress)
+            .await
+    }
     fn current_revision(&self) -> meridian_store::Revision {
         self.inner.current_revision()
+    }
+    async fn latest_revision(&self) -> meridian_store::Result<meridian_store::Revision> {
+        self.inner.latest_revision().await
     }
     async fn compact(&self, revision: meridian_store::Revision) -> meridian_store::Result<()> {
         self.inner.compact(revision).await

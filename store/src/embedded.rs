@@ -7,10 +7,13 @@
 //! therefore resolves only once the write is on disk. Reads use their own redb read
 //! transactions and never wait for the writer.
 
+use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -20,8 +23,8 @@ use tokio::sync::oneshot;
 use crate::history::History;
 use crate::op::{self, Applied, Op, Outcome, expect_deleted, expect_put};
 use crate::{
-    DeleteResult, KeyValue, ListResult, Result, Revision, Storage, StoreError, WatchStream,
-    under_prefix,
+    DeleteResult, KeyValue, ListOptions, ListResult, ProgressWatchStream, Result, Revision,
+    Storage, StoreError, check_key, check_prefix, page, under_prefix,
 };
 
 /// Name of the data file inside the data directory.
@@ -192,6 +195,7 @@ impl EmbeddedStore {
     }
 
     async fn submit(&self, op: Op) -> Result<Outcome> {
+        check_key(op.key())?;
         let (reply, answer) = oneshot::channel();
         self.requests
             .send(Msg::Write(Request { op, reply }))
@@ -415,31 +419,59 @@ impl Shared {
         raw.map(|raw| decode(key.into(), raw.value())).transpose()
     }
 
-    fn list(&self, prefix: &str) -> Result<ListResult> {
-        // One read transaction for the revision and the items, so they describe one snapshot.
-        let txn = self
-            .db
-            .begin_read()
-            .map_err(backend("starting a read transaction"))?;
-        let revision = txn
+    /// The revision the newest committed read transaction sees.
+    fn snapshot_revision(txn: &redb::ReadTransaction) -> Result<Revision> {
+        Ok(txn
             .open_table(META)
             .map_err(backend("opening the meta table"))?
             .get(META_REVISION)
             .map_err(backend("reading the revision"))?
-            .map_or(0, |guard| guard.value());
+            .map_or(0, |guard| guard.value()))
+    }
+
+    /// One page of the keys under `prefix` at `revision` (the current one if `None`).
+    ///
+    /// For an older revision the caller has waited until the history holds every event up to
+    /// the current revision, so the events after `revision` can be undone.
+    fn list_page(
+        &self,
+        prefix: &str,
+        options: &ListOptions,
+        txn: redb::ReadTransaction,
+    ) -> Result<ListResult> {
+        // One read transaction for the revision and the items, so they describe one snapshot.
+        let snapshot = Self::snapshot_revision(&txn)?;
+        let revision = options.revision.unwrap_or(snapshot);
+        let then = if revision < snapshot {
+            page::state_before(&self.history.changes_between(prefix, revision, snapshot)?)
+        } else {
+            BTreeMap::new()
+        };
         let table = txn
             .open_table(KV)
             .map_err(backend("opening the kv table"))?;
-        let mut items = Vec::new();
-        for entry in table.range(prefix..).map_err(backend("listing keys"))? {
-            let (key, raw) = entry.map_err(backend("listing keys"))?;
-            let key = key.value();
-            if !under_prefix(key, prefix) {
-                break;
-            }
-            items.push(decode(key.into(), raw.value())?);
-        }
-        Ok(ListResult { items, revision })
+        let start = match options.after_key.as_deref() {
+            Some(after) if after >= prefix => Bound::Excluded(after),
+            _ => Bound::Included(prefix),
+        };
+        let current = table
+            .range::<&str>((start, Bound::Unbounded))
+            .map_err(backend("listing keys"))?
+            .map(|entry| {
+                let (key, raw) = entry.map_err(backend("listing keys"))?;
+                decode(key.value().into(), raw.value())
+            })
+            .take_while(|kv| match kv {
+                Ok(kv) => under_prefix(&kv.key, prefix),
+                // Hand the failure on to fail the page.
+                Err(_) => true,
+            });
+        let (items, more) = page::page(current, then, options.after_key.as_deref(), options.limit)?;
+        Ok(ListResult {
+            items,
+            revision,
+            more,
+        })
     }
 }
 
@@ -475,16 +507,37 @@ fn short_record(key: &str) -> StoreError {
 #[async_trait]
 impl Storage for EmbeddedStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
+        check_key(key)?;
         // A point read is a few page lookups, mostly cached: cheaper inline than a hop to the
         // blocking pool.
         self.shared.get(key)
     }
 
-    async fn list(&self, prefix: &str) -> Result<ListResult> {
+    async fn list_page(&self, prefix: &str, options: &ListOptions) -> Result<ListResult> {
+        check_prefix(prefix)?;
+        let current = self.current_revision();
+        if let Some(revision) = options.revision
+            && revision > current
+        {
+            return Err(StoreError::FutureRevision { revision, current });
+        }
+        // The read transaction starts after `current` was acknowledged, so it sees at least
+        // that revision; to undo what came after an older one, the history must hold every
+        // event up to what the transaction sees.
+        let txn = self
+            .shared
+            .db
+            .begin_read()
+            .map_err(backend("starting a read transaction"))?;
+        if options.revision.is_some() {
+            let snapshot = Shared::snapshot_revision(&txn)?;
+            self.shared.history.wait_published(snapshot).await?;
+        }
         // A listing can read a large part of the file, so it runs on the blocking pool.
         let shared = Arc::clone(&self.shared);
         let prefix = prefix.to_owned();
-        tokio::task::spawn_blocking(move || shared.list(&prefix))
+        let options = options.clone();
+        tokio::task::spawn_blocking(move || shared.list_page(&prefix, &options, txn))
             .await
             .map_err(backend("listing keys"))?
     }
@@ -523,12 +576,22 @@ impl Storage for EmbeddedStore {
         expect_deleted(self.submit(op).await?)
     }
 
-    async fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream> {
-        self.shared.history.watch(prefix, after)
+    async fn watch_with_progress(
+        &self,
+        prefix: &str,
+        after: Revision,
+        progress: Option<Duration>,
+    ) -> Result<ProgressWatchStream> {
+        check_prefix(prefix)?;
+        self.shared.history.watch(prefix, after, progress)
     }
 
     fn current_revision(&self) -> Revision {
         self.shared.revision.load(Ordering::Acquire)
+    }
+
+    async fn latest_revision(&self) -> Result<Revision> {
+        Ok(self.current_revision())
     }
 
     async fn compact(&self, revision: Revision) -> Result<()> {

@@ -54,6 +54,24 @@ pub enum StoreError {
         current: Revision,
     },
 
+    /// A key or prefix is not a path: keys start with `/`, prefixes are empty or start with `/`.
+    #[error("key {key:?} does not start with '/'")]
+    InvalidKey {
+        /// The rejected key or prefix.
+        key: Arc<str>,
+    },
+
+    /// The store could not be reached, or could not answer in time (with etcd: no connection,
+    /// no leader, or no quorum). The operation may or may not have taken effect.
+    #[error("storage unavailable while {context}")]
+    Unavailable {
+        /// What the store was doing.
+        context: &'static str,
+        /// The underlying failure.
+        #[source]
+        source: Arc<dyn StdError + Send + Sync>,
+    },
+
     /// The store has been closed; no further writes are accepted.
     #[error("store is closed")]
     Closed,

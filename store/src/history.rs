@@ -1,17 +1,22 @@
-//! Bounded in-memory event history and the watch streams served from it, shared by both backends.
+//! Bounded in-memory event history and the watch streams served from it, shared by the embedded and memory backends.
 //!
 //! Watchers hold no buffer of their own: each keeps a cursor (the last revision it has looked
 //! at) into the one shared history and copies events out of it when woken. A watcher whose
 //! cursor falls behind the oldest retained event can no longer be served without a gap, so its
 //! stream ends with [`StoreError::Compacted`] instead of silently skipping events.
+//!
+//! The same history lets a listing read an older revision: the retained events after it carry
+//! each key's previous value, which is what the key held then.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
-use crate::{Event, Result, Revision, StoreError, WatchStream, under_prefix};
+use crate::{Event, ProgressWatchStream, Result, Revision, StoreError, WatchItem, under_prefix};
 
 /// How many retained events one wake-up of a watcher scans at most, so a watcher catching up
 /// on a long history does not hold the lock for long.
@@ -29,6 +34,8 @@ struct State {
     capacity: usize,
     /// Every event with a revision greater than this is retained (or not yet written).
     floor: Revision,
+    /// The revision of the newest event handed to `publish` (or the starting floor).
+    published: Revision,
     closed: bool,
 }
 
@@ -42,6 +49,7 @@ impl History {
                 events: VecDeque::new(),
                 capacity,
                 floor,
+                published: floor,
                 closed: false,
             }),
             notify: watch::Sender::new(()),
@@ -60,6 +68,7 @@ impl History {
         {
             let mut state = self.lock();
             for event in events {
+                state.published = state.published.max(event.revision());
                 // A compaction may run ahead of a publish (it only checks the acknowledged
                 // revision); such events are already compacted away.
                 if event.revision() <= state.floor {
@@ -107,8 +116,14 @@ impl History {
         self.notify.send_replace(());
     }
 
-    /// Starts a watch of events under `prefix` with a revision greater than `after`.
-    pub(crate) fn watch(self: &Arc<Self>, prefix: &str, after: Revision) -> Result<WatchStream> {
+    /// Starts a watch of events under `prefix` with a revision greater than `after`, reporting
+    /// progress whenever `progress` passes without an item.
+    pub(crate) fn watch(
+        self: &Arc<Self>,
+        prefix: &str,
+        after: Revision,
+        progress: Option<Duration>,
+    ) -> Result<ProgressWatchStream> {
         {
             let state = self.lock();
             if after < state.floor {
@@ -123,9 +138,60 @@ impl History {
             prefix: prefix.into(),
             cursor: after,
             pending: VecDeque::new(),
+            progress,
+            last_item: Instant::now(),
             finished: false,
         };
         Ok(futures::stream::unfold(watcher, Watcher::next).boxed())
+    }
+
+    /// The retained events under `prefix` with a revision in `(after, upto]`, in revision
+    /// order. The caller makes sure everything up to `upto` was published (see
+    /// [`History::wait_published`]).
+    pub(crate) fn changes_between(
+        &self,
+        prefix: &str,
+        after: Revision,
+        upto: Revision,
+    ) -> Result<Vec<Event>> {
+        let state = self.lock();
+        if after < state.floor {
+            return Err(StoreError::Compacted {
+                compact_revision: state.floor,
+            });
+        }
+        debug_assert!(state.published >= upto);
+        let start = state
+            .events
+            .partition_point(|event| event.revision() <= after);
+        Ok(state
+            .events
+            .range(start..)
+            .take_while(|event| event.revision() <= upto)
+            .filter(|event| under_prefix(&event.kv.key, prefix))
+            .cloned()
+            .collect())
+    }
+
+    /// Waits until every event up to `revision` has been published (the embedded store
+    /// commits a group before publishing it, so a reader can see a revision a moment early).
+    pub(crate) async fn wait_published(&self, revision: Revision) -> Result<()> {
+        let mut wake = self.notify.subscribe();
+        loop {
+            wake.borrow_and_update();
+            {
+                let state = self.lock();
+                if state.published >= revision || state.floor >= revision {
+                    return Ok(());
+                }
+                if state.closed {
+                    return Err(StoreError::Closed);
+                }
+            }
+            if wake.changed().await.is_err() {
+                return Err(StoreError::Closed);
+            }
+        }
     }
 
     /// Copies events under `prefix` after `*cursor` into `out` and advances the cursor past
@@ -168,17 +234,28 @@ struct Watcher {
     /// The last revision handed to `pending` or skipped as outside the prefix.
     cursor: Revision,
     pending: VecDeque<Event>,
+    /// Report progress when this long passes without an item.
+    progress: Option<Duration>,
+    /// When the stream last yielded an item.
+    last_item: Instant,
     finished: bool,
 }
 
 impl Watcher {
-    async fn next(mut self) -> Option<(Result<Event>, Self)> {
+    async fn next(mut self) -> Option<(Result<WatchItem>, Self)> {
         if self.finished {
             return None;
         }
         loop {
             if let Some(event) = self.pending.pop_front() {
-                return Some((Ok(event), self));
+                self.last_item = Instant::now();
+                return Some((Ok(WatchItem::Event(event)), self));
+            }
+            let deadline = self.progress.map(|every| self.last_item + every);
+            if deadline.is_some_and(|deadline| deadline <= Instant::now()) {
+                // Nothing is pending, so every matching event up to the cursor was delivered.
+                self.last_item = Instant::now();
+                return Some((Ok(WatchItem::Progress(self.cursor)), self));
             }
             // Mark the current notification seen before reading, so a publish racing with the
             // read below wakes the `changed()` that follows instead of being lost.
@@ -194,10 +271,22 @@ impl Watcher {
                         return Some((Err(err), self));
                     }
                 };
-            if self.pending.is_empty() && caught_up && self.wake.changed().await.is_err() {
-                // Unreachable while `history` (which owns the sender) is alive, kept for safety.
-                self.finished = true;
-                return Some((Err(StoreError::Closed), self));
+            if self.pending.is_empty() && caught_up {
+                let woken = match deadline {
+                    Some(deadline) => {
+                        match tokio::time::timeout_at(deadline, self.wake.changed()).await {
+                            Ok(woken) => woken,
+                            // Time for a progress report: the loop's top sends it.
+                            Err(_) => continue,
+                        }
+                    }
+                    None => self.wake.changed().await,
+                };
+                if woken.is_err() {
+                    // Unreachable while `history` (which owns the sender) is alive, kept for safety.
+                    self.finished = true;
+                    return Some((Err(StoreError::Closed), self));
+                }
             }
         }
     }

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -10,8 +11,8 @@ use bytes::Bytes;
 use crate::history::History;
 use crate::op::{self, Op, Outcome, expect_deleted, expect_put};
 use crate::{
-    DeleteResult, KeyValue, ListResult, Result, Revision, Storage, StoreError, WatchStream,
-    under_prefix,
+    DeleteResult, KeyValue, ListOptions, ListResult, ProgressWatchStream, Result, Revision,
+    Storage, StoreError, check_key, check_prefix, page, under_prefix,
 };
 
 /// Events kept for watches by [`MemoryStore::new`].
@@ -58,6 +59,7 @@ impl MemoryStore {
     }
 
     fn write(&self, op: &Op) -> Result<Outcome> {
+        check_key(op.key())?;
         let mut inner = self.lock();
         let current = inner.map.get(&**op.key()).cloned();
         let applied = op::apply(op, current, inner.revision + 1)?;
@@ -85,20 +87,44 @@ impl Drop for MemoryStore {
 #[async_trait]
 impl Storage for MemoryStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
+        check_key(key)?;
         Ok(self.lock().map.get(key).cloned())
     }
 
-    async fn list(&self, prefix: &str) -> Result<ListResult> {
+    async fn list_page(&self, prefix: &str, options: &ListOptions) -> Result<ListResult> {
+        check_prefix(prefix)?;
         let inner = self.lock();
-        let items = inner
+        let revision = options.revision.unwrap_or(inner.revision);
+        if revision > inner.revision {
+            return Err(StoreError::FutureRevision {
+                revision,
+                current: inner.revision,
+            });
+        }
+        // Writes publish under the map lock, so the history is complete up to the map's state.
+        let then = if revision < inner.revision {
+            page::state_before(
+                &self
+                    .history
+                    .changes_between(prefix, revision, inner.revision)?,
+            )
+        } else {
+            BTreeMap::new()
+        };
+        let start = match options.after_key.as_deref() {
+            Some(after) if after >= prefix => Bound::Excluded(after),
+            _ => Bound::Included(prefix),
+        };
+        let current = inner
             .map
-            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+            .range::<str, _>((start, Bound::Unbounded))
             .take_while(|(key, _)| under_prefix(key, prefix))
-            .map(|(_, kv)| kv.clone())
-            .collect();
+            .map(|(_, kv)| Ok(kv.clone()));
+        let (items, more) = page::page(current, then, options.after_key.as_deref(), options.limit)?;
         Ok(ListResult {
             items,
-            revision: inner.revision,
+            revision,
+            more,
         })
     }
 
@@ -136,12 +162,22 @@ impl Storage for MemoryStore {
         expect_deleted(self.write(&op)?)
     }
 
-    async fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream> {
-        self.history.watch(prefix, after)
+    async fn watch_with_progress(
+        &self,
+        prefix: &str,
+        after: Revision,
+        progress: Option<Duration>,
+    ) -> Result<ProgressWatchStream> {
+        check_prefix(prefix)?;
+        self.history.watch(prefix, after, progress)
     }
 
     fn current_revision(&self) -> Revision {
         self.lock().revision
+    }
+
+    async fn latest_revision(&self) -> Result<Revision> {
+        Ok(self.current_revision())
     }
 
     async fn compact(&self, revision: Revision) -> Result<()> {

@@ -9,23 +9,27 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use common::{Fixture, next_event, next_item};
+use futures::future::BoxFuture;
 use meridian_store::{EmbeddedOptions, EmbeddedStore, Revision, Storage, StoreError};
 
-fn open(history: usize) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let options = EmbeddedOptions {
-        history_capacity: history,
-        ..EmbeddedOptions::default()
-    };
-    let store = EmbeddedStore::open_with(dir.path(), options).unwrap();
-    assert!(store.created());
-    Fixture {
-        store: Arc::new(store),
-        _guard: Some(dir),
-    }
+fn open(history: usize) -> BoxFuture<'static, Fixture> {
+    Box::pin(async move {
+        let dir = tempfile::tempdir().unwrap();
+        let options = EmbeddedOptions {
+            history_capacity: history,
+            ..EmbeddedOptions::default()
+        };
+        let store = EmbeddedStore::open_with(dir.path(), options).unwrap();
+        assert!(store.created());
+        Fixture {
+            store: Arc::new(store),
+            guard: Box::new(dir),
+        }
+    })
 }
 
 conformance_tests!(open);
+bounded_history_tests!(open);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reopen_keeps_data_and_revision_continues() {

@@ -6,13 +6,17 @@ mod common;
 use std::sync::Arc;
 
 use common::Fixture;
+use futures::future::BoxFuture;
 use meridian_store::MemoryStore;
 
-fn open(history: usize) -> Fixture {
-    Fixture {
-        store: Arc::new(MemoryStore::with_history_capacity(history)),
-        _guard: None,
-    }
+fn open(history: usize) -> BoxFuture<'static, Fixture> {
+    Box::pin(async move {
+        Fixture {
+            store: Arc::new(MemoryStore::with_history_capacity(history)),
+            guard: Box::new(()),
+        }
+    })
 }
 
 conformance_tests!(open);
+bounded_history_tests!(open);

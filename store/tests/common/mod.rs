@@ -1,20 +1,29 @@
 //! The conformance suite every `Storage` backend must pass, written once and instantiated per backend.
+//!
+//! Revisions are checked relative to the store's revision when the test starts: a fresh
+//! embedded or memory store starts at 0, a fresh etcd at 1.
 
+#![allow(dead_code)] // Each test binary uses its own part of the helpers.
+
+use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use meridian_store::{Event, EventKind, Revision, Storage, StoreError, WatchStream};
+use futures::future::BoxFuture;
+use meridian_store::{
+    Event, EventKind, KeyValue, ListOptions, Revision, Storage, StoreError, WatchItem, WatchStream,
+};
 
-/// A store under test plus whatever must outlive it (e.g. its temporary directory).
+/// A store under test plus whatever must outlive it (a temporary directory, an etcd process).
 pub struct Fixture {
     pub store: Arc<dyn Storage>,
-    pub _guard: Option<tempfile::TempDir>,
+    pub guard: Box<dyn Any + Send>,
 }
 
-/// Opens a fresh, empty store keeping `history` events for watches.
-pub type Open = fn(history: usize) -> Fixture;
+/// Opens a fresh, empty store keeping at least `history` events for watches.
+pub type Open = fn(history: usize) -> BoxFuture<'static, Fixture>;
 
 /// Generates one `#[tokio::test]` per suite function, run against the backend `$open` opens.
 #[macro_export]
@@ -22,16 +31,20 @@ macro_rules! conformance_tests {
     ($open:path) => {
         conformance_tests!(@each $open;
             create_then_get,
+            keys_are_paths,
             update_compare_and_swap,
             delete_with_and_without_precondition,
             list_is_sorted_prefix_snapshot,
+            list_pages_read_one_revision,
+            list_at_a_compacted_or_future_revision_fails,
             revision_is_monotonic,
+            latest_revision_follows_writes,
             watch_replays_history_then_live,
             watch_filters_by_prefix,
             watch_skips_long_runs_of_other_keys,
             watch_reports_deletes,
             watch_from_compacted_revision_fails,
-            slow_watcher_ends_with_error,
+            watch_reports_progress_when_idle,
             watch_ends_when_store_dropped,
             concurrent_writers_get_distinct_revisions,
             concurrent_compare_and_swap_has_one_winner,
@@ -44,6 +57,15 @@ macro_rules! conformance_tests {
                 common::$name($open).await;
             }
         )*
+    };
+}
+
+/// The tests of backends whose watches are served from a bounded in-memory history (embedded
+/// and memory); etcd keeps its history until it is compacted.
+#[macro_export]
+macro_rules! bounded_history_tests {
+    ($open:path) => {
+        conformance_tests!(@each $open; slow_watcher_ends_with_error);
     };
 }
 
@@ -69,16 +91,16 @@ pub async fn next_event(stream: &mut WatchStream) -> Event {
 }
 
 pub async fn create_then_get(open: Open) {
-    let fx = open(1000);
+    let fx = open(1000).await;
     let s = &fx.store;
-    assert_eq!(s.current_revision(), 0);
+    let base = s.current_revision();
     assert_eq!(s.get("/a/x").await.unwrap(), None);
 
     let kv = s.create("/a/x", val("one")).await.unwrap();
     assert_eq!(&*kv.key, "/a/x");
     assert_eq!(kv.value, val("one"));
-    assert_eq!(kv.create_revision, 1);
-    assert_eq!(kv.mod_revision, 1);
+    assert_eq!(kv.create_revision, base + 1);
+    assert_eq!(kv.mod_revision, base + 1);
     assert_eq!(s.get("/a/x").await.unwrap(), Some(kv.clone()));
 
     let err = s.create("/a/x", val("two")).await.unwrap_err();
@@ -87,19 +109,44 @@ pub async fn create_then_get(open: Open) {
         "{err:?}"
     );
     assert_eq!(s.get("/a/x").await.unwrap(), Some(kv));
-    assert_eq!(s.current_revision(), 1, "a failed write takes no revision");
+    assert_eq!(
+        s.current_revision(),
+        base + 1,
+        "a failed write takes no revision"
+    );
+}
+
+pub async fn keys_are_paths(open: Open) {
+    let fx = open(1000).await;
+    let s = &fx.store;
+    let invalid = |result: Result<(), StoreError>| {
+        assert!(
+            matches!(result, Err(StoreError::InvalidKey { .. })),
+            "{result:?}"
+        );
+    };
+    invalid(s.create("x", val("v")).await.map(drop));
+    invalid(s.get("x").await.map(drop));
+    invalid(s.update("x", val("v"), 1).await.map(drop));
+    invalid(s.delete("x", None).await.map(drop));
+    invalid(s.list("x").await.map(drop));
+    invalid(s.watch("x", 0).await.map(drop));
+    // The empty prefix is everything.
+    s.create("/y", val("v")).await.unwrap();
+    assert_eq!(s.list("").await.unwrap().items.len(), 1);
 }
 
 pub async fn update_compare_and_swap(open: Open) {
-    let fx = open(1000);
+    let fx = open(1000).await;
     let s = &fx.store;
+    let base = s.current_revision();
     let v1 = s.create("/k", val("1")).await.unwrap();
     s.create("/other", val("x")).await.unwrap();
 
     let v2 = s.update("/k", val("2"), v1.mod_revision).await.unwrap();
     assert_eq!(v2.value, val("2"));
     assert_eq!(v2.create_revision, v1.create_revision);
-    assert_eq!(v2.mod_revision, 3);
+    assert_eq!(v2.mod_revision, base + 3);
     assert_eq!(s.get("/k").await.unwrap(), Some(v2.clone()));
 
     match s.update("/k", val("3"), v1.mod_revision).await {
@@ -118,18 +165,23 @@ pub async fn update_compare_and_swap(open: Open) {
 
     let err = s.update("/missing", val("x"), 1).await.unwrap_err();
     assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
-    assert_eq!(s.current_revision(), 3);
+    // An absent key's mod_revision is not 0: updating it creates nothing.
+    let err = s.update("/missing", val("x"), 0).await.unwrap_err();
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+    assert_eq!(s.get("/missing").await.unwrap(), None);
+    assert_eq!(s.current_revision(), base + 3);
 }
 
 pub async fn delete_with_and_without_precondition(open: Open) {
-    let fx = open(1000);
+    let fx = open(1000).await;
     let s = &fx.store;
+    let base = s.current_revision();
     let a = s.create("/a", val("a")).await.unwrap();
     let b = s.create("/b", val("b")).await.unwrap();
 
     let deleted = s.delete("/a", None).await.unwrap();
     assert_eq!(deleted.prev, a);
-    assert_eq!(deleted.revision, 3);
+    assert_eq!(deleted.revision, base + 3);
     assert_eq!(s.get("/a").await.unwrap(), None);
     let err = s.delete("/a", None).await.unwrap_err();
     assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
@@ -143,26 +195,31 @@ pub async fn delete_with_and_without_precondition(open: Open) {
         "{err:?}"
     );
     assert_eq!(s.get("/b").await.unwrap(), Some(b.clone()));
+    let err = s.delete("/gone", Some(1)).await.unwrap_err();
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
     let deleted = s.delete("/b", Some(b.mod_revision)).await.unwrap();
-    assert_eq!(deleted.revision, 4);
-    assert_eq!(s.current_revision(), 4);
+    assert_eq!(deleted.revision, base + 4);
+    assert_eq!(deleted.prev, b);
+    assert_eq!(s.current_revision(), base + 4);
 
     // A recreated key starts a new life with a new create_revision.
     let again = s.create("/a", val("again")).await.unwrap();
-    assert_eq!(again.create_revision, 5);
-    assert_eq!(again.mod_revision, 5);
+    assert_eq!(again.create_revision, base + 5);
+    assert_eq!(again.mod_revision, base + 5);
 }
 
 pub async fn list_is_sorted_prefix_snapshot(open: Open) {
-    let fx = open(1000);
+    let fx = open(1000).await;
     let s = &fx.store;
+    let base = s.current_revision();
     for key in ["/b/2", "/a/2", "/b/1", "/a/1", "/a0", "/c"] {
         s.create(key, val(key)).await.unwrap();
     }
     let list = s.list("/a/").await.unwrap();
     let keys: Vec<&str> = list.items.iter().map(|kv| &*kv.key).collect();
     assert_eq!(keys, ["/a/1", "/a/2"]);
-    assert_eq!(list.revision, 6);
+    assert_eq!(list.revision, base + 6);
+    assert!(!list.more);
     assert_eq!(list.items[0].value, val("/a/1"));
 
     let all = s.list("").await.unwrap();
@@ -172,16 +229,137 @@ pub async fn list_is_sorted_prefix_snapshot(open: Open) {
     s.delete("/a/1", None).await.unwrap();
     let after = s.list("/a/").await.unwrap();
     assert_eq!(after.items.len(), 1);
-    assert_eq!(after.revision, 7);
+    assert_eq!(after.revision, base + 7);
     assert_eq!(after.revision, s.current_revision());
 
     let empty = s.list("/zzz/").await.unwrap();
     assert!(empty.items.is_empty());
-    assert_eq!(empty.revision, 7);
+    assert_eq!(empty.revision, base + 7);
+}
+
+fn page_options(revision: Option<Revision>, after: Option<&KeyValue>, limit: usize) -> ListOptions {
+    ListOptions {
+        revision,
+        after_key: after.map(|kv| kv.key.to_string()),
+        limit,
+    }
+}
+
+pub async fn list_pages_read_one_revision(open: Open) {
+    let fx = open(1000).await;
+    let s = &fx.store;
+    for i in 0..10 {
+        s.create(&format!("/p/{i:02}"), val("old")).await.unwrap();
+    }
+    s.create("/q/outside", val("q")).await.unwrap();
+    let before = s.list("/p/").await.unwrap();
+
+    let first = s
+        .list_page("/p/", &page_options(None, None, 4))
+        .await
+        .unwrap();
+    assert_eq!(first.items, before.items[..4]);
+    assert!(first.more);
+    assert_eq!(first.revision, before.revision);
+
+    // Writes between pages: an update, a delete, creates inside and after the next pages.
+    let five = &before.items[5];
+    s.update(&five.key, val("new"), five.mod_revision)
+        .await
+        .unwrap();
+    s.delete(&before.items[6].key, None).await.unwrap();
+    s.create("/p/055", val("new")).await.unwrap();
+    s.create("/p/99", val("new")).await.unwrap();
+    s.update(
+        &before.items[0].key,
+        val("new"),
+        before.items[0].mod_revision,
+    )
+    .await
+    .unwrap();
+
+    let mut pages = first.items.clone();
+    let mut page = first;
+    while page.more {
+        page = s
+            .list_page(
+                "/p/",
+                &page_options(Some(page.revision), page.items.last(), 4),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            page.revision, before.revision,
+            "every page at the first one's revision"
+        );
+        assert!(page.items.len() <= 4);
+        pages.extend(page.items.iter().cloned());
+    }
+    assert_eq!(pages, before.items, "the pages together are the snapshot");
+
+    // The same listing at the current revision sees the writes.
+    let now = s.list_page("/p/", &ListOptions::default()).await.unwrap();
+    let keys: Vec<&str> = now.items.iter().map(|kv| &*kv.key).collect();
+    assert_eq!(
+        keys,
+        [
+            "/p/00", "/p/01", "/p/02", "/p/03", "/p/04", "/p/05", "/p/055", "/p/07", "/p/08",
+            "/p/09", "/p/99"
+        ]
+    );
+    assert_eq!(now.revision, s.current_revision());
+
+    // A whole listing at the older revision, with no limit, is the snapshot too.
+    let whole = s
+        .list_page("/p/", &page_options(Some(before.revision), None, 0))
+        .await
+        .unwrap();
+    assert_eq!(whole.items, before.items);
+    assert!(!whole.more);
+    // An exactly full last page has nothing more.
+    let last = s
+        .list_page(
+            "/p/",
+            &page_options(Some(before.revision), before.items.get(5), 4),
+        )
+        .await
+        .unwrap();
+    assert_eq!(last.items, before.items[6..]);
+    assert!(!last.more);
+}
+
+pub async fn list_at_a_compacted_or_future_revision_fails(open: Open) {
+    let fx = open(1000).await;
+    let s = &fx.store;
+    let base = s.current_revision();
+    for i in 0..6 {
+        s.create(&format!("/r/{i}"), val("v")).await.unwrap();
+    }
+    s.compact(base + 4).await.unwrap();
+    let err = s
+        .list_page("/r/", &page_options(Some(base + 3), None, 2))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Compacted { .. }), "{err:?}");
+    // The compacted revision itself is still readable.
+    let at = s
+        .list_page("/r/", &page_options(Some(base + 4), None, 0))
+        .await
+        .unwrap();
+    assert_eq!(at.items.len(), 4);
+    assert_eq!(at.revision, base + 4);
+    let err = s
+        .list_page("/r/", &page_options(Some(base + 100), None, 0))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::FutureRevision { revision, current } if revision == base + 100 && current == base + 6),
+        "{err:?}"
+    );
 }
 
 pub async fn revision_is_monotonic(open: Open) {
-    let fx = open(1000);
+    let fx = open(1000).await;
     let s = &fx.store;
     let mut last = s.current_revision();
     for i in 0..20 {
@@ -205,9 +383,20 @@ pub async fn revision_is_monotonic(open: Open) {
     }
 }
 
+pub async fn latest_revision_follows_writes(open: Open) {
+    let fx = open(1000).await;
+    let s = &fx.store;
+    let kv = s.create("/l", val("v")).await.unwrap();
+    assert_eq!(s.latest_revision().await.unwrap(), kv.mod_revision);
+    let deleted = s.delete("/l", None).await.unwrap();
+    assert_eq!(s.latest_revision().await.unwrap(), deleted.revision);
+    assert_eq!(s.current_revision(), deleted.revision);
+}
+
 pub async fn watch_replays_history_then_live(open: Open) {
-    let fx = open(1000);
+    let fx = open(1000).await;
     let s = Arc::clone(&fx.store);
+    let base = s.current_revision();
     let mut revisions = Vec::new();
     for i in 0..5 {
         revisions.push(
@@ -247,11 +436,11 @@ pub async fn watch_replays_history_then_live(open: Open) {
 
     // Watching from 0 replays everything still retained.
     let mut from_start = s.watch("", 0).await.unwrap();
-    assert_eq!(next_event(&mut from_start).await.revision(), 1);
+    assert_eq!(next_event(&mut from_start).await.revision(), base + 1);
 }
 
 pub async fn watch_filters_by_prefix(open: Open) {
-    let fx = open(1000);
+    let fx = open(1000).await;
     let s = &fx.store;
     let start = s.current_revision();
     let mut watch = s.watch("/apps/", start).await.unwrap();
@@ -277,8 +466,9 @@ pub async fn watch_filters_by_prefix(open: Open) {
 pub async fn watch_skips_long_runs_of_other_keys(open: Open) {
     // More unrelated events than a watcher scans per wake-up, written concurrently so the
     // embedded backend groups them.
-    let fx = open(10_000);
+    let fx = open(10_000).await;
     let s = Arc::clone(&fx.store);
+    let base = s.current_revision();
     let mut watch = s.watch("/rare/", 0).await.unwrap();
     let tasks: Vec<_> = (0..30)
         .map(|w| {
@@ -294,12 +484,12 @@ pub async fn watch_skips_long_runs_of_other_keys(open: Open) {
         task.await.unwrap();
     }
     let rare = s.create("/rare/one", val("r")).await.unwrap();
-    assert_eq!(rare.mod_revision, 2101);
+    assert_eq!(rare.mod_revision, base + 2101);
     assert_eq!(next_event(&mut watch).await.kv, rare);
 }
 
 pub async fn watch_reports_deletes(open: Open) {
-    let fx = open(1000);
+    let fx = open(1000).await;
     let s = &fx.store;
     let created = s.create("/d/x", val("body")).await.unwrap();
     let mut watch = s.watch("/d/", created.mod_revision).await.unwrap();
@@ -314,38 +504,83 @@ pub async fn watch_reports_deletes(open: Open) {
 }
 
 pub async fn watch_from_compacted_revision_fails(open: Open) {
-    let fx = open(1000);
+    let fx = open(1000).await;
     let s = &fx.store;
+    let base = s.current_revision();
     for i in 0..10 {
         s.create(&format!("/c/{i}"), val("v")).await.unwrap();
     }
-    s.compact(6).await.unwrap();
-    match s.watch("/c/", 5).await {
-        Err(StoreError::Compacted { compact_revision }) => assert_eq!(compact_revision, 6),
+    s.compact(base + 6).await.unwrap();
+    match s.watch("/c/", base + 5).await {
+        Err(StoreError::Compacted { compact_revision }) => {
+            assert_eq!(compact_revision, base + 6)
+        }
         Err(other) => panic!("expected Compacted, got {other:?}"),
         Ok(_) => panic!("expected Compacted, got a stream"),
     }
-    let mut watch = s.watch("/c/", 6).await.unwrap();
-    assert_eq!(next_event(&mut watch).await.revision(), 7);
+    let mut watch = s.watch("/c/", base + 6).await.unwrap();
+    assert_eq!(next_event(&mut watch).await.revision(), base + 7);
     // Compacting backwards changes nothing; compacting the future is refused.
-    s.compact(3).await.unwrap();
-    assert!(s.watch("", 6).await.is_ok());
-    let err = s.compact(11).await.unwrap_err();
+    s.compact(base + 3).await.unwrap();
+    assert!(s.watch("", base + 6).await.is_ok());
+    let err = s.compact(base + 11).await.unwrap_err();
     assert!(
         matches!(
             err,
-            StoreError::FutureRevision {
-                revision: 11,
-                current: 10
-            }
+            StoreError::FutureRevision { revision, current }
+                if revision == base + 11 && current == base + 10
         ),
         "{err:?}"
     );
 }
 
-pub async fn slow_watcher_ends_with_error(open: Open) {
-    let fx = open(8);
+pub async fn watch_reports_progress_when_idle(open: Open) {
+    let fx = open(1000).await;
     let s = &fx.store;
+    let start = s.current_revision();
+    let mut watch = s
+        .watch_with_progress("/quiet/", start, Some(Duration::from_millis(200)))
+        .await
+        .unwrap();
+    let inside = s.create("/quiet/x", val("v")).await.unwrap();
+    // Writes outside the prefix move the revision without events for this watch.
+    let mut last = inside.mod_revision;
+    for i in 0..3 {
+        last = s
+            .create(&format!("/loud/{i}"), val("v"))
+            .await
+            .unwrap()
+            .mod_revision;
+    }
+    let mut seen_event = false;
+    loop {
+        let item = tokio::time::timeout(PATIENCE, watch.next())
+            .await
+            .expect("no progress report in time")
+            .expect("watch ended early")
+            .expect("watch failed");
+        match item {
+            WatchItem::Event(event) => {
+                assert!(!seen_event, "one event only");
+                assert_eq!(event.kv, inside);
+                seen_event = true;
+            }
+            WatchItem::Progress(revision) => {
+                assert!(revision >= start, "progress never goes back");
+                if revision >= last {
+                    // Everything up to the last write was delivered before this report.
+                    assert!(seen_event);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+pub async fn slow_watcher_ends_with_error(open: Open) {
+    let fx = open(8).await;
+    let s = &fx.store;
+    assert_eq!(s.current_revision(), 0);
     s.create("/s/first", val("v")).await.unwrap();
     let mut watch = s.watch("/s/", 0).await.unwrap();
     assert_eq!(next_event(&mut watch).await.revision(), 1);
@@ -364,10 +599,11 @@ pub async fn slow_watcher_ends_with_error(open: Open) {
 }
 
 pub async fn watch_ends_when_store_dropped(open: Open) {
-    let fx = open(1000);
-    let created = fx.store.create("/e/x", val("v")).await.unwrap();
-    let mut watch = fx.store.watch("/e/", 0).await.unwrap();
-    drop(fx);
+    let Fixture { store, guard } = open(1000).await;
+    let created = store.create("/e/x", val("v")).await.unwrap();
+    let mut watch = store.watch("/e/", 0).await.unwrap();
+    // The store goes; what it runs on (an etcd process) stays.
+    drop(store);
     // Events written before the close are still delivered, then the stream says why it ends.
     assert_eq!(next_event(&mut watch).await.kv, created);
     assert!(matches!(
@@ -375,12 +611,13 @@ pub async fn watch_ends_when_store_dropped(open: Open) {
         Some(Err(StoreError::Closed))
     ));
     assert!(next_item(&mut watch).await.is_none());
+    drop(guard);
 }
 
 pub async fn concurrent_writers_get_distinct_revisions(open: Open) {
     const WRITERS: usize = 32;
     const EACH: usize = 40;
-    let fx = open(10_000);
+    let fx = open(10_000).await;
     let s = Arc::clone(&fx.store);
     let base = s.current_revision();
     let mut watch = s.watch("/cw/", base).await.unwrap();
@@ -426,7 +663,7 @@ pub async fn concurrent_writers_get_distinct_revisions(open: Open) {
 }
 
 pub async fn concurrent_compare_and_swap_has_one_winner(open: Open) {
-    let fx = open(1000);
+    let fx = open(1000).await;
     let s = Arc::clone(&fx.store);
     let kv = s.create("/cas", val("0")).await.unwrap();
     let tasks: Vec<_> = (0..16)

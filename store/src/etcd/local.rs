@@ -1,0 +1,288 @@
+//! Local etcd clusters on loopback, for tests, benchmarks and local runs: free ports, one data directory, members killed on drop.
+//!
+//! The etcd binary comes from the caller (the project installs one with
+//! `tools/install-etcd.sh`). Each member logs to `<dir>/<name>.log`, which start-up failures
+//! quote.
+
+use std::fmt::Write as _;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// How long a member may take to answer after it starts.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why a local cluster could not be started.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LocalEtcdError {
+    /// A process, port or file operation failed.
+    #[error("{context}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A member exited or did not answer in time.
+    #[error("etcd member {member} did not start: {detail}")]
+    Start {
+        /// The member's name.
+        member: String,
+        /// Why, with the end of its log.
+        detail: String,
+    },
+}
+
+/// TLS for the members' client port (peer traffic stays on plain loopback).
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    /// The serving certificate (its SANs must include `127.0.0.1`).
+    pub cert_file: PathBuf,
+    /// Its key.
+    pub key_file: PathBuf,
+    /// The CA that signs accepted client certificates.
+    pub trusted_ca_file: PathBuf,
+    /// Whether clients must present a certificate signed by that CA.
+    pub client_cert_auth: bool,
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct LocalEtcdOptions {
+    /// The `etcd` binary.
+    pub binary: PathBuf,
+    /// Where the members' data directories and logs go.
+    pub dir: PathBuf,
+    /// How many members (1 or an odd number for a real quorum).
+    pub members: usize,
+    /// TLS on the client port.
+    pub tls: Option<ServerTls>,
+    /// More flags for every member, e.g. `--experimental-watch-progress-notify-interval=1s`.
+    pub extra_args: Vec<String>,
+}
+
+/// One member process.
+#[derive(Debug)]
+struct Member {
+    name: String,
+    client_url: String,
+    args: Vec<String>,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+/// A running local cluster; dropping it kills every member.
+#[derive(Debug)]
+pub struct LocalEtcd {
+    binary: PathBuf,
+    members: Vec<Member>,
+}
+
+impl LocalEtcd {
+    /// Starts the members and waits until each answers on its client port.
+    pub async fn start(options: LocalEtcdOptions) -> Result<Self, LocalEtcdError> {
+        let scheme = if options.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let ports = free_ports(2 * options.members)?;
+        let token = format!("meridian-{}-{}", std::process::id(), ports[0]);
+        let peers: Vec<(String, String)> = (0..options.members)
+            .map(|i| {
+                (
+                    format!("m{i}"),
+                    format!("http://127.0.0.1:{}", ports[2 * i + 1]),
+                )
+            })
+            .collect();
+        let initial_cluster = peers
+            .iter()
+            .map(|(name, url)| format!("{name}={url}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut members = Vec::with_capacity(options.members);
+        for (i, (name, peer_url)) in peers.iter().enumerate() {
+            let client_url = format!("{scheme}://127.0.0.1:{}", ports[2 * i]);
+            let data_dir = options.dir.join(name);
+            let mut args = vec![
+                format!("--name={name}"),
+                format!("--data-dir={}", data_dir.display()),
+                format!("--listen-client-urls={client_url}"),
+                format!("--advertise-client-urls={client_url}"),
+                format!("--listen-peer-urls={peer_url}"),
+                format!("--initial-advertise-peer-urls={peer_url}"),
+                format!("--initial-cluster={initial_cluster}"),
+                "--initial-cluster-state=new".to_owned(),
+                format!("--initial-cluster-token={token}"),
+                "--log-level=warn".to_owned(),
+            ];
+            if let Some(tls) = &options.tls {
+                args.push(format!("--cert-file={}", tls.cert_file.display()));
+                args.push(format!("--key-file={}", tls.key_file.display()));
+                args.push(format!(
+                    "--trusted-ca-file={}",
+                    tls.trusted_ca_file.display()
+                ));
+                if tls.client_cert_auth {
+                    args.push("--client-cert-auth".to_owned());
+                }
+            }
+            args.extend(options.extra_args.iter().cloned());
+            members.push(Member {
+                name: name.clone(),
+                client_url,
+                args,
+                log: options.dir.join(format!("{name}.log")),
+                child: None,
+            });
+        }
+        let mut cluster = LocalEtcd {
+            binary: options.binary,
+            members,
+        };
+        for i in 0..cluster.members.len() {
+            cluster.spawn(i)?;
+        }
+        for i in 0..cluster.members.len() {
+            cluster.wait_listening(i).await?;
+        }
+        Ok(cluster)
+    }
+
+    /// The members' client URLs.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.members.iter().map(|m| m.client_url.clone()).collect()
+    }
+
+    /// The client URL of member `index`.
+    pub fn endpoint(&self, index: usize) -> &str {
+        &self.members[index].client_url
+    }
+
+    /// Kills member `index` at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self, index: usize) -> Result<(), LocalEtcdError> {
+        let member = &mut self.members[index];
+        if let Some(mut child) = member.child.take() {
+            let name = member.name.clone();
+            child
+                .kill()
+                .map_err(io(format!("killing etcd member {name}")))?;
+            child
+                .wait()
+                .map_err(io(format!("reaping etcd member {name}")))?;
+        }
+        Ok(())
+    }
+
+    /// Starts member `index` again on its data directory and ports.
+    pub async fn restart(&mut self, index: usize) -> Result<(), LocalEtcdError> {
+        self.kill(index)?;
+        self.spawn(index)?;
+        self.wait_listening(index).await
+    }
+
+    fn spawn(&mut self, index: usize) -> Result<(), LocalEtcdError> {
+        let member = &mut self.members[index];
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&member.log)
+            .map_err(io(format!("opening {}", member.log.display())))?;
+        let err_log = log
+            .try_clone()
+            .map_err(io(format!("opening {}", member.log.display())))?;
+        let child = Command::new(&self.binary)
+            .args(&member.args)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err_log)
+            .spawn()
+            .map_err(io(format!("starting {}", self.binary.display())))?;
+        member.child = Some(child);
+        Ok(())
+    }
+
+    /// Waits until member `index` accepts connections on its client port (a cluster answers
+    /// requests once a quorum of members is up; the store's own connect waits for that).
+    async fn wait_listening(&mut self, index: usize) -> Result<(), LocalEtcdError> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        let member = &mut self.members[index];
+        let address = member
+            .client_url
+            .split("://")
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned();
+        loop {
+            if let Some(child) = member.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                return Err(start_error(member, &format!("exited with {status}")));
+            }
+            if tokio::net::TcpStream::connect(&address).await.is_ok() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(start_error(member, "its client port did not open in time"));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for LocalEtcd {
+    fn drop(&mut self) {
+        for member in &mut self.members {
+            if let Some(mut child) = member.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+fn io(context: String) -> impl FnOnce(std::io::Error) -> LocalEtcdError {
+    move |source| LocalEtcdError::Io { context, source }
+}
+
+fn start_error(member: &Member, why: &str) -> LocalEtcdError {
+    let mut detail = why.to_owned();
+    let _ = write!(
+        detail,
+        "; the end of {}:\n{}",
+        member.log.display(),
+        tail(&member.log)
+    );
+    LocalEtcdError::Start {
+        member: member.name.clone(),
+        detail,
+    }
+}
+
+/// The last lines of a log file.
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+/// `count` distinct loopback ports that were free a moment ago. All are held until every
+/// one is chosen, so they differ; another process may still take one before etcd binds it,
+/// which start-up then reports.
+fn free_ports(count: usize) -> Result<Vec<u16>, LocalEtcdError> {
+    let listeners = (0..count)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io("reserving loopback ports".to_owned()))?;
+    listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect::<Result<_, _>>()
+        .map_err(io("reading reserved ports".to_owned()))
+}
