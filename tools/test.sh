@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Runs Meridian's whole test suite: unit, integration and end-to-end tests.
-# Installs the tools the tests drive (kubectl 1.37) first and fails loudly if it cannot.
+# Installs the tools the tests drive (kubectl 1.37, etcd 3.5) and the build needs (protoc) first
+# and fails loudly if it cannot.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 export KUBECTL="$("$root/tools/install-kubectl.sh")"
 echo "using kubectl at $KUBECTL ($("$KUBECTL" version --client | head -1))"
+export ETCD="$("$root/tools/install-etcd.sh")"
+echo "using etcd at $ETCD ($("$ETCD" --version | head -1))"
+# .cargo/config.toml points cargo at tools/protoc, which would install it on first use; doing
+# it here keeps the install's output out of the build.
+echo "using protoc at $("$root/tools/install-protoc.sh")"
 # End-to-end tests start the workspace's binaries: build them all first.
 cargo build --workspace --bins
 cargo nextest run --workspace --no-fail-fast "$@"

@@ -1,16 +1,24 @@
-//! Load generator for the federation API server (release mode, real binary, embedded store,
-//! HTTPS over HTTP/2). Prints median and p99 figures:
+//! Load generator for the federation API server (release mode, real binary, HTTPS over HTTP/2),
+//! run once per storage backend: the embedded store, then etcd (a 3-member cluster on
+//! loopback, started here). Prints median and p99 figures per backend, etcd's own figures
+//! beside them (the same creates sent to etcd directly, and `etcdctl check perf`), and a
+//! side-by-side table:
 //!
 //! ```text
 //! cargo build --release -p federation-apiserver
 //! cargo run --release -p federation-apiserver --example apiserver_bench [-- --objects 100000]
+//!     [--backends embedded,etcd] [--etcd-members 3] [--check-perf l|off] [--event-rate 1000]
 //! ```
+//!
+//! etcd is `$ETCD` or what `tools/install-etcd.sh` installs; `etcdctl` sits beside it.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use meridian_store::etcd::local::{LocalEtcd, LocalEtcdOptions};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -112,7 +120,7 @@ fn rss_mb(pid: u32) -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-fn start_server(dir: &std::path::Path) -> (Child, String) {
+fn start_server(dir: &Path, storage: &[String]) -> (Child, String) {
     let exe = std::env::current_exe().unwrap();
     let bin: PathBuf = exe
         .parent()
@@ -127,6 +135,7 @@ fn start_server(dir: &std::path::Path) -> (Child, String) {
     );
     let mut child = Command::new(bin)
         .args(["--secure-port=0", &format!("--data-dir={}", dir.display())])
+        .args(storage)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .spawn()
@@ -144,19 +153,211 @@ fn start_server(dir: &std::path::Path) -> (Child, String) {
     (child, url)
 }
 
+/// The figures of one backend, for the table at the end.
+#[derive(Default)]
+struct Figures {
+    creates_per_sec: f64,
+    create_p50: f64,
+    create_p99: f64,
+    paced_p50: f64,
+    paced_p99: f64,
+    list_median: f64,
+    list_max: f64,
+    watch_p50: f64,
+    watch_p99: f64,
+    rss_mb: f64,
+}
+
+fn arg<T: std::str::FromStr>(name: &str, default: T) -> T
+where
+    T::Err: std::fmt::Debug,
+{
+    std::env::args()
+        .skip_while(|a| a != name)
+        .nth(1)
+        .map(|v| v.parse().unwrap())
+        .unwrap_or(default)
+}
+
+/// etcd: `$ETCD`, or installed by tools/install-etcd.sh.
+fn etcd_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("ETCD") {
+        return PathBuf::from(p);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/install-etcd.sh");
+    let out = Command::new("bash").arg(script).output().unwrap();
+    assert!(
+        out.status.success(),
+        "etcd is needed for the etcd half: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
 #[tokio::main]
 async fn main() {
-    let arg = |name: &str, default: usize| -> usize {
-        std::env::args()
-            .skip_while(|a| a != name)
-            .nth(1)
-            .map(|v| v.parse().unwrap())
-            .unwrap_or(default)
-    };
-    let objects = arg("--objects", 100_000);
-    let event_rate = arg("--event-rate", 1000).max(16);
+    let objects: usize = arg("--objects", 100_000);
+    let event_rate: usize = arg("--event-rate", 1000usize).max(16);
+    let backends: String = arg("--backends", "embedded,etcd".to_owned());
+    let members: usize = arg("--etcd-members", 3);
+    let check_perf: String = arg("--check-perf", "l".to_owned());
+    let mut table = Vec::new();
+    for backend in backends.split(',') {
+        match backend {
+            "embedded" => {
+                println!("== embedded store");
+                table.push(("embedded".to_owned(), run(&[], objects, event_rate).await));
+            }
+            "etcd" => {
+                let dir = tempfile::tempdir().unwrap();
+                let etcd = LocalEtcd::start(LocalEtcdOptions {
+                    binary: etcd_binary(),
+                    dir: dir.path().to_owned(),
+                    members,
+                    tls: None,
+                    extra_args: Vec::new(),
+                })
+                .await
+                .expect("starting etcd");
+                println!(
+                    "== etcd, {members} members on loopback ({})",
+                    etcd.endpoints().join(",")
+                );
+                let storage = vec![
+                    "--storage-backend=etcd".to_owned(),
+                    format!("--etcd-servers={}", etcd.endpoints().join(",")),
+                ];
+                table.push((
+                    format!("etcd x{members}"),
+                    run(&storage, objects, event_rate).await,
+                ));
+                etcd_alone(&etcd, objects).await;
+                if check_perf != "off" {
+                    etcdctl_check_perf(&etcd, &check_perf);
+                }
+            }
+            other => panic!("unknown backend {other:?} (embedded, etcd)"),
+        }
+    }
+    print_table(&table, objects, event_rate);
+}
+
+/// One line of the table: its label and how to show a backend's figure.
+type Row = (&'static str, fn(&Figures) -> String);
+
+fn print_table(table: &[(String, Figures)], objects: usize, event_rate: usize) {
+    println!();
+    print!("{:<44}", "");
+    for (name, _) in table {
+        print!("{name:>18}");
+    }
+    println!();
+    let rows: [Row; 6] = [
+        ("durable creates/s, 64 clients", |f| {
+            format!("{:.0}", f.creates_per_sec)
+        }),
+        ("  create latency median / p99 (ms)", |f| {
+            format!("{:.1} / {:.1}", f.create_p50, f.create_p99)
+        }),
+        ("create latency at 1,000/s median / p99 (ms)", |f| {
+            format!("{:.1} / {:.1}", f.paced_p50, f.paced_p99)
+        }),
+        ("LIST of all Deployments median / max (ms)", |f| {
+            format!("{:.0} / {:.0}", f.list_median, f.list_max)
+        }),
+        ("watch delivery median / p99 (ms)", |f| {
+            format!("{:.1} / {:.1}", f.watch_p50, f.watch_p99)
+        }),
+        ("server RSS at the end (MB)", |f| format!("{:.0}", f.rss_mb)),
+    ];
+    for (label, value) in rows {
+        print!("{label:<44}");
+        for (_, figures) in table {
+            print!("{:>18}", value(figures));
+        }
+        println!();
+    }
+    println!("({objects} Deployments; watch: 1,000 watchers x 10,000 events at {event_rate}/s)");
+}
+
+/// Etcd's own figure: the API server's durable creates (one transaction on create_revision
+/// == 0 each, the same value size) sent to etcd directly by 64 clients.
+async fn etcd_alone(etcd: &LocalEtcd, objects: usize) {
+    use etcd_client::{Compare, CompareOp, Txn, TxnOp};
+    let clients = 64;
+    let value = deployment("etcd-alone-0000000");
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let endpoints = etcd.endpoints();
+        let value = value.clone();
+        let per = objects / clients + usize::from(c < objects % clients);
+        tasks.push(tokio::spawn(async move {
+            // One connection per client, spread over the members, as etcd's own benchmark
+            // tool spreads its clients.
+            let mut client = etcd_client::Client::connect([&endpoints[c % endpoints.len()]], None)
+                .await
+                .unwrap();
+            let mut lat = Vec::with_capacity(per);
+            for i in 0..per {
+                let key = format!("/etcd-alone/{c:02}/{i:06}");
+                let txn = Txn::new()
+                    .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+                    .and_then([TxnOp::put(key, value.clone(), None)]);
+                let t0 = Instant::now();
+                assert!(client.txn(txn).await.unwrap().succeeded());
+                lat.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+            lat
+        }));
+    }
+    let mut lat = Vec::new();
+    for task in tasks {
+        lat.extend(task.await.unwrap());
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "etcd alone: {objects} create transactions of {} B, 64 clients: {:.0}/s; latency median {:.2} ms, p99 {:.2} ms",
+        value.len(),
+        objects as f64 / secs,
+        percentile(&mut lat, 0.5),
+        percentile(&mut lat, 0.99)
+    );
+}
+
+/// `etcdctl check perf --load <load>`: etcd's own 60-second write check.
+fn etcdctl_check_perf(etcd: &LocalEtcd, load: &str) {
+    let etcdctl = etcd_binary().with_file_name("etcdctl");
+    let out = Command::new(&etcdctl)
+        .env("ETCDCTL_API", "3")
+        .args([
+            &format!("--endpoints={}", etcd.endpoints().join(",")),
+            "check",
+            "perf",
+            &format!("--load={load}"),
+        ])
+        .output()
+        .expect("running etcdctl check perf");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("PASS") || l.starts_with("FAIL"))
+    {
+        println!("etcdctl check perf --load={load}: {line}");
+    }
+    if !out.stderr.is_empty() {
+        println!(
+            "etcdctl check perf (stderr): {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+}
+
+/// Runs every phase against a fresh server with the `storage` flags.
+async fn run(storage: &[String], objects: usize, event_rate: usize) -> Figures {
+    let mut figures = Figures::default();
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, authority) = start_server(dir.path());
+    let (mut child, authority) = start_server(dir.path(), storage);
     let pid = child.id();
     let ca = std::fs::read_to_string(dir.path().join("pki/ca.crt")).unwrap();
     let mut roots = rustls::RootCertStore::empty();
@@ -223,11 +424,12 @@ async fn main() {
         lat.extend(task.await.unwrap());
     }
     let secs = started.elapsed().as_secs_f64();
+    figures.creates_per_sec = objects as f64 / secs;
+    figures.create_p50 = percentile(&mut lat, 0.5);
+    figures.create_p99 = percentile(&mut lat, 0.99);
     println!(
         "creates: {objects} Deployments, 64 clients: {:.0}/s; latency median {:.2} ms, p99 {:.2} ms",
-        objects as f64 / secs,
-        percentile(&mut lat, 0.5),
-        percentile(&mut lat, 0.99)
+        figures.creates_per_sec, figures.create_p50, figures.create_p99
     );
     println!(
         "server RSS with {objects} Deployments stored: {:.0} MB",
@@ -270,8 +472,10 @@ async fn main() {
             b.len() as f64 / 1e6
         },
         percentile(&mut list_times.clone(), 0.5),
-        percentile(&mut list_times, 1.0)
+        percentile(&mut list_times.clone(), 1.0)
     );
+    figures.list_median = percentile(&mut list_times.clone(), 0.5);
+    figures.list_max = percentile(&mut list_times, 1.0);
     println!("server RSS after LISTs: {:.0} MB", rss_mb(pid));
 
     // 3. Create latency at a fixed 1,000 writes/s (open loop, 5 s).
@@ -303,10 +507,11 @@ async fn main() {
         .into_iter()
         .map(Result::unwrap)
         .collect();
+    figures.paced_p50 = percentile(&mut lat, 0.5);
+    figures.paced_p99 = percentile(&mut lat, 0.99);
     println!(
         "create latency at {rate}/s: median {:.2} ms, p99 {:.2} ms",
-        percentile(&mut lat, 0.5),
-        percentile(&mut lat, 0.99)
+        figures.paced_p50, figures.paced_p99
     );
 
     // 4. Watch fan-out: 1,000 watchers, 10,000 events; delay from write to delivery.
@@ -404,12 +609,15 @@ async fn main() {
         }
         delays.extend(d);
     }
+    figures.watch_p50 = percentile(&mut delays, 0.5);
+    figures.watch_p99 = percentile(&mut delays, 0.99);
     println!(
         "watch fan-out: {watchers} watchers x {events} events at {event_rate}/s, {complete} watchers got all; delivery delay median {:.1} ms, p99 {:.1} ms",
-        percentile(&mut delays, 0.5),
-        percentile(&mut delays, 0.99)
+        figures.watch_p50, figures.watch_p99
     );
-    println!("server RSS at the end: {:.0} MB", rss_mb(pid));
+    figures.rss_mb = rss_mb(pid);
+    println!("server RSS at the end: {:.0} MB", figures.rss_mb);
     let _ = child.kill();
     let _ = child.wait();
+    figures
 }

@@ -172,6 +172,20 @@ fn verb_of(method: &Method, rp: &ResourcePath<'_>, q: &Query) -> &'static str {
 }
 
 impl ApiServer {
+    /// Ready while the store answers a linearizable read within 2 s (kube-apiserver's
+    /// `--etcd-healthcheck-timeout`); the embedded and memory stores always answer.
+    async fn readyz(&self) -> Response<Body> {
+        const STORE_CHECK: Duration = Duration::from_secs(2);
+        match tokio::time::timeout(STORE_CHECK, self.engine.store.latest_revision()).await {
+            Ok(Ok(_)) => text_response(StatusCode::OK, "ok"),
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "readyz: storage check failed");
+                text_response(StatusCode::SERVICE_UNAVAILABLE, "storage unavailable")
+            }
+            Err(_) => text_response(StatusCode::SERVICE_UNAVAILABLE, "storage did not answer"),
+        }
+    }
+
     /// Serves one request from an authenticated-or-not peer (`cert_user` from TLS).
     pub async fn handle<B>(
         self: Arc<Self>,
@@ -186,7 +200,8 @@ impl ApiServer {
         let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
         // Health and version stay open so load balancers and probes need no credentials.
         match segs.as_slice() {
-            ["healthz"] | ["livez"] | ["readyz"] => return text_response(StatusCode::OK, "ok"),
+            ["healthz"] | ["livez"] => return text_response(StatusCode::OK, "ok"),
+            ["readyz"] => return self.readyz().await,
             ["version"] => {
                 return value_response(
                     StatusCode::OK,

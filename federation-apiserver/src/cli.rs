@@ -40,9 +40,28 @@ pub struct Args {
     /// Directory for the store, credentials and admin.kubeconfig.
     #[arg(long, env = "MERIDIAN_DATA_DIR", default_value = "meridian-data")]
     pub data_dir: PathBuf,
-    /// `embedded` (durable, in --data-dir) or `memory` (lost on exit).
-    #[arg(long, default_value = "embedded", value_parser = ["embedded", "memory"])]
+    /// `embedded` (durable, in --data-dir), `etcd` (--etcd-servers; several replicas may
+    /// share it) or `memory` (lost on exit).
+    #[arg(long, env = "MERIDIAN_STORAGE_BACKEND", default_value = "embedded", value_parser = ["embedded", "etcd", "memory"])]
     pub storage_backend: String,
+    /// etcd servers to connect with (scheme://ip:port), comma separated.
+    #[arg(long, env = "MERIDIAN_ETCD_SERVERS", value_delimiter = ',')]
+    pub etcd_servers: Vec<String>,
+    /// The prefix of every key in etcd.
+    #[arg(long, env = "MERIDIAN_ETCD_PREFIX", default_value = meridian_store::etcd::DEFAULT_PREFIX)]
+    pub etcd_prefix: String,
+    /// CA bundle that signed the etcd servers' certificates.
+    #[arg(long, env = "MERIDIAN_ETCD_CAFILE")]
+    pub etcd_cafile: Option<PathBuf>,
+    /// Client certificate for etcd's client-certificate authentication.
+    #[arg(long, env = "MERIDIAN_ETCD_CERTFILE")]
+    pub etcd_certfile: Option<PathBuf>,
+    /// Key of --etcd-certfile.
+    #[arg(long, env = "MERIDIAN_ETCD_KEYFILE")]
+    pub etcd_keyfile: Option<PathBuf>,
+    /// How often the API servers sharing etcd compact its history (`0s` turns it off).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub etcd_compaction_interval: std::time::Duration,
     /// Events kept per resource for watches that resume from a resourceVersion.
     #[arg(long, default_value_t = crate::cache::HISTORY_PER_RESOURCE)]
     pub watch_history: usize,
@@ -79,7 +98,7 @@ pub struct Started {
     pub kubeconfig: PathBuf,
 }
 
-fn ensure_dir(p: &Path) -> anyhow::Result<()> {
+pub(crate) fn ensure_dir(p: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -195,6 +214,7 @@ pub async fn start(
     args: &Args,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<(Started, Arc<dyn Storage>)> {
+    let backend = crate::storage::Backend::from_args(args)?;
     ensure_dir(&args.data_dir)?;
     let creds = credentials(args)?;
     let mut tokens = match &args.token_auth_file {
@@ -209,19 +229,7 @@ pub async fn start(
             groups: vec!["system:masters".into()],
         },
     );
-    let store: Arc<dyn Storage> = match args.storage_backend.as_str() {
-        "memory" => Arc::new(meridian_store::MemoryStore::new()),
-        _ => {
-            let dir = args.data_dir.join("store");
-            ensure_dir(&dir)?;
-            let s = tokio::task::spawn_blocking(move || {
-                meridian_store::EmbeddedStore::open_with(&dir, store_options())
-            })
-            .await?
-            .context("opening the embedded store")?;
-            Arc::new(s)
-        }
-    };
+    let store = crate::storage::open(backend, &args.data_dir, store_options()).await?;
     let metrics = Arc::new(crate::metrics::Metrics::default());
     let store: Arc<dyn Storage> = Arc::new(crate::metrics::InstrumentedStore::new(store, &metrics));
     let registry = crate::kinds::federation_registry();

@@ -22,6 +22,7 @@ pub mod rbac;
 pub mod registry;
 pub mod server;
 pub mod status;
+pub mod storage;
 pub mod stored_text;
 pub mod table;
 pub mod watch;

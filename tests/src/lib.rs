@@ -45,6 +45,24 @@ pub fn kubectl_path() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
+/// etcd: `$ETCD`, or installed by tools/install-etcd.sh (etcdctl sits beside it).
+pub fn etcd_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("ETCD") {
+        return PathBuf::from(p);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/install-etcd.sh");
+    let out = Command::new("bash")
+        .arg(script)
+        .output()
+        .expect("running install-etcd.sh");
+    assert!(
+        out.status.success(),
+        "etcd is required: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
 /// Runs a workspace binary, or `kubectl`, with `KUBECONFIG` and `HOME` set.
 fn run_with(bin: &str, kubeconfig: &str, home: &Path, args: &[&str]) -> Output {
     let path = if bin == "kubectl" {
