@@ -76,6 +76,13 @@ struct Member {
     child: Option<Child>,
 }
 
+/// How starting members went.
+enum Started {
+    Ready,
+    /// A member exited; the error quotes its log.
+    Exited(LocalEtcdError),
+}
+
 /// A running local cluster; dropping it kills every member.
 #[derive(Debug)]
 pub struct LocalEtcd {
@@ -84,75 +91,45 @@ pub struct LocalEtcd {
 }
 
 impl LocalEtcd {
-    /// Starts the members and waits until each answers on its client port.
+    /// Starts the members and waits until each answers on its client port. A member that
+    /// exits at once (another process took one of its ports) makes the whole cluster start
+    /// again on other ports, up to three times.
     pub async fn start(options: LocalEtcdOptions) -> Result<Self, LocalEtcdError> {
-        let scheme = if options.tls.is_some() {
-            "https"
-        } else {
-            "http"
-        };
-        let ports = free_ports(2 * options.members)?;
-        let token = format!("meridian-{}-{}", std::process::id(), ports[0]);
-        let peers: Vec<(String, String)> = (0..options.members)
-            .map(|i| {
-                (
-                    format!("m{i}"),
-                    format!("http://127.0.0.1:{}", ports[2 * i + 1]),
-                )
-            })
-            .collect();
-        let initial_cluster = peers
-            .iter()
-            .map(|(name, url)| format!("{name}={url}"))
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut members = Vec::with_capacity(options.members);
-        for (i, (name, peer_url)) in peers.iter().enumerate() {
-            let client_url = format!("{scheme}://127.0.0.1:{}", ports[2 * i]);
-            let data_dir = options.dir.join(name);
-            let mut args = vec![
-                format!("--name={name}"),
-                format!("--data-dir={}", data_dir.display()),
-                format!("--listen-client-urls={client_url}"),
-                format!("--advertise-client-urls={client_url}"),
-                format!("--listen-peer-urls={peer_url}"),
-                format!("--initial-advertise-peer-urls={peer_url}"),
-                format!("--initial-cluster={initial_cluster}"),
-                "--initial-cluster-state=new".to_owned(),
-                format!("--initial-cluster-token={token}"),
-                "--log-level=warn".to_owned(),
-            ];
-            if let Some(tls) = &options.tls {
-                args.push(format!("--cert-file={}", tls.cert_file.display()));
-                args.push(format!("--key-file={}", tls.key_file.display()));
-                args.push(format!(
-                    "--trusted-ca-file={}",
-                    tls.trusted_ca_file.display()
-                ));
-                if tls.client_cert_auth {
-                    args.push("--client-cert-auth".to_owned());
+        let mut attempt = 1;
+        loop {
+            let mut cluster = LocalEtcd {
+                binary: options.binary.clone(),
+                members: plan(&options, &free_ports(2 * options.members)?),
+            };
+            match cluster.start_members().await? {
+                Started::Ready => return Ok(cluster),
+                Started::Exited(err) if attempt < 3 => {
+                    tracing::warn!(error = %err, attempt, "etcd member exited at start; retrying on other ports");
+                    drop(cluster);
+                    for i in 0..options.members {
+                        let dir = options.dir.join(format!("m{i}"));
+                        if dir.exists() {
+                            std::fs::remove_dir_all(&dir)
+                                .map_err(io(format!("removing {}", dir.display())))?;
+                        }
+                    }
+                    attempt += 1;
                 }
+                Started::Exited(err) => return Err(err),
             }
-            args.extend(options.extra_args.iter().cloned());
-            members.push(Member {
-                name: name.clone(),
-                client_url,
-                args,
-                log: options.dir.join(format!("{name}.log")),
-                child: None,
-            });
         }
-        let mut cluster = LocalEtcd {
-            binary: options.binary,
-            members,
-        };
-        for i in 0..cluster.members.len() {
-            cluster.spawn(i)?;
+    }
+
+    async fn start_members(&mut self) -> Result<Started, LocalEtcdError> {
+        for i in 0..self.members.len() {
+            self.spawn(i)?;
         }
-        for i in 0..cluster.members.len() {
-            cluster.wait_listening(i).await?;
+        for i in 0..self.members.len() {
+            if let Started::Exited(err) = self.wait_listening(i).await? {
+                return Ok(Started::Exited(err));
+            }
         }
-        Ok(cluster)
+        Ok(Started::Ready)
     }
 
     /// The members' client URLs.
@@ -184,7 +161,10 @@ impl LocalEtcd {
     pub async fn restart(&mut self, index: usize) -> Result<(), LocalEtcdError> {
         self.kill(index)?;
         self.spawn(index)?;
-        self.wait_listening(index).await
+        match self.wait_listening(index).await? {
+            Started::Ready => Ok(()),
+            Started::Exited(err) => Err(err),
+        }
     }
 
     fn spawn(&mut self, index: usize) -> Result<(), LocalEtcdError> {
@@ -210,7 +190,7 @@ impl LocalEtcd {
 
     /// Waits until member `index` accepts connections on its client port (a cluster answers
     /// requests once a quorum of members is up; the store's own connect waits for that).
-    async fn wait_listening(&mut self, index: usize) -> Result<(), LocalEtcdError> {
+    async fn wait_listening(&mut self, index: usize) -> Result<Started, LocalEtcdError> {
         let deadline = Instant::now() + START_TIMEOUT;
         let member = &mut self.members[index];
         let address = member
@@ -223,10 +203,13 @@ impl LocalEtcd {
             if let Some(child) = member.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
             {
-                return Err(start_error(member, &format!("exited with {status}")));
+                return Ok(Started::Exited(start_error(
+                    member,
+                    &format!("exited with {status}"),
+                )));
             }
             if tokio::net::TcpStream::connect(&address).await.is_ok() {
-                return Ok(());
+                return Ok(Started::Ready);
             }
             if Instant::now() >= deadline {
                 return Err(start_error(member, "its client port did not open in time"));
@@ -245,6 +228,66 @@ impl Drop for LocalEtcd {
             }
         }
     }
+}
+
+/// The members of a cluster on `ports` (a client and a peer port per member).
+fn plan(options: &LocalEtcdOptions, ports: &[u16]) -> Vec<Member> {
+    let scheme = if options.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let token = format!("meridian-{}-{}", std::process::id(), ports[0]);
+    let peers: Vec<(String, String)> = (0..options.members)
+        .map(|i| {
+            (
+                format!("m{i}"),
+                format!("http://127.0.0.1:{}", ports[2 * i + 1]),
+            )
+        })
+        .collect();
+    let initial_cluster = peers
+        .iter()
+        .map(|(name, url)| format!("{name}={url}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut members = Vec::with_capacity(options.members);
+    for (i, (name, peer_url)) in peers.iter().enumerate() {
+        let client_url = format!("{scheme}://127.0.0.1:{}", ports[2 * i]);
+        let data_dir = options.dir.join(name);
+        let mut args = vec![
+            format!("--name={name}"),
+            format!("--data-dir={}", data_dir.display()),
+            format!("--listen-client-urls={client_url}"),
+            format!("--advertise-client-urls={client_url}"),
+            format!("--listen-peer-urls={peer_url}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--initial-cluster={initial_cluster}"),
+            "--initial-cluster-state=new".to_owned(),
+            format!("--initial-cluster-token={token}"),
+            "--log-level=warn".to_owned(),
+        ];
+        if let Some(tls) = &options.tls {
+            args.push(format!("--cert-file={}", tls.cert_file.display()));
+            args.push(format!("--key-file={}", tls.key_file.display()));
+            args.push(format!(
+                "--trusted-ca-file={}",
+                tls.trusted_ca_file.display()
+            ));
+            if tls.client_cert_auth {
+                args.push("--client-cert-auth".to_owned());
+            }
+        }
+        args.extend(options.extra_args.iter().cloned());
+        members.push(Member {
+            name: name.clone(),
+            client_url,
+            args,
+            log: options.dir.join(format!("{name}.log")),
+            child: None,
+        });
+    }
+    members
 }
 
 fn io(context: String) -> impl FnOnce(std::io::Error) -> LocalEtcdError {
