@@ -41,7 +41,8 @@ pub enum StoreError {
         "required revision has been compacted (history starts after revision {compact_revision})"
     )]
     Compacted {
-        /// Only events with a revision greater than this one are still available.
+        /// Only events with a revision greater than this one are still available. When
+        /// another etcd client compacted, the etcd backend may only know a lower bound.
         compact_revision: Revision,
     },
 

@@ -187,7 +187,9 @@ pub trait Storage: Send + Sync {
 
     /// Like [`Storage::watch`], with [`WatchItem::Progress`] reports in between: one whenever
     /// `progress` passes without an item, when given, and whenever the backend offers one
-    /// (etcd sends them at its `--experimental-watch-progress-notify-interval`).
+    /// (etcd sends them at its `--experimental-watch-progress-notify-interval`). etcd older
+    /// than 3.5.13 (3.4.31) answers progress requests ahead of undelivered events, so with it
+    /// only those periodic notifications come.
     async fn watch_with_progress(
         &self,
         prefix: &str,
