@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Meridian's whole test suite: unit, integration and end-to-end tests.
-# Installs the tools the tests drive (kubectl 1.37, etcd 3.5) and the build needs (protoc) first
-# and fails loudly if it cannot.
+# Installs the tools the tests drive (kubectl 1.37, etcd 3.5; umoci, skopeo, runc) and the build
+# needs (protoc) first and fails loudly if it cannot.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -12,6 +12,17 @@ echo "using etcd at $ETCD ($("$ETCD" --version | head -1))"
 # .cargo/config.toml points cargo at tools/protoc, which would install it on first use; doing
 # it here keeps the install's output out of the build.
 echo "using protoc at $("$root/tools/install-protoc.sh")"
+# The container images: built into target/images and checked with skopeo, umoci and runc
+# (root or sudo; installs those from Debian). First, so later tests can run them; a failure
+# there still lets the rest run, and fails the whole at the end.
+images=0
+"$root/tools/test-images.sh" || images=$?
 # End-to-end tests start the workspace's binaries: build them all first.
 cargo build --workspace --bins
-cargo nextest run --workspace --no-fail-fast "$@"
+tests=0
+cargo nextest run --workspace --no-fail-fast "$@" || tests=$?
+if [ "$images" -ne 0 ]; then
+  echo "test.sh: the image tests failed (see tools/test-images.sh's output above)" >&2
+  exit "$images"
+fi
+exit "$tests"
