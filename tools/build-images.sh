@@ -80,7 +80,8 @@ for r in "${remaps[@]}"; do
 done
 # CARGO_ENCODED_RUSTFLAGS keeps paths with spaces whole. Without --target's host/target
 # split these flags would reach build scripts too; with it they only reach the binaries.
-export CARGO_ENCODED_RUSTFLAGS="$(IFS=$'\x1f'; echo "${rustflags[*]}")"
+CARGO_ENCODED_RUSTFLAGS="$(IFS=$'\x1f'; echo "${rustflags[*]}")"
+export CARGO_ENCODED_RUSTFLAGS
 export CFLAGS_x86_64_unknown_linux_musl="${cflags# }"
 export CC_x86_64_unknown_linux_musl=musl-gcc
 

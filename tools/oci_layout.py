@@ -139,8 +139,9 @@ def image_blobs(name, binary, base, args):
         app = Layer(args.created)
         app.add_file(f"usr/local/bin/{name}", f.read(), 0o755)
     layers = [base.tar(), app.tar()]
-    # mtime=0 and no file name: the gzip header then holds nothing from the host.
-    compressed = [gzip.compress(t, compresslevel=9, mtime=0) for t in layers]
+    # mtime=0 and no file name: the gzip header then holds nothing from the host. Level 6
+    # (zlib's default): level 9 costs two and a half times the CPU for 0.6% less.
+    compressed = [gzip.compress(t, compresslevel=6, mtime=0) for t in layers]
     created = rfc3339(args.created)
     labels = dict(args.label)
     labels["org.opencontainers.image.title"] = name

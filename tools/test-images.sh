@@ -68,12 +68,13 @@ start=$(date +%s)
 "$root/tools/build-images.sh" --out "$work/again" >/dev/null
 echo "images built again in $(($(date +%s) - start))s"
 
-version="$(jq -r '.[0].reference | sub(".*:"; "")' "$out/images.json")"
 want_version="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)"
 want_revision="$(git rev-parse HEAD)"
 git diff --quiet HEAD -- || want_revision="$want_revision-dirty"
 names=()
 while IFS= read -r n; do names+=("$n"); done < <(jq -r '.[].name' "$out/images.json")
+
+field() { jq -r --arg n "$1" ".[] | select(.name == \$n) | .$2" "$out/images.json"; }
 
 same_digests() {
   diff <(jq -r '.[] | "\(.name) \(.digest)"' "$out/images.json") \
@@ -84,11 +85,15 @@ check "a second build gives the same digests" same_digests
 every_image() {
   [ "${names[*]}" = "fed-controllers fed-scheduler fedctl federation-apiserver lb-agent" ] ||
     fail "images.json names ${names[*]}"
+  local registry="${MERIDIAN_IMAGE_REGISTRY:-ghcr.io/meridian-dev}" n
+  for n in "${names[@]}"; do
+    [ "$(field "$n" reference)" = "$registry/$n:$want_version" ] || fail "$n is named $(field "$n" reference)"
+    [ "$(field "$n" ref)" = "$n:$want_version" ] || fail "$n's ref name is $(field "$n" ref)"
+  done
 }
-check "every image is built" every_image
+check "every image is built, named <registry>/<name>:<version>" every_image
 
 # --- per image --------------------------------------------------------------------------------
-field() { jq -r --arg n "$1" ".[] | select(.name == \$n) | .$2" "$out/images.json"; }
 
 config_and_labels() {
   local n="$1" cfg="$work/$1.config.json"
