@@ -1,19 +1,25 @@
 //! `Cluster`: a member cluster joined to the federation, and what Meridian knows of it.
 
+#[cfg(feature = "kube")]
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{Condition, NamespacedName};
+use crate::quantity::{self, QuantityError};
 
 /// How to reach a member cluster and where it sits.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "federation.meridian.dev",
-    version = "v1alpha1",
-    kind = "Cluster",
-    status = "ClusterStatus",
-    shortname = "fc"
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(
+    feature = "kube",
+    derive(CustomResource),
+    kube(
+        group = "federation.meridian.dev",
+        version = "v1alpha1",
+        kind = "Cluster",
+        status = "ClusterStatus",
+        shortname = "fc"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterSpec {
@@ -36,16 +42,41 @@ pub struct ClusterSpec {
     pub taints: Vec<Taint>,
 }
 
-/// A taint on a member cluster.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// A taint on a member cluster: policies must tolerate it, as pods tolerate node taints.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Taint {
     /// Taint key.
     pub key: String,
     /// Taint value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
-    /// `NoSchedule` or `NoExecute`.
-    pub effect: String,
+    /// What the taint does to workloads that do not tolerate it.
+    pub effect: TaintEffect,
+}
+
+/// Effect of a cluster [`Taint`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum TaintEffect {
+    /// No new replicas; replicas already there stay.
+    NoSchedule,
+    /// No replicas at all; replicas already there are moved away.
+    NoExecute,
+}
+
+impl TaintEffect {
+    /// The name as written in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NoSchedule => "NoSchedule",
+            Self::NoExecute => "NoExecute",
+        }
+    }
+}
+
+impl std::fmt::Display for TaintEffect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// What the cluster controller last observed of a member.
@@ -85,7 +116,7 @@ pub struct ApiEnablement {
 }
 
 /// Node counts of a member.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct NodeSummary {
     /// All nodes.
     pub total: i64,
@@ -105,6 +136,32 @@ pub struct ResourceList {
     /// Pod count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pods: Option<String>,
+}
+
+impl ResourceList {
+    /// Exact amounts in Kubernetes notation, as the cluster controller writes them.
+    pub fn from_amounts(cpu_milli: u64, memory_bytes: u64, pods: u64) -> Self {
+        Self {
+            cpu: Some(quantity::format_cpu_milli(cpu_milli)),
+            memory: Some(quantity::format_bytes(memory_bytes)),
+            pods: Some(pods.to_string()),
+        }
+    }
+
+    /// CPU in millicores (`None` when not reported).
+    pub fn cpu_milli(&self) -> Result<Option<u64>, QuantityError> {
+        self.cpu.as_deref().map(quantity::cpu_milli).transpose()
+    }
+
+    /// Memory in bytes (`None` when not reported).
+    pub fn memory_bytes(&self) -> Result<Option<u64>, QuantityError> {
+        self.memory.as_deref().map(quantity::units).transpose()
+    }
+
+    /// Pod slots (`None` when not reported).
+    pub fn pod_count(&self) -> Result<Option<u64>, QuantityError> {
+        self.pods.as_deref().map(quantity::units).transpose()
+    }
 }
 
 /// Capacity summary of a member's Ready nodes.
@@ -137,4 +194,42 @@ pub struct LbAgentStatus {
     /// Port other lb-agents use to reach this cluster's local backends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_port: Option<i32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_lists_read_back_what_they_write() {
+        let l = ResourceList::from_amounts(41_500, 120 << 30, 310);
+        assert_eq!(
+            (l.cpu.as_deref(), l.memory.as_deref(), l.pods.as_deref()),
+            (Some("41500m"), Some("120Gi"), Some("310"))
+        );
+        assert_eq!(l.cpu_milli(), Ok(Some(41_500)));
+        assert_eq!(l.memory_bytes(), Ok(Some(120 << 30)));
+        assert_eq!(l.pod_count(), Ok(Some(310)));
+        let unreported = ResourceList::default();
+        assert_eq!(unreported.cpu_milli(), Ok(None));
+        let bad = ResourceList {
+            memory: Some("lots".into()),
+            ..Default::default()
+        };
+        assert!(matches!(
+            bad.memory_bytes(),
+            Err(QuantityError::Syntax { .. })
+        ));
+    }
+
+    #[test]
+    fn taint_effects_are_checked_when_read() {
+        let t: Taint =
+            serde_json::from_value(serde_json::json!({"key": "gpu", "effect": "NoExecute"}))
+                .unwrap();
+        assert_eq!(t.effect, TaintEffect::NoExecute);
+        assert_eq!(t.effect.to_string(), "NoExecute");
+        let bad = serde_json::json!({"key": "gpu", "effect": "PreferNoSchedule"});
+        assert!(serde_json::from_value::<Taint>(bad).is_err());
+    }
 }

@@ -1,6 +1,4 @@
-//! Small value types shared by several kinds: conditions, selectors, references.
-
-use std::collections::BTreeMap;
+//! Small value types shared by several kinds: conditions and references.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -46,31 +44,6 @@ impl Condition {
             "lastTransitionTime": self.last_transition_time,
         })
     }
-}
-
-/// A label selector (`matchLabels` and `matchExpressions`), as in Kubernetes.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct LabelSelector {
-    /// Labels that must all be present with these values.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub match_labels: BTreeMap<String, String>,
-    /// Set-based requirements, all of which must hold.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub match_expressions: Vec<LabelSelectorRequirement>,
-}
-
-/// One set-based requirement of a [`LabelSelector`].
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct LabelSelectorRequirement {
-    /// The label key.
-    pub key: String,
-    /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
-    pub operator: String,
-    /// Values for `In` and `NotIn`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub values: Vec<String>,
 }
 
 /// A reference to a namespaced object by namespace and name.

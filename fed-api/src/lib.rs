@@ -1,16 +1,43 @@
-//! Types of Meridian's API group `federation.meridian.dev/v1alpha1` and the names
-//! (labels, annotations, condition types) every component shares.
+//! Types of Meridian's API group `federation.meridian.dev/v1alpha1`, defined once, and the
+//! names (labels, annotations, condition types) every component shares.
+//!
+//! Every spec and status type here is plain serde data with no kube dependency: the
+//! scheduler's pure core, `fedctl plan` and the controllers' decision functions use them
+//! as they are, inside the kube-free envelopes of [`object`]. With the `kube` feature (on
+//! by default) the kube `CustomResource` wrappers ([`Cluster`], [`PropagationPolicy`], ...)
+//! are derived beside them, so the API server serves and the clients read the very same
+//! types: a schema change is a compile error in every crate that reads the field.
+//!
+//! Shared helpers live here too: label selectors matched by `apimachinery` ([`selector`]),
+//! the one quantity codec capacity is written and read with ([`quantity`]), conditions.
 
 pub mod cluster;
 pub mod common;
+pub mod interpreter;
 pub mod lbconfig;
 pub mod names;
+pub mod object;
+pub mod overrides;
 pub mod placement;
 pub mod policy;
+pub mod quantity;
+pub mod selector;
 
-pub use cluster::{Cluster, ClusterSpec, ClusterStatus};
-pub use placement::{Placement, PlacementSpec, PlacementStatus};
-pub use policy::{PropagationPolicy, PropagationPolicySpec};
+#[cfg(feature = "kube")]
+pub use cluster::Cluster;
+pub use cluster::{ClusterSpec, ClusterStatus};
+#[cfg(feature = "kube")]
+pub use interpreter::ResourceInterpreter;
+pub use interpreter::ResourceInterpreterSpec;
+#[cfg(feature = "kube")]
+pub use overrides::{ClusterOverridePolicy, OverridePolicy};
+pub use overrides::{ClusterOverridePolicySpec, OverridePolicySpec};
+#[cfg(feature = "kube")]
+pub use placement::Placement;
+pub use placement::{PlacementSpec, PlacementStatus};
+#[cfg(feature = "kube")]
+pub use policy::{ClusterPropagationPolicy, PropagationPolicy};
+pub use policy::{ClusterPropagationPolicySpec, PropagationPolicySpec};
 
 /// The API group of Meridian's own kinds.
 pub const GROUP: &str = "federation.meridian.dev";

@@ -1,5 +1,6 @@
 //! `Placement`: the scheduler's decision for one federated workload and its per-cluster state.
 
+#[cfg(feature = "kube")]
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -7,13 +8,17 @@ use serde::{Deserialize, Serialize};
 use crate::common::Condition;
 
 /// Where one federated workload runs.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "federation.meridian.dev",
-    version = "v1alpha1",
-    kind = "Placement",
-    namespaced,
-    status = "PlacementStatus"
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(
+    feature = "kube",
+    derive(CustomResource),
+    kube(
+        group = "federation.meridian.dev",
+        version = "v1alpha1",
+        kind = "Placement",
+        namespaced,
+        status = "PlacementStatus"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PlacementSpec {
@@ -126,7 +131,7 @@ pub struct ClusterReason {
     pub message: String,
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "kube"))]
 mod tests {
     use kube::CustomResourceExt;
 

@@ -20,7 +20,7 @@ fn fleet(n: usize) -> Snapshot {
         let tier = ["gold", "silver", "bronze"][i % 3];
         serde_json::from_value(json!({
             "metadata": {"name": format!("member-{i:04}"), "labels": {"env": "prod", "tier": tier}},
-            "spec": {"region": region, "zone": format!("{region}-{}", i % 3)},
+            "spec": {"apiEndpoint": format!("https://member-{i:04}.test:6443"), "region": region, "zone": format!("{region}-{}", i % 3)},
             "status": {
                 "conditions": [{"type": "Ready", "status": "True"}],
                 "apiEnablements": [{"groupVersion": "apps/v1", "resources": ["deployments", "replicasets"]}],

@@ -14,7 +14,6 @@ pub mod fedv1;
 pub mod offline;
 pub mod plugins;
 pub mod policy_match;
-mod quantity;
 pub mod runtime;
 mod time;
 pub mod types;
@@ -27,10 +26,10 @@ use plugins::score::score_all;
 use plugins::select::SpreadConstraints;
 use plugins::{Candidate, Ctx};
 
+pub use fed_api::quantity::QuantityError;
 pub use fedv1::{PREFERENCES_ANNOTATION, Preferences};
 pub use offline::{PlanError, PlanInput, PlanOptions, PlanReport, placement_name, plan_offline};
 pub use policy_match::select_policy;
-pub use quantity::QuantityError;
 pub use time::TimeError;
 pub use types::*;
 
@@ -63,7 +62,7 @@ pub fn schedule(
     if policy.is_none() && prefs.is_none() {
         return fail(UnschedulableReason::NoPolicy, Vec::new());
     }
-    let default_placement = Placement::default();
+    let default_placement = PlacementRules::default();
     let placement = policy.map_or(&default_placement, |p| &p.spec.placement);
     let default_rs = ReplicaScheduling::default();
     let rs = placement.replica_scheduling.as_ref().unwrap_or(&default_rs);

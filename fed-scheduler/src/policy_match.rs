@@ -107,7 +107,7 @@ mod tests {
     }
     fn labelled(k: &str, v: &str) -> ResourceSelector {
         ResourceSelector {
-            label_selector: Some(LabelSelector::from_labels([(k, v)])),
+            label_selector: Some(LabelSelector::from_labels([(k, v)]).unwrap()),
             ..kind()
         }
     }

@@ -13,7 +13,7 @@ const NOW: i64 = 1_750_000_000;
 fn cluster(name: &str, region: &str, cpu: u64) -> Cluster {
     serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {"region": region}},
-        "spec": {"region": region, "zone": format!("{region}-a")},
+        "spec": {"apiEndpoint": format!("https://{name}.test:6443"), "region": region, "zone": format!("{region}-a")},
         "status": {
             "conditions": [{"type": "Ready", "status": "True"}],
             "apiEnablements": [{"groupVersion": "apps/v1", "resources": ["deployments", "replicasets"]}],

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 
 use base64::Engine;
+use fed_api::ClusterSpec;
+use fed_api::common::NamespacedName;
 use serde_json::{Value, json};
 
 /// Namespace Meridian uses on both sides.
@@ -77,17 +79,18 @@ pub fn credentials_secret(name: &str) -> String {
 /// Objects created in the federation; `token` is the member token (redacted in dry runs).
 pub fn federation_objects(req: &JoinRequest, token: &str) -> Vec<Value> {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let mut spec = json!({
-        "apiEndpoint": req.endpoint,
-        "caBundle": b64(&req.ca_pem),
-        "secretRef": {"namespace": NAMESPACE, "name": credentials_secret(&req.name)},
-    });
-    if let Some(r) = &req.region {
-        spec["region"] = json!(r);
-    }
-    if let Some(z) = &req.zone {
-        spec["zone"] = json!(z);
-    }
+    // The spec as the API types define it: a field renamed there fails to compile here.
+    let spec = ClusterSpec {
+        api_endpoint: req.endpoint.clone(),
+        ca_bundle: Some(b64(&req.ca_pem)),
+        secret_ref: Some(NamespacedName {
+            namespace: NAMESPACE.to_owned(),
+            name: credentials_secret(&req.name),
+        }),
+        region: req.region.clone(),
+        zone: req.zone.clone(),
+        taints: Vec::new(),
+    };
     let mut cluster = json!({
         "apiVersion": fed_api::API_VERSION, "kind": "Cluster",
         "metadata": {"name": req.name},

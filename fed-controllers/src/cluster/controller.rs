@@ -387,7 +387,7 @@ mod tests {
         relabelled.taints.push(fed_api::cluster::Taint {
             key: "k".into(),
             value: None,
-            effect: "NoSchedule".into(),
+            effect: fed_api::cluster::TaintEffect::NoSchedule,
         });
         let cases = [
             ("new cluster", None, base, Action::Start),

@@ -36,7 +36,7 @@ impl Owned {
             conditions: s.conditions.clone(),
             kubernetes_version: s.kubernetes_version.clone(),
             api_enablements: (!s.api_enablements.is_empty()).then(|| s.api_enablements.clone()),
-            nodes: s.nodes.clone(),
+            nodes: s.nodes,
             resource_summary: s.resource_summary.clone(),
         }
     }

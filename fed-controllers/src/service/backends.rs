@@ -35,15 +35,6 @@ pub fn selects(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, St
     !selector.is_empty() && selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
-/// Whether a label selector (`matchLabels`/`matchExpressions` JSON) matches `labels`;
-/// an unparsable selector matches nothing.
-fn label_selector_matches(sel: &impl serde::Serialize, labels: &BTreeMap<String, String>) -> bool {
-    let Ok(v) = serde_json::to_value(sel) else {
-        return false;
-    };
-    apimachinery::selector::LabelSelector::from_json(&v).is_ok_and(|s| s.matches_btree(labels))
-}
-
 /// Whether a resource selector of a PropagationPolicy selects the Service.
 fn resource_selects(sel: &ResourceSelector, name: &str, labels: &BTreeMap<String, String>) -> bool {
     sel.api_version == "v1"
@@ -52,7 +43,7 @@ fn resource_selects(sel: &ResourceSelector, name: &str, labels: &BTreeMap<String
         && sel
             .label_selector
             .as_ref()
-            .is_none_or(|s| label_selector_matches(s, labels))
+            .is_none_or(|s| s.matches(labels))
 }
 
 /// Whether a PropagationPolicy selects the Service `name` with `labels`.
@@ -67,16 +58,16 @@ pub fn policy_selects(
         .any(|s| resource_selects(s, name, labels))
 }
 
-/// Whether a cluster satisfies a policy's cluster affinity (none: every cluster).
+/// Whether a cluster satisfies a policy's cluster affinity (none: every cluster), by the
+/// rules the scheduler filters with.
 pub fn affinity_matches(a: Option<&ClusterAffinity>, c: &ClusterView) -> bool {
-    let Some(a) = a else { return true };
-    (a.cluster_names.is_empty() || a.cluster_names.contains(&c.name))
-        && !a.exclude.contains(&c.name)
-        && (a.regions.is_empty() || a.regions.contains(&c.region))
-        && (a.zones.is_empty() || a.zones.contains(&c.zone))
-        && a.label_selector
-            .as_ref()
-            .is_none_or(|s| label_selector_matches(s, &c.labels))
+    fn known(s: &str) -> Option<&str> {
+        Some(s).filter(|s| !s.is_empty())
+    }
+    a.is_none_or(|a| {
+        a.mismatch(&c.name, &c.labels, known(&c.region), known(&c.zone))
+            .is_none()
+    })
 }
 
 /// The Service's selector (`spec.selector`) from its JSON.

@@ -276,8 +276,8 @@ fn failed_ready() -> Condition {
     Condition {
         type_: "Ready".into(),
         status: "False".into(),
-        reason: Some("PlannedFailure".into()),
-        message: Some("treated as failed by the plan".into()),
+        reason: "PlannedFailure".into(),
+        message: "treated as failed by the plan".into(),
         last_probe_time: None,
         last_transition_time: Some("1970-01-01T00:00:00Z".into()),
     }

@@ -6,7 +6,9 @@
 //! Kubernetes, where NoSchedule does not evict running pods.
 
 use crate::capacity::{self, Estimate};
-use crate::types::{ClusterState, Health, Reason, TaintEffect, Toleration, TolerationOperator};
+use fed_api::policy::AffinityMismatch;
+
+use crate::types::{ClusterState, Health, Reason, TaintEffect};
 
 use super::Ctx;
 
@@ -98,27 +100,17 @@ impl Filter for ClusterAffinity {
     const NAME: &'static str = "ClusterAffinity";
     fn filter(ctx: &Ctx<'_>, c: &ClusterState) -> FilterResult {
         let a = ctx.placement.cluster_affinity.as_ref()?;
-        let reason = if a.exclude.iter().any(|n| n == &c.name) {
-            Reason::Excluded
-        } else if !a.cluster_names.is_empty() && !a.cluster_names.iter().any(|n| n == &c.name) {
-            Reason::NotInClusterNames
-        } else if a
-            .label_selector
-            .as_ref()
-            .is_some_and(|s| !s.matches(&c.labels))
-        {
-            Reason::LabelSelectorMismatch
-        } else if !a.regions.is_empty() && !c.region.as_ref().is_some_and(|r| a.regions.contains(r))
-        {
-            Reason::RegionMismatch {
+        let mismatch = a.mismatch(&c.name, &c.labels, c.region.as_deref(), c.zone.as_deref())?;
+        let reason = match mismatch {
+            AffinityMismatch::Excluded => Reason::Excluded,
+            AffinityMismatch::NotInClusterNames => Reason::NotInClusterNames,
+            AffinityMismatch::LabelSelector => Reason::LabelSelectorMismatch,
+            AffinityMismatch::Region => Reason::RegionMismatch {
                 region: c.region.clone(),
-            }
-        } else if !a.zones.is_empty() && !c.zone.as_ref().is_some_and(|z| a.zones.contains(z)) {
-            Reason::ZoneMismatch {
+            },
+            AffinityMismatch::Zone => Reason::ZoneMismatch {
                 zone: c.zone.clone(),
-            }
-        } else {
-            return None;
+            },
         };
         Some((Severity::Evict, reason))
     }
@@ -126,19 +118,6 @@ impl Filter for ClusterAffinity {
 
 /// Cluster taints must be tolerated; NoExecute evicts, NoSchedule only blocks new replicas.
 pub(crate) struct TaintToleration;
-
-fn tolerates(t: &Toleration, key: &str, value: Option<&str>, effect: TaintEffect) -> bool {
-    if t.effect.is_some_and(|e| e != effect) {
-        return false;
-    }
-    match (t.key.as_deref(), t.operator) {
-        (None | Some(""), TolerationOperator::Exists) => true,
-        (Some(k), TolerationOperator::Exists) => k == key,
-        (k, TolerationOperator::Equal) => {
-            k == Some(key) && t.value.as_deref().unwrap_or("") == value.unwrap_or("")
-        }
-    }
-}
 
 impl Filter for TaintToleration {
     const NAME: &'static str = "TaintToleration";
@@ -149,7 +128,7 @@ impl Filter for TaintToleration {
             .filter(|taint| {
                 !tolerations
                     .iter()
-                    .any(|t| tolerates(t, &taint.key, taint.value.as_deref(), taint.effect))
+                    .any(|t| t.tolerates(&taint.key, taint.value.as_deref(), taint.effect))
             })
             .map(|taint| {
                 let severity = match taint.effect {
@@ -213,10 +192,12 @@ impl Filter for ClusterCapacity {
 mod tests {
     use std::collections::BTreeMap;
 
+    use fed_api::cluster::ApiEnablement as Api;
+
     use super::*;
     use crate::types::{
-        ApiEnablement as Api, ClusterAffinity as Affinity, LabelSelector, Placement, Resources,
-        Taint, Workload,
+        ClusterAffinity as Affinity, LabelSelector, PlacementRules, Resources, Taint, Toleration,
+        TolerationOperator, Workload,
     };
 
     fn cluster(name: &str) -> ClusterState {
@@ -257,7 +238,7 @@ mod tests {
 
     fn ctx<'a>(
         w: &'a Workload,
-        p: &'a Placement,
+        p: &'a PlacementRules,
         prev: &[(&'a str, u32)],
         guard: bool,
         duplicated: bool,
@@ -288,7 +269,7 @@ mod tests {
     #[test]
     fn health_table() {
         let w = workload(3);
-        let p = Placement::default(); // toleration 300s
+        let p = PlacementRules::default(); // toleration 300s
         let offline = |secs| ClusterState {
             health: Health::Offline { offline_for: secs },
             ..cluster("a")
@@ -366,7 +347,7 @@ mod tests {
     #[test]
     fn api_enablement_table() {
         let w = workload(1);
-        let p = Placement::default();
+        let p = PlacementRules::default();
         let c = ctx(&w, &p, &[], false, false);
         assert_eq!(ApiEnablement::filter(&c, &cluster("a")), None);
         let mut other = cluster("b");
@@ -386,12 +367,12 @@ mod tests {
     #[test]
     fn affinity_table() {
         let w = workload(1);
-        let aff = |a: Affinity| Placement {
+        let aff = |a: Affinity| PlacementRules {
             cluster_affinity: Some(a),
             ..Default::default()
         };
-        let cases: Vec<(&str, Placement, Option<Reason>)> = vec![
-            ("none", Placement::default(), None),
+        let cases: Vec<(&str, PlacementRules, Option<Reason>)> = vec![
+            ("none", PlacementRules::default(), None),
             (
                 "named",
                 aff(Affinity {
@@ -420,7 +401,7 @@ mod tests {
             (
                 "labels",
                 aff(Affinity {
-                    label_selector: Some(LabelSelector::from_labels([("env", "dev")])),
+                    label_selector: Some(LabelSelector::from_labels([("env", "dev")]).unwrap()),
                     ..Default::default()
                 }),
                 Some(Reason::LabelSelectorMismatch),
@@ -428,7 +409,7 @@ mod tests {
             (
                 "labels ok",
                 aff(Affinity {
-                    label_selector: Some(LabelSelector::from_labels([("env", "prod")])),
+                    label_selector: Some(LabelSelector::from_labels([("env", "prod")]).unwrap()),
                     ..Default::default()
                 }),
                 None,
@@ -538,7 +519,7 @@ mod tests {
             ),
         ];
         for (name, taints, tolerations, want) in cases {
-            let p = Placement {
+            let p = PlacementRules {
                 cluster_tolerations: tolerations,
                 ..Default::default()
             };
@@ -553,7 +534,7 @@ mod tests {
 
     #[test]
     fn capacity_table() {
-        let p = Placement::default();
+        let p = PlacementRules::default();
         // 4 CPUs free, 1 CPU per pod → 4 fit.
         let cases: &[CapacityCase<'_>] = &[
             ("divided fits", 10, false, &[], true),

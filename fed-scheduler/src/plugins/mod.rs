@@ -10,12 +10,12 @@ pub mod select;
 
 use std::collections::HashMap;
 
-use crate::types::{ClusterState, Placement, Workload};
+use crate::types::{ClusterState, PlacementRules, Workload};
 
 /// What every plugin may read about the decision being made.
 pub(crate) struct Ctx<'a> {
     pub workload: &'a Workload,
-    pub placement: &'a Placement,
+    pub placement: &'a PlacementRules,
     /// Plural resource name the cluster must serve, e.g. `deployments`.
     pub resource: String,
     /// Previous replicas per cluster.

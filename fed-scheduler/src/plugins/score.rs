@@ -51,7 +51,7 @@ pub(crate) fn score_all(ctx: &Ctx<'_>, cands: &mut [Candidate<'_>]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{ClusterState, Health, Placement, Workload};
+    use crate::types::{ClusterState, Health, PlacementRules, Workload};
 
     #[test]
     fn score_table() {
@@ -66,7 +66,7 @@ mod tests {
             resources: Err(String::new()),
         };
         let w = Workload::default();
-        let p = Placement::default();
+        let p = PlacementRules::default();
         let ctx = Ctx {
             workload: &w,
             placement: &p,

@@ -176,7 +176,7 @@ impl SpreadConstraints {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{ClusterState, Health, Placement, Workload};
+    use crate::types::{ClusterState, Health, PlacementRules, Workload};
 
     fn state(name: &str, region: Option<&str>, zone: &str) -> ClusterState {
         ClusterState {
@@ -196,7 +196,7 @@ mod tests {
         specs: &[(&ClusterState, u64, u32)],
     ) -> Result<Vec<String>, UnschedulableReason> {
         let w = Workload::default();
-        let p = Placement {
+        let p = PlacementRules {
             spread_constraints: constraints,
             ..Default::default()
         };

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use fed_api::Placement;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec};
 use kube::api::Api;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::{self, Event};
@@ -23,34 +23,17 @@ use kube::runtime::{WatchStreamExt, reflector};
 use kube::{Client, Resource, ResourceExt};
 use meridian_runtime::error::Report;
 use meridian_runtime::queue::WorkQueue;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch as signal;
 
 use crate::offline::{FEDERATION_STATUS_CONFIGMAP, MASS_FAILURE_KEY, SYSTEM_NAMESPACE};
-use crate::types::Workload;
+use crate::types::{ContainerRequests, PodRequests, Workload, WorkloadError};
 
 use super::desired;
 use super::index::{Index, Requeue, WorkloadEntry};
 use super::key::{WorkloadKey, WorkloadKind};
 use super::metrics::Metrics;
 use super::reconcile::Reconciler;
-
-/// Why an object from the API could not be digested (logged; the object is skipped).
-#[derive(Debug, thiserror::Error)]
-pub enum DigestError {
-    /// Its JSON does not fit the scheduler's view of the kind.
-    #[error("{kind} {name}")]
-    Shape {
-        /// Kind.
-        kind: &'static str,
-        /// Name.
-        name: String,
-        /// Why.
-        #[source]
-        source: serde_json::Error,
-    },
-}
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -87,21 +70,6 @@ impl Ctx {
             self.queue.add(k);
         }
     }
-}
-
-/// Converts between two serde views of the same JSON (API types → core types).
-fn convert<A: Serialize, B: DeserializeOwned>(
-    kind: &'static str,
-    name: &str,
-    a: &A,
-) -> Result<B, DigestError> {
-    serde_json::to_value(a)
-        .and_then(serde_json::from_value)
-        .map_err(|source| DigestError::Shape {
-            kind,
-            name: name.to_owned(),
-            source,
-        })
 }
 
 /// Whether a watch has completed its first list: the loop decides only once every kind
@@ -172,13 +140,79 @@ where
     watcher::watcher(api, config).default_backoff()
 }
 
+/// The parts of a federated workload kind placement reads, taken from kube's own types:
+/// the watch hands over typed objects and nothing is rendered to JSON to be read again.
+pub trait WorkloadObject: Resource + k8s_openapi::Resource {
+    /// `spec.replicas`.
+    fn replicas(&self) -> Option<i32>;
+    /// `spec.template.spec`.
+    fn pod_spec(&self) -> Option<&PodSpec>;
+}
+
+impl WorkloadObject for Deployment {
+    fn replicas(&self) -> Option<i32> {
+        self.spec.as_ref()?.replicas
+    }
+
+    fn pod_spec(&self) -> Option<&PodSpec> {
+        self.spec.as_ref()?.template.spec.as_ref()
+    }
+}
+
+impl WorkloadObject for ReplicaSet {
+    fn replicas(&self) -> Option<i32> {
+        self.spec.as_ref()?.replicas
+    }
+
+    fn pod_spec(&self) -> Option<&PodSpec> {
+        self.spec.as_ref()?.template.as_ref()?.spec.as_ref()
+    }
+}
+
+/// The requests of each container in `list`.
+fn requests(list: &[Container]) -> impl Iterator<Item = ContainerRequests<'_>> {
+    list.iter().map(|c| {
+        let req = c.resources.as_ref().and_then(|r| r.requests.as_ref());
+        let get = |k: &str| req.and_then(|m| m.get(k)).map(|q| q.0.as_str());
+        ContainerRequests {
+            name: &c.name,
+            cpu: get("cpu"),
+            memory: get("memory"),
+        }
+    })
+}
+
+/// The core's view of a Deployment or ReplicaSet.
+pub fn digest_workload<K: WorkloadObject>(o: &K) -> Result<Workload, WorkloadError> {
+    let pod = o.pod_spec();
+    let containers = requests(pod.map(|p| p.containers.as_slice()).unwrap_or_default());
+    let init = requests(
+        pod.and_then(|p| p.init_containers.as_deref())
+            .unwrap_or_default(),
+    );
+    let meta = o.meta();
+    Ok(Workload {
+        api_version: K::API_VERSION.to_owned(),
+        kind: K::KIND.to_owned(),
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta
+            .name
+            .clone()
+            .ok_or(WorkloadError::Field("metadata.name"))?,
+        labels: meta.labels.clone().unwrap_or_default(),
+        annotations: meta.annotations.clone().unwrap_or_default(),
+        replicas: Workload::replicas_of(o.replicas().map(i64::from))?,
+        requests: PodRequests::of_pod(containers, init)?,
+    })
+}
+
 /// Watches one workload kind (Deployments or ReplicaSets).
 pub async fn workloads<K>(client: Client, synced: Synced, kind: WorkloadKind, ctx: Ctx)
 where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+    K: WorkloadObject
+        + Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
         + DeserializeOwned
-        + Serialize
         + std::fmt::Debug
         + Send
         + 'static,
@@ -192,9 +226,7 @@ where
             |o: &K| WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
         let apply = |o: &K| {
             let key = key_of(o);
-            let workload = serde_json::to_value(o)
-                .map_err(|e| e.to_string())
-                .and_then(|v| Workload::from_object(&v).map_err(|e| e.to_string()));
+            let workload = digest_workload(o).map_err(|e| e.to_string());
             if let Err(problem) = &workload {
                 tracing::warn!(workload = %key, %problem, "cannot read workload");
             }
@@ -234,24 +266,22 @@ where
     .await;
 }
 
-/// Watches Clusters.
+/// Watches Clusters. Each one moves into the core's kube-free `Cluster` (the same spec and
+/// status types, without kube's metadata): nothing to convert, nothing to fail.
 pub async fn clusters(client: Client, synced: Synced, ctx: Ctx) {
     let stream = digest::<fed_api::Cluster>(Api::all(client), watcher::Config::default());
     let mut seen: HashSet<String> = HashSet::new();
     let metrics = ctx.metrics.clone();
     drive(stream, "Cluster", metrics, synced, move |ev| {
-        let apply = |o: &fed_api::Cluster| {
+        let apply = |o: fed_api::Cluster| {
             let name = o.name_any();
-            match convert::<_, crate::Cluster>("Cluster", &name, o) {
-                Ok(c) => ctx.enqueue(ctx.index.apply_cluster(&name, Some(c))),
-                Err(error) => tracing::warn!(error = %Report(&error), "cannot read cluster"),
-            }
+            ctx.enqueue(ctx.index.apply_cluster(&name, Some(o.into())));
             name
         };
         match ev {
             Event::Init => seen.clear(),
             Event::InitApply(o) => {
-                seen.insert(apply(&o));
+                seen.insert(apply(o));
             }
             Event::InitDone => {
                 for name in ctx.index.cluster_names() {
@@ -262,7 +292,7 @@ pub async fn clusters(client: Client, synced: Synced, ctx: Ctx) {
                 seen.clear();
             }
             Event::Apply(o) => {
-                apply(&o);
+                apply(o);
             }
             Event::Delete(o) => ctx.enqueue(ctx.index.apply_cluster(&o.name_any(), None)),
         }
@@ -270,22 +300,17 @@ pub async fn clusters(client: Client, synced: Synced, ctx: Ctx) {
     .await;
 }
 
-/// Watches PropagationPolicies.
+/// Watches PropagationPolicies, moved into the core's kube-free `PropagationPolicy`.
 pub async fn policies(client: Client, synced: Synced, ctx: Ctx) {
     let stream = digest::<fed_api::PropagationPolicy>(Api::all(client), watcher::Config::default());
     let mut seen: HashSet<(String, String)> = HashSet::new();
     let metrics = ctx.metrics.clone();
     drive(stream, "PropagationPolicy", metrics, synced, move |ev| {
         let id = |o: &fed_api::PropagationPolicy| (o.namespace().unwrap_or_default(), o.name_any());
-        let apply = |o: &fed_api::PropagationPolicy| {
-            let (ns, name) = id(o);
-            match convert::<_, crate::PropagationPolicy>("PropagationPolicy", &name, o) {
-                Ok(p) => {
-                    for k in ctx.index.apply_policy(&ns, &name, Some(p)) {
-                        ctx.queue.add(k);
-                    }
-                }
-                Err(error) => tracing::warn!(error = %Report(&error), "cannot read policy"),
+        let apply = |o: fed_api::PropagationPolicy| {
+            let (ns, name) = id(&o);
+            for k in ctx.index.apply_policy(&ns, &name, Some(o.into())) {
+                ctx.queue.add(k);
             }
             (ns, name)
         };
@@ -297,7 +322,7 @@ pub async fn policies(client: Client, synced: Synced, ctx: Ctx) {
         match ev {
             Event::Init => seen.clear(),
             Event::InitApply(o) => {
-                seen.insert(apply(&o));
+                seen.insert(apply(o));
             }
             Event::InitDone => {
                 for (ns, name) in ctx.index.policy_ids() {
@@ -308,7 +333,7 @@ pub async fn policies(client: Client, synced: Synced, ctx: Ctx) {
                 seen.clear();
             }
             Event::Apply(o) => {
-                apply(&o);
+                apply(o);
             }
             Event::Delete(o) => {
                 let (ns, name) = id(&o);
@@ -418,6 +443,43 @@ mod tests {
         list: Vec<Event<ConfigMap>>,
     ) -> impl Stream<Item = Result<Event<ConfigMap>, watcher::Error>> {
         futures::stream::iter(list.into_iter().map(Ok))
+    }
+
+    #[test]
+    fn typed_workloads_read_as_their_json_does() {
+        let deployment = serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"},
+                         "annotations": {"federation.kubernetes.io/replica-set-preferences": "{}"}},
+            "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "web"}}, "template": {"spec": {
+                "initContainers": [{"name": "init", "resources": {"requests": {"cpu": "2"}}}],
+                "containers": [
+                    {"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+                    {"name": "b", "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}}},
+                    {"name": "c"}
+                ]}}}
+        });
+        let replica_set = serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "batch", "namespace": "jobs"},
+            "spec": {"selector": {"matchLabels": {"app": "batch"}}}
+        });
+        let typed: Deployment = serde_json::from_value(deployment.clone()).unwrap();
+        assert_eq!(
+            digest_workload(&typed).unwrap(),
+            Workload::from_object(&deployment).unwrap()
+        );
+        let typed: ReplicaSet = serde_json::from_value(replica_set.clone()).unwrap();
+        let w = digest_workload(&typed).unwrap();
+        assert_eq!(w, Workload::from_object(&replica_set).unwrap());
+        assert_eq!((w.kind.as_str(), w.replicas), ("ReplicaSet", 1));
+
+        let mut bad: Deployment = serde_json::from_value(deployment).unwrap();
+        bad.spec.as_mut().unwrap().replicas = Some(-1);
+        assert!(matches!(
+            digest_workload(&bad),
+            Err(WorkloadError::Field("spec.replicas"))
+        ));
     }
 
     #[tokio::test]

@@ -5,8 +5,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::cluster::TaintEffect;
-use super::policy::SpreadField;
+use fed_api::cluster::TaintEffect;
+use fed_api::policy::SpreadField;
 
 /// One entry of `Placement.spec.destClusters`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -1,28 +1,25 @@
-//! Plain data the scheduler reads and writes: clusters, policies, workloads, decisions.
+//! Plain data the scheduler reads and writes: the fleet snapshot, workloads, decisions.
 //!
-//! The serde shapes follow `API.md` (camelCase), so callers can deserialize straight out
-//! of Kubernetes objects' JSON; nothing here depends on kube or k8s-openapi.
+//! Clusters and policies are `fed-api`'s kube-free types, the ones the API server serves,
+//! re-exported here; nothing in the core depends on kube or k8s-openapi.
 
-mod cluster;
 mod decision;
-mod policy;
-mod selector;
+mod snapshot;
 mod workload;
 
-pub use cluster::Snapshot;
-pub use cluster::{
-    ApiEnablement, Cluster, ClusterSpec, ClusterStatus, Condition, NodeCount, ObjectMeta,
-    ResourceList, ResourceSummary, Taint, TaintEffect,
-};
-pub(crate) use cluster::{ClusterState, Health, Resources};
 pub use decision::{
     ClusterOutcome, ClusterVerdict, Decision, PluginReason, Reason, Strategy, TargetCluster,
     Unschedulable, UnschedulableCause, UnschedulableReason, UnschedulableStatus,
 };
-pub use policy::{
-    ClusterAffinity, ClusterBounds, DEFAULT_TOLERATION_SECONDS, Division, Failover, Placement,
-    PolicySpec, PropagationPolicy, ReplicaScheduling, ReplicaSchedulingType, ResourceSelector,
-    SpreadConstraint, SpreadField, Toleration, TolerationOperator, WeightRule,
+pub use fed_api::cluster::{Taint, TaintEffect};
+pub use fed_api::common::Condition;
+pub use fed_api::object::{Cluster, ObjectMeta, PropagationPolicy};
+pub use fed_api::policy::{
+    ClusterAffinity, ClusterBounds, DEFAULT_TOLERATION_SECONDS, Division, Failover, PlacementRules,
+    ReplicaScheduling, ReplicaSchedulingType, ResourceSelector, SpreadConstraint, SpreadField,
+    Toleration, TolerationOperator, WeightRule,
 };
-pub use selector::{LabelSelector, LabelSelectorRequirement, SelectorOperator};
-pub use workload::{PodRequests, Workload, WorkloadError};
+pub use fed_api::selector::LabelSelector;
+pub use snapshot::Snapshot;
+pub(crate) use snapshot::{ClusterState, Health, Resources};
+pub use workload::{ContainerRequests, PodRequests, Workload, WorkloadError};

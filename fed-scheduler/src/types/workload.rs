@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::quantity::{self, QuantityError};
+use fed_api::quantity::{self, QuantityError};
 
 /// Why a workload object could not be read.
 #[derive(Debug, Error)]
@@ -61,19 +61,73 @@ pub struct Workload {
     pub requests: PodRequests,
 }
 
+/// One container's requests as its spec writes them (Kubernetes quantities).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ContainerRequests<'a> {
+    /// Container name, for errors.
+    pub name: &'a str,
+    /// `resources.requests.cpu`.
+    pub cpu: Option<&'a str>,
+    /// `resources.requests.memory`.
+    pub memory: Option<&'a str>,
+}
+
 impl PodRequests {
     /// From Kubernetes quantity strings.
     pub fn parse(cpu: &str, memory: &str) -> Result<Self, QuantityError> {
         Ok(Self {
-            cpu_milli: quantity::parse_cpu_milli(cpu)?,
-            memory_bytes: quantity::parse_units(memory)?,
+            cpu_milli: quantity::cpu_milli(cpu)?,
+            memory_bytes: quantity::units(memory)?,
         })
+    }
+
+    /// The requests of one pod: the sum over its containers, or the largest init container
+    /// where that is bigger (as kube-scheduler counts them).
+    pub fn of_pod<'a>(
+        containers: impl IntoIterator<Item = ContainerRequests<'a>>,
+        init_containers: impl IntoIterator<Item = ContainerRequests<'a>>,
+    ) -> Result<Self, WorkloadError> {
+        let read = |c: &ContainerRequests<'_>| -> Result<(u64, u64), WorkloadError> {
+            let parse = |resource: &'static str,
+                         v: Option<&str>,
+                         f: fn(&str) -> Result<u64, QuantityError>| {
+                v.map_or(Ok(0), |s| {
+                    f(s).map_err(|source| WorkloadError::Quantity {
+                        container: c.name.to_owned(),
+                        resource,
+                        source,
+                    })
+                })
+            };
+            Ok((
+                parse("cpu", c.cpu, quantity::cpu_milli)?,
+                parse("memory", c.memory, quantity::units)?,
+            ))
+        };
+        let mut main = Self::default();
+        for c in containers {
+            let (cpu, mem) = read(&c)?;
+            main.cpu_milli += cpu;
+            main.memory_bytes += mem;
+        }
+        for c in init_containers {
+            let (cpu, mem) = read(&c)?;
+            main.cpu_milli = main.cpu_milli.max(cpu);
+            main.memory_bytes = main.memory_bytes.max(mem);
+        }
+        Ok(main)
     }
 }
 
 impl Workload {
-    /// Reads a Deployment/ReplicaSet object's JSON. Pod requests are the sum over
-    /// containers, or the largest init container if that is bigger (as kube-scheduler does).
+    /// `spec.replicas` as written: absent is 1 (the API's default), negative is an error.
+    pub fn replicas_of(written: Option<i64>) -> Result<u32, WorkloadError> {
+        written.map_or(Ok(1), |r| {
+            u32::try_from(r).map_err(|_| WorkloadError::Field("spec.replicas"))
+        })
+    }
+
+    /// Reads a Deployment/ReplicaSet object's JSON (as `fedctl plan` gets it from files).
     pub fn from_object(obj: &serde_json::Value) -> Result<Self, WorkloadError> {
         let str_field = |v: &serde_json::Value, f: &'static str| {
             v.as_str().map(str::to_owned).ok_or(WorkloadError::Field(f))
@@ -88,41 +142,25 @@ impl Workload {
             serde_json::from_value(v.clone()).map_err(|_| WorkloadError::Field(f))
         };
         let replicas = match &obj["spec"]["replicas"] {
-            serde_json::Value::Null => 1,
-            v => v
-                .as_u64()
-                .and_then(|r| u32::try_from(r).ok())
-                .ok_or(WorkloadError::Field("spec.replicas"))?,
+            serde_json::Value::Null => None,
+            v => Some(v.as_i64().ok_or(WorkloadError::Field("spec.replicas"))?),
         };
         let pod = &obj["spec"]["template"]["spec"];
-        let sum = |list: &serde_json::Value, max: bool| -> Result<PodRequests, WorkloadError> {
-            let mut acc = PodRequests::default();
-            for c in list.as_array().map(Vec::as_slice).unwrap_or_default() {
-                let name = c["name"].as_str().unwrap_or_default();
-                let req = &c["resources"]["requests"];
-                let read = |key: &'static str, parse: fn(&str) -> Result<u64, QuantityError>| {
-                    req[key].as_str().map_or(Ok(0), |s| {
-                        parse(s).map_err(|source| WorkloadError::Quantity {
-                            container: name.to_owned(),
-                            resource: key,
-                            source,
-                        })
-                    })
-                };
-                let cpu = read("cpu", quantity::parse_cpu_milli)?;
-                let mem = read("memory", quantity::parse_units)?;
-                if max {
-                    acc.cpu_milli = acc.cpu_milli.max(cpu);
-                    acc.memory_bytes = acc.memory_bytes.max(mem);
-                } else {
-                    acc.cpu_milli += cpu;
-                    acc.memory_bytes += mem;
-                }
-            }
-            Ok(acc)
+        let containers = |list: &'static str| {
+            pod[list]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .map(|c| {
+                    let req = &c["resources"]["requests"];
+                    ContainerRequests {
+                        name: c["name"].as_str().unwrap_or_default(),
+                        cpu: req["cpu"].as_str(),
+                        memory: req["memory"].as_str(),
+                    }
+                })
         };
-        let main = sum(&pod["containers"], false)?;
-        let init = sum(&pod["initContainers"], true)?;
         Ok(Self {
             api_version: str_field(&obj["apiVersion"], "apiVersion")?,
             kind: str_field(&obj["kind"], "kind")?,
@@ -130,11 +168,8 @@ impl Workload {
             name: str_field(&meta["name"], "metadata.name")?,
             labels: map(&meta["labels"], "metadata.labels")?,
             annotations: map(&meta["annotations"], "metadata.annotations")?,
-            replicas,
-            requests: PodRequests {
-                cpu_milli: main.cpu_milli.max(init.cpu_milli),
-                memory_bytes: main.memory_bytes.max(init.memory_bytes),
-            },
+            replicas: Self::replicas_of(replicas)?,
+            requests: PodRequests::of_pod(containers("containers"), containers("initContainers"))?,
         })
     }
 

@@ -52,6 +52,22 @@ fn typed_parts<S: serde::de::DeserializeOwned, T: serde::de::DeserializeOwned>(
     Ok(())
 }
 
+/// The typed check of a kind whose validation runs too: skipped when `validate` already
+/// finds causes, since those come back as a 422 naming each field. `fed-api`'s types reject
+/// much of what validation reports (an unknown taint effect is not a `TaintEffect`), and
+/// the typed check runs first; without this the user would get a 400 naming a Rust type.
+fn after_validation(
+    validate: fn(&Value, Option<&Value>) -> Vec<Cause>,
+    typed: fn(&Value) -> Result<(), String>,
+    o: &Value,
+) -> Result<(), String> {
+    if validate(o, None).is_empty() {
+        typed(o)
+    } else {
+        Ok(())
+    }
+}
+
 /// Parses a quantity into milli-units for display, if valid.
 fn milli(q: Option<&Value>) -> Option<i64> {
     let s = q?.as_str()?;
@@ -136,7 +152,13 @@ pub fn clusters() -> ResourceDef {
         FnHooks {
             default: no_default,
             validate: validate_cluster,
-            check_types: typed_parts::<fed_api::ClusterSpec, fed_api::ClusterStatus>,
+            check_types: |o| {
+                after_validation(
+                    validate_cluster,
+                    typed_parts::<fed_api::ClusterSpec, fed_api::ClusterStatus>,
+                    o,
+                )
+            },
             prepare_create: no_prepare,
         },
         vec![
@@ -394,7 +416,13 @@ pub fn propagation_policies() -> ResourceDef {
         FnHooks {
             default: no_default,
             validate: validate_policy,
-            check_types: typed_parts::<fed_api::PropagationPolicySpec, Value>,
+            check_types: |o| {
+                after_validation(
+                    validate_policy,
+                    typed_parts::<fed_api::PropagationPolicySpec, Value>,
+                    o,
+                )
+            },
             prepare_create: no_prepare,
         },
         vec![
@@ -484,7 +512,13 @@ pub fn placements() -> ResourceDef {
         FnHooks {
             default: no_default,
             validate: validate_placement,
-            check_types: typed_parts::<fed_api::PlacementSpec, fed_api::PlacementStatus>,
+            check_types: |o| {
+                after_validation(
+                    validate_placement,
+                    typed_parts::<fed_api::PlacementSpec, fed_api::PlacementStatus>,
+                    o,
+                )
+            },
             prepare_create: no_prepare,
         },
         vec![

@@ -79,14 +79,9 @@ pub struct Resources {
 }
 
 impl Resources {
+    /// In Kubernetes notation, written with the codec the scheduler reads it back with.
     fn to_list(self) -> ResourceList {
-        ResourceList {
-            cpu: Some(apimachinery::quantity::format_cpu_milli(clamp_i64(
-                self.cpu_milli,
-            ))),
-            memory: Some(apimachinery::quantity::format_bytes(clamp_i64(self.memory))),
-            pods: Some(self.pods.to_string()),
-        }
+        ResourceList::from_amounts(self.cpu_milli, self.memory, self.pods)
     }
 }
 

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::policy_match::policy_matches;
-use crate::types::{Cluster, PropagationPolicy, Snapshot, TargetCluster, Workload};
+use crate::types::{Cluster, PropagationPolicy, Snapshot, Taint, TargetCluster, Workload};
 
 use super::key::WorkloadKey;
 
@@ -80,9 +80,13 @@ pub fn classify(old: Option<&Cluster>, new: Option<&Cluster>) -> ClusterChange {
             .as_ref()
             .map(|r| r.allocatable.clone())
     };
+    // Where and how to reach a member (endpoint, CA, credentials) is no placement input.
+    fn placed(c: &Cluster) -> (&Option<String>, &Option<String>, &[Taint]) {
+        (&c.spec.region, &c.spec.zone, &c.spec.taints)
+    }
     if health(o) != health(n)
         || o.metadata.labels != n.metadata.labels
-        || o.spec != n.spec
+        || placed(o) != placed(n)
         || o.status.api_enablements != n.status.api_enablements
         || allocatable(o) != allocatable(n)
         || o.status.nodes.map(|x| x.ready) != n.status.nodes.map(|x| x.ready)

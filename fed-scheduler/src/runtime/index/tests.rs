@@ -8,7 +8,7 @@ use crate::runtime::key::WorkloadKind;
 fn cluster(name: &str, ready: &str, allocated_cpu: &str) -> Cluster {
     serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {"env": "prod"}},
-        "spec": {"region": "eu"},
+        "spec": {"apiEndpoint": format!("https://{name}.test:6443"), "region": "eu"},
         "status": {
             "conditions": [{"type": "Ready", "status": ready, "lastProbeTime": "2025-01-01T00:00:00Z",
                             "lastTransitionTime": "2025-01-01T00:00:00Z"}],

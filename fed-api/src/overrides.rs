@@ -1,0 +1,172 @@
+//! `OverridePolicy` and `ClusterOverridePolicy`: per-cluster changes to the copies pushed
+//! into members (image, command, args, labels, annotations, RFC 6902 operations), applied
+//! after placement, rule by rule.
+
+use std::collections::BTreeMap;
+
+#[cfg(feature = "kube")]
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::policy::{ClusterAffinity, ResourceSelector};
+
+/// Which objects to change, and how, per cluster.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(
+    feature = "kube",
+    derive(CustomResource),
+    kube(
+        group = "federation.meridian.dev",
+        version = "v1alpha1",
+        kind = "OverridePolicy",
+        namespaced,
+        shortname = "op"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct OverridePolicySpec {
+    /// The objects whose member copies change.
+    #[serde(default)]
+    pub resource_selectors: Vec<ResourceSelector>,
+    /// Applied in order; a rule whose target matches no cluster does nothing.
+    #[serde(default)]
+    pub override_rules: Vec<OverrideRule>,
+}
+
+/// The spec of a `ClusterOverridePolicy`: an [`OverridePolicySpec`] for cluster-scoped
+/// kinds and namespaced kinds in any namespace.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(
+    feature = "kube",
+    derive(CustomResource),
+    kube(
+        group = "federation.meridian.dev",
+        version = "v1alpha1",
+        kind = "ClusterOverridePolicy",
+        shortname = "cop"
+    )
+)]
+#[serde(transparent)]
+pub struct ClusterOverridePolicySpec(pub OverridePolicySpec);
+
+impl std::ops::Deref for ClusterOverridePolicySpec {
+    type Target = OverridePolicySpec;
+
+    fn deref(&self) -> &OverridePolicySpec {
+        &self.0
+    }
+}
+
+/// The clusters a rule applies to and what it changes there.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OverrideRule {
+    /// The clusters (by names, labels, regions, zones, exclusions); absent: every cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_cluster: Option<ClusterAffinity>,
+    /// The changes.
+    #[serde(default)]
+    pub overriders: Overriders,
+}
+
+/// The changes one rule makes, applied in the order of the fields here.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Overriders {
+    /// Container image parts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_overrider: Vec<ImageOverrider>,
+    /// Container commands.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command_overrider: Vec<CommandArgsOverrider>,
+    /// Container arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args_overrider: Vec<CommandArgsOverrider>,
+    /// Labels of the object.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels_overrider: Vec<MapOverrider>,
+    /// Annotations of the object.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub annotations_overrider: Vec<MapOverrider>,
+    /// RFC 6902 operations on the member copy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plaintext: Vec<PlaintextOverrider>,
+}
+
+/// What an overrider does with its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum OverrideOperator {
+    /// Add the value (to a list or map, or where nothing was).
+    Add,
+    /// Remove what the value names (or the whole part, without a value).
+    Remove,
+    /// Replace what is there with the value.
+    Replace,
+}
+
+/// The part of an image reference (`registry/repository:tag`) an [`ImageOverrider`] changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ImageComponent {
+    /// `registry.example` in `registry.example/team/web:1.2`.
+    Registry,
+    /// `team/web`.
+    Repository,
+    /// `1.2`, or the digest (`sha256:…`) when the image is pinned by one.
+    Tag,
+}
+
+/// Changes one part of container images.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageOverrider {
+    /// Only this container (and init container); absent: every container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_name: Option<String>,
+    /// Which part of the image.
+    pub component: ImageComponent,
+    /// `add`, `remove` or `replace`.
+    pub operator: OverrideOperator,
+    /// The new part (not for `remove`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+/// Changes a container's `command` or `args`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandArgsOverrider {
+    /// The container (or init container) by name.
+    pub container_name: String,
+    /// `add` appends, `remove` drops these entries, `replace` sets the whole list.
+    pub operator: OverrideOperator,
+    /// The entries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub value: Vec<String>,
+}
+
+/// Changes labels or annotations.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MapOverrider {
+    /// `add` sets the pairs, `remove` drops these keys, `replace` changes existing keys only.
+    pub operator: OverrideOperator,
+    /// The pairs (for `remove`, only the keys count).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub value: BTreeMap<String, String>,
+}
+
+/// One RFC 6902 operation on the member copy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlaintextOverrider {
+    /// JSON pointer into the object, e.g. `/spec/template/spec/nodeSelector`.
+    pub path: String,
+    /// `add`, `remove` or `replace`.
+    pub operator: OverrideOperator,
+    /// The value for `add` and `replace`: any JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+    pub value: Option<serde_json::Value>,
+}
