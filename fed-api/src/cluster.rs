@@ -1,7 +1,5 @@
 //! `Cluster`: a member cluster joined to the federation, and what Meridian knows of it.
 
-#[cfg(feature = "kube")]
-use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -10,16 +8,14 @@ use crate::quantity::{self, QuantityError};
 
 /// How to reach a member cluster and where it sits.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(feature = "kube", derive(kube::CustomResource))]
 #[cfg_attr(
     feature = "kube",
-    derive(CustomResource),
-    kube(
-        group = "federation.meridian.dev",
-        version = "v1alpha1",
-        kind = "Cluster",
-        status = "ClusterStatus",
-        shortname = "fc"
-    )
+    kube(group = "federation.meridian.dev", version = "v1alpha1")
+)]
+#[cfg_attr(
+    feature = "kube",
+    kube(kind = "Cluster", status = "ClusterStatus", shortname = "fc")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterSpec {

@@ -1,23 +1,17 @@
 //! `ResourceInterpreter`: teaches Meridian where a custom workload kind keeps its replicas,
 //! its pod template and its status (built-in kinds need none).
 
-#[cfg(feature = "kube")]
-use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// How to read one custom kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(feature = "kube", derive(kube::CustomResource))]
 #[cfg_attr(
     feature = "kube",
-    derive(CustomResource),
-    kube(
-        group = "federation.meridian.dev",
-        version = "v1alpha1",
-        kind = "ResourceInterpreter",
-        shortname = "ri"
-    )
+    kube(group = "federation.meridian.dev", version = "v1alpha1")
 )]
+#[cfg_attr(feature = "kube", kube(kind = "ResourceInterpreter", shortname = "ri"))]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceInterpreterSpec {
     /// The kind this interpreter is for.

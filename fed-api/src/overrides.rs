@@ -4,8 +4,6 @@
 
 use std::collections::BTreeMap;
 
-#[cfg(feature = "kube")]
-use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -13,16 +11,14 @@ use crate::policy::{ClusterAffinity, ResourceSelector};
 
 /// Which objects to change, and how, per cluster.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(feature = "kube", derive(kube::CustomResource))]
 #[cfg_attr(
     feature = "kube",
-    derive(CustomResource),
-    kube(
-        group = "federation.meridian.dev",
-        version = "v1alpha1",
-        kind = "OverridePolicy",
-        namespaced,
-        shortname = "op"
-    )
+    kube(group = "federation.meridian.dev", version = "v1alpha1")
+)]
+#[cfg_attr(
+    feature = "kube",
+    kube(kind = "OverridePolicy", namespaced, shortname = "op")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct OverridePolicySpec {
@@ -37,15 +33,14 @@ pub struct OverridePolicySpec {
 /// The spec of a `ClusterOverridePolicy`: an [`OverridePolicySpec`] for cluster-scoped
 /// kinds and namespaced kinds in any namespace.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(feature = "kube", derive(kube::CustomResource))]
 #[cfg_attr(
     feature = "kube",
-    derive(CustomResource),
-    kube(
-        group = "federation.meridian.dev",
-        version = "v1alpha1",
-        kind = "ClusterOverridePolicy",
-        shortname = "cop"
-    )
+    kube(group = "federation.meridian.dev", version = "v1alpha1")
+)]
+#[cfg_attr(
+    feature = "kube",
+    kube(kind = "ClusterOverridePolicy", shortname = "cop")
 )]
 #[serde(transparent)]
 pub struct ClusterOverridePolicySpec(pub OverridePolicySpec);

@@ -1,7 +1,5 @@
 //! `Placement`: the scheduler's decision for one federated workload and its per-cluster state.
 
-#[cfg(feature = "kube")]
-use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -9,16 +7,14 @@ use crate::common::Condition;
 
 /// Where one federated workload runs.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(feature = "kube", derive(kube::CustomResource))]
 #[cfg_attr(
     feature = "kube",
-    derive(CustomResource),
-    kube(
-        group = "federation.meridian.dev",
-        version = "v1alpha1",
-        kind = "Placement",
-        namespaced,
-        status = "PlacementStatus"
-    )
+    kube(group = "federation.meridian.dev", version = "v1alpha1")
+)]
+#[cfg_attr(
+    feature = "kube",
+    kube(kind = "Placement", namespaced, status = "PlacementStatus")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PlacementSpec {

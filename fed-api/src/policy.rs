@@ -6,8 +6,6 @@
 
 use std::collections::BTreeMap;
 
-#[cfg(feature = "kube")]
-use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -19,16 +17,14 @@ pub const DEFAULT_TOLERATION_SECONDS: u64 = 300;
 
 /// Selects objects and says how to place them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(feature = "kube", derive(kube::CustomResource))]
 #[cfg_attr(
     feature = "kube",
-    derive(CustomResource),
-    kube(
-        group = "federation.meridian.dev",
-        version = "v1alpha1",
-        kind = "PropagationPolicy",
-        namespaced,
-        shortname = "pp"
-    )
+    kube(group = "federation.meridian.dev", version = "v1alpha1")
+)]
+#[cfg_attr(
+    feature = "kube",
+    kube(kind = "PropagationPolicy", namespaced, shortname = "pp")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PropagationPolicySpec {
@@ -47,15 +43,14 @@ pub struct PropagationPolicySpec {
 /// cluster-scoped kinds and namespaced kinds in any namespace. A namespaced policy that
 /// matches an object wins over a cluster-wide one.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(feature = "kube", derive(kube::CustomResource))]
 #[cfg_attr(
     feature = "kube",
-    derive(CustomResource),
-    kube(
-        group = "federation.meridian.dev",
-        version = "v1alpha1",
-        kind = "ClusterPropagationPolicy",
-        shortname = "cpp"
-    )
+    kube(group = "federation.meridian.dev", version = "v1alpha1")
+)]
+#[cfg_attr(
+    feature = "kube",
+    kube(kind = "ClusterPropagationPolicy", shortname = "cpp")
 )]
 #[serde(transparent)]
 pub struct ClusterPropagationPolicySpec(pub PropagationPolicySpec);
