@@ -20,13 +20,13 @@
 //! `--rounds 0 --samples 0` measures memory only. `--controller-env KEY=VALUE` (repeatable) sets environment variables of the controller
 //! process only, e.g. `MALLOC_ARENA_MAX=2`.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::TryStreamExt;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
+use meridian_e2e::process::{Spawn, sibling_binary};
+use meridian_e2e::{KUBECONFIG_LINE, federation_apiserver};
 use serde_json::json;
 
 fn arg_value(name: &str) -> Option<String> {
@@ -57,50 +57,21 @@ fn controller_env() -> Vec<(String, String)> {
         .collect()
 }
 
-fn bin(name: &str) -> PathBuf {
-    let p = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join(name);
-    assert!(
-        p.exists(),
-        "build it first: cargo build --release -p {name}"
-    );
-    p
-}
+/// How long a server may take to print its ready line (a fleet of 1,000 clusters of 100
+/// nodes takes a while to build).
+const READY_WITHIN: Duration = Duration::from_secs(600);
 
-/// A child process killed when the run ends.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn_until(bin: &Path, args: &[String], prefix: &str) -> (Proc, Vec<String>) {
-    let mut child = Command::new(bin)
-        .args(args)
+/// A release binary beside this example, started with `RUST_LOG=error` and its output in
+/// `<dir>/<name>.log`; the API server with its data in `<dir>/fed`.
+fn spawn(name: &str, dir: &Path) -> anyhow::Result<Spawn> {
+    let program = sibling_binary(name)?;
+    let spawn = match name {
+        "federation-apiserver" => federation_apiserver(program, &dir.join("fed")),
+        _ => Spawn::new(program),
+    };
+    Ok(spawn
         .env("RUST_LOG", "error")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut seen = Vec::new();
-    for l in lines.by_ref() {
-        let l = l.unwrap();
-        let done = l.starts_with(prefix);
-        seen.push(l);
-        if done {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    (Proc(child), seen)
+        .output(dir.join(format!("{name}.log"))))
 }
 
 /// RSS in bytes and CPU seconds (user + system) of a process.
@@ -223,32 +194,21 @@ async fn run(clusters: usize, nodes: usize) -> anyhow::Result<Figures> {
     let rounds = arg("--rounds", 3);
     let settle = arg("--settle-s", 20) as u64;
     let dir = tempfile_dir(clusters, nodes);
-    let (_fed, banner) = spawn_until(
-        &bin("federation-apiserver"),
-        &[
-            "--secure-port=0".into(),
-            format!("--data-dir={}", dir.join("fed").display()),
-        ],
-        "export KUBECONFIG=",
-    );
-    let fed_kc = PathBuf::from(
-        banner
-            .last()
-            .unwrap()
-            .trim_start_matches("export KUBECONFIG="),
-    );
+    let fed_proc = spawn("federation-apiserver", &dir)?
+        .ready_line(KUBECONFIG_LINE, READY_WITHIN)
+        .spawn()?;
+    let fed_kc = PathBuf::from(fed_proc.ready_value().unwrap());
     let sim_kc = dir.join("sim.kubeconfig");
     let t0 = Instant::now();
-    let (_sim, _) = spawn_until(
-        &bin("cluster-sim"),
-        &[
+    let _sim = spawn("cluster-sim", &dir)?
+        .args([
             format!("--clusters={clusters}"),
             format!("--nodes={nodes}"),
             "--ready-delay=0s".into(),
             format!("--kubeconfig-out={}", sim_kc.display()),
-        ],
-        "admin API:",
-    );
+        ])
+        .ready_line("admin API:", READY_WITHIN)
+        .spawn()?;
     println!(
         "fleet of {clusters} x {nodes} nodes up in {:.1}s",
         t0.elapsed().as_secs_f64()
@@ -284,19 +244,15 @@ async fn run(clusters: usize, nodes: usize) -> anyhow::Result<Figures> {
         cl_api.create(&PostParams::default(), &cluster).await?;
     }
     let t1 = Instant::now();
-    let ctrl = Proc(
-        Command::new(bin("fed-controllers"))
-            .args([
-                format!("--kubeconfig={}", fed_kc.display()),
-                format!("--probe-period={period}s"),
-                "--metrics-bind-address=off".into(),
-            ])
-            .env("RUST_LOG", "error")
-            .envs(controller_env())
-            .stdout(Stdio::null())
-            .spawn()?,
-    );
-    let pid = ctrl.0.id();
+    let ctrl = spawn("fed-controllers", &dir)?
+        .args([
+            format!("--kubeconfig={}", fed_kc.display()),
+            format!("--probe-period={period}s"),
+            "--metrics-bind-address=off".into(),
+        ])
+        .envs(controller_env())
+        .spawn()?;
+    let pid = ctrl.pid();
     // All Ready with full node counts.
     let mut ready = std::collections::HashSet::new();
     let mut stream = Box::pin(cl_api.watch(&WatchParams::default(), "0").await?);

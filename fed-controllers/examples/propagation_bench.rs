@@ -40,9 +40,7 @@
 //! ```
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -52,6 +50,8 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
+use meridian_e2e::process::{Spawn, sibling_binary};
+use meridian_e2e::{KUBECONFIG_LINE, federation_apiserver};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
@@ -67,70 +67,29 @@ fn arg(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// How long a server may take to print its ready line.
+const READY_WITHIN: Duration = Duration::from_secs(300);
+
 /// The release binary `name`, or the program `PROPAGATION_BENCH_<NAME>` names (upper case,
-/// `-` as `_`): another build, or a profiler wrapper, against the same everything else.
-fn bin(name: &str) -> PathBuf {
+/// `-` as `_`): another build, or a profiler wrapper, against the same everything else. It
+/// runs with `RUST_LOG=error`, its output in `<dir>/<name>.log`; the API server with its
+/// data in `<dir>/fed`.
+fn spawn(name: &str, dir: &Path) -> anyhow::Result<Spawn> {
     let var = format!(
         "PROPAGATION_BENCH_{}",
         name.to_ascii_uppercase().replace('-', "_")
     );
-    if let Some(p) = std::env::var_os(var) {
-        return PathBuf::from(p);
-    }
-    let p = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join(name);
-    assert!(
-        p.exists(),
-        "build it first: cargo build --release -p {name}"
-    );
-    p
-}
-
-/// A child process killed on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn_until(bin: &Path, args: &[String], prefix: &str) -> (Proc, Vec<String>) {
-    let mut child = Command::new(bin)
-        .args(args)
+    let program = match std::env::var_os(var) {
+        Some(p) => PathBuf::from(p),
+        None => sibling_binary(name)?,
+    };
+    let spawn = match name {
+        "federation-apiserver" => federation_apiserver(program, &dir.join("fed")),
+        _ => Spawn::new(program),
+    };
+    Ok(spawn
         .env("RUST_LOG", "error")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut seen = Vec::new();
-    for l in lines.by_ref() {
-        let l = l.unwrap();
-        let done = l.starts_with(prefix);
-        seen.push(l);
-        if done {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    (Proc(child), seen)
-}
-
-fn spawn_quiet(bin: &Path, args: &[String]) -> Proc {
-    Proc(
-        Command::new(bin)
-            .args(args)
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    )
+        .output(dir.join(format!("{name}.log"))))
 }
 
 /// A `/proc/<pid>/status` size field (`VmRSS:`, `RssFile:`) in MB.
@@ -786,20 +745,10 @@ async fn run() -> anyhow::Result<()> {
     );
     let dir = std::env::temp_dir().join(format!("propagation-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let (apiserver, banner) = spawn_until(
-        &bin("federation-apiserver"),
-        &[
-            "--secure-port=0".into(),
-            format!("--data-dir={}", dir.join("fed").display()),
-        ],
-        "export KUBECONFIG=",
-    );
-    let fed_kc = PathBuf::from(
-        banner
-            .last()
-            .context("apiserver banner")?
-            .trim_start_matches("export KUBECONFIG="),
-    );
+    let apiserver = spawn("federation-apiserver", &dir)?
+        .ready_line(KUBECONFIG_LINE, READY_WITHIN)
+        .spawn()?;
+    let fed_kc = PathBuf::from(apiserver.ready_value().context("apiserver banner")?);
     let sim_kc = dir.join("sim.kubeconfig");
     // Room for every pod after the scale to 4, whatever the split.
     let fan_out = arg("--fan-out-writes", 2000).div_ceil(clusters).max(20);
@@ -808,22 +757,18 @@ async fn run() -> anyhow::Result<()> {
     if api_only {
         sim_args.push("--api-only".into());
     }
-    let (sim_proc, _) = spawn_until(
-        &bin("cluster-sim"),
-        &[
-            sim_args,
-            vec![
-                "--nodes=2".into(),
-                "--node-cpu=512".into(),
-                "--node-memory=2Ti".into(),
-                format!("--node-pods={pods_per_node}"),
-                format!("--ready-delay={ready_delay_ms}ms"),
-                format!("--kubeconfig-out={}", sim_kc.display()),
-            ],
-        ]
-        .concat(),
-        "admin API:",
-    );
+    let sim_proc = spawn("cluster-sim", &dir)?
+        .args(sim_args)
+        .args([
+            "--nodes=2".into(),
+            "--node-cpu=512".into(),
+            "--node-memory=2Ti".into(),
+            format!("--node-pods={pods_per_node}"),
+            format!("--ready-delay={ready_delay_ms}ms"),
+            format!("--kubeconfig-out={}", sim_kc.display()),
+        ])
+        .ready_line("admin API:", READY_WITHIN)
+        .spawn()?;
 
     let fed = client(&fed_kc, None).await;
     let sim: serde_json::Value = serde_yaml_ng::from_str(&std::fs::read_to_string(&sim_kc)?)?;
@@ -878,18 +823,16 @@ async fn run() -> anyhow::Result<()> {
     }
 
     let fed_arg = format!("--kubeconfig={}", fed_kc.display());
-    let scheduler = spawn_quiet(
-        &bin("fed-scheduler"),
-        &[fed_arg.clone(), "--metrics-bind-address=off".into()],
-    );
-    let controllers = spawn_quiet(
-        &bin("fed-controllers"),
-        &[
+    let scheduler = spawn("fed-scheduler", &dir)?
+        .args([fed_arg.clone(), "--metrics-bind-address=off".into()])
+        .spawn()?;
+    let controllers = spawn("fed-controllers", &dir)?
+        .args([
             fed_arg,
             "--probe-period=5s".into(),
             format!("--metrics-bind-address=127.0.0.1:{metrics_port}"),
-        ],
-    );
+        ])
+        .spawn()?;
     let t0 = Instant::now();
     let mut stream = Box::pin(cl_api.watch(&WatchParams::default(), "0").await?);
     let mut ready = std::collections::HashSet::new();
@@ -938,10 +881,10 @@ async fn run() -> anyhow::Result<()> {
         .map(|i| (format!("p-{i}"), i % groups))
         .collect();
     let pids = [
-        apiserver.0.id(),
-        scheduler.0.id(),
-        controllers.0.id(),
-        sim_proc.0.id(),
+        apiserver.pid(),
+        scheduler.pid(),
+        controllers.pid(),
+        sim_proc.pid(),
     ];
     let cpu0 = Cpu::sample(pids);
     let fw0 = fed_writes(&fed).await;
@@ -968,15 +911,15 @@ async fn run() -> anyhow::Result<()> {
     // (c) memory with every Deployment propagated and steady.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (a, s, c) = (
-        rss_mb(apiserver.0.id()),
-        rss_mb(scheduler.0.id()),
-        rss_mb(controllers.0.id()),
+        rss_mb(apiserver.pid()),
+        rss_mb(scheduler.pid()),
+        rss_mb(controllers.pid()),
     );
     println!(
         "  RSS with {deployments} federated Deployments over {clusters} clusters: apiserver {a:.0} MB + scheduler {s:.0} MB + controllers {c:.0} MB = {:.0} MB",
         a + s + c
     );
-    let file: f64 = [apiserver.0.id(), scheduler.0.id(), controllers.0.id()]
+    let file: f64 = [apiserver.pid(), scheduler.pid(), controllers.pid()]
         .into_iter()
         .map(|pid| status_mb(pid, "RssFile:"))
         .sum();
@@ -1078,9 +1021,9 @@ async fn run() -> anyhow::Result<()> {
     };
     fan_out_phase(&fed, members, fan_out, pids, metrics_port).await?;
     let (a, s, c) = (
-        rss_mb(apiserver.0.id()),
-        rss_mb(scheduler.0.id()),
-        rss_mb(controllers.0.id()),
+        rss_mb(apiserver.pid()),
+        rss_mb(scheduler.pid()),
+        rss_mb(controllers.pid()),
     );
     println!(
         "  RSS at the end ({} Deployments): apiserver {a:.0} MB + scheduler {s:.0} MB + controllers {c:.0} MB = {:.0} MB",

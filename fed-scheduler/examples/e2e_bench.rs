@@ -11,35 +11,25 @@
 //! ```
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use fed_scheduler::runtime::metrics::Metrics;
 use fed_scheduler::runtime::{self, Rate};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use meridian_e2e::{KUBECONFIG_LINE, Proc, start_federation_apiserver};
 use serde_json::json;
 use tokio::sync::mpsc;
 
 /// Policies (each over three neighbouring clusters) the workloads are spread across.
 const GROUPS: usize = 10;
 const TOLERATION: u64 = 60;
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn arg(name: &str, default: usize) -> anyhow::Result<usize> {
     let args: Vec<String> = std::env::args().collect();
@@ -53,41 +43,15 @@ fn arg(name: &str, default: usize) -> anyhow::Result<usize> {
     }
 }
 
-fn start_server(dir: &std::path::Path) -> anyhow::Result<(Server, PathBuf)> {
-    let exe = std::env::current_exe()?;
-    // target/release/examples/e2e_bench -> target/release/federation-apiserver
-    let bin = exe
-        .parent()
-        .and_then(|p| p.parent())
-        .map(|p| p.join("federation-apiserver"))
-        .context("target dir")?;
-    if !bin.exists() {
-        bail!(
-            "{} is missing: cargo build --release -p federation-apiserver",
-            bin.display()
-        );
-    }
-    let mut child = Command::new(&bin)
-        .args([
-            "--secure-port=0".to_string(),
-            format!("--data-dir={}", dir.join("data").display()),
-        ])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
-    let out = child.stdout.take().context("stdout")?;
-    let server = Server(child);
-    let mut lines = BufReader::new(out).lines();
-    for line in lines.by_ref() {
-        let line = line?;
-        if let Some(k) = line.strip_prefix("export KUBECONFIG=") {
-            let path = PathBuf::from(k.trim());
-            std::thread::spawn(move || for _ in lines {});
-            return Ok((server, path));
-        }
-    }
-    bail!("federation-apiserver exited before printing its kubeconfig")
+/// The release federation-apiserver beside this example (data and output in `<dir>/data`),
+/// once it printed its kubeconfig.
+fn start_server(dir: &std::path::Path) -> anyhow::Result<(Proc, PathBuf)> {
+    let server = start_federation_apiserver(&dir.join("data"), &[], KUBECONFIG_LINE)?;
+    let kubeconfig = server
+        .ready_value()
+        .map(PathBuf::from)
+        .context("federation-apiserver's kubeconfig line")?;
+    Ok((server, kubeconfig))
 }
 
 fn rfc3339(secs_ago: u64) -> String {

@@ -12,9 +12,7 @@
 //!
 //! etcd is `$ETCD` or what `tools/install-etcd.sh` installs; `etcdctl` sits beside it.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -24,6 +22,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use meridian_e2e::{LISTENING_LINE, Proc, etcd_path, start_federation_apiserver};
 use serde_json::{Value, json};
 
 type Sender = http2::SendRequest<Full<Bytes>>;
@@ -120,37 +119,13 @@ fn rss_mb(pid: u32) -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-fn start_server(dir: &Path, storage: &[String]) -> (Child, String) {
-    let exe = std::env::current_exe().unwrap();
-    let bin: PathBuf = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("federation-apiserver");
-    assert!(
-        bin.exists(),
-        "build the server first: cargo build --release -p federation-apiserver ({})",
-        bin.display()
-    );
-    let mut child = Command::new(bin)
-        .args(["--secure-port=0", &format!("--data-dir={}", dir.display())])
-        .args(storage)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut url = String::new();
-    for l in lines.by_ref() {
-        let l = l.unwrap();
-        if let Some(u) = l.strip_prefix("federation-apiserver listening on https://") {
-            url = u.trim().to_string();
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    (child, url)
+/// The release federation-apiserver beside this example with the `storage` flags (output in
+/// `<dir>/server.log`) and the `host:port` it listens on.
+fn start_server(dir: &std::path::Path, storage: &[String]) -> (Proc, String) {
+    let server =
+        start_federation_apiserver(dir, storage, LISTENING_LINE).unwrap_or_else(|e| panic!("{e}"));
+    let url = server.ready_value().unwrap_or_default().to_string();
+    (server, url)
 }
 
 /// The figures of one backend, for the table at the end.
@@ -179,21 +154,6 @@ where
         .unwrap_or(default)
 }
 
-/// etcd: `$ETCD`, or installed by tools/install-etcd.sh.
-fn etcd_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("ETCD") {
-        return PathBuf::from(p);
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/install-etcd.sh");
-    let out = Command::new("bash").arg(script).output().unwrap();
-    assert!(
-        out.status.success(),
-        "etcd is needed for the etcd half: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
 #[tokio::main]
 async fn main() {
     let objects: usize = arg("--objects", 100_000);
@@ -211,7 +171,7 @@ async fn main() {
             "etcd" => {
                 let dir = tempfile::tempdir().unwrap();
                 let etcd = LocalEtcd::start(LocalEtcdOptions {
-                    binary: etcd_binary(),
+                    binary: etcd_path(),
                     dir: dir.path().to_owned(),
                     members,
                     tls: None,
@@ -327,7 +287,7 @@ async fn etcd_alone(etcd: &LocalEtcd, objects: usize) {
 
 /// `etcdctl check perf --load <load>`: etcd's own 60-second write check.
 fn etcdctl_check_perf(etcd: &LocalEtcd, load: &str) {
-    let etcdctl = etcd_binary().with_file_name("etcdctl");
+    let etcdctl = etcd_path().with_file_name("etcdctl");
     let out = Command::new(&etcdctl)
         .env("ETCDCTL_API", "3")
         .args([
@@ -357,8 +317,8 @@ fn etcdctl_check_perf(etcd: &LocalEtcd, load: &str) {
 async fn run(storage: &[String], objects: usize, event_rate: usize) -> Figures {
     let mut figures = Figures::default();
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, authority) = start_server(dir.path(), storage);
-    let pid = child.id();
+    let (mut server, authority) = start_server(dir.path(), storage);
+    let pid = server.pid();
     let ca = std::fs::read_to_string(dir.path().join("pki/ca.crt")).unwrap();
     let mut roots = rustls::RootCertStore::empty();
     for c in rustls_pemfile::certs(&mut ca.as_bytes()) {
@@ -617,7 +577,6 @@ async fn run(storage: &[String], objects: usize, event_rate: usize) -> Figures {
     );
     figures.rss_mb = rss_mb(pid);
     println!("server RSS at the end: {:.0} MB", figures.rss_mb);
-    let _ = child.kill();
-    let _ = child.wait();
+    server.kill();
     figures
 }

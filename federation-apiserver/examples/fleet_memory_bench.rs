@@ -15,9 +15,6 @@
 //! MALLOC_ARENA_MAX=2 target/release/examples/fleet_memory_bench   # the child inherits the environment
 //! ```
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -26,6 +23,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use meridian_e2e::{LISTENING_LINE, Proc, start_federation_apiserver};
 use serde_json::{Value, json};
 
 type Sender = http2::SendRequest<Full<Bytes>>;
@@ -117,36 +115,13 @@ fn rss_mb(pid: u32) -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-fn start_server(dir: &std::path::Path) -> (Child, String) {
-    let exe = std::env::current_exe().unwrap();
-    let bin: PathBuf = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("federation-apiserver");
-    assert!(
-        bin.exists(),
-        "build the server first: cargo build --release -p federation-apiserver ({})",
-        bin.display()
-    );
-    let mut child = Command::new(bin)
-        .args(["--secure-port=0", &format!("--data-dir={}", dir.display())])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut url = String::new();
-    for l in lines.by_ref() {
-        let l = l.unwrap();
-        if let Some(u) = l.strip_prefix("federation-apiserver listening on https://") {
-            url = u.trim().to_string();
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    (child, url)
+/// The release federation-apiserver beside this example (output in `<dir>/server.log`)
+/// and the `host:port` it listens on.
+fn start_server(dir: &std::path::Path) -> (Proc, String) {
+    let server =
+        start_federation_apiserver(dir, &[], LISTENING_LINE).unwrap_or_else(|e| panic!("{e}"));
+    let url = server.ready_value().unwrap_or_default().to_string();
+    (server, url)
 }
 
 fn now_text() -> String {
@@ -285,8 +260,8 @@ async fn main() {
     let settle = Duration::from_secs(arg("--settle-secs", 20) as u64);
     let policies = clusters / 2;
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, authority) = start_server(dir.path());
-    let pid = child.id();
+    let (mut server, authority) = start_server(dir.path());
+    let pid = server.pid();
     let ca = std::fs::read_to_string(dir.path().join("pki/ca.crt")).unwrap();
     let mut roots = rustls::RootCertStore::empty();
     for c in rustls_pemfile::certs(&mut ca.as_bytes()) {
@@ -501,6 +476,5 @@ async fn main() {
     );
     stop.store(true, Ordering::Relaxed);
     let _ = heartbeats.await;
-    let _ = child.kill();
-    let _ = child.wait();
+    server.kill();
 }

@@ -12,11 +12,12 @@
 //! `PROXY_BENCH_AGENT=<path>` measures another lb-agent build.
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use meridian_e2e::process::{Proc, Spawn, sibling_binary};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -221,16 +222,6 @@ fn quantiles(mut all: Vec<f64>) -> (f64, f64) {
     (q(0.5), q(0.99))
 }
 
-struct Proc(Child);
-
-impl Drop for Proc {
-    /// SIGTERM rather than SIGKILL, so nginx's master takes its worker down with it.
-    fn drop(&mut self) {
-        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
-        let _ = self.0.wait();
-    }
-}
-
 async fn wait_http(addr: SocketAddr) {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
@@ -249,18 +240,7 @@ fn agent_bin() -> std::path::PathBuf {
     if let Some(bin) = std::env::var_os("PROXY_BENCH_AGENT") {
         return bin.into();
     }
-    let exe = std::env::current_exe().expect("current exe");
-    let bin = exe
-        .parent()
-        .and_then(|p| p.parent())
-        .expect("target dir")
-        .join("lb-agent");
-    assert!(
-        bin.exists(),
-        "{} missing: cargo build --release -p lb-agent --bin lb-agent",
-        bin.display()
-    );
-    bin
+    sibling_binary("lb-agent").unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Static inputs for `me`, with clusters `(name, ip, http, peer)` and local endpoints.
@@ -295,35 +275,34 @@ fn spawn_agent(
     peer: u16,
     pin: Option<&str>,
 ) -> Proc {
-    let mut cmd = match pin {
-        Some(cpu) => {
-            let mut c = Command::new("taskset");
-            c.args(["-c", cpu]).arg(bin);
-            c
-        }
-        None => Command::new(bin),
+    // Pinned through taskset, which execs the agent: the pid and group stay the agent's.
+    let spawn = match pin {
+        Some(cpu) => Spawn::new("taskset").args(["-c", cpu]).arg(bin),
+        None => Spawn::new(bin),
     };
-    cmd.args([
-        "--cluster",
-        me,
-        "--bind",
-        ip,
-        "--metrics-addr",
-        "",
-        "--workers",
-        "1",
-    ])
-    .args([
-        "--http-port",
-        &http.to_string(),
-        "--peer-port",
-        &peer.to_string(),
-    ])
-    .arg("--static-inputs")
-    .arg(inputs)
-    .env("RUST_LOG", "warn")
-    .stdout(Stdio::null());
-    Proc(cmd.spawn().expect("starting lb-agent"))
+    spawn
+        .args([
+            "--cluster",
+            me,
+            "--bind",
+            ip,
+            "--metrics-addr",
+            "",
+            "--workers",
+            "1",
+        ])
+        .args([
+            "--http-port",
+            &http.to_string(),
+            "--peer-port",
+            &peer.to_string(),
+        ])
+        .arg("--static-inputs")
+        .arg(inputs)
+        .env("RUST_LOG", "warn")
+        .output(inputs.with_extension("log"))
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn spawn_nginx(dir: &std::path::Path, port: u16, backend: SocketAddr) -> Proc {
@@ -348,15 +327,15 @@ fn spawn_nginx(dir: &std::path::Path, port: u16, backend: SocketAddr) -> Proc {
     );
     let path = dir.join("nginx.conf");
     std::fs::write(&path, conf).expect("write nginx.conf");
-    Proc(
-        Command::new("taskset")
-            .args(["-c", "1", &nginx, "-p"])
-            .arg(dir)
-            .arg("-c")
-            .arg(&path)
-            .spawn()
-            .expect("starting nginx"),
-    )
+    // Master and worker share the process group, so dropping the handle stops both.
+    Spawn::new("taskset")
+        .args(["-c", "1", &nginx, "-p"])
+        .arg(dir)
+        .arg("-c")
+        .arg(&path)
+        .output(dir.join("nginx.out"))
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 async fn failover(bin: &std::path::Path, dir: &std::path::Path) {

@@ -4,27 +4,76 @@
 
 pub mod dns;
 pub mod http;
+pub mod process;
 
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+pub use process::{Proc, ProcError, Spawn};
+
+/// How long a started server may take to print its ready line (`fedctl up` starts several
+/// processes and a fleet before it does).
+const READY_WITHIN: Duration = Duration::from_secs(180);
+
+/// The line federation-apiserver prints with its kubeconfig once it serves.
+pub const KUBECONFIG_LINE: &str = "export KUBECONFIG=";
+/// The line federation-apiserver prints with the address it serves on.
+pub const LISTENING_LINE: &str = "federation-apiserver listening on https://";
+
+/// federation-apiserver (`program`) on a free port with its data in `data_dir`, as the
+/// harness and the benchmarks start it; environment, output and readiness are the caller's.
+pub fn federation_apiserver(program: impl AsRef<std::ffi::OsStr>, data_dir: &Path) -> Spawn {
+    Spawn::new(program)
+        .arg("--secure-port=0")
+        .arg(format!("--data-dir={}", data_dir.display()))
+}
+
+/// The federation-apiserver built beside the running executable, serving from `data_dir`
+/// with the `extra` flags, `RUST_LOG=warn` and its output in `<data_dir>/server.log`, once it
+/// printed `line` ([`KUBECONFIG_LINE`] or [`LISTENING_LINE`]; [`Proc::ready_value`] has what
+/// follows).
+pub fn start_federation_apiserver(
+    data_dir: &Path,
+    extra: &[String],
+    line: &str,
+) -> Result<Proc, ProcError> {
+    std::fs::create_dir_all(data_dir).map_err(|source| ProcError::Output {
+        path: data_dir.to_path_buf(),
+        source,
+    })?;
+    federation_apiserver(process::sibling_binary("federation-apiserver")?, data_dir)
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .output(data_dir.join("server.log"))
+        .ready_line(line, READY_WITHIN)
+        .spawn()
+}
 
 /// Path of a workspace binary built for this test run; fails loudly when it is missing.
 pub fn binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    // target/debug/deps/<test> -> target/debug/<name>
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target directory");
-    let p = dir.join(name);
-    assert!(
-        p.exists(),
-        "{} is missing: build the workspace binaries first (cargo build --workspace)",
-        p.display()
-    );
-    p
+    process::sibling_binary(name).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `bin args` in its own process group with the test's `RUST_LOG` (default `warn`);
+/// stderr goes to the test's.
+fn spawn(bin: &str, args: &[String]) -> Spawn {
+    Spawn::new(binary(bin))
+        .args(args)
+        .env("RUST_LOG", rust_log())
+}
+
+/// The test's `RUST_LOG`, default `warn`, for the processes it starts.
+fn rust_log() -> String {
+    std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into())
+}
+
+/// Starts `bin args` and waits for a stdout line starting with `ready_prefix`.
+fn spawn_until(bin: &str, args: &[String], ready_prefix: &str) -> Proc {
+    spawn(bin, args)
+        .ready_line(ready_prefix, READY_WITHIN)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// kubectl: `$KUBECTL`, or installed by tools/install-kubectl.sh.
@@ -114,21 +163,19 @@ impl Up {
     pub fn start(clusters: usize) -> Self {
         let dir = tempfile::tempdir().expect("temporary directory");
         let data = dir.path().join("data");
-        let proc = Proc::spawn(
-            &binary("fedctl"),
+        let proc = spawn_until(
+            "fedctl",
             &[
                 "up".into(),
                 format!("--clusters={clusters}"),
                 "--port=0".into(),
                 format!("--data-dir={}", data.display()),
             ],
-            "export KUBECONFIG=",
+            KUBECONFIG_LINE,
         );
         let kubeconfig = proc
-            .banner
-            .last()
+            .ready_value()
             .expect("fedctl up's kubeconfig line")
-            .trim_start_matches("export KUBECONFIG=")
             .to_string();
         let sim_kubeconfig = data.join("sim.kubeconfig");
         Up {
@@ -176,91 +223,6 @@ impl Up {
     }
 }
 
-/// A child process, in its own process group, killed with everything it started on drop
-/// (so a failed test leaves no `fedctl up` children holding addresses).
-pub struct Proc {
-    child: Child,
-    /// Lines it printed before the readiness line.
-    pub banner: Vec<String>,
-}
-
-impl Proc {
-    /// Spawns `bin args` and reads stdout until a line starting with `ready_prefix`.
-    pub fn spawn(bin: &Path, args: &[String], ready_prefix: &str) -> Self {
-        let mut child = Command::new(bin)
-            .args(args)
-            .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdout(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let mut banner = Vec::new();
-        for line in lines.by_ref() {
-            let line = line.expect("reading output");
-            let done = line.starts_with(ready_prefix);
-            banner.push(line);
-            if done {
-                break;
-            }
-        }
-        assert!(
-            banner.last().is_some_and(|l| l.starts_with(ready_prefix)),
-            "{} exited before printing {ready_prefix:?}: {banner:?}",
-            bin.display()
-        );
-        std::thread::spawn(move || for _ in lines {});
-        Self { child, banner }
-    }
-
-    /// Spawns without waiting for any output.
-    pub fn spawn_quiet(bin: &Path, args: &[String]) -> Self {
-        let child = Command::new(bin)
-            .args(args)
-            .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdout(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
-        Self {
-            child,
-            banner: Vec::new(),
-        }
-    }
-
-    /// SIGTERM, then waits for the process to exit.
-    pub fn terminate(&mut self) -> std::process::ExitStatus {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        self.child.wait().expect("waiting for the process")
-    }
-
-    /// SIGKILL.
-    pub fn kill(&mut self) {
-        // The group id is the child's pid (process_group(0)).
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 /// A federation API server, a cluster-sim fleet and a merged kubeconfig for both.
 pub struct Env {
     /// Scratch directory (data dirs, kubeconfigs).
@@ -282,26 +244,17 @@ impl Env {
     pub fn start(sim_args: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("federation");
-        let apiserver = Proc::spawn(
-            &binary("federation-apiserver"),
-            &[
-                "--secure-port=0".into(),
-                format!("--data-dir={}", data.display()),
-            ],
-            "export KUBECONFIG=",
-        );
-        let federation_kubeconfig = PathBuf::from(
-            apiserver
-                .banner
-                .last()
-                .and_then(|l| l.strip_prefix("export KUBECONFIG="))
-                .expect("kubeconfig line")
-                .trim(),
-        );
+        let apiserver = federation_apiserver(binary("federation-apiserver"), &data)
+            .env("RUST_LOG", rust_log())
+            .ready_line(KUBECONFIG_LINE, READY_WITHIN)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let federation_kubeconfig =
+            PathBuf::from(apiserver.ready_value().expect("kubeconfig line"));
         let sim_kubeconfig = dir.path().join("sim.kubeconfig");
         let mut args: Vec<String> = sim_args.iter().map(|s| s.to_string()).collect();
         args.push(format!("--kubeconfig-out={}", sim_kubeconfig.display()));
-        let sim = Proc::spawn(&binary("cluster-sim"), &args, "admin API:");
+        let sim = spawn_until("cluster-sim", &args, "admin API:");
         let merged = format!(
             "{}:{}",
             federation_kubeconfig.display(),
@@ -396,7 +349,9 @@ impl Env {
             self.federation_kubeconfig.display()
         )];
         args.extend(extra.iter().map(|s| s.to_string()));
-        Proc::spawn_quiet(&binary("fed-controllers"), &args)
+        spawn("fed-controllers", &args)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Starts fed-scheduler against the federation with extra flags (metrics off unless
@@ -413,7 +368,9 @@ impl Env {
             args.push("--metrics-bind-address=off".to_string());
         }
         args.extend(extra.iter().map(|s| s.to_string()));
-        Proc::spawn_quiet(&binary("fed-scheduler"), &args)
+        spawn("fed-scheduler", &args)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 }
 

@@ -82,7 +82,7 @@ fn fedctl_up_runs_a_joined_fleet_and_stops_cleanly() {
         "lb-agent ConfigMaps deleted and recreated"
     );
 
-    let status = up.proc.terminate();
+    let status = up.proc.terminate().expect("waiting for fedctl up");
     assert!(status.success(), "fedctl up exited with {status}");
     // State stays in the data directory.
     assert!(up.data.join("federation/store").exists());
