@@ -11,6 +11,35 @@
 //! Shared helpers live here too: label selectors matched by `apimachinery` ([`selector`]),
 //! the one quantity codec capacity is written and read with ([`quantity`]), conditions.
 
+/// A cluster-scoped kind whose spec is a namespaced kind's spec, as it is: the newtype (so the
+/// kube wrapper gets its own kind and scope) reads and writes as the inner spec and derefs
+/// to it, so code written for the namespaced kind reads both.
+macro_rules! cluster_wide_spec {
+    (
+        $(#[$doc:meta])*
+        $name:ident($inner:ident), kind = $kind:tt, shortname = $short:tt
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+        #[cfg_attr(feature = "kube", derive(kube::CustomResource))]
+        #[cfg_attr(
+            feature = "kube",
+            kube(group = "federation.meridian.dev", version = "v1alpha1")
+        )]
+        #[cfg_attr(feature = "kube", kube(kind = $kind, shortname = $short))]
+        #[serde(transparent)]
+        pub struct $name(pub $inner);
+
+        impl std::ops::Deref for $name {
+            type Target = $inner;
+
+            fn deref(&self) -> &$inner {
+                &self.0
+            }
+        }
+    };
+}
+
 pub mod cluster;
 pub mod common;
 pub mod interpreter;

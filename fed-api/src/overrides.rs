@@ -30,27 +30,11 @@ pub struct OverridePolicySpec {
     pub override_rules: Vec<OverrideRule>,
 }
 
-/// The spec of a `ClusterOverridePolicy`: an [`OverridePolicySpec`] for cluster-scoped
-/// kinds and namespaced kinds in any namespace.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[cfg_attr(feature = "kube", derive(kube::CustomResource))]
-#[cfg_attr(
-    feature = "kube",
-    kube(group = "federation.meridian.dev", version = "v1alpha1")
-)]
-#[cfg_attr(
-    feature = "kube",
-    kube(kind = "ClusterOverridePolicy", shortname = "cop")
-)]
-#[serde(transparent)]
-pub struct ClusterOverridePolicySpec(pub OverridePolicySpec);
-
-impl std::ops::Deref for ClusterOverridePolicySpec {
-    type Target = OverridePolicySpec;
-
-    fn deref(&self) -> &OverridePolicySpec {
-        &self.0
-    }
+cluster_wide_spec! {
+    /// The spec of a `ClusterOverridePolicy`: an [`OverridePolicySpec`] for cluster-scoped
+    /// kinds and namespaced kinds in any namespace.
+    ClusterOverridePolicySpec(OverridePolicySpec),
+    kind = "ClusterOverridePolicy", shortname = "cop"
 }
 
 /// The clusters a rule applies to and what it changes there.

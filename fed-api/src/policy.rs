@@ -39,28 +39,12 @@ pub struct PropagationPolicySpec {
     pub placement: PlacementRules,
 }
 
-/// The spec of a `ClusterPropagationPolicy`: a [`PropagationPolicySpec`] that may select
-/// cluster-scoped kinds and namespaced kinds in any namespace. A namespaced policy that
-/// matches an object wins over a cluster-wide one.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[cfg_attr(feature = "kube", derive(kube::CustomResource))]
-#[cfg_attr(
-    feature = "kube",
-    kube(group = "federation.meridian.dev", version = "v1alpha1")
-)]
-#[cfg_attr(
-    feature = "kube",
-    kube(kind = "ClusterPropagationPolicy", shortname = "cpp")
-)]
-#[serde(transparent)]
-pub struct ClusterPropagationPolicySpec(pub PropagationPolicySpec);
-
-impl std::ops::Deref for ClusterPropagationPolicySpec {
-    type Target = PropagationPolicySpec;
-
-    fn deref(&self) -> &PropagationPolicySpec {
-        &self.0
-    }
+cluster_wide_spec! {
+    /// The spec of a `ClusterPropagationPolicy`: a [`PropagationPolicySpec`] that may select
+    /// cluster-scoped kinds and namespaced kinds in any namespace. A namespaced policy that
+    /// matches an object wins over a cluster-wide one.
+    ClusterPropagationPolicySpec(PropagationPolicySpec),
+    kind = "ClusterPropagationPolicy", shortname = "cpp"
 }
 
 /// Selects objects by apiVersion/kind and optionally name or labels.
