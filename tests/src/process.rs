@@ -297,31 +297,40 @@ impl Proc {
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    self.kill();
-                    return Err(ProcError::Exited {
-                        program: self.program.clone(),
-                        waiting_for,
-                        last: self.last_lines(),
-                        output: self.output.clone(),
-                    });
+                    return Err(self.failed(waiting_for, None));
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    self.kill();
-                    return Err(ProcError::Timeout {
-                        program: self.program.clone(),
-                        waiting_for,
-                        within,
-                        last: self.last_lines(),
-                        output: self.output.clone(),
-                    });
+                    return Err(self.failed(waiting_for, Some(within)));
                 }
             }
         }
     }
 
-    fn last_lines(&self) -> Vec<String> {
+    /// Kills the group (a process that exited may have left children) and says what was
+    /// awaited: `Exited`, or `Timeout` after `within`.
+    fn failed(&mut self, waiting_for: String, within: Option<Duration>) -> ProcError {
+        self.kill();
         let from = self.banner.len().saturating_sub(QUOTED_LINES);
-        self.banner[from..].to_vec()
+        let (program, last, output) = (
+            self.program.clone(),
+            self.banner[from..].to_vec(),
+            self.output.clone(),
+        );
+        match within {
+            None => ProcError::Exited {
+                program,
+                waiting_for,
+                last,
+                output,
+            },
+            Some(within) => ProcError::Timeout {
+                program,
+                waiting_for,
+                within,
+                last,
+                output,
+            },
+        }
     }
 
     /// Waits until `addr` accepts a TCP connection, failing when the process exits first
@@ -334,22 +343,10 @@ impl Proc {
                 return Ok(());
             }
             if !matches!(self.child.try_wait(), Ok(None)) {
-                return Err(ProcError::Exited {
-                    program: self.program.clone(),
-                    waiting_for,
-                    last: self.last_lines(),
-                    output: self.output.clone(),
-                });
+                return Err(self.failed(waiting_for, None));
             }
             if Instant::now() >= deadline {
-                self.kill();
-                return Err(ProcError::Timeout {
-                    program: self.program.clone(),
-                    waiting_for,
-                    within,
-                    last: self.last_lines(),
-                    output: self.output.clone(),
-                });
+                return Err(self.failed(waiting_for, Some(within)));
             }
             std::thread::sleep(PORT_POLL);
         }
