@@ -70,6 +70,7 @@ fn spawn(name: &str, dir: &Path) -> anyhow::Result<Spawn> {
         _ => Spawn::new(program),
     };
     Ok(spawn
+        .interruptible()
         .env("RUST_LOG", "error")
         .output(dir.join(format!("{name}.log"))))
 }

@@ -88,6 +88,7 @@ fn spawn(name: &str, dir: &Path) -> anyhow::Result<Spawn> {
         _ => Spawn::new(program),
     };
     Ok(spawn
+        .interruptible()
         .env("RUST_LOG", "error")
         .output(dir.join(format!("{name}.log"))))
 }

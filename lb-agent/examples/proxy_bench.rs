@@ -300,6 +300,7 @@ fn spawn_agent(
         .arg("--static-inputs")
         .arg(inputs)
         .env("RUST_LOG", "warn")
+        .interruptible()
         .output(inputs.with_extension("log"))
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"))
@@ -327,12 +328,13 @@ fn spawn_nginx(dir: &std::path::Path, port: u16, backend: SocketAddr) -> Proc {
     );
     let path = dir.join("nginx.conf");
     std::fs::write(&path, conf).expect("write nginx.conf");
-    // Master and worker share the process group, so dropping the handle stops both.
+    // SIGTERM when dropped: nginx's master then stops its worker.
     Spawn::new("taskset")
         .args(["-c", "1", &nginx, "-p"])
         .arg(dir)
         .arg("-c")
         .arg(&path)
+        .interruptible()
         .output(dir.join("nginx.out"))
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"))

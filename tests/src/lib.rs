@@ -29,10 +29,10 @@ pub fn federation_apiserver(program: impl AsRef<std::ffi::OsStr>, data_dir: &Pat
         .arg(format!("--data-dir={}", data_dir.display()))
 }
 
-/// The federation-apiserver built beside the running executable, serving from `data_dir`
-/// with the `extra` flags, `RUST_LOG=warn` and its output in `<data_dir>/server.log`, once it
-/// printed `line` ([`KUBECONFIG_LINE`] or [`LISTENING_LINE`]; [`Proc::ready_value`] has what
-/// follows).
+/// For the benchmarks: the federation-apiserver built beside the running executable,
+/// [interruptible](Spawn::interruptible), serving from `data_dir` with the `extra` flags,
+/// `RUST_LOG=warn` and its output in `<data_dir>/server.log`, once it printed `line`
+/// ([`KUBECONFIG_LINE`] or [`LISTENING_LINE`]; [`Proc::ready_value`] has what follows).
 pub fn start_federation_apiserver(
     data_dir: &Path,
     extra: &[String],
@@ -43,6 +43,7 @@ pub fn start_federation_apiserver(
         source,
     })?;
     federation_apiserver(process::sibling_binary("federation-apiserver")?, data_dir)
+        .interruptible()
         .args(extra)
         .env("RUST_LOG", "warn")
         .output(data_dir.join("server.log"))

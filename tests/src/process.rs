@@ -19,6 +19,11 @@ const QUOTED_LINES: usize = 5;
 const PORT_POLL: Duration = Duration::from_millis(20);
 /// How long one connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
+/// How long an [`Spawn::interruptible`] process may take to exit on SIGTERM before it is
+/// killed.
+const TERM_GRACE: Duration = Duration::from_secs(5);
+/// Pause between two checks of whether a terminated process has exited.
+const EXIT_POLL: Duration = Duration::from_millis(10);
 
 /// Why a process could not be started or did not become ready.
 #[derive(Debug, thiserror::Error)]
@@ -130,6 +135,7 @@ pub struct Spawn {
     program: String,
     output: Option<PathBuf>,
     ready: Ready,
+    own_group: bool,
 }
 
 impl Spawn {
@@ -137,7 +143,7 @@ impl Spawn {
     pub fn new(program: impl AsRef<OsStr>) -> Self {
         let program = program.as_ref();
         let mut cmd = Command::new(program);
-        cmd.process_group(0).stdin(Stdio::null());
+        cmd.stdin(Stdio::null());
         Self {
             cmd,
             program: Path::new(program)
@@ -147,7 +153,17 @@ impl Spawn {
                 .into_owned(),
             output: None,
             ready: Ready::Started,
+            own_group: true,
         }
+    }
+
+    /// Stays in the caller's process group instead of its own, for a program run from a
+    /// terminal (the benchmarks): Ctrl-C there stops it together with the caller, which has
+    /// no chance to drop it. Dropped, it gets SIGTERM (so a server such as nginx stops its
+    /// workers) and SIGKILL if it is still running after a grace period.
+    pub fn interruptible(mut self) -> Self {
+        self.own_group = false;
+        self
     }
 
     /// One more argument.
@@ -212,6 +228,9 @@ impl Spawn {
                 source,
             })
         };
+        if self.own_group {
+            self.cmd.process_group(0);
+        }
         let waits = matches!(self.ready, Ready::Line(..));
         match (&file, waits) {
             (_, true) => self.cmd.stdout(Stdio::piped()),
@@ -232,6 +251,7 @@ impl Spawn {
             output: self.output,
             banner: Vec::new(),
             ready_prefix: None,
+            own_group: self.own_group,
         };
         if let Ready::Line(prefix, within) = self.ready {
             proc.wait_for_line(&prefix, within, file)?;
@@ -241,7 +261,8 @@ impl Spawn {
     }
 }
 
-/// A running child process in its own process group; dropping it kills the group.
+/// A running child process, in its own process group unless started
+/// [`interruptible`](Spawn::interruptible); dropping it stops it (and the group).
 #[derive(Debug)]
 pub struct Proc {
     child: Child,
@@ -251,6 +272,7 @@ pub struct Proc {
     /// The stdout lines up to and including the ready line.
     pub banner: Vec<String>,
     ready_prefix: Option<String>,
+    own_group: bool,
 }
 
 impl Proc {
@@ -358,7 +380,7 @@ impl Proc {
         Some(self.banner.last()?.strip_prefix(prefix)?.trim())
     }
 
-    /// The process id (also its process group id).
+    /// The process id (also its process group id, unless it is interruptible).
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -374,10 +396,19 @@ impl Proc {
         self.child.wait()
     }
 
-    /// SIGKILL to the whole process group, then reaps the process.
+    /// Stops it and reaps it: SIGKILL to its whole process group, or, for an interruptible
+    /// process (which shares the caller's group), SIGTERM and SIGKILL after a grace period.
     pub fn kill(&mut self) {
-        // The group id is the child's pid (`process_group(0)`).
-        signal("-KILL", &format!("-{}", self.child.id()));
+        if self.own_group {
+            // The group id is the child's pid (`process_group(0)`).
+            signal("-KILL", &format!("-{}", self.child.id()));
+        } else if matches!(self.child.try_wait(), Ok(None)) {
+            signal("-TERM", &self.child.id().to_string());
+            let deadline = Instant::now() + TERM_GRACE;
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(EXIT_POLL);
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -485,6 +516,35 @@ mod tests {
             assert!(Instant::now() < deadline, "{grandchild} outlived its group");
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// The process group id of `pid` (`self` for this process), from /proc.
+    fn pgrp(pid: &str) -> String {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+        // Fields after the command name (which may hold spaces): state, ppid, pgrp.
+        let rest = &stat[stat.rfind(')').expect("comm") + 2..];
+        rest.split(' ').nth(2).expect("pgrp").to_owned()
+    }
+
+    #[test]
+    fn an_interruptible_process_shares_our_group_and_is_terminated_on_drop() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("out.log");
+        let p =
+            sh("trap 'echo terminated >&2; exit 0' TERM; echo up; while :; do sleep 0.05; done")
+                .interruptible()
+                .output(&log)
+                .ready_line("up", Duration::from_secs(10))
+                .spawn()
+                .expect("up");
+        let pid = p.pid().to_string();
+        assert_eq!(pgrp(&pid), pgrp("self"));
+        assert_ne!(pgrp(&pid), pid);
+        drop(p);
+        // Reaped by the drop, so its /proc entry is gone; SIGTERM (not SIGKILL) ended it.
+        assert!(!Path::new(&format!("/proc/{pid}")).exists());
+        let text = std::fs::read_to_string(&log).expect("log");
+        assert!(text.contains("terminated"), "{text}");
     }
 
     #[test]
