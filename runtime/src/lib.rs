@@ -4,18 +4,20 @@
 //! hyper), [`metrics`] (one prometheus-client registry per process, a prefix per
 //! component), [`flags`] (every bad flag reported at once), [`shutdown`] (SIGINT/SIGTERM
 //! as a token the loops select on), and for controller loops [`queue`] (the one work
-//! queue), [`events`] (the one Event recorder), [`rate`] and [`sync`].
+//! queue), [`events`] (the one Event recorder), [`rate`] and [`sync`]; and for components
+//! that run as several replicas, [`leader`] (Lease-based leader election and the write
+//! gate their clients go through).
 //!
-//! A process runs its loops under a [`shutdown::Shutdown`] token. Leader election, when it
-//! comes, sits between the two: it holds a child token per term of leadership
-//! ([`shutdown::Shutdown::child`]), starts the loops when the term begins and cancels the
-//! child when the Lease is lost, while the endpoints keep serving throughout.
+//! A process runs its loops under a [`shutdown::Shutdown`] token; an elected one runs them
+//! beside its election ([`leader::Election::run`]), writing only while it leads, while the
+//! endpoints keep serving throughout.
 
 pub mod client;
 pub mod endpoints;
 pub mod error;
 pub mod events;
 pub mod flags;
+pub mod leader;
 pub mod metrics;
 pub mod queue;
 pub mod rate;
