@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use meridian_runtime::client::{ClientError, Source};
 use meridian_runtime::flags::{FlagErrors, bind_address, parse_duration};
+use meridian_runtime::leader::LeaderElectionArgs;
 use meridian_runtime::telemetry::LogArgs;
 
 use crate::cluster::ControllerConfig;
@@ -94,10 +95,17 @@ pub struct Args {
         default_value = "127.0.0.1:8080"
     )]
     pub metrics_bind_address: String,
+    /// Leader election (several replicas, one writing).
+    #[command(flatten)]
+    pub leader: LeaderElectionArgs,
     /// Logging.
     #[command(flatten)]
     pub log: LogArgs,
 }
+
+/// The controllers' Lease (`meridian-system/fed-controllers` unless the flags say
+/// otherwise).
+pub const LEASE_NAME: &str = "fed-controllers";
 
 impl Args {
     /// Where the federation client's configuration comes from.
@@ -217,6 +225,7 @@ impl Args {
         if self.member_concurrent_lists == 0 {
             errors.push("--member-concurrent-lists must be at least 1");
         }
+        self.leader.check(&mut errors);
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -266,6 +275,14 @@ mod tests {
         assert_eq!(cfg.settings.list_page_size, 100);
         assert_eq!(cfg.settings.concurrent_lists, 32);
         assert_eq!(metrics, Some("127.0.0.1:8080".parse().expect("addr")));
+        let election = args
+            .leader
+            .settings(LEASE_NAME)
+            .expect("elected by default");
+        assert_eq!(
+            (election.namespace.as_str(), election.name.as_str()),
+            ("meridian-system", "fed-controllers")
+        );
         let svc = args.service_settings().expect("service settings");
         assert_eq!(svc.dns_zone, "global.meridian.test");
         assert_eq!(svc.port_range.to_string(), "30000-32767");
@@ -293,10 +310,12 @@ mod tests {
             "0",
             "--member-concurrent-lists",
             "0",
+            "--leader-elect-retry-period",
+            "0s",
         ])
         .expect("parse");
         let err = args.validate().expect_err("invalid");
-        assert_eq!(err.0.len(), 7, "{err}");
+        assert_eq!(err.0.len(), 8, "{err}");
         for bad in [
             ["--dns-zone", "bad_zone.test"],
             ["--lb-ttl", "1500ms"],

@@ -1,5 +1,7 @@
 //! `fed-controllers`: runs the cluster, workload and service controllers against the
-//! federation until SIGINT or SIGTERM.
+//! federation until SIGINT or SIGTERM. With leader election on (the default) several
+//! replicas may run: one runs the controllers, the others wait for its Lease; a replica
+//! that loses its Lease exits with status 1 and is restarted as a standby.
 
 #[global_allocator]
 static ALLOCATOR: meridian_alloc::Allocator = meridian_alloc::Allocator;
@@ -9,12 +11,13 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::Context as _;
 use clap::Parser;
-use fed_controllers::cli::Args;
-use fed_controllers::member_client::{self, Limits};
+use fed_controllers::cli::{Args, LEASE_NAME};
+use fed_controllers::member_client::{self, Limits, MemberClients};
 use fed_controllers::metrics::Metrics;
 use fed_controllers::{cluster, service, workload};
 use meridian_runtime::endpoints::{Endpoints, Flag};
 use meridian_runtime::events::{self, Recorder};
+use meridian_runtime::leader::{Election, RunError};
 use meridian_runtime::shutdown::Shutdown;
 
 #[tokio::main]
@@ -22,19 +25,33 @@ async fn main() -> anyhow::Result<()> {
     meridian_alloc::disable_huge_pages();
     let args = Args::parse();
     meridian_runtime::telemetry::init(args.log.log_format, "info");
-    let (config, metrics_addr) = args.validate()?;
+    let (mut config, metrics_addr) = args.validate()?;
     let service_settings = args.service_settings()?;
     let client_config = args.client_source()?.config().await?;
+    // The Lease has a connection of its own, so a busy federation connection (every
+    // controller's watches and writes) never holds up a renewal.
+    let lease_client =
+        kube::Client::try_from(client_config.clone()).context("leader election client")?;
     // One multiplexed connection to the federation, whatever the number of members.
     let fed = member_client::federation_client(client_config, Limits::federation())
         .context("federation client")?;
     let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
 
     let metrics = Arc::new(Metrics::new());
+    let election = Election::kube(
+        args.leader.settings(LEASE_NAME),
+        lease_client,
+        metrics.election.clone(),
+    );
+    let gate = election.gate().clone();
+    // Every write, to the federation (Events included) or to a member, passes the gate:
+    // refused unless this replica leads.
+    let fed = gate.client(fed, "federation");
+    config.clients = MemberClients::gated(config.clients.limits(), gate.clone());
     let ready = Arc::new(AtomicBool::new(false));
     Endpoints::new(
         metrics.clone(),
-        Flag::new(ready.clone(), "the federation is not listed yet"),
+        gate.readiness(Flag::new(ready.clone(), "the federation is not listed yet")),
     )
     .spawn(metrics_addr, &shutdown)
     .await
@@ -67,15 +84,20 @@ async fn main() -> anyhow::Result<()> {
         clients: config.clients.clone(),
         ..service_settings
     };
+    // The controllers start when this replica leads (a standby lists nothing: its
+    // member connections and caches would double the load on every member).
     let controllers = async {
+        gate.leading().await;
+        tracing::info!("leading: starting the controllers");
         tokio::select! {
             r = cluster::run(fed.clone(), config, metrics.clone(), recorder.clone(), ready) => r.context("cluster controller"),
             r = workload::run(fed.clone(), workload_settings, metrics.workload.clone(), recorder.clone()) => r.context("workload controller"),
             r = service::run(fed, service_settings, metrics, recorder) => r.context("service controller"),
         }
     };
-    if let Some(r) = shutdown.run_until(controllers).await {
-        r?;
+    match election.run(&shutdown, controllers).await {
+        Ok(_) => Ok(()),
+        Err(RunError::Lost(lost)) => Err(lost.into()),
+        Err(RunError::Work(e)) => Err(e),
     }
-    Ok(())
 }

@@ -40,6 +40,7 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use meridian_runtime::leader::{ElectionMetrics, Gate};
 use rustls::ClientConfig;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::net::TcpStream;
@@ -93,9 +94,12 @@ impl Default for Limits {
 
 /// Builds member clients; keep one per process and share it: clients for the same
 /// endpoint, CA and token share one connection (whichever controller asked for them), and
-/// members with the same CA share one TLS configuration.
+/// members with the same CA share one TLS configuration. Every client it hands out
+/// writes through its leader-election gate: a replica that does not lead writes nothing
+/// to any member.
 pub struct MemberClients {
     limits: Limits,
+    gate: Gate,
     /// TLS configurations by the DER of their trust anchors. Weak: a configuration lives
     /// as long as some member client uses it.
     tls: Mutex<HashMap<Vec<u8>, Weak<ClientConfig>>>,
@@ -112,10 +116,16 @@ impl std::fmt::Debug for MemberClients {
 }
 
 impl MemberClients {
-    /// A builder with these limits.
+    /// A builder with these limits, for a process without leader election.
     pub fn new(limits: Limits) -> Arc<Self> {
+        Self::gated(limits, Gate::unelected(ElectionMetrics::default()))
+    }
+
+    /// A builder whose clients' writes pass `gate`.
+    pub fn gated(limits: Limits, gate: Gate) -> Arc<Self> {
         Arc::new(MemberClients {
             limits,
+            gate,
             tls: Mutex::new(HashMap::new()),
             transports: Mutex::new(HashMap::new()),
         })
@@ -171,7 +181,7 @@ impl MemberClients {
             Arc::ptr_eq(&t.connector.tls, &tls) && t.bearer.as_ref() == Some(&bearer)
         };
         if let Some(inner) = live.iter().filter_map(Weak::upgrade).find(same) {
-            return Ok(kube::Client::new(Transport(inner), "default"));
+            return Ok(self.kube_client(inner));
         }
         let inner = Arc::new(Inner::new(
             &self.limits,
@@ -183,7 +193,12 @@ impl MemberClients {
         ));
         live.push(Arc::downgrade(&inner));
         transports.retain(|_, v| v.iter().any(|w| w.strong_count() > 0));
-        Ok(kube::Client::new(Transport(inner), "default"))
+        Ok(self.kube_client(inner))
+    }
+
+    fn kube_client(&self, inner: Arc<Inner>) -> kube::Client {
+        use tower_layer::Layer as _;
+        kube::Client::new(self.gate.layer("member").layer(Transport(inner)), "default")
     }
 
     /// The shared TLS configuration trusting exactly `ca`.

@@ -1,6 +1,7 @@
 //! The process's Prometheus metrics (one registry, prefix `meridian_controllers`).
 
 use meridian_runtime::events::EventMetrics;
+use meridian_runtime::leader::ElectionMetrics;
 use meridian_runtime::metrics::{Exposition, Registry};
 use meridian_runtime::queue::{QueueFamilies, QueueMetrics};
 use prometheus_client::metrics::counter::Counter;
@@ -108,6 +109,8 @@ pub struct Metrics {
     pub service_member_queues: QueueMetrics,
     /// The Event recorder's counters (`events_total{result}`).
     pub events: EventMetrics,
+    /// Leader election: whether this replica leads, writes admitted or refused.
+    pub election: ElectionMetrics,
     /// The workload controller's metrics.
     pub workload: std::sync::Arc<WorkloadMetrics>,
 }
@@ -124,6 +127,7 @@ impl Metrics {
         let mut registry = Registry::new("meridian_controllers");
         let queues = QueueFamilies::register(&mut registry);
         let events = EventMetrics::register(&mut registry);
+        let election = ElectionMetrics::register(&mut registry);
         let probes = Family::<Labels, Counter>::default();
         registry.register(
             "cluster_probes",
@@ -246,6 +250,7 @@ impl Metrics {
             service_queue: queues.queue("services"),
             service_member_queues: queues.queue("service-members"),
             events,
+            election,
             workload: std::sync::Arc::new(workload),
         }
     }

@@ -205,6 +205,7 @@ async fn main() -> anyhow::Result<()> {
         config,
         metrics.clone(),
         Arc::new(AtomicBool::new(false)),
+        meridian_runtime::leader::Gate::unelected(Default::default()),
     ));
 
     // Throughput.

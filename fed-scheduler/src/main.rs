@@ -1,5 +1,7 @@
 //! `fed-scheduler`: decides where federated workloads run and writes their Placements,
-//! until SIGINT or SIGTERM.
+//! until SIGINT or SIGTERM. With leader election on (the default) several replicas may
+//! run: one writes, the others keep their caches warm; a replica that loses its Lease
+//! exits with status 1 and is restarted as a standby.
 
 #[global_allocator]
 static ALLOCATOR: meridian_alloc::Allocator = meridian_alloc::Allocator;
@@ -10,9 +12,10 @@ use std::sync::atomic::AtomicBool;
 use anyhow::Context as _;
 use clap::Parser;
 use fed_scheduler::runtime;
-use fed_scheduler::runtime::cli::Args;
+use fed_scheduler::runtime::cli::{Args, LEASE_NAME};
 use fed_scheduler::runtime::metrics::Metrics;
 use meridian_runtime::endpoints::{Endpoints, Flag};
+use meridian_runtime::leader::{Election, RunError};
 use meridian_runtime::shutdown::Shutdown;
 
 #[tokio::main]
@@ -21,14 +24,26 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     meridian_runtime::telemetry::init(args.log.log_format, "info");
     let (config, metrics_addr) = args.validate()?;
-    let client = args.client_source()?.client().await?;
+    let source = args.client_source()?;
+    let client = source.client().await?;
+    // The Lease has a client of its own, so the scheduler's traffic never holds up a
+    // renewal.
+    let lease_client = source.client().await?;
     let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
 
     let metrics = Arc::new(Metrics::new());
+    // Everything but the Lease goes through the gate, which refuses writes (Placements,
+    // Events) unless this replica leads.
+    let election = Election::kube(
+        args.leader.settings(LEASE_NAME),
+        lease_client,
+        metrics.election.clone(),
+    );
+    let gate = election.gate().clone();
     let ready = Arc::new(AtomicBool::new(false));
     Endpoints::new(
         metrics.clone(),
-        Flag::new(ready.clone(), "caches are not synced yet"),
+        gate.readiness(Flag::new(ready.clone(), "caches are not synced yet")),
     )
     .spawn(metrics_addr, &shutdown)
     .await
@@ -40,11 +55,11 @@ async fn main() -> anyhow::Result<()> {
         eviction_burst = config.eviction_burst,
         "scheduler starting"
     );
-    if let Some(r) = shutdown
-        .run_until(runtime::run(client, config, metrics, ready))
-        .await
-    {
-        r.context("scheduler")?;
+    let writes = gate.client(client, "federation");
+    let scheduler = runtime::run(writes, config, metrics, ready, gate);
+    match election.run(&shutdown, scheduler).await {
+        Ok(_) => Ok(()),
+        Err(RunError::Lost(lost)) => Err(lost.into()),
+        Err(RunError::Work(e)) => Err(anyhow::Error::new(e).context("scheduler")),
     }
-    Ok(())
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use meridian_runtime::client::{ClientError, Source};
 use meridian_runtime::flags::{FlagErrors, bind_address, parse_duration};
+use meridian_runtime::leader::LeaderElectionArgs;
 use meridian_runtime::rate::Rate;
 use meridian_runtime::telemetry::LogArgs;
 
@@ -52,10 +53,16 @@ pub struct Args {
         default_value = "127.0.0.1:8081"
     )]
     pub metrics_bind_address: String,
+    /// Leader election (several replicas, one writing).
+    #[command(flatten)]
+    pub leader: LeaderElectionArgs,
     /// Logging.
     #[command(flatten)]
     pub log: LogArgs,
 }
+
+/// The scheduler's Lease (`meridian-system/fed-scheduler` unless the flags say otherwise).
+pub const LEASE_NAME: &str = "fed-scheduler";
 
 impl Args {
     /// Where the federation client's configuration comes from.
@@ -104,6 +111,7 @@ impl Args {
         if self.queue_capacity == 0 {
             errors.push("--queue-capacity must be at least 1");
         }
+        self.leader.check(&mut errors);
         let metrics = bind_address(&self.metrics_bind_address).unwrap_or_else(|e| {
             errors.push(format!(
                 "--metrics-bind-address {:?}: {e}",
@@ -149,6 +157,14 @@ mod tests {
         assert_eq!(cfg.eviction_burst, 100);
         assert_eq!(cfg.write_timeout, Duration::from_secs(10));
         assert_eq!(metrics, Some("127.0.0.1:8081".parse().expect("addr")));
+        let election = args
+            .leader
+            .settings(LEASE_NAME)
+            .expect("elected by default");
+        assert_eq!(
+            (election.namespace.as_str(), election.name.as_str()),
+            ("meridian-system", "fed-scheduler")
+        );
 
         let args = Args::try_parse_from([
             "fed-scheduler",
@@ -186,9 +202,11 @@ mod tests {
             "nope",
             "--event-rate",
             "0/s",
+            "--leader-elect-renew-deadline",
+            "20s",
         ])
         .expect("parse");
         let err = args.validate().expect_err("invalid");
-        assert_eq!(err.0.len(), 6, "{err}");
+        assert_eq!(err.0.len(), 7, "{err}");
     }
 }

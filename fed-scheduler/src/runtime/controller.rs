@@ -10,6 +10,7 @@ use kube::Client;
 use kube::runtime::reflector::{self, Store};
 use meridian_runtime::error::Report;
 use meridian_runtime::events::{self, Recorder};
+use meridian_runtime::leader::{Gate, Role};
 use meridian_runtime::queue::{self, WorkQueue};
 use meridian_runtime::rate::{Rate, TokenBucket};
 use tracing::Instrument as _;
@@ -104,12 +105,15 @@ async fn worker(
 }
 
 /// Runs the scheduler against the federation API until a watch fails for good. `ready`
-/// is set once every cache has listed.
+/// is set once every cache has listed. The caches fill and follow the API at once; the
+/// workers that decide and write start when `leader` says this replica leads, so a
+/// standby takes over with its caches warm (every workload is queued then).
 pub async fn run(
     client: Client,
     config: Config,
     metrics: Arc<Metrics>,
     ready: Arc<AtomicBool>,
+    leader: Gate,
 ) -> Result<(), ControllerError> {
     let index = Arc::new(Index::new());
     let queue = Arc::new(WorkQueue::new(
@@ -223,6 +227,17 @@ pub async fn run(
         "caches synced; scheduling"
     );
     ready.store(true, Ordering::Release);
+    if leader.role() != Role::Leading && leader.role() != Role::Unelected {
+        tracing::info!("caches synced; standing by until this replica leads");
+    }
+    tokio::select! {
+        () = leader.leading() => {}
+        ended = tasks.join_next() => {
+            return Err(ControllerError::WatchEnded(ended.and_then(Result::ok).unwrap_or("a")));
+        }
+    }
+    // Whatever a previous leader left undone: decide everything once.
+    ctx.enqueue_all();
 
     for id in 0..config.workers.max(1) {
         let (q, r, m) = (queue.clone(), reconciler.clone(), metrics.clone());

@@ -1,6 +1,7 @@
 //! The scheduler's Prometheus metrics (one registry, prefix `meridian_scheduler`).
 
 use meridian_runtime::events::EventMetrics;
+use meridian_runtime::leader::ElectionMetrics;
 use meridian_runtime::metrics::{Exposition, Registry};
 use meridian_runtime::queue::{QueueFamilies, QueueMetrics};
 use prometheus_client::metrics::counter::Counter;
@@ -21,6 +22,8 @@ pub struct Metrics {
     pub events: EventMetrics,
     /// The work queue's series (`workqueue_*{queue="workloads"}`).
     pub queue: QueueMetrics,
+    /// Leader election: whether this replica leads, writes admitted or refused.
+    pub election: ElectionMetrics,
     watch_errors: Family<Labels, Counter>,
     reconcile_seconds: Histogram,
     queue_depth: Gauge,
@@ -57,6 +60,7 @@ impl Metrics {
         );
         let events = EventMetrics::register(&mut registry);
         let queue = QueueFamilies::register(&mut registry).queue("workloads");
+        let election = ElectionMetrics::register(&mut registry);
         let watch_errors = Family::<Labels, Counter>::default();
         registry.register(
             "watch_errors",
@@ -89,6 +93,7 @@ impl Metrics {
             evictions,
             events,
             queue,
+            election,
             watch_errors,
             reconcile_seconds,
             queue_depth,
