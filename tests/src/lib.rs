@@ -3,6 +3,7 @@
 //! The binaries are the ones cargo built for this test run, found beside the test executable.
 
 pub mod dns;
+pub mod ha;
 pub mod http;
 pub mod process;
 

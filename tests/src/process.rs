@@ -396,6 +396,26 @@ impl Proc {
         self.child.wait()
     }
 
+    /// Sends `sig` (`STOP`, `CONT`, ...) to the process alone, not its group.
+    pub fn signal(&self, sig: &str) {
+        signal(&format!("-{sig}"), &self.child.id().to_string());
+    }
+
+    /// Its exit status once it has exited, waiting at most `within` (`None`: still
+    /// running then).
+    pub fn wait_exit(&mut self, within: Duration) -> std::io::Result<Option<ExitStatus>> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(Some(status));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(EXIT_POLL);
+        }
+    }
+
     /// Stops it and reaps it: SIGKILL to its whole process group, or, for an interruptible
     /// process (which shares the caller's group), SIGTERM and SIGKILL after a grace period.
     pub fn kill(&mut self) {
