@@ -152,19 +152,23 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
     let kubeconfig = data.join("kubeconfig");
     federation_write(&kubeconfig, &merge_kubeconfigs(&[&fed_kc, &sim_kc])?)?;
     let fed_arg = format!("--kubeconfig={}", fed_kc.display());
+    // One replica of each: no Lease to take, so a restart after an unclean stop does not
+    // wait for the previous run's Lease to expire.
+    let no_election = "--leader-elect=false".to_string();
     let controllers = spawn_quiet(
         "fed-controllers",
         &[
             fed_arg.clone(),
             "--metrics-bind-address=off".into(),
             format!("--dns-zone={DNS_ZONE}"),
+            no_election.clone(),
         ],
         &logs,
         "fed-controllers",
     )?;
     let scheduler = spawn_quiet(
         "fed-scheduler",
-        &[fed_arg, "--metrics-bind-address=off".into()],
+        &[fed_arg, "--metrics-bind-address=off".into(), no_election],
         &logs,
         "fed-scheduler",
     )?;
