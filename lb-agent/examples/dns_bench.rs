@@ -77,6 +77,7 @@ fn config() -> LbConfig {
                     n.is_multiple_of(3).then(|| (c.name.clone(), 1 + n % 5))
                 })
                 .collect(),
+            ..Default::default()
         })
         .collect();
     let client_subnets = (0..20)

@@ -56,12 +56,14 @@ fn config() -> LbConfig {
                 backends: [("us-1", 1), ("us-2", 1), ("eu-1", 2), ("eu-2", 0)]
                     .map(|(c, n)| (c.to_string(), n))
                     .into(),
+                ..Default::default()
             },
             LbService {
                 namespace: "shop".into(),
                 name: "idle".into(),
                 ports: vec![],
                 backends: Default::default(),
+                ..Default::default()
             },
         ],
         client_subnets: vec![

@@ -49,6 +49,7 @@ pub fn service(
             .filter(|(c, n)| **n > 0 && ready(c))
             .map(|(c, n)| (c.clone(), *n))
             .collect(),
+        ..Default::default()
     }
 }
 

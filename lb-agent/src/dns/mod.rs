@@ -68,12 +68,14 @@ pub(crate) mod testutil {
                     name: "web".into(),
                     ports: vec![],
                     backends: [("us-1".into(), 2), ("us-2".into(), 1), ("eu-1".into(), 3)].into(),
+                    ..Default::default()
                 },
                 LbService {
                     namespace: "prod".into(),
                     name: "api".into(),
                     ports: vec![],
                     backends: Default::default(),
+                    ..Default::default()
                 },
             ],
             client_subnets: vec![

@@ -303,6 +303,7 @@ pub fn service(ns: &str, name: &str, ports: Vec<LbPort>, backends: &[(&str, u32)
             .iter()
             .map(|(c, n)| (c.to_string(), *n))
             .collect::<BTreeMap<_, _>>(),
+        ..Default::default()
     }
 }
 
