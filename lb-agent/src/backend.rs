@@ -21,8 +21,11 @@ pub fn now_ms() -> u64 {
 /// Where a backend is.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum BackendKey {
-    /// A ready endpoint of a local pod.
+    /// A ready endpoint of a local pod (TCP).
     Local(SocketAddr),
+    /// A ready UDP endpoint of a local pod: no active check can reach it, so only passive
+    /// failures (ICMP port unreachable, silence) count.
+    LocalUdp(SocketAddr),
     /// Another member's lb-agent.
     Remote {
         /// Its cluster.
@@ -41,6 +44,9 @@ pub struct OutlierSettings {
     pub consecutive: u32,
     /// First ejection period; doubled on each ejection in a row, up to 8×.
     pub base_ejection: Duration,
+    /// Most backends of one tier ejected at once, in percent (Envoy's
+    /// `max_ejection_percent`); one may always be.
+    pub max_ejection_percent: u32,
 }
 
 impl Default for OutlierSettings {
@@ -48,7 +54,16 @@ impl Default for OutlierSettings {
         Self {
             consecutive: 5,
             base_ejection: Duration::from_secs(5),
+            max_ejection_percent: 50,
         }
+    }
+}
+
+impl OutlierSettings {
+    /// Whether one more of `len` backends may be ejected while `ejected` already are.
+    pub fn may_eject(&self, ejected: usize, len: usize) -> bool {
+        let cap = (len * self.max_ejection_percent.min(100) as usize / 100).max(1);
+        ejected < cap
     }
 }
 
@@ -124,7 +139,7 @@ impl Backend {
     /// The address traffic of `tcp` kind goes to: the endpoint, or the remote's peer port.
     pub fn tcp_addr(&self) -> SocketAddr {
         match &self.key {
-            BackendKey::Local(a) => *a,
+            BackendKey::Local(a) | BackendKey::LocalUdp(a) => *a,
             BackendKey::Remote { peer, .. } => *peer,
         }
     }
@@ -132,7 +147,7 @@ impl Backend {
     /// The address HTTP goes to: the endpoint, or the remote's http port.
     pub fn http_addr(&self) -> SocketAddr {
         match &self.key {
-            BackendKey::Local(a) => *a,
+            BackendKey::Local(a) | BackendKey::LocalUdp(a) => *a,
             BackendKey::Remote { http, .. } => *http,
         }
     }
@@ -140,7 +155,7 @@ impl Backend {
     /// Remote agent's cluster name.
     pub fn cluster(&self) -> Option<&str> {
         match &self.key {
-            BackendKey::Local(_) => None,
+            BackendKey::Local(_) | BackendKey::LocalUdp(_) => None,
             BackendKey::Remote { cluster, .. } => Some(cluster),
         }
     }
@@ -149,6 +164,7 @@ impl Backend {
     pub fn label(&self) -> String {
         match &self.key {
             BackendKey::Local(a) => a.to_string(),
+            BackendKey::LocalUdp(a) => format!("udp/{a}"),
             BackendKey::Remote { cluster, .. } => format!("cluster/{cluster}"),
         }
     }
@@ -210,10 +226,21 @@ impl Backend {
         }
     }
 
-    /// A connect failure or 5xx; returns true when this ejects the backend.
-    pub fn record_failure(&self, settings: &OutlierSettings) -> bool {
+    /// A connect failure or 5xx; returns true when this ejects the backend. `may_eject`
+    /// is asked only when the failure would eject: false keeps it in (the ejection cap).
+    pub fn record_failure(
+        &self,
+        settings: &OutlierSettings,
+        may_eject: impl FnOnce() -> bool,
+    ) -> bool {
         let n = self.consecutive_errors.fetch_add(1, Ordering::AcqRel) + 1;
         if n < settings.consecutive.max(1) {
+            return false;
+        }
+        if !may_eject() {
+            // Kept at the threshold: it is ejected at its next failure once room is made.
+            self.consecutive_errors
+                .store(settings.consecutive.max(1) - 1, Ordering::Relaxed);
             return false;
         }
         self.consecutive_errors.store(0, Ordering::Relaxed);
@@ -284,15 +311,34 @@ mod tests {
         let s = OutlierSettings {
             consecutive: 3,
             base_ejection: Duration::from_secs(60),
+            max_ejection_percent: 50,
         };
         let b = Backend::new(BackendKey::Local("127.0.0.1:1".parse().unwrap()));
-        assert!(!b.record_failure(&s));
-        assert!(!b.record_failure(&s));
+        let yes = || true;
+        assert!(!b.record_failure(&s, yes));
+        assert!(!b.record_failure(&s, yes));
         b.record_success();
-        assert!(!b.record_failure(&s));
-        assert!(!b.record_failure(&s));
-        assert!(b.record_failure(&s));
+        assert!(!b.record_failure(&s, yes));
+        assert!(!b.record_failure(&s, yes));
+        // At the cap the backend stays in, and goes at its next failure once allowed.
+        assert!(!b.record_failure(&s, || false));
+        assert!(!b.is_ejected());
+        assert!(b.record_failure(&s, yes));
         assert!(b.is_ejected() && !b.available(now_ms()));
+    }
+
+    #[test]
+    fn ejection_cap_allows_a_share_and_always_one() {
+        let s = OutlierSettings::default();
+        assert!(s.may_eject(0, 1));
+        assert!(!s.may_eject(1, 1));
+        assert!(s.may_eject(1, 4) && !s.may_eject(2, 4));
+        assert!(s.may_eject(4, 10) && !s.may_eject(5, 10));
+        let none = OutlierSettings {
+            max_ejection_percent: 0,
+            ..s
+        };
+        assert!(none.may_eject(0, 10) && !none.may_eject(1, 10));
     }
 
     #[test]

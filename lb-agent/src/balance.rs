@@ -1,9 +1,13 @@
-//! Backend choice: local ready endpoints first, remote lb-agents second, weighted
-//! least-requests within a tier (fewest in-flight per unit of weight).
+//! Backend choice under the Service's traffic policy: the lowest policy tier that has an
+//! available backend wins (local endpoints before remote agents of the same tier), weighted
+//! least-requests within it (fewest in-flight per unit of weight); under `weighted` the
+//! cluster is chosen by its share first. Also the passive-failure bookkeeping every proxy
+//! path shares.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use crate::agent::Shared;
 use crate::backend::Backend;
 use crate::table::PortRoute;
 
@@ -44,35 +48,36 @@ pub struct Choice<'a> {
     pub remote: bool,
 }
 
-/// Chooses where the next request of `route` goes; `local_only` for forwarded traffic.
-pub fn pick<'a>(
-    route: &'a PortRoute,
-    local_only: bool,
-    tried: &Tried,
-    now: u64,
-) -> Option<Choice<'a>> {
-    let start = route.rr.fetch_add(1, Ordering::Relaxed);
-    let local = least_loaded(
+fn local<'a>(route: &'a PortRoute, start: usize, tried: &Tried, now: u64) -> Option<Choice<'a>> {
+    least_loaded(
         route.local.iter().map(|b| (b, 1)),
         route.local.len(),
         start,
         tried,
         now,
-    );
-    if let Some(backend) = local {
-        return Some(Choice {
-            backend,
-            remote: false,
-        });
-    }
-    if local_only {
-        return None;
-    }
+    )
+    .map(|backend| Choice {
+        backend,
+        remote: false,
+    })
+}
+
+fn remote_in<'a>(
+    route: &'a PortRoute,
+    tier: Option<u8>,
+    start: usize,
+    tried: &Tried,
+    now: u64,
+) -> Option<Choice<'a>> {
     least_loaded(
-        route
-            .remote
-            .iter()
-            .map(|e| (&e.backend, e.weight.load(Ordering::Relaxed))),
+        route.remote.iter().map(|e| {
+            let w = if tier.is_none_or(|t| t == e.tier) {
+                e.weight.load(Ordering::Relaxed)
+            } else {
+                0
+            };
+            (&e.backend, w)
+        }),
         route.remote.len(),
         start,
         tried,
@@ -82,6 +87,73 @@ pub fn pick<'a>(
         backend,
         remote: true,
     })
+}
+
+/// Chooses where the next request of `route` goes; `local_only` for forwarded traffic.
+pub fn pick<'a>(
+    route: &'a PortRoute,
+    local_only: bool,
+    tried: &Tried,
+    now: u64,
+) -> Option<Choice<'a>> {
+    let start = route.rr.fetch_add(1, Ordering::Relaxed);
+    if local_only {
+        return local(route, start, tried, now);
+    }
+    if route.weighted
+        && let Some(c) = by_share(route, start, tried, now)
+    {
+        return Some(c);
+    }
+    for &tier in &route.tiers {
+        if route.local_tier == tier
+            && let Some(c) = local(route, start, tried, now)
+        {
+            return Some(c);
+        }
+        if let Some(c) = remote_in(route, Some(tier), start, tried, now) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+/// `weighted`: a cluster by share among those with an available backend and a share, then
+/// a backend within it; `None` when no cluster with a share can take the request.
+fn by_share<'a>(route: &'a PortRoute, start: usize, tried: &Tried, now: u64) -> Option<Choice<'a>> {
+    let usable = |b: &Arc<Backend>| b.available(now) && !tried.has(b);
+    let local_share = if route.local.iter().any(usable) {
+        u64::from(route.local_share)
+    } else {
+        0
+    };
+    let share = |e: &crate::table::RemoteEntry| {
+        if e.weight.load(Ordering::Relaxed) > 0 && usable(&e.backend) {
+            u64::from(e.share)
+        } else {
+            0
+        }
+    };
+    let total = local_share + route.remote.iter().map(share).sum::<u64>();
+    if total == 0 {
+        return None;
+    }
+    let mut point = crate::policy::spread(start as u64, total);
+    if point < local_share {
+        return local(route, start, tried, now);
+    }
+    point -= local_share;
+    for e in &route.remote {
+        let s = share(e);
+        if point < s {
+            return Some(Choice {
+                backend: &e.backend,
+                remote: true,
+            });
+        }
+        point -= s;
+    }
+    None
 }
 
 fn least_loaded<'a>(
@@ -113,6 +185,16 @@ fn least_loaded<'a>(
         }
     }
     best.map(|(b, _, _)| b)
+}
+
+/// A connect failure, upstream error or 5xx of `backend` on `route`: counted towards its
+/// ejection, which the route's ejection cap may hold back.
+pub fn failed(shared: &Shared, route: &PortRoute, backend: &Arc<Backend>) {
+    let settings = &shared.settings.outlier;
+    if backend.record_failure(settings, || route.may_eject(backend, settings)) {
+        shared.metrics.ejections.inc();
+        tracing::info!(backend = %backend.label(), "ejected after consecutive failures");
+    }
 }
 
 #[cfg(test)]
@@ -231,6 +313,90 @@ mod tests {
             tried.add(c.backend);
         }
         assert!(pick(r, true, &tried, now_ms()).is_none());
+    }
+
+    fn routed(policy: serde_json::Value, locals: &[&str]) -> (crate::table::Table, Registry) {
+        let mut local = LocalEndpoints::new();
+        local.insert(
+            ("shop".into(), "web".into(), "http".into()),
+            locals.iter().map(|a| a.parse().unwrap()).collect(),
+        );
+        let config: fed_api::lbconfig::LbConfig = serde_json::from_value(serde_json::json!({
+            "dnsZone": "g.test", "cluster": "a",
+            "clusters": [
+                {"name": "a", "region": "eu", "zone": "eu-1", "address": "127.0.1.1", "httpPort": 80, "peerPort": 81, "dnsPort": 53, "ready": true},
+                {"name": "b", "region": "eu", "zone": "eu-2", "address": "127.0.1.2", "httpPort": 80, "peerPort": 81, "dnsPort": 53, "ready": true},
+                {"name": "c", "region": "us", "zone": "us-1", "address": "127.0.1.3", "httpPort": 80, "peerPort": 81, "dnsPort": 53, "ready": true}
+            ],
+            "services": [{"namespace": "shop", "name": "web",
+                "ports": [{"name": "http", "port": 80, "protocol": "http", "listenPort": 30000}],
+                "backends": {"a": 1, "b": 1, "c": 1}, "policy": policy}]
+        }))
+        .unwrap();
+        let inputs = Inputs {
+            config: Some(Arc::new(config)),
+            local: Arc::new(local),
+            config_error: None,
+            synced: true,
+        };
+        let mut reg = Registry::default();
+        let (t, _) = build(
+            &inputs,
+            &mut reg,
+            &Metrics::default(),
+            Duration::from_secs(3),
+        );
+        (t, reg)
+    }
+
+    /// The clusters a request tries in turn while each one fails (`-` for local).
+    fn order(r: &crate::table::PortRoute) -> Vec<String> {
+        let mut tried = Tried::default();
+        let mut out = Vec::new();
+        while let Some(c) = pick(r, false, &tried, now_ms()) {
+            out.push(c.backend.cluster().unwrap_or("-").to_string());
+            tried.add(c.backend);
+        }
+        out
+    }
+
+    #[test]
+    fn nearest_goes_local_then_same_region_then_the_rest() {
+        let (t, _reg) = routed(serde_json::json!({}), &["10.0.0.1:80"]);
+        assert_eq!(order(&t.listen[&30000]), ["-", "b", "c"]);
+    }
+
+    #[test]
+    fn failover_follows_the_order_even_past_local_endpoints() {
+        let (t, _reg) = routed(
+            serde_json::json!({"type": "failover", "order": ["us", "a"]}),
+            &["10.0.0.1:80"],
+        );
+        assert_eq!(order(&t.listen[&30000]), ["c", "-", "b"]);
+        // Forwarded traffic still stays local.
+        let c = pick(&t.listen[&30000], true, &Tried::default(), now_ms()).unwrap();
+        assert!(!c.remote);
+    }
+
+    #[test]
+    fn weighted_splits_new_requests_by_share() {
+        let (t, _reg) = routed(
+            serde_json::json!({"type": "weighted", "weights": {"a": 1, "b": 3, "c": 0}}),
+            &["10.0.0.1:80"],
+        );
+        let r = &t.listen[&30000];
+        let mut counts = std::collections::BTreeMap::new();
+        for _ in 0..400 {
+            let c = pick(r, false, &Tried::default(), now_ms()).unwrap();
+            *counts
+                .entry(c.backend.cluster().unwrap_or("-").to_string())
+                .or_insert(0) += 1;
+        }
+        assert_eq!(counts.get("c"), None, "{counts:?}");
+        assert!((90..=110).contains(&counts["-"]), "{counts:?}");
+        assert!((290..=310).contains(&counts["b"]), "{counts:?}");
+        // Once every cluster with a share failed, the others still serve.
+        assert_eq!(order(r).last().map(String::as_str), Some("c"));
     }
 
     #[test]

@@ -31,7 +31,10 @@ pub struct Args {
     /// HTTP listener port.
     #[arg(long, default_value_t = 8080)]
     pub http_port: u16,
-    /// Peer listener port.
+    /// HTTPS listener port: TLS routed by SNI, passed through.
+    #[arg(long, default_value_t = 8443)]
+    pub https_port: u16,
+    /// Peer listener port (TCP and UDP).
     #[arg(long, default_value_t = 8081)]
     pub peer_port: u16,
     /// DNS listener port (UDP and TCP).
@@ -58,6 +61,28 @@ pub struct Args {
     /// First ejection period (doubles on repeated ejections, up to 8×).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub outlier_ejection: Duration,
+    /// Most local endpoints (or remote agents) of a Service ejected at once, in percent;
+    /// one may always be.
+    #[arg(long, default_value_t = 50)]
+    pub outlier_max_ejection_percent: u32,
+    /// Largest HTTP/1 request head in bytes (431 beyond).
+    #[arg(long, default_value_t = 64 * 1024)]
+    pub max_header_bytes: usize,
+    /// Most header fields in an HTTP/1 request (431 beyond).
+    #[arg(long, default_value_t = 100)]
+    pub max_headers: usize,
+    /// Longest HTTP/1 request line in bytes (414 beyond).
+    #[arg(long, default_value_t = 8 * 1024)]
+    pub max_request_line: usize,
+    /// Client connections idle between requests longer than this are closed.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub client_idle_timeout: Duration,
+    /// Most client connections open at once (further ones are closed on accept).
+    #[arg(long, default_value_t = 16_384)]
+    pub max_connections: usize,
+    /// UDP flows idle longer than this are closed.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub udp_idle_timeout: Duration,
     /// Upstream connect timeout.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub connect_timeout: Duration,
@@ -96,6 +121,25 @@ impl Args {
         if self.outlier_consecutive == 0 {
             problems.push("--outlier-consecutive must be at least 1");
         }
+        if self.outlier_max_ejection_percent > 100 {
+            problems.push("--outlier-max-ejection-percent must be at most 100");
+        }
+        if !(1024..=crate::h1::codec::MAX_HEAD).contains(&self.max_header_bytes) {
+            problems.push(format!(
+                "--max-header-bytes must be between 1024 and {}",
+                crate::h1::codec::MAX_HEAD
+            ));
+        }
+        if !(1..=crate::h1::codec::MAX_HEADERS).contains(&self.max_headers) {
+            problems.push(format!(
+                "--max-headers must be between 1 and {}",
+                crate::h1::codec::MAX_HEADERS
+            ));
+        }
+        if self.max_request_line < 64 || self.max_connections == 0 {
+            problems
+                .push("--max-request-line must be at least 64 and --max-connections at least 1");
+        }
         let metrics_addr = bind_address(&self.metrics_addr).unwrap_or_else(|_| {
             problems.push(format!(
                 "--metrics-addr {:?} is not ip:port",
@@ -108,6 +152,7 @@ impl Args {
         }
         let mut s = Settings::new(&self.cluster, self.bind);
         s.http_port = self.http_port;
+        s.https_port = self.https_port;
         s.peer_port = self.peer_port;
         s.health = HealthSettings {
             interval: self.health_interval,
@@ -118,7 +163,17 @@ impl Args {
         s.outlier = OutlierSettings {
             consecutive: self.outlier_consecutive,
             base_ejection: self.outlier_ejection,
+            max_ejection_percent: self.outlier_max_ejection_percent,
         };
+        s.limits = crate::agent::Limits {
+            max_head: self.max_header_bytes,
+            max_headers: self.max_headers,
+            max_request_line: self.max_request_line,
+            idle_timeout: self.client_idle_timeout,
+            max_connections: self.max_connections,
+            ..s.limits
+        };
+        s.udp.idle_timeout = self.udp_idle_timeout;
         s.connect_timeout = self.connect_timeout;
         s.drain_timeout = self.drain_timeout;
         s.retries = self.retries;

@@ -1,5 +1,6 @@
-//! Active health checks: a TCP connect to every local endpoint and a peer `HEALTH` to every
-//! remote agent, each round concurrently, flipping backends after consecutive results.
+//! Active health checks: a TCP connect to every local endpoint, an ICMP-refusal probe to
+//! every local UDP endpoint and a peer `HEALTH` to every remote agent, each round
+//! concurrently, flipping backends after consecutive results.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,6 +52,7 @@ async fn check(backend: Arc<Backend>, me: String, timeout: Duration) -> (Arc<Bac
                 Ok(Ok(_))
             )
         }
+        BackendKey::LocalUdp(addr) => crate::udp::probe(*addr, timeout).await,
         BackendKey::Remote { peer, .. } => {
             match crate::peer::health_check(*peer, &me, timeout).await {
                 Some(counts) => {

@@ -1,7 +1,8 @@
-//! The hyper side of the L7 proxy: h2c from clients, HTTP/1.1 requests the lean path
-//! ([`crate::h1`]) hands over (Upgrade, CONNECT, `Expect`, routes to h2c upstreams), routed
+//! The hyper side of the L7 proxy: h2c from clients (gRPC included), HTTP/1.1 requests the
+//! lean path ([`crate::h1`]) hands over (CONNECT, `Expect`, routes to h2c upstreams), routed
 //! by Host (http listener) or by the listen port, to local endpoints or remote lb-agents
-//! over pooled connections, with retries on another backend.
+//! over pooled connections, with retries on another backend — also of a request without
+//! a body that a remote agent answered `x-meridian-error: unserved`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -19,9 +20,10 @@ use http_body_util::{Either, Empty, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
-use crate::agent::Shared;
+use crate::agent::{BindKey, Shared};
 use crate::backend::{Backend, now_ms};
-use crate::balance::{Tried, pick};
+use crate::balance::{Tried, failed, pick};
+use crate::h1::codec::MERIDIAN_ERROR_HEADER;
 use crate::table::{PortRoute, Proto};
 use crate::upstream::{PooledBody, Sender, UpBody, checkout};
 
@@ -31,16 +33,15 @@ pub type RespBody = Either<PooledBody, Full<Bytes>>;
 const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 
-/// Serves one client connection with hyper until it closes; `listen_port` selects port
-/// routing.
-pub async fn serve<I>(io: I, shared: Arc<Shared>, listen_port: Option<u16>)
+/// Serves one client connection with hyper until it closes; `bind` selects port routing.
+pub async fn serve<I>(io: I, shared: Arc<Shared>, bind: Option<BindKey>)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let svc_shared = shared.clone();
     let service = hyper::service::service_fn(move |req| {
         let shared = svc_shared.clone();
-        async move { Ok::<_, Infallible>(handle(&shared, listen_port, req).await) }
+        async move { Ok::<_, Infallible>(handle(&shared, bind, req).await) }
     });
     if let Err(error) = shared
         .http_server
@@ -51,13 +52,20 @@ where
     }
 }
 
-fn plain(code: StatusCode, text: String) -> Response<RespBody> {
+/// The agent's own answer; `error` is its `x-meridian-error` value, if any.
+fn plain(code: StatusCode, text: String, error: Option<&'static str>) -> Response<RespBody> {
     let mut r = Response::new(Either::Right(Full::new(Bytes::from(text))));
     *r.status_mut() = code;
     r.headers_mut().insert(
         http::header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain"),
     );
+    if let Some(e) = error {
+        r.headers_mut().insert(
+            HeaderName::from_static(MERIDIAN_ERROR_HEADER),
+            HeaderValue::from_static(e),
+        );
+    }
     r
 }
 
@@ -101,7 +109,7 @@ impl Replay {
 /// Proxies one request.
 pub async fn handle(
     shared: &Shared,
-    listen_port: Option<u16>,
+    bind: Option<BindKey>,
     req: Request<Incoming>,
 ) -> Response<RespBody> {
     let table = shared.table.borrow().clone();
@@ -110,14 +118,15 @@ pub async fn handle(
         .get(HOST)
         .and_then(|h| h.to_str().ok())
         .or_else(|| req.uri().authority().map(Authority::as_str));
-    let route = match listen_port {
-        Some(p) => table.listen.get(&p),
+    let route = match bind {
+        Some(key) => table.route_for_bind(key),
         None => host.and_then(|h| table.route_for_host(h)),
     };
     let Some(route) = route else {
         return plain(
             StatusCode::NOT_FOUND,
             format!("no federated service for host {:?}\n", host.unwrap_or("")),
+            None,
         );
     };
     route.metrics.requests.inc();
@@ -156,7 +165,9 @@ async fn forward(
         Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE
     );
     let empty = body.is_end_stream();
-    let replay = (idempotent && empty).then(|| Replay {
+    // Kept for any method: an unserved answer may be sent again whatever the method; a
+    // failure after sending only for idempotent ones.
+    let replay = empty.then(|| Replay {
         method: parts.method.clone(),
         uri: parts.uri.clone(),
         headers: parts.headers.clone(),
@@ -171,16 +182,24 @@ async fn forward(
     let mut tried = Tried::default();
     let mut sent_failures = 0u32;
     let mut last_error: Option<String> = None;
+    let mut unserved = false;
     loop {
         let Some(choice) = pick(route, local_only, &tried, now_ms()) else {
+            let kind = if sent_failures == 0 {
+                "unserved"
+            } else {
+                "failed"
+            };
             return match last_error {
-                Some(e) => plain(
+                Some(e) if !unserved || sent_failures > 0 => plain(
                     StatusCode::BAD_GATEWAY,
                     format!("{}: upstream failed: {e}\n", route.service_key),
+                    Some(kind),
                 ),
-                None => plain(
+                _ => plain(
                     StatusCode::SERVICE_UNAVAILABLE,
                     format!("no healthy backend for {}\n", route.service_key),
+                    Some(kind),
                 ),
             };
         };
@@ -194,7 +213,7 @@ async fn forward(
             Ok(s) => s,
             Err(e) => {
                 // Nothing was sent: any request may go to another backend.
-                failed(shared, &backend);
+                failed(shared, route, &backend);
                 last_error = Some(e.to_string());
                 continue;
             }
@@ -210,6 +229,7 @@ async fn forward(
                     route.service_key,
                     last_error.unwrap_or_default()
                 ),
+                Some("failed"),
             );
         };
         prepare(
@@ -234,8 +254,28 @@ async fn forward(
         };
         match result {
             Ok((resp, sender)) => {
+                let agent_error = |kind: &[u8]| {
+                    remote
+                        && replay.is_some()
+                        && resp
+                            .headers()
+                            .get(MERIDIAN_ERROR_HEADER)
+                            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(kind))
+                };
+                if agent_error(b"unserved") {
+                    // The remote agent reached no backend: another cluster may take it.
+                    unserved = true;
+                    last_error.get_or_insert_with(|| "no backend in the other clusters".into());
+                    continue;
+                }
+                if agent_error(b"failed") && idempotent && sent_failures < shared.settings.retries {
+                    // Its backends failed an idempotent request: another cluster may answer.
+                    sent_failures += 1;
+                    last_error = Some("the other cluster's backends failed".into());
+                    continue;
+                }
                 if resp.status().is_server_error() {
-                    failed(shared, &backend);
+                    failed(shared, route, &backend);
                 } else {
                     backend.record_success();
                 }
@@ -247,30 +287,27 @@ async fn forward(
                 );
             }
             Err((unsent, error)) => {
-                failed(shared, &backend);
+                failed(shared, route, &backend);
                 last_error = Some(error.to_string());
                 match unsent {
                     // Never written: safe to send elsewhere whatever the method.
                     Some(r) => pending = Some(r),
                     None => {
                         sent_failures += 1;
-                        if replay.is_none() || sent_failures > shared.settings.retries {
+                        if replay.is_none()
+                            || !idempotent
+                            || sent_failures > shared.settings.retries
+                        {
                             return plain(
                                 StatusCode::BAD_GATEWAY,
                                 format!("{}: upstream failed: {error}\n", route.service_key),
+                                Some("failed"),
                             );
                         }
                     }
                 }
             }
         }
-    }
-}
-
-fn failed(shared: &Shared, backend: &Arc<Backend>) {
-    if backend.record_failure(&shared.settings.outlier) {
-        shared.metrics.ejections.inc();
-        tracing::info!(backend = %backend.label(), "ejected after consecutive failures");
     }
 }
 

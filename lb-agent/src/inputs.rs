@@ -93,10 +93,22 @@ pub fn validate(config: &LbConfig, me: &str) -> Result<(), ConfigError> {
         if !services.insert((s.namespace.as_str(), s.name.as_str())) {
             problems.push(format!("service {}/{} listed twice", s.namespace, s.name));
         }
-        for p in &s.ports {
-            if !matches!(p.protocol.as_str(), "http" | "h2c" | "tcp") {
+        let known = |c: &str| config.clusters.iter().any(|k| k.name == c);
+        for p in crate::policy::validate(&s.policy, &known) {
+            problems.push(format!("service {}/{}: {p}", s.namespace, s.name));
+        }
+        for (cluster, a) in &s.addresses {
+            if a.parse::<IpAddr>().is_err() {
                 problems.push(format!(
-                    "service {}/{} port {}: protocol {:?} is not http, h2c or tcp",
+                    "service {}/{}: address {a:?} of cluster {cluster} is not an IP",
+                    s.namespace, s.name
+                ));
+            }
+        }
+        for p in &s.ports {
+            if !matches!(p.protocol.as_str(), "http" | "h2c" | "tls" | "tcp" | "udp") {
+                problems.push(format!(
+                    "service {}/{} port {}: protocol {:?} is not http, h2c, tls, tcp or udp",
                     s.namespace, s.name, p.port, p.protocol
                 ));
             }
@@ -158,7 +170,13 @@ pub fn local_endpoints<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>) 
                     let Some(number) = port.port.and_then(|p| u16::try_from(p).ok()) else {
                         continue;
                     };
-                    if port.protocol.as_deref().is_some_and(|p| p != "TCP") {
+                    // TCP and UDP (SCTP is not proxied); the Service port's protocol
+                    // decides how the endpoint is used.
+                    if port
+                        .protocol
+                        .as_deref()
+                        .is_some_and(|p| p != "TCP" && p != "UDP")
+                    {
                         continue;
                     }
                     out.entry((
@@ -190,7 +208,7 @@ mod tests {
             "metadata": {"name": "web-abc", "namespace": "shop",
                 "labels": {"kubernetes.io/service-name": "web"}},
             "addressType": "IPv4",
-            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}, {"name": "dns", "port": 53, "protocol": "UDP"}],
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}, {"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "s", "port": 9, "protocol": "SCTP"}],
             "endpoints": [
                 {"addresses": ["10.0.0.1"], "conditions": {"ready": true}},
                 {"addresses": ["10.0.0.2"]},
@@ -217,7 +235,13 @@ mod tests {
             .map(|s| s.parse().unwrap())
             .collect();
         assert_eq!(got.get(&key), Some(&want));
-        assert_eq!(got.len(), 1, "{got:?}");
+        let dns = ("shop".to_string(), "web".to_string(), "dns".to_string());
+        assert_eq!(
+            got.get(&dns).map(BTreeSet::len),
+            Some(2),
+            "UDP endpoints too"
+        );
+        assert_eq!(got.len(), 2, "{got:?}");
     }
 
     #[test]
@@ -238,11 +262,11 @@ mod tests {
             Err(ConfigError::MissingKey("config.json"))
         );
         let bad = r#"{"dnsZone":"","cluster":"a","clusters":[{"name":"a","address":"nope","httpPort":80,"peerPort":81,"dnsPort":53,"ready":true}],
-            "services":[{"namespace":"d","name":"w","ports":[{"port":80,"protocol":"udp","listenPort":30000},{"port":81,"protocol":"tcp","listenPort":30000}]}]}"#;
+            "services":[{"namespace":"d","name":"w","ports":[{"port":80,"protocol":"sctp","listenPort":30000},{"port":81,"protocol":"tcp","listenPort":30000}]}]}"#;
         let Err(ConfigError::Invalid(msg)) = parse_config(Some(bad), "a") else {
             panic!("expected invalid")
         };
-        for needle in ["dnsZone", "not an IP", "udp", "30000"] {
+        for needle in ["dnsZone", "not an IP", "sctp", "30000"] {
             assert!(msg.contains(needle), "{msg} lacks {needle}");
         }
     }

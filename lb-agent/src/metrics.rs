@@ -57,6 +57,14 @@ pub struct Metrics {
     pub ejections: Counter,
     /// Listen ports that could not be bound.
     pub listen_errors: Counter,
+    /// HTTPS-listener connections closed without a route (no ClientHello, unknown name).
+    pub tls_refused: Counter,
+    /// Client requests refused as malformed, ambiguous or over a limit (HTTP/1).
+    pub refused: Counter,
+    /// Client connections closed because the connection limit was reached.
+    pub connections_refused: Counter,
+    /// UDP datagrams dropped (no backend, full flow table, send errors).
+    pub udp_dropped: Counter,
     /// The DNS responder's counters.
     pub dns: crate::dns::DnsMetrics,
 }
@@ -80,6 +88,30 @@ impl Default for Metrics {
         let retries = Counter::default();
         let ejections = Counter::default();
         let listen_errors = Counter::default();
+        let tls_refused = Counter::default();
+        let refused = Counter::default();
+        let connections_refused = Counter::default();
+        let udp_dropped = Counter::default();
+        registry.register(
+            "tls_refused",
+            "HTTPS-listener connections closed without a route",
+            tls_refused.clone(),
+        );
+        registry.register(
+            "http_refused",
+            "HTTP/1 requests refused as malformed, ambiguous or over a limit",
+            refused.clone(),
+        );
+        registry.register(
+            "connections_refused",
+            "Client connections closed at the connection limit",
+            connections_refused.clone(),
+        );
+        registry.register(
+            "udp_dropped",
+            "UDP datagrams dropped (no backend, flow table full, send error)",
+            udp_dropped.clone(),
+        );
         registry.register(
             "requests",
             "HTTP requests and TCP connections received",
@@ -129,6 +161,10 @@ impl Default for Metrics {
             retries,
             ejections,
             listen_errors,
+            tls_refused,
+            refused,
+            connections_refused,
+            udp_dropped,
         }
     }
 }

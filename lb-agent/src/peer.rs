@@ -1,5 +1,6 @@
-//! The peer listener (lb-agent to lb-agent): `TCP` streams to local endpoints and `HEALTH`
-//! answers, plus the client side of `HEALTH` used by active checks.
+//! The peer listener (lb-agent to lb-agent): streams to local endpoints (`STREAM`, which
+//! answers whether it got one, and the older `TCP`, which does not) and `HEALTH` answers,
+//! plus the client side of `HEALTH` used by active checks.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -20,7 +21,30 @@ const PREAMBLE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A parsed preamble.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Request<'a> {
-    /// Raw stream to a local endpoint of a Service port.
+    /// Raw stream to a local endpoint of a Service port, answered `OK` once connected or
+    /// `ERR <reason>` when no local endpoint takes it.
+    Stream {
+        /// Namespace.
+        namespace: &'a str,
+        /// Service.
+        service: &'a str,
+        /// Port number (or name).
+        port: &'a str,
+        /// Asking cluster.
+        from: &'a str,
+    },
+    /// A datagram (on the peer UDP socket) for a local endpoint of a UDP Service port.
+    Udp {
+        /// Namespace.
+        namespace: &'a str,
+        /// Service.
+        service: &'a str,
+        /// Port number (or name).
+        port: &'a str,
+        /// Sending cluster.
+        from: &'a str,
+    },
+    /// Raw stream to a local endpoint of a Service port, without an answer (older agents).
     Tcp {
         /// Namespace.
         namespace: &'a str,
@@ -45,6 +69,18 @@ pub fn parse(line: &str) -> Option<Request<'_>> {
         return None;
     }
     let r = match words.next()? {
+        "STREAM" => Request::Stream {
+            namespace: words.next()?,
+            service: words.next()?,
+            port: words.next()?,
+            from: words.next()?,
+        },
+        "UDP" => Request::Udp {
+            namespace: words.next()?,
+            service: words.next()?,
+            port: words.next()?,
+            from: words.next()?,
+        },
         "TCP" => Request::Tcp {
             namespace: words.next()?,
             service: words.next()?,
@@ -123,7 +159,35 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
             };
             crate::tcp::serve(stream, shared, route, true, &rest).await;
         }
-        None => {
+        Some(Request::Stream {
+            namespace,
+            service,
+            port,
+            from,
+        }) => {
+            let route = table.route_for_peer(namespace, service, port).cloned();
+            let upstream = match &route {
+                Some(r) if r.proto.is_stream() => {
+                    r.metrics.requests.inc();
+                    crate::tcp::connect(&shared, r, true).await
+                }
+                _ => None,
+            };
+            let Some((server, backend)) = upstream else {
+                tracing::debug!(%namespace, %service, %port, %from, "peer stream: no local endpoint");
+                if let Some(r) = &route {
+                    r.metrics.errors.inc();
+                }
+                let _ = stream.write_all(b"ERR no-endpoint\n").await;
+                let _ = stream.shutdown().await;
+                return;
+            };
+            if stream.write_all(b"OK\n").await.is_err() {
+                return;
+            }
+            crate::tcp::splice(stream, server, &backend, &rest).await;
+        }
+        Some(Request::Udp { .. }) | None => {
             tracing::debug!(line = %line.escape_debug(), "bad peer preamble");
             let _ = stream.write_all(b"ERR bad preamble\n").await;
         }
@@ -162,6 +226,15 @@ mod tests {
                 namespace: "shop",
                 service: "web",
                 port: "80",
+                from: "east"
+            })
+        );
+        assert_eq!(
+            parse("MERIDIAN/1 STREAM shop web https east"),
+            Some(Request::Stream {
+                namespace: "shop",
+                service: "web",
+                port: "https",
                 from: "east"
             })
         );

@@ -1,7 +1,8 @@
-//! The routing table: built from [`Inputs`] by a plain function, it maps Host names and
-//! listen ports to Service ports, each with its local and remote backends. Backends are
-//! kept in a [`Registry`] across rebuilds so their health and in-flight counts survive
-//! configuration changes; those that leave are handed back for draining.
+//! The routing table: built from [`Inputs`] by a plain function, it maps Host names, TLS
+//! server names, listen ports and dedicated addresses to Service ports, each with its local
+//! and remote backends ranked by the Service's traffic policy. Backends are kept in a
+//! [`Registry`] across rebuilds so their health and in-flight counts survive configuration
+//! changes; those that leave are handed back for draining.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
@@ -9,12 +10,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use fed_api::lbconfig::{LbConfig, LbPort};
+use fed_api::lbconfig::{LbConfig, LbPort, PolicyKind};
 use http::HeaderValue;
 
 use crate::backend::{Backend, BackendKey};
 use crate::inputs::Inputs;
 use crate::metrics::{Metrics, RouteMetrics};
+use crate::policy::{self, Place};
 
 /// How a Service port is proxied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,8 +25,12 @@ pub enum Proto {
     Http,
     /// HTTP/2 cleartext upstream.
     H2c,
+    /// TLS passed through as a byte stream, routed by SNI on the HTTPS listener.
+    Tls,
     /// Layer 4.
     Tcp,
+    /// UDP datagrams.
+    Udp,
 }
 
 impl Proto {
@@ -32,12 +38,24 @@ impl Proto {
         match port.protocol.as_str() {
             "http" => Proto::Http,
             "h2c" => Proto::H2c,
+            "tls" => Proto::Tls,
+            "udp" => Proto::Udp,
             _ => Proto::Tcp,
         }
     }
+
+    /// Proxied as a byte stream (TCP splice).
+    pub fn is_stream(self) -> bool {
+        matches!(self, Proto::Tcp | Proto::Tls)
+    }
+
+    /// Proxied at L7.
+    pub fn is_http(self) -> bool {
+        matches!(self, Proto::Http | Proto::H2c)
+    }
 }
 
-/// A remote lb-agent serving a Service, with its current weight.
+/// A remote lb-agent serving a Service, with its current weight and policy rank.
 #[derive(Debug)]
 pub struct RemoteEntry {
     /// The agent.
@@ -46,6 +64,10 @@ pub struct RemoteEntry {
     pub weight: AtomicU32,
     /// The configuration's count.
     pub config_weight: u32,
+    /// Policy tier (lower is tried first).
+    pub tier: u8,
+    /// Share under the `weighted` policy.
+    pub share: u32,
 }
 
 /// One Service port and where its traffic may go.
@@ -61,10 +83,18 @@ pub struct PortRoute {
     pub port: LbPort,
     /// Proxy protocol.
     pub proto: Proto,
-    /// Local ready endpoints (tier 1).
+    /// Local ready endpoints.
     pub local: Vec<Arc<Backend>>,
-    /// Remote lb-agents (tier 2).
+    /// Remote lb-agents.
     pub remote: Vec<RemoteEntry>,
+    /// Policy tier of the local endpoints.
+    pub local_tier: u8,
+    /// Share of the local endpoints under the `weighted` policy.
+    pub local_share: u32,
+    /// The distinct tiers of this route, lowest first.
+    pub tiers: Vec<u8>,
+    /// The `weighted` policy is in force.
+    pub weighted: bool,
     /// Host sent to remote agents: `<svc>.<ns>.<dnsZone>`.
     pub remote_host: HeaderValue,
     /// Rotates the scan start so equal scores spread.
@@ -84,23 +114,36 @@ pub struct Table {
     pub forwarded_by: Option<HeaderValue>,
     /// Lower-case Host (without port) → the Service's HTTP port.
     pub hosts: HashMap<String, Arc<PortRoute>>,
-    /// Listen port → Service port.
+    /// Lower-case TLS server name → the Service's TLS port.
+    pub sni: HashMap<String, Arc<PortRoute>>,
+    /// Listen port → Service port (TCP and UDP listen ports never share a number).
     pub listen: HashMap<u16, Arc<PortRoute>>,
+    /// This cluster's dedicated `address:service port` → Service port.
+    pub dedicated: HashMap<SocketAddr, Arc<PortRoute>>,
     /// Every Service port.
     pub routes: Vec<Arc<PortRoute>>,
     /// Every backend in use.
     pub backends: Vec<Arc<Backend>>,
 }
 
+fn lookup<'a>(map: &'a HashMap<String, Arc<PortRoute>>, name: &str) -> Option<&'a Arc<PortRoute>> {
+    let name = name.trim_end_matches('.');
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        map.get(&name.to_ascii_lowercase())
+    } else {
+        map.get(name)
+    }
+}
+
 impl Table {
     /// The route for a Host header value (any case, port suffix ignored).
     pub fn route_for_host(&self, host: &str) -> Option<&Arc<PortRoute>> {
-        let name = strip_port(host).trim_end_matches('.');
-        if name.bytes().any(|b| b.is_ascii_uppercase()) {
-            self.hosts.get(&name.to_ascii_lowercase())
-        } else {
-            self.hosts.get(name)
-        }
+        lookup(&self.hosts, strip_port(host))
+    }
+
+    /// The route for a TLS server name (any case).
+    pub fn route_for_sni(&self, name: &str) -> Option<&Arc<PortRoute>> {
+        lookup(&self.sni, name)
     }
 
     /// The route of a Service port by namespace, name and port number or name (peer `TCP`).
@@ -132,6 +175,29 @@ impl Table {
     }
 }
 
+impl PortRoute {
+    /// Whether `backend` (one of this route's) may be ejected now: fewer of its kind
+    /// (local endpoints, remote agents) are ejected than the cap allows.
+    pub fn may_eject(
+        &self,
+        backend: &Arc<Backend>,
+        settings: &crate::backend::OutlierSettings,
+    ) -> bool {
+        let (ejected, len) = if backend.cluster().is_some() {
+            let n = self
+                .remote
+                .iter()
+                .filter(|e| e.backend.is_ejected())
+                .count();
+            (n, self.remote.len())
+        } else {
+            let n = self.local.iter().filter(|b| b.is_ejected()).count();
+            (n, self.local.len())
+        };
+        settings.may_eject(ejected, len)
+    }
+}
+
 fn strip_port(host: &str) -> &str {
     if host.starts_with('[') {
         return host;
@@ -156,6 +222,36 @@ impl Registry {
             .or_insert_with(|| Backend::new(key))
             .clone()
     }
+}
+
+/// The port of a Service that names route to: the one named `preferred`, else the first
+/// that `fits`.
+fn named_port<'a>(
+    routes: &'a [Arc<PortRoute>],
+    preferred: &str,
+    fits: impl Fn(Proto) -> bool,
+) -> Option<&'a Arc<PortRoute>> {
+    routes
+        .iter()
+        .find(|r| fits(r.proto) && r.port.name == preferred)
+        .or_else(|| routes.iter().find(|r| fits(r.proto)))
+}
+
+/// Where a cluster of the configuration is (only its name when it is not listed).
+fn place_of<'a>(config: &'a LbConfig, name: &'a str) -> Place<'a> {
+    config
+        .clusters
+        .iter()
+        .find(|c| c.name == name)
+        .map(|c| Place {
+            cluster: &c.name,
+            region: &c.region,
+            zone: &c.zone,
+        })
+        .unwrap_or(Place {
+            cluster: name,
+            ..Place::default()
+        })
 }
 
 /// Builds the table for `inputs`; returns it with the backends that are no longer used
@@ -190,6 +286,7 @@ pub fn build(
                 }
             }
         }
+        let me = place_of(config, &config.cluster);
         for svc in &config.services {
             let service_key = format!("{}/{}", svc.namespace, svc.name);
             let remote_host = HeaderValue::from_str(&format!(
@@ -211,11 +308,26 @@ pub fn build(
                     http: SocketAddr::new(ip, c.http_port),
                     peer: SocketAddr::new(ip, c.peer_port),
                 };
-                remotes_of_service.push((registry.get(key, &mut used), backends));
+                let tier = policy::tier(&svc.policy, &me, &place_of(config, &c.name));
+                let share = policy::share(&svc.policy, &c.name);
+                remotes_of_service.push((registry.get(key, &mut used), backends, tier, share));
             }
+            let local_tier = policy::tier(&svc.policy, &me, &me);
+            let mut tiers: Vec<u8> = remotes_of_service
+                .iter()
+                .map(|r| r.2)
+                .chain([local_tier])
+                .collect();
+            tiers.sort_unstable();
+            tiers.dedup();
             let route_metrics = metrics.route(&svc.namespace, &svc.name);
-            let mut http_route: Option<Arc<PortRoute>> = None;
+            let dedicated_ip = svc
+                .addresses
+                .get(&config.cluster)
+                .and_then(|a| a.parse::<IpAddr>().ok());
+            let mut routes = Vec::with_capacity(svc.ports.len());
             for port in &svc.ports {
+                let proto = Proto::of(port);
                 let key = (svc.namespace.clone(), svc.name.clone(), port.name.clone());
                 let local = inputs
                     .local
@@ -223,18 +335,27 @@ pub fn build(
                     .map(|addrs| {
                         addrs
                             .iter()
-                            .map(|a| registry.get(BackendKey::Local(*a), &mut used))
+                            .map(|a| {
+                                let k = if proto == Proto::Udp {
+                                    BackendKey::LocalUdp(*a)
+                                } else {
+                                    BackendKey::Local(*a)
+                                };
+                                registry.get(k, &mut used)
+                            })
                             .collect()
                     })
                     .unwrap_or_default();
                 let remote = remotes_of_service
                     .iter()
-                    .map(|(b, w)| RemoteEntry {
+                    .map(|(b, w, tier, share)| RemoteEntry {
                         weight: AtomicU32::new(
                             b.peer_count(&service_key, peer_fresh).unwrap_or(*w),
                         ),
                         backend: b.clone(),
                         config_weight: *w,
+                        tier: *tier,
+                        share: *share,
                     })
                     .collect();
                 let route = Arc::new(PortRoute {
@@ -242,24 +363,28 @@ pub fn build(
                     service: svc.name.clone(),
                     service_key: service_key.clone(),
                     port: port.clone(),
-                    proto: Proto::of(port),
+                    proto,
                     local,
                     remote,
+                    local_tier,
+                    local_share: policy::share(&svc.policy, &config.cluster),
+                    tiers: tiers.clone(),
+                    weighted: svc.policy.kind == PolicyKind::Weighted,
                     remote_host: remote_host.clone(),
                     rr: AtomicUsize::new(0),
                     metrics: route_metrics.clone(),
                 });
                 table.listen.insert(port.listen_port, route.clone());
-                // The Host-routed port: the one named `http`, else the first HTTP one.
-                if route.proto != Proto::Tcp
-                    && (http_route.is_none() || port.name == "http")
-                    && http_route.as_ref().is_none_or(|r| r.port.name != "http")
-                {
-                    http_route = Some(route.clone());
+                if let Some(ip) = dedicated_ip {
+                    table
+                        .dedicated
+                        .insert(SocketAddr::new(ip, port.port), route.clone());
                 }
-                table.routes.push(route);
+                routes.push(route);
             }
-            if let Some(route) = http_route {
+            let http_route = named_port(&routes, "http", Proto::is_http);
+            let tls_route = named_port(&routes, "https", |p| p == Proto::Tls);
+            if http_route.is_some() || tls_route.is_some() {
                 let base = format!(
                     "{}.{}",
                     svc.name.to_ascii_lowercase(),
@@ -274,9 +399,15 @@ pub fn build(
                 names.extend(regions.iter().map(|r| format!("{base}.{r}.{zone}")));
                 names.extend(zones.iter().map(|z| format!("{base}.{z}.{zone}")));
                 for n in names {
-                    table.hosts.insert(n, route.clone());
+                    if let Some(r) = http_route {
+                        table.hosts.insert(n.clone(), r.clone());
+                    }
+                    if let Some(r) = tls_route {
+                        table.sni.insert(n, r.clone());
+                    }
                 }
             }
+            table.routes.extend(routes);
         }
     }
     table.backends = used

@@ -1,7 +1,8 @@
 //! The lean HTTP/1.x path on sockets: body framing both ways (chunked with trailers, to
 //! EOF, HEAD, big bodies), keep-alive and `Connection: close` on both sides, HTTP/1.0,
-//! pipelining, a pooled upstream connection dropped by the backend, malformed framing, and
-//! the hand-over to hyper for Upgrade, `Expect` and the h2c preface.
+//! pipelining, a pooled upstream connection dropped by the backend, malformed framing,
+//! Upgrade forwarded on the lean path, and the hand-over to hyper for `Expect` and the h2c
+//! preface.
 
 mod common;
 
@@ -549,19 +550,21 @@ async fn malformed_framing_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn upgrade_expect_and_h2c_preface_go_to_hyper() {
+async fn upgrade_stays_lean_while_expect_and_h2c_preface_go_to_hyper() {
     let echo = echo_backend().await;
     let a = agent("127.0.27.1", 32700, echo).await;
     let addr = a.agent.http_addr;
-    // hyper's server adds a Date header; the lean path does not.
+    // An upgrade the upstream declines is an ordinary exchange, and the connection carries
+    // on.
     let mut c = Raw::connect(addr).await;
     c.send(format!("GET /echo HTTP/1.1\r\nhost: {HOST}\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n").as_bytes())
         .await;
     let r = c.response(false).await;
     assert_eq!(r.status(), 200, "{r:?}");
-    assert!(r.head.contains("\r\ndate: "), "served by hyper: {r:?}");
-    assert!(r.has("x-seen-upgrade: "), "Upgrade is not forwarded: {r:?}");
-    // The rest of the connection stays with hyper and still works.
+    assert!(
+        r.has("x-seen-upgrade: websocket"),
+        "Upgrade is forwarded: {r:?}"
+    );
     c.send(&get("/echo")).await;
     assert_eq!(c.response(false).await.status(), 200);
 

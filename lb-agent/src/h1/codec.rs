@@ -2,14 +2,41 @@
 //! `httparse` and rewritten for the next hop straight from the parsed slices (hop-by-hop
 //! headers removed), and the body framing they declare. Chunked bodies are followed by
 //! [`super::chunked`].
+//!
+//! Requests are read strictly, because what this proxy accepts and what an upstream
+//! accepts must never differ (request smuggling): bare LF line ends, obs-fold, whitespace
+//! before a colon, repeated `Content-Length`, `Transfer-Encoding` other than exactly
+//! `chunked` or on HTTP/1.0, and both framing headers at once are all refused.
 
 use std::io::Write as _;
 use std::mem::MaybeUninit;
 
-/// Most headers accepted in one head (hyper's limit).
+/// Most header slots parsed in one head (hyper's limit); [`HeadLimits::max_headers`] may
+/// lower the number accepted.
 pub const MAX_HEADERS: usize = 100;
-/// Largest head accepted.
+/// Largest head ever buffered; [`HeadLimits::max_head`] may lower it.
 pub const MAX_HEAD: usize = 64 * 1024;
+
+/// What a request head may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeadLimits {
+    /// Largest head, bytes (at most [`MAX_HEAD`]).
+    pub max_head: usize,
+    /// Most header fields (at most [`MAX_HEADERS`]).
+    pub max_headers: usize,
+    /// Longest request line, bytes.
+    pub max_request_line: usize,
+}
+
+impl Default for HeadLimits {
+    fn default() -> Self {
+        Self {
+            max_head: MAX_HEAD,
+            max_headers: MAX_HEADERS,
+            max_request_line: 8 * 1024,
+        }
+    }
+}
 
 /// The start of the HTTP/2 connection preface (prior knowledge h2c).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n";
@@ -31,19 +58,36 @@ pub enum Framing {
 /// Why a head was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum HeadError {
-    /// Not HTTP/1.x syntax.
+    /// Not HTTP/1.x syntax (obs-fold and whitespace before a colon included).
     #[error("malformed head")]
     Malformed,
-    /// Over [`MAX_HEADERS`] headers or [`MAX_HEAD`] bytes.
+    /// A line ends in LF without CR.
+    #[error("bare LF line ending")]
+    BareLf,
+    /// Over the header count or head size limit.
     #[error("head too large")]
     TooLarge,
-    /// Both `Content-Length` and `Transfer-Encoding`, a bad length or a coding that does not
-    /// end in chunked (requests).
+    /// A request line over the limit.
+    #[error("request line too long")]
+    LineTooLong,
+    /// Both `Content-Length` and `Transfer-Encoding`, a repeated or bad length, a transfer
+    /// coding other than exactly `chunked`, or one on HTTP/1.0 (requests).
     #[error("ambiguous or invalid body framing")]
     Framing,
     /// More than one `Host`.
     #[error("more than one Host header")]
     DuplicateHost,
+}
+
+impl HeadError {
+    /// The status a client gets for it.
+    pub fn status(self) -> u16 {
+        match self {
+            HeadError::TooLarge => 431,
+            HeadError::LineTooLong => 414,
+            _ => 400,
+        }
+    }
 }
 
 /// Outcome of [`parse_request`].
@@ -53,8 +97,8 @@ pub enum Parsed {
     Partial,
     /// The head is in the [`RequestHead`]; `len` bytes of the buffer were the head.
     Complete,
-    /// The lean path does not handle this request: h2c preface, Upgrade, CONNECT or
-    /// `Expect` (hyper's server does).
+    /// The lean path does not handle this request: h2c preface, CONNECT or `Expect`
+    /// (hyper's server does).
     Handoff,
 }
 
@@ -83,6 +127,9 @@ pub struct RequestHead {
     pub keep_alive: bool,
     /// Carries `x-meridian-forwarded-by`: another agent forwarded it.
     pub forwarded: bool,
+    /// Asks to switch protocols (`Upgrade` named in `Connection`): its Upgrade value, sent
+    /// on with `connection: upgrade`; a `101` answer turns the connection into a tunnel.
+    pub upgrade: Option<Vec<u8>>,
 }
 
 impl RequestHead {
@@ -101,6 +148,7 @@ impl RequestHead {
 struct ConnectionTokens {
     close: bool,
     keep_alive: bool,
+    upgrade: bool,
     /// Names other headers (which are then hop-by-hop too).
     names_others: bool,
 }
@@ -114,6 +162,8 @@ fn connection_tokens<'a>(values: impl Iterator<Item = &'a [u8]>) -> ConnectionTo
                 t.close = true;
             } else if token.eq_ignore_ascii_case(b"keep-alive") {
                 t.keep_alive = true;
+            } else if token.eq_ignore_ascii_case(b"upgrade") {
+                t.upgrade = true;
             } else if !token.is_empty() {
                 t.names_others = true;
             }
@@ -163,6 +213,22 @@ fn ends_chunked<'a>(values: impl Iterator<Item = &'a [u8]>) -> bool {
     last.eq_ignore_ascii_case(b"chunked")
 }
 
+/// The value of the one `Content-Length` header of a request: a plain decimal number.
+fn request_content_length(value: &[u8]) -> Result<u64, HeadError> {
+    let v = value.trim_ascii();
+    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+        return Err(HeadError::Framing);
+    }
+    Ok(v.iter().fold(0u64, |acc, d| acc * 10 + u64::from(d - b'0')))
+}
+
+/// Whether a line of the head ends in LF alone.
+fn has_bare_lf(head: &[u8]) -> bool {
+    head.iter()
+        .enumerate()
+        .any(|(i, b)| *b == b'\n' && (i == 0 || head[i - 1] != b'\r'))
+}
+
 /// The value of one or several equal `Content-Length` headers.
 fn content_length<'a>(values: impl Iterator<Item = &'a [u8]>) -> Result<Option<u64>, HeadError> {
     let mut out = None;
@@ -191,8 +257,12 @@ fn push_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// Parses the request head at the start of `buf` into `head`.
-pub fn parse_request(buf: &[u8], head: &mut RequestHead) -> Result<Parsed, HeadError> {
+/// Parses the request head at the start of `buf` into `head`, within `limits`.
+pub fn parse_request(
+    buf: &[u8],
+    head: &mut RequestHead,
+    limits: &HeadLimits,
+) -> Result<Parsed, HeadError> {
     // Prior-knowledge h2c: hyper's server takes the whole connection.
     let n = buf.len().min(H2_PREFACE.len());
     if buf[..n] == H2_PREFACE[..n] {
@@ -202,12 +272,16 @@ pub fn parse_request(buf: &[u8], head: &mut RequestHead) -> Result<Parsed, HeadE
             Parsed::Partial
         });
     }
+    let max_head = limits.max_head.min(MAX_HEAD);
     let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut []);
     let len = match req.parse_with_uninit_headers(buf, &mut slots) {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => {
-            return if buf.len() >= MAX_HEAD {
+            let line_end = buf.iter().position(|b| *b == b'\n');
+            return if line_end.unwrap_or(buf.len()) > limits.max_request_line {
+                Err(HeadError::LineTooLong)
+            } else if buf.len() >= max_head {
                 Err(HeadError::TooLarge)
             } else {
                 Ok(Parsed::Partial)
@@ -219,25 +293,44 @@ pub fn parse_request(buf: &[u8], head: &mut RequestHead) -> Result<Parsed, HeadE
     let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
         return Err(HeadError::Malformed);
     };
+    let line_len = buf.iter().position(|b| *b == b'\n').unwrap_or(len);
+    if line_len > limits.max_request_line {
+        return Err(HeadError::LineTooLong);
+    }
+    if len > max_head || req.headers.len() > limits.max_headers {
+        return Err(HeadError::TooLarge);
+    }
+    // httparse takes a bare LF as a line end; an upstream may not, and then the two would
+    // see different headers.
+    if has_bare_lf(&buf[..len]) {
+        return Err(HeadError::BareLf);
+    }
     let headers: &[httparse::Header<'_>] = req.headers;
     if method == "CONNECT" {
         return Ok(Parsed::Handoff);
     }
     let mut has_connection = false;
-    let mut has_te = false;
-    let mut has_cl = false;
+    let mut te: Option<&[u8]> = None;
+    let mut cl: Option<&[u8]> = None;
     let mut host: Option<&[u8]> = None;
+    let mut upgrade: Option<&[u8]> = None;
     head.forwarded = false;
     for h in headers {
         let name = h.name;
-        if is(name, "upgrade") || is(name, "expect") {
+        if is(name, "expect") {
             return Ok(Parsed::Handoff);
+        } else if is(name, "upgrade") {
+            upgrade = Some(h.value);
         } else if is(name, "connection") {
             has_connection = true;
         } else if is(name, "transfer-encoding") {
-            has_te = true;
+            if te.replace(h.value).is_some() {
+                return Err(HeadError::Framing);
+            }
         } else if is(name, "content-length") {
-            has_cl = true;
+            if cl.replace(h.value).is_some() {
+                return Err(HeadError::Framing);
+            }
         } else if is(name, "host") {
             if host.is_some() {
                 return Err(HeadError::DuplicateHost);
@@ -253,18 +346,19 @@ pub fn parse_request(buf: &[u8], head: &mut RequestHead) -> Result<Parsed, HeadE
             .filter(move |h| is(h.name, n))
             .map(|h| h.value)
     };
-    head.framing = if has_te {
-        if has_cl || !ends_chunked(values("transfer-encoding")) {
-            return Err(HeadError::Framing);
+    head.framing = match (te, cl) {
+        (Some(_), Some(_)) => return Err(HeadError::Framing),
+        (Some(coding), None) => {
+            if minor == 0 || !coding.trim_ascii().eq_ignore_ascii_case(b"chunked") {
+                return Err(HeadError::Framing);
+            }
+            Framing::Chunked
         }
-        Framing::Chunked
-    } else if has_cl {
-        match content_length(values("content-length"))? {
-            Some(0) | None => Framing::Empty,
-            Some(n) => Framing::Length(n),
-        }
-    } else {
-        Framing::Empty
+        (None, Some(v)) => match request_content_length(v)? {
+            0 => Framing::Empty,
+            n => Framing::Length(n),
+        },
+        (None, None) => Framing::Empty,
     };
     let conn = if has_connection {
         connection_tokens(values("connection"))
@@ -280,6 +374,11 @@ pub fn parse_request(buf: &[u8], head: &mut RequestHead) -> Result<Parsed, HeadE
     head.is_head = method == "HEAD";
     head.idempotent = matches!(method, "GET" | "HEAD" | "OPTIONS" | "PUT" | "DELETE");
     head.len = len;
+    // An Upgrade not named in Connection is an ordinary (hop-by-hop) header.
+    head.upgrade = match upgrade {
+        Some(v) if conn.upgrade && !head.http10 => Some(v.to_vec()),
+        _ => None,
+    };
 
     // The target in origin form; an absolute-form authority stands in for a missing Host.
     let target = target.as_bytes();
@@ -343,6 +442,14 @@ pub struct ResponseHead {
     pub upstream_reusable: bool,
     /// The client connection stays open afterwards.
     pub client_keep_alive: bool,
+    /// A `101` to an upgrade request: both connections become one tunnel.
+    pub switching: bool,
+    /// An lb-agent's own answer saying no backend received the request
+    /// (`x-meridian-error: unserved`): it may go to another cluster.
+    pub unserved: bool,
+    /// An lb-agent's own answer saying its backends failed after the request may have
+    /// reached one (`x-meridian-error: failed`): an idempotent request may go elsewhere.
+    pub agent_failed: bool,
 }
 
 /// Outcome of [`parse_response`].
@@ -380,14 +487,22 @@ pub fn parse_response(
     let (Some(code), Some(minor)) = (resp.code, resp.version) else {
         return Err(HeadError::Malformed);
     };
-    // No Upgrade is ever asked for, so a 101 is as wrong as garbage.
-    if code == 101 || !(100..=999).contains(&code) {
+    // A 101 answers an upgrade request only; unasked, it is as wrong as garbage.
+    if (code == 101 && req.upgrade.is_none()) || !(100..=999).contains(&code) {
         return Err(HeadError::Malformed);
+    }
+    let headers: &[httparse::Header<'_>] = resp.headers;
+    if code == 101 {
+        return Ok(ParsedResponse::Final(switching_head(
+            len,
+            resp.reason.unwrap_or(""),
+            headers,
+            out,
+        )));
     }
     if code < 200 {
         return Ok(ParsedResponse::Interim(len));
     }
-    let headers: &[httparse::Header<'_>] = resp.headers;
     let mut has_connection = false;
     let mut has_te = false;
     let mut has_cl = false;
@@ -434,6 +549,12 @@ pub fn parse_response(
     } else {
         !conn.close
     };
+    let agent_error = |kind: &[u8]| {
+        headers.iter().any(|h| {
+            is(h.name, MERIDIAN_ERROR_HEADER) && h.value.trim_ascii().eq_ignore_ascii_case(kind)
+        })
+    };
+    let (unserved, agent_failed) = (agent_error(b"unserved"), agent_error(b"failed"));
     let dechunk = framing == Framing::Chunked && req.http10;
     let client_keep_alive = req.keep_alive && framing != Framing::ToEof && !dechunk;
 
@@ -471,8 +592,56 @@ pub fn parse_response(
         dechunk,
         upstream_reusable: upstream_keep_alive && framing != Framing::ToEof,
         client_keep_alive,
+        switching: false,
+        unserved,
+        agent_failed,
     }))
 }
+
+/// The head of a `101 Switching Protocols` for the client: the upstream's headers with its
+/// Upgrade value and `connection: upgrade` (both hop-by-hop, so set here again).
+fn switching_head(
+    len: usize,
+    reason: &str,
+    headers: &[httparse::Header<'_>],
+    out: &mut Vec<u8>,
+) -> ResponseHead {
+    out.clear();
+    out.extend_from_slice(b"HTTP/1.1 101 ");
+    out.extend_from_slice(reason.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    let mut upgrade: Option<&[u8]> = None;
+    for h in headers {
+        if is(h.name, "upgrade") {
+            upgrade = Some(h.value);
+        }
+        if is_hop_by_hop(h.name) || is(h.name, "content-length") || is(h.name, "transfer-encoding")
+        {
+            continue;
+        }
+        push_header(out, h.name, h.value);
+    }
+    out.extend_from_slice(b"connection: upgrade\r\n");
+    if let Some(u) = upgrade {
+        push_header(out, "upgrade", u);
+    }
+    out.extend_from_slice(b"\r\n");
+    ResponseHead {
+        code: 101,
+        len,
+        framing: Framing::Empty,
+        dechunk: false,
+        upstream_reusable: false,
+        client_keep_alive: false,
+        switching: true,
+        unserved: false,
+        agent_failed: false,
+    }
+}
+
+/// Header on an lb-agent's own error answers: `unserved` when no backend received the
+/// request (another cluster may take it whatever its method), `failed` when one may have.
+pub const MERIDIAN_ERROR_HEADER: &str = "x-meridian-error";
 
 /// Writes the head of a request for one upstream attempt: the stored part, then Host
 /// (`host`) and the forwarding header (`forwarded_by`), then the blank line.
@@ -490,12 +659,24 @@ pub fn write_upstream_head(
     if let Some(f) = forwarded_by {
         push_header(out, fed_api::names::FORWARDED_BY_HEADER, f);
     }
+    if let Some(u) = &head.upgrade {
+        out.extend_from_slice(b"connection: upgrade\r\n");
+        push_header(out, "upgrade", u);
+    }
     out.extend_from_slice(b"\r\n");
 }
 
 /// Writes a complete plain-text answer of the agent itself: no body after HEAD; the
-/// connection closes after it (`close`) or stays open (said explicitly to HTTP/1.0).
-pub fn write_plain(out: &mut Vec<u8>, code: u16, text: &str, req: &RequestHead, close: bool) {
+/// connection closes after it (`close`) or stays open (said explicitly to HTTP/1.0);
+/// `error` is the [`MERIDIAN_ERROR_HEADER`] value, if any.
+pub fn write_plain(
+    out: &mut Vec<u8>,
+    code: u16,
+    text: &str,
+    req: &RequestHead,
+    close: bool,
+    error: Option<&str>,
+) {
     out.clear();
     let reason = http::StatusCode::from_u16(code)
         .ok()
@@ -506,6 +687,9 @@ pub fn write_plain(out: &mut Vec<u8>, code: u16, text: &str, req: &RequestHead, 
         "HTTP/1.1 {code} {reason}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n",
         text.len()
     );
+    if let Some(e) = error {
+        push_header(out, MERIDIAN_ERROR_HEADER, e.as_bytes());
+    }
     if close {
         out.extend_from_slice(b"connection: close\r\n");
     } else if req.http10 {

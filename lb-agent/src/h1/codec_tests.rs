@@ -2,7 +2,7 @@ use super::*;
 
 fn parse(raw: &str) -> (Result<Parsed, HeadError>, RequestHead) {
     let mut head = RequestHead::default();
-    let r = parse_request(raw.as_bytes(), &mut head);
+    let r = parse_request(raw.as_bytes(), &mut head, &HeadLimits::default());
     (r, head)
 }
 
@@ -83,23 +83,129 @@ fn body_framing_of_requests() {
     assert!(upstream(&h, None, None).contains("Content-Length: 5\r\n"));
     let (_, h) = parse("PUT / HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
     assert_eq!(h.framing, Framing::Empty);
-    let (_, h) = parse("PUT / HTTP/1.1\r\ncontent-length: 3\r\nContent-Length: 3\r\n\r\n");
-    assert_eq!(h.framing, Framing::Length(3));
-    let (_, h) = parse("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n");
+    let (_, h) = parse("POST / HTTP/1.1\r\nTransfer-Encoding: Chunked \r\n\r\n");
     assert_eq!(h.framing, Framing::Chunked);
     assert!(
-        upstream(&h, None, None).contains("Transfer-Encoding: gzip, chunked\r\n"),
+        upstream(&h, None, None).contains("Transfer-Encoding: Chunked\r\n"),
         "the chunked body is relayed as it is, so its framing header stays"
     );
+    // Every framing two parsers could read differently is refused (request smuggling).
     for bad in [
         "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
         "POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+        "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+        "POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
+        "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "POST / HTTP/1.1\r\nTransfer-Encoding: xchunked\r\n\r\n",
+        "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
         "POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
+        "PUT / HTTP/1.1\r\ncontent-length: 3\r\nContent-Length: 3\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: 3, 3\r\n\r\n",
         "POST / HTTP/1.1\r\nContent-Length: -3\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: +3\r\n\r\n",
         "POST / HTTP/1.1\r\nContent-Length: 3x\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: 0x3\r\n\r\n",
     ] {
         assert_eq!(parse(bad).0, Err(HeadError::Framing), "{bad}");
     }
+}
+
+#[test]
+fn line_ends_folds_and_spaces_that_could_be_read_twice_are_refused() {
+    for (bad, want) in [
+        ("GET / HTTP/1.1\nHost: a\r\n\r\n", HeadError::BareLf),
+        ("GET / HTTP/1.1\r\nHost: a\n\r\n", HeadError::BareLf),
+        ("GET / HTTP/1.1\r\nHost: a\n\n", HeadError::BareLf),
+        (
+            "GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\n  folded\r\n\r\n",
+            HeadError::Malformed,
+        ),
+        (
+            "GET / HTTP/1.1\r\nHost: a\r\nContent-Length : 3\r\n\r\n",
+            HeadError::Malformed,
+        ),
+        (
+            "GET / HTTP/1.1\r\nHost: a\r\n Content-Length: 3\r\n\r\n",
+            HeadError::Malformed,
+        ),
+        ("GET / HTTP/1.1\r\nHo\0st: a\r\n\r\n", HeadError::Malformed),
+        ("GET / HTTP/1.1\r\nHost: a\rb\r\n\r\n", HeadError::Malformed),
+    ] {
+        let got = parse(bad).0;
+        assert_eq!(got, Err(want), "{bad:?}");
+        assert_eq!(want.status(), 400);
+    }
+}
+
+#[test]
+fn limits_on_line_count_and_size() {
+    let limits = HeadLimits {
+        max_head: 2048,
+        max_headers: 4,
+        max_request_line: 64,
+    };
+    let mut head = RequestHead::default();
+    let mut p = |raw: &str| parse_request(raw.as_bytes(), &mut head, &limits);
+    let long = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(64));
+    assert_eq!(p(&long), Err(HeadError::LineTooLong));
+    assert_eq!(HeadError::LineTooLong.status(), 414);
+    // Known to be too long before the line even ends.
+    assert_eq!(p(&long[..70]), Err(HeadError::LineTooLong));
+    let five: String = (0..5).map(|i| format!("x-{i}: v\r\n")).collect();
+    assert_eq!(
+        p(&format!("GET / HTTP/1.1\r\n{five}\r\n")),
+        Err(HeadError::TooLarge)
+    );
+    assert_eq!(HeadError::TooLarge.status(), 431);
+    let four: String = (0..4).map(|i| format!("x-{i}: v\r\n")).collect();
+    assert_eq!(
+        p(&format!("GET / HTTP/1.1\r\n{four}\r\n")),
+        Ok(Parsed::Complete)
+    );
+    let big = format!("GET / HTTP/1.1\r\nx: {}", "a".repeat(2048));
+    assert_eq!(p(&big), Err(HeadError::TooLarge));
+}
+
+#[test]
+fn upgrade_requests_keep_their_upgrade_upstream() {
+    let (r, h) = parse(
+        "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\nSec-WebSocket-Key: k\r\n\r\n",
+    );
+    assert_eq!(r, Ok(Parsed::Complete));
+    assert_eq!(h.upgrade.as_deref(), Some(&b"websocket"[..]));
+    assert_eq!(
+        upstream(&h, Some("a"), None),
+        "GET /ws HTTP/1.1\r\nSec-WebSocket-Key: k\r\nhost: a\r\nconnection: upgrade\r\nupgrade: websocket\r\n\r\n"
+    );
+    // Without `Connection: upgrade` it is an ordinary hop-by-hop header.
+    let (_, h) = parse("GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n");
+    assert!(h.upgrade.is_none());
+    assert_eq!(upstream(&h, None, None), "GET / HTTP/1.1\r\n\r\n");
+    // A 101 answers it; unasked, a 101 is malformed.
+    let (r, out) = respond(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: x\r\n\r\n",
+        "GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n",
+    );
+    assert!(r.switching && !r.client_keep_alive && !r.upstream_reusable);
+    assert_eq!(
+        out,
+        "HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: x\r\nconnection: upgrade\r\nupgrade: websocket\r\n\r\n"
+    );
+}
+
+#[test]
+fn unserved_answers_of_other_agents_are_recognised() {
+    let (r, _) = respond(
+        "HTTP/1.1 503 Service Unavailable\r\nx-meridian-error: unserved\r\ncontent-length: 0\r\n\r\n",
+        GET,
+    );
+    assert!(r.unserved);
+    let (r, _) = respond(
+        "HTTP/1.1 502 Bad Gateway\r\nx-meridian-error: failed\r\ncontent-length: 0\r\n\r\n",
+        GET,
+    );
+    assert!(!r.unserved);
 }
 
 #[test]
@@ -116,7 +222,7 @@ fn malformed_partial_and_handed_off_heads() {
     );
     assert_eq!(
         parse("GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n").0,
-        Ok(Parsed::Handoff)
+        Ok(Parsed::Complete)
     );
     assert_eq!(
         parse("CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n").0,
@@ -278,13 +384,13 @@ fn bodiless_responses() {
 fn plain_answers() {
     let (_, req) = parse(GET);
     let mut out = Vec::new();
-    write_plain(&mut out, 503, "no\n", &req, false);
+    write_plain(&mut out, 503, "no\n", &req, false, Some("unserved"));
     assert_eq!(
         String::from_utf8_lossy(&out),
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: 3\r\n\r\nno\n"
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: 3\r\nx-meridian-error: unserved\r\n\r\nno\n"
     );
     let (_, req) = parse("HEAD / HTTP/1.1\r\n\r\n");
-    write_plain(&mut out, 404, "no\n", &req, true);
+    write_plain(&mut out, 404, "no\n", &req, true, None);
     assert!(
         String::from_utf8_lossy(&out).ends_with("content-length: 3\r\nconnection: close\r\n\r\n")
     );

@@ -2,7 +2,10 @@
 //! connections, retries on another backend (any request that was never written; idempotent
 //! empty-bodied ones that were, up to `retries`), outlier accounting and metrics, as the
 //! hyper path does. A pooled connection the upstream dropped while idle is no fault of the
-//! backend: the request goes again on a new connection to it when it may.
+//! backend: the request goes again on a new connection to it when it may. A remote agent
+//! that answers `x-meridian-error: unserved` had no backend for it: a request without a
+//! body goes to another cluster whatever its method. A `101` to an upgrade request turns
+//! both connections into one tunnel until either side closes.
 
 use std::io;
 use std::sync::Arc;
@@ -18,7 +21,7 @@ use super::codec::{self, Framing, ParsedResponse};
 use super::{Conn, Window};
 use crate::agent::Shared;
 use crate::backend::{Backend, now_ms};
-use crate::balance::{Tried, pick};
+use crate::balance::{Tried, failed, pick};
 use crate::metrics::RouteMetrics;
 use crate::table::PortRoute;
 use crate::upstream::{checkin_raw, checkout_raw};
@@ -34,6 +37,10 @@ enum Failure {
     Sent { error: io::Error, quiet: bool },
     /// The client's chunked body is malformed.
     BadBody,
+    /// A remote agent answered that it had no backend for the request (it read no body).
+    Unserved,
+    /// A remote agent answered that its backends failed with a replayable request.
+    RemoteFailed,
     /// The client went away, or the response broke after its head reached the client:
     /// the client connection can only be closed.
     Abort,
@@ -55,19 +62,26 @@ pub(super) async fn forward(
     let mut tried = Tried::default();
     let mut sent_failures = 0u32;
     let mut last_error: Option<String> = None;
+    let mut unserved = false;
     loop {
         let Some(choice) = pick(route, local_only, &tried, now_ms()) else {
             let (code, text) = match last_error {
-                Some(e) => (
+                Some(e) if !unserved || sent_failures > 0 => (
                     502,
                     format!("{}: upstream failed: {e}\n", route.service_key),
                 ),
-                None => (
+                _ => (
                     503,
                     format!("no healthy backend for {}\n", route.service_key),
                 ),
             };
-            return own_answer(conn, &route.metrics, started, code, &text).await;
+            // Nothing reached a backend unless an attempt failed after sending.
+            let kind = if sent_failures == 0 {
+                "unserved"
+            } else {
+                "failed"
+            };
+            return own_answer(conn, &route.metrics, started, code, &text, kind).await;
         };
         let backend = choice.backend;
         tried.add(backend);
@@ -96,7 +110,7 @@ pub(super) async fn forward(
             };
             codec::write_upstream_head(&mut conn.out, &conn.head, host, fwd);
             let _flight = backend.start();
-            let attempt = exchange(conn, up, backend, shared, &route.metrics, started);
+            let attempt = exchange(conn, up, backend, shared, route, started);
             let r = tokio::select! {
                 r = attempt => r,
                 // Drain timeout passed after the backend left the configuration.
@@ -113,50 +127,63 @@ pub(super) async fn forward(
         match outcome {
             Ok(keep) => return keep,
             Err(Failure::Connect(e)) => {
-                failed(shared, backend);
+                failed(shared, route, backend);
                 last_error = Some(e.to_string());
             }
             Err(Failure::Unsent(e)) => {
-                failed(shared, backend);
+                failed(shared, route, backend);
                 last_error = Some(e.to_string());
             }
+            Err(Failure::Unserved) => {
+                // Its HEALTH answer will say so too; not a failure of that agent.
+                unserved = true;
+                last_error.get_or_insert_with(|| "no backend in the other clusters".into());
+            }
+            Err(Failure::RemoteFailed) => {
+                // That cluster's trouble, not its agent's: counted as a try, not a failure.
+                sent_failures += 1;
+                if sent_failures > shared.settings.retries {
+                    let text = format!(
+                        "{}: upstream failed in every cluster tried\n",
+                        route.service_key
+                    );
+                    return own_answer(conn, &route.metrics, started, 502, &text, "failed").await;
+                }
+                last_error = Some("the other cluster's backends failed".into());
+            }
             Err(Failure::Sent { error, .. }) => {
-                failed(shared, backend);
+                failed(shared, route, backend);
                 sent_failures += 1;
                 if !replayable || sent_failures > shared.settings.retries {
                     let text = format!("{}: upstream failed: {error}\n", route.service_key);
-                    return own_answer(conn, &route.metrics, started, 502, &text).await;
+                    return own_answer(conn, &route.metrics, started, 502, &text, "failed").await;
                 }
                 last_error = Some(error.to_string());
             }
             Err(Failure::BadBody) => {
                 conn.head.keep_alive = false;
+                shared.metrics.refused.inc();
                 let text = "malformed chunked request body\n";
-                return own_answer(conn, &route.metrics, started, 400, text).await;
+                return own_answer(conn, &route.metrics, started, 400, text, "unserved").await;
             }
             Err(Failure::Abort) => return false,
         }
     }
 }
 
-/// The agent's own answer to a routed request, counted as an error.
+/// The agent's own answer to a routed request, counted as an error; `kind` is its
+/// `x-meridian-error` value.
 async fn own_answer(
     conn: &mut Conn,
     metrics: &RouteMetrics,
     started: Instant,
     code: u16,
     text: &str,
+    kind: &str,
 ) -> bool {
     metrics.latency.observe(started.elapsed().as_secs_f64());
     metrics.errors.inc();
-    conn.answer(code, text).await
-}
-
-fn failed(shared: &Shared, backend: &Arc<Backend>) {
-    if backend.record_failure(&shared.settings.outlier) {
-        shared.metrics.ejections.inc();
-        tracing::info!(backend = %backend.label(), "ejected after consecutive failures");
-    }
+    conn.answer(code, text, Some(kind)).await
 }
 
 fn sent(error: io::Error, quiet: bool) -> Failure {
@@ -214,9 +241,10 @@ async fn exchange(
     mut up: TcpStream,
     backend: &Arc<Backend>,
     shared: &Shared,
-    metrics: &RouteMetrics,
+    route: &PortRoute,
     started: Instant,
 ) -> Result<bool, Failure> {
+    let metrics = &route.metrics;
     let Conn {
         client,
         inbuf,
@@ -287,11 +315,30 @@ async fn exchange(
         }
     };
     upbuf.consume(resp.len);
+    if resp.unserved && backend.cluster().is_some() && body_sent && head.framing == Framing::Empty {
+        // The remote agent reached no backend: drop its answer and the connection (its
+        // body is left unread) and let another cluster have the request.
+        upbuf.consume(upbuf.pending().len());
+        return Err(Failure::Unserved);
+    }
+    if resp.agent_failed
+        && backend.cluster().is_some()
+        && head.idempotent
+        && head.framing == Framing::Empty
+    {
+        // The remote agent's backends failed this idempotent request: another cluster may
+        // still answer it.
+        upbuf.consume(upbuf.pending().len());
+        return Err(Failure::RemoteFailed);
+    }
     metrics.latency.observe(started.elapsed().as_secs_f64());
     if resp.code >= 500 {
-        failed(shared, backend);
+        failed(shared, route, backend);
     } else {
         backend.record_success();
+    }
+    if resp.switching {
+        return tunnel(client, up, inbuf, upbuf, out).await;
     }
 
     // The head goes to the client with the body bytes that came with it, in one write.
@@ -307,6 +354,31 @@ async fn exchange(
         upbuf.consume(upbuf.pending().len());
     }
     Ok(resp.client_keep_alive)
+}
+
+/// After a `101`: sends the client its head (with whatever the upstream already sent
+/// behind it) and the upstream whatever the client already sent, then relays both ways
+/// until either side closes. The client connection ends with the tunnel.
+async fn tunnel(
+    client: &mut TcpStream,
+    mut up: TcpStream,
+    inbuf: &mut Window,
+    upbuf: &mut Window,
+    out: &mut Vec<u8>,
+) -> Result<bool, Failure> {
+    out.extend_from_slice(upbuf.pending());
+    upbuf.consume(upbuf.pending().len());
+    client.write_all(out).await.map_err(|_| Failure::Abort)?;
+    if !inbuf.pending().is_empty() {
+        up.write_all(inbuf.pending())
+            .await
+            .map_err(|_| Failure::Abort)?;
+        inbuf.consume(inbuf.pending().len());
+    }
+    if let Err(error) = tokio::io::copy_bidirectional(client, &mut up).await {
+        tracing::debug!(%error, "tunnel ended");
+    }
+    Ok(false)
 }
 
 /// Sends what is left of the request body after its first `first` bytes.

@@ -329,3 +329,168 @@ pub fn local(entries: &[(&str, &str, &str, Vec<SocketAddr>)]) -> LocalEndpoints 
         })
         .collect()
 }
+
+/// A self-signed certificate for `names`, and the rustls server config serving it.
+pub fn tls_server_config(
+    names: &[&str],
+) -> (
+    Arc<rustls::ServerConfig>,
+    rustls::pki_types::CertificateDer<'static>,
+) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params =
+        rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+            .unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let der = cert.der().clone();
+    let key_der =
+        rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).expect("private key");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![der.clone()], key_der)
+        .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    (Arc::new(config), der)
+}
+
+/// A loopback TLS backend for `names`: after the handshake it says `<name>\n`, then echoes.
+/// Returns its address and certificate (for clients to trust).
+pub async fn tls_backend(
+    name: &str,
+    names: &[&str],
+) -> (
+    SocketAddr,
+    rustls::pki_types::CertificateDer<'static>,
+    watch::Sender<bool>,
+) {
+    let (config, cert) = tls_server_config(names);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let name = name.to_string();
+    let (stop, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        let mut stopped = stop_rx.clone();
+        loop {
+            let conn = tokio::select! {
+                c = listener.accept() => c,
+                _ = stopped.wait_for(|s| *s) => return,
+            };
+            let Ok((s, _)) = conn else { continue };
+            let (acceptor, name) = (acceptor.clone(), name.clone());
+            let mut stopped = stop_rx.clone();
+            tokio::spawn(async move {
+                let serve = async {
+                    let Ok(mut tls) = acceptor.accept(s).await else {
+                        return;
+                    };
+                    let _ = tls.write_all(format!("{name}\n").as_bytes()).await;
+                    let _ = tls.flush().await;
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n) = tls.read(&mut buf).await {
+                        if n == 0 || tls.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                        let _ = tls.flush().await;
+                    }
+                };
+                tokio::select! {
+                    _ = serve => {}
+                    _ = stopped.wait_for(|s| *s) => {}
+                }
+            });
+        }
+    });
+    (addr, cert, stop)
+}
+
+/// A TLS client trusting `certs`, for server name `name`.
+pub fn tls_connector(
+    certs: &[rustls::pki_types::CertificateDer<'static>],
+) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in certs {
+        roots.add(c.clone()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+/// Connects through `addr` with SNI `name`, reads the backend's first line, echoes `msg`.
+pub async fn tls_roundtrip(
+    connector: &tokio_rustls::TlsConnector,
+    addr: SocketAddr,
+    name: &str,
+    msg: &str,
+) -> Result<(String, String), String> {
+    let s = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let server = rustls::pki_types::ServerName::try_from(name.to_string()).unwrap();
+    let mut tls = connector
+        .connect(server, s)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut first = Vec::new();
+    let mut byte = [0u8; 1];
+    while first.last() != Some(&b'\n') {
+        let n = tls.read(&mut byte).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("closed before the greeting".into());
+        }
+        first.push(byte[0]);
+    }
+    tls.write_all(msg.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    tls.flush().await.map_err(|e| e.to_string())?;
+    let mut echo = vec![0u8; msg.len()];
+    tls.read_exact(&mut echo).await.map_err(|e| e.to_string())?;
+    Ok((
+        String::from_utf8_lossy(&first).trim_end().to_string(),
+        String::from_utf8_lossy(&echo).into_owned(),
+    ))
+}
+
+/// A loopback UDP echo backend answering `<name>:<datagram>`; stops when the sender is
+/// dropped or set.
+pub async fn udp_backend(name: &str) -> (SocketAddr, watch::Sender<bool>) {
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    let (stop, mut stop_rx) = watch::channel(false);
+    let name = name.to_string();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 2048];
+        loop {
+            let (n, peer) = tokio::select! {
+                r = socket.recv_from(&mut buf) => match r { Ok(x) => x, Err(_) => continue },
+                _ = stop_rx.wait_for(|s| *s) => return,
+            };
+            let mut out = format!("{name}:").into_bytes();
+            out.extend_from_slice(&buf[..n]);
+            let _ = socket.send_to(&out, peer).await;
+        }
+    });
+    (addr, stop)
+}
+
+/// One datagram to `addr` from a fresh socket; the answer, or `None` after `wait`.
+pub async fn udp_ask(
+    socket: &tokio::net::UdpSocket,
+    addr: SocketAddr,
+    msg: &str,
+    wait: Duration,
+) -> Option<String> {
+    socket.send_to(msg.as_bytes(), addr).await.ok()?;
+    let mut buf = [0u8; 2048];
+    match tokio::time::timeout(wait, socket.recv_from(&mut buf)).await {
+        Ok(Ok((n, _))) => Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
+        _ => None,
+    }
+}
