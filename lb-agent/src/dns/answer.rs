@@ -3,6 +3,8 @@
 
 use std::net::IpAddr;
 
+use super::derived::{Derived, derive};
+use super::order::each_answer;
 use super::view::{DnsView, Locality, Node, Scope};
 use super::wire::{
     self, CLASS_ANY, CLASS_IN, CLASSIC_UDP_PAYLOAD, Edns, HEADER_LEN, Header, OPT_RECORD_LEN,
@@ -148,16 +150,39 @@ pub fn answer(
         zone: HEADER_LEN + rel_len,
         // Only read for zone-level names, which have at least four relative labels.
         region: HEADER_LEN + question.name.label_offset(3.min(rel_labels)),
+        // Only read for SRV names, which have four.
+        service: HEADER_LEN + question.name.label_offset(2.min(rel_labels)),
+        seed: header.id,
     };
     let rcode = if rel_labels == 0 {
         apex(view, &mut r, qtype, at);
         Rcode::NoError
     } else {
         match view.names.get(&name[..rel_len]) {
-            None => {
-                soa(view, &mut r, Section::Authority, at);
-                Rcode::NxDomain
-            }
+            None => match derive(view, &question.name, rel_labels) {
+                None => {
+                    soa(view, &mut r, Section::Authority, at);
+                    Rcode::NxDomain
+                }
+                Some(Derived::Empty) => {
+                    soa(view, &mut r, Section::Authority, at);
+                    Rcode::NoError
+                }
+                Some(Derived::Host { service, cluster }) => {
+                    if qtype == rtype::A || qtype == rtype::ANY {
+                        let ip = view.services[service as usize].address(view, cluster);
+                        address_record(view, &mut r, Section::Answer, HEADER_LEN, ip);
+                    } else {
+                        soa(view, &mut r, Section::Authority, at);
+                    }
+                    Rcode::NoError
+                }
+                Some(Derived::Srv { service, port }) => {
+                    let asker = view.locality(client);
+                    srv(view, &mut r, qtype, service as usize, port, &asker, at);
+                    Rcode::NoError
+                }
+            },
             Some(Node::EmptyNonTerminal) => {
                 soa(view, &mut r, Section::Authority, at);
                 Rcode::NoError
@@ -199,6 +224,10 @@ struct Names {
     zone: usize,
     /// `<region>.<dnsZone>` of a zone-level question.
     region: usize,
+    /// `<svc>.<ns>.<dnsZone>` of an SRV question.
+    service: usize,
+    /// The query ID: what `weighted` answers choose by.
+    seed: u16,
 }
 
 fn apex(view: &DnsView, r: &mut Response, qtype: u16, at: Names) {
@@ -252,17 +281,11 @@ fn service_name(
     loop {
         let serving = s.serving.iter().any(|&c| view.in_scope(scope, c));
         if serving && (qtype == rtype::A || qtype == rtype::ANY) {
-            // Stable bucket pass: nearest rank first, cluster name order within a rank.
-            let before = r.counts[Section::Answer as usize];
-            for rank in 0..4 {
-                for &c in s.serving.iter() {
-                    if view.in_scope(scope, c) && view.rank(asker, c) == rank {
-                        a_record(view, r, Section::Answer, owner, c);
-                    }
-                }
-            }
-            if r.counts[Section::Answer as usize] - before > 1 {
-                // The order depends on where the client is.
+            let dependent = each_answer(view, s, scope, asker, at.seed, |c, _, _| {
+                address_record(view, r, Section::Answer, owner, s.address(view, c));
+            });
+            if dependent {
+                // The choice depends on where the client is.
                 r.client_dependent();
             }
             return;
@@ -294,12 +317,86 @@ fn service_name(
 }
 
 fn a_record(view: &DnsView, r: &mut Response, section: Section, owner: usize, cluster: u16) {
+    address_record(
+        view,
+        r,
+        section,
+        owner,
+        view.clusters[cluster as usize].address,
+    );
+}
+
+fn address_record(
+    view: &DnsView,
+    r: &mut Response,
+    section: Section,
+    owner: usize,
+    ip: std::net::Ipv4Addr,
+) {
     put_pointer(r.out, owner);
     let start = begin_record(r.out, rtype::A, view.ttl);
-    r.out
-        .extend_from_slice(&view.clusters[cluster as usize].address.octets());
+    r.out.extend_from_slice(&ip.octets());
     end_rdata(r.out, start);
     r.count(section);
+}
+
+/// SRV records of one Service port: one per answered cluster (policy order, priority and
+/// weight), target `<cluster>.<svc>.<ns>.<dnsZone>` with its address as glue, port the
+/// listen port (the Service's own port at a dedicated address). Other types: NODATA.
+fn srv(
+    view: &DnsView,
+    r: &mut Response,
+    qtype: u16,
+    service: usize,
+    port: usize,
+    asker: &Locality,
+    at: Names,
+) {
+    if qtype != rtype::SRV && qtype != rtype::ANY {
+        soa(view, r, Section::Authority, at);
+        return;
+    }
+    let s = &view.services[service];
+    let p = &s.ports[port];
+    // Targets first, glue after: the additional section follows the answers.
+    let mut targets = [0u16; 64];
+    let mut n = 0;
+    let dependent = each_answer(
+        view,
+        s,
+        Scope::Global,
+        asker,
+        at.seed,
+        |c, priority, weight| {
+            put_pointer(r.out, HEADER_LEN);
+            let start = begin_record(r.out, rtype::SRV, view.ttl);
+            for v in [priority, weight, s.srv_port(p, c)] {
+                r.out.extend_from_slice(&v.to_be_bytes());
+            }
+            put_label(r.out, &view.clusters[c as usize].label[1..]);
+            put_pointer(r.out, at.service);
+            end_rdata(r.out, start);
+            r.count(Section::Answer);
+            if n < targets.len() {
+                targets[n] = c;
+                n += 1;
+            }
+        },
+    );
+    if dependent {
+        r.client_dependent();
+    }
+    for &c in &targets[..n] {
+        put_label(r.out, &view.clusters[c as usize].label[1..]);
+        put_pointer(r.out, at.service);
+        let start = begin_record(r.out, rtype::A, view.ttl);
+        r.out.extend_from_slice(&s.address(view, c).octets());
+        end_rdata(r.out, start);
+        r.count(Section::Additional);
+    }
+    if n == 0 {
+        soa(view, r, Section::Authority, at);
+    }
 }
 
 fn soa(view: &DnsView, r: &mut Response, section: Section, at: Names) {
@@ -436,3 +533,7 @@ impl<'a> Response<'a> {
 #[cfg(test)]
 #[path = "answer_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "answer_policy_tests.rs"]
+mod policy_tests;

@@ -2,16 +2,20 @@
 //!
 //! Names (Federation v1 / k8gb model): `<svc>.<ns>.<dnsZone>` (global),
 //! `<svc>.<ns>.<region>.<dnsZone>` and `<svc>.<ns>.<zone>.<region>.<dnsZone>` answer the
-//! lb-agents of the Ready clusters serving the Service in that scope, nearest first to the
-//! asker; an empty zone or region level is a CNAME to the next wider name. The apex has an
-//! SOA and one NS `ns-<cluster>.<dnsZone>` per lb-agent, with glue.
+//! lb-agents of the Ready clusters serving the Service in that scope, ordered and chosen by
+//! the Service's traffic policy (nearest to the asker first by default); an empty zone or
+//! region level is a CNAME to the next wider name. `_<port>._<tcp|udp>.<svc>.<ns>.<dnsZone>`
+//! answers SRV records with the listen port and targets `<cluster>.<svc>.<ns>.<dnsZone>`.
+//! The apex has an SOA and one NS `ns-<cluster>.<dnsZone>` per lb-agent, with glue.
 //!
 //! [`DnsView`] is the precomputed snapshot, [`answer`] the pure query → response function,
 //! [`serve_udp`] / [`serve_tcp`] the listeners that answer from the latest view published
 //! on a `tokio::sync::watch` channel.
 
 mod answer;
+mod derived;
 mod metrics;
+mod order;
 mod server;
 mod view;
 pub mod wire;

@@ -5,9 +5,10 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 
-use fed_api::lbconfig::LbConfig;
+use fed_api::lbconfig::{LbConfig, PolicyKind};
 
 use super::wire::{wire_label, wire_name};
+use crate::policy::{self, Place};
 
 /// A configuration the DNS view cannot be built from; names the offending field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -91,6 +92,8 @@ pub(crate) enum Scope {
 #[derive(Clone, Debug)]
 pub(crate) struct ClusterEntry {
     pub name: String,
+    /// Its name as a label in wire form: SRV targets are `<cluster>.<svc>.<ns>.<dnsZone>`.
+    pub label: Box<[u8]>,
     /// `ns-<name>` label in wire form.
     pub ns_label: Box<[u8]>,
     pub address: Ipv4Addr,
@@ -107,6 +110,50 @@ pub(crate) struct ServiceEntry {
     pub namespace_label: Box<[u8]>,
     /// Clusters that are Ready and serve it, by cluster name.
     pub serving: Box<[ClusterId]>,
+    /// Its traffic policy.
+    pub policy: PolicyKind,
+    /// `failover`: the tier of each cluster (by id); empty for other policies.
+    pub tiers: Box<[u8]>,
+    /// `weighted`: the share of each cluster (by id); empty for other policies.
+    pub shares: Box<[u32]>,
+    /// Dedicated address of each cluster (by id); empty when it has none anywhere.
+    pub addresses: Box<[Option<Ipv4Addr>]>,
+    /// Ports, for SRV records.
+    pub ports: Box<[SrvPort]>,
+}
+
+/// One Service port as SRV records give it.
+#[derive(Clone, Debug)]
+pub(crate) struct SrvPort {
+    /// `_<name>` in wire form (empty for an unnamed port).
+    pub name_label: Box<[u8]>,
+    /// The Service port number.
+    pub port: u16,
+    /// The lb-agents' listen port.
+    pub listen_port: u16,
+    /// A UDP port (`_udp`), else TCP (`_tcp`).
+    pub udp: bool,
+}
+
+impl ServiceEntry {
+    /// The address answered for the Service in cluster `c`: its dedicated one, else the
+    /// cluster's lb-agent.
+    pub(crate) fn address(&self, view: &DnsView, c: ClusterId) -> Ipv4Addr {
+        self.addresses
+            .get(c as usize)
+            .copied()
+            .flatten()
+            .unwrap_or(view.clusters[c as usize].address)
+    }
+
+    /// The port an SRV record of `port` gives for cluster `c`: the Service's own port at a
+    /// dedicated address, else the listen port.
+    pub(crate) fn srv_port(&self, port: &SrvPort, c: ClusterId) -> u16 {
+        match self.addresses.get(c as usize) {
+            Some(Some(_)) => port.port,
+            _ => port.listen_port,
+        }
+    }
 }
 
 /// One zone of a region.
@@ -153,6 +200,8 @@ pub struct DnsView {
     pub(crate) zones: Vec<ZoneEntry>,
     /// Names under the zone, relative to it, lowercase wire form → what they are.
     pub(crate) names: HashMap<Box<[u8]>, Node>,
+    /// Cluster name label (wire form) → id, for `<cluster>.<svc>.<ns>` hosts.
+    pub(crate) cluster_labels: HashMap<Box<[u8]>, ClusterId>,
     /// Longest prefix first.
     subnets: Vec<Subnet>,
     own: Locality,
@@ -258,6 +307,7 @@ impl DnsView {
                 });
             }
             let ns_label = label(field("name"), &format!("ns-{}", c.name))?;
+            let name_label = label(field("name"), &c.name)?;
             let address = c
                 .address
                 .parse::<Ipv4Addr>()
@@ -289,6 +339,7 @@ impl DnsView {
             };
             clusters.push(ClusterEntry {
                 name: c.name.clone(),
+                label: name_label.into(),
                 ns_label: ns_label.into(),
                 address,
                 region,
@@ -328,6 +379,61 @@ impl DnsView {
                 .map(|(id, _)| id as ClusterId)
                 .collect();
             let service = services.len() as u32;
+            let place = |ci: usize| Place {
+                cluster: &cfg.clusters[ci].name,
+                region: &cfg.clusters[ci].region,
+                zone: &cfg.clusters[ci].zone,
+            };
+            let tiers: Box<[u8]> = match s.policy.kind {
+                PolicyKind::Failover => order
+                    .iter()
+                    .map(|&ci| policy::failover_tier(&s.policy.order, &place(ci)))
+                    .collect(),
+                _ => Box::new([]),
+            };
+            let shares: Box<[u32]> = match s.policy.kind {
+                PolicyKind::Weighted => order
+                    .iter()
+                    .map(|&ci| policy::share(&s.policy, &cfg.clusters[ci].name))
+                    .collect(),
+                _ => Box::new([]),
+            };
+            let addresses: Box<[Option<Ipv4Addr>]> = if s.addresses.is_empty() {
+                Box::new([])
+            } else {
+                let mut out = Vec::with_capacity(order.len());
+                for &ci in &order {
+                    let name = &cfg.clusters[ci].name;
+                    out.push(match s.addresses.get(name) {
+                        None => None,
+                        Some(a) => {
+                            Some(a.parse::<Ipv4Addr>().map_err(|_| DnsConfigError::Address {
+                                field: format!("services[{i}].addresses.{name}"),
+                                value: a.clone(),
+                            })?)
+                        }
+                    });
+                }
+                out.into()
+            };
+            let mut ports = Vec::with_capacity(s.ports.len());
+            for (j, p) in s.ports.iter().enumerate() {
+                let name_label: Box<[u8]> = if p.name.is_empty() {
+                    Box::new([])
+                } else {
+                    label(
+                        format!("services[{i}].ports[{j}].name"),
+                        &format!("_{}", p.name),
+                    )?
+                    .into()
+                };
+                ports.push(SrvPort {
+                    name_label,
+                    port: p.port,
+                    listen_port: p.listen_port,
+                    udp: p.protocol == "udp",
+                });
+            }
             let svc_ns = [&name_label[..], &namespace_label[..]].concat();
             names.insert(
                 svc_ns.clone().into(),
@@ -368,6 +474,11 @@ impl DnsView {
                 name_label: name_label.into(),
                 namespace_label: namespace_label.into(),
                 serving,
+                policy: s.policy.kind,
+                tiers,
+                shares,
+                addresses,
+                ports: ports.into(),
             });
         }
 
@@ -402,7 +513,13 @@ impl DnsView {
             .unwrap_or_default();
 
         let serial = serial(cfg, &clusters, &region_labels, &zone_labels, &services);
+        let cluster_labels = clusters
+            .iter()
+            .enumerate()
+            .map(|(id, c)| (c.label.clone(), id as ClusterId))
+            .collect();
         Ok(DnsView {
+            cluster_labels,
             zone: zone.into(),
             ttl: cfg.ttl_seconds,
             serial,
@@ -481,11 +598,11 @@ impl DnsView {
             return Vec::new();
         };
         let asker = self.locality(client);
-        let mut ids = s.serving.to_vec();
-        ids.sort_by_key(|&c| self.rank(&asker, c));
-        ids.iter()
-            .map(|&c| self.clusters[c as usize].address)
-            .collect()
+        let mut out = Vec::new();
+        super::order::each_answer(self, s, Scope::Global, &asker, 0, |c, _, _| {
+            out.push(s.address(self, c));
+        });
+        out
     }
 }
 
@@ -558,6 +675,25 @@ fn serial(
         h.write(&s.name_label);
         for &c in &s.serving {
             h.write(&c.to_be_bytes());
+        }
+        h.write(&[s.policy as u8]);
+        h.write(&s.tiers);
+        for w in &s.shares {
+            h.write(&w.to_be_bytes());
+        }
+        for a in &s.addresses {
+            h.write(&a.map_or([0; 4], |a| a.octets()));
+        }
+        for p in &s.ports {
+            h.write(&p.name_label);
+            h.write(
+                &[
+                    &p.port.to_be_bytes()[..],
+                    &p.listen_port.to_be_bytes(),
+                    &[u8::from(p.udp)],
+                ]
+                .concat(),
+            );
         }
         h.write(b";");
     }
