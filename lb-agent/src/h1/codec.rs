@@ -222,6 +222,29 @@ fn request_content_length(value: &[u8]) -> Result<u64, HeadError> {
     Ok(v.iter().fold(0u64, |acc, d| acc * 10 + u64::from(d - b'0')))
 }
 
+/// Target bytes every URI parser takes: RFC 3986 unreserved, sub-delims, `%`, `:`, `@`,
+/// `/` and `?`.
+const PLAIN_TARGET: [bool; 256] = {
+    let mut t = [false; 256];
+    let ok = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=%:@/?";
+    let mut i = 0;
+    while i < ok.len() {
+        t[ok[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
+
+/// What follows `http://` or `https://` (any case) at the start of a target.
+fn strip_scheme(target: &[u8]) -> Option<&[u8]> {
+    for scheme in [&b"http://"[..], b"https://"] {
+        if target.len() >= scheme.len() && target[..scheme.len()].eq_ignore_ascii_case(scheme) {
+            return Some(&target[scheme.len()..]);
+        }
+    }
+    None
+}
+
 /// Whether a line of the head ends in LF alone.
 fn has_bare_lf(head: &[u8]) -> bool {
     head.iter()
@@ -384,13 +407,23 @@ pub fn parse_request(
     let target = target.as_bytes();
     let (authority, origin): (Option<&[u8]>, &[u8]) =
         if target.first() == Some(&b'/') || target == b"*" {
+            // Bytes httparse lets through but an upstream's URI parser may not (`<`, `"`,
+            // ...): read the target as hyper does before agreeing to it.
+            if !target.iter().all(|b| PLAIN_TARGET[usize::from(*b)])
+                && http::uri::PathAndQuery::try_from(target).is_err()
+            {
+                return Err(HeadError::Malformed);
+            }
             (None, target)
-        } else if let Some(i) = target.windows(3).position(|w| w == b"://") {
-            let rest = &target[i + 3..];
+        } else if let Some(rest) = strip_scheme(target) {
+            // Absolute form: an http(s) URI with a valid authority, as hyper reads it.
             let end = rest
                 .iter()
                 .position(|b| *b == b'/' || *b == b'?')
                 .unwrap_or(rest.len());
+            if end == 0 || http::Uri::try_from(target).is_err() {
+                return Err(HeadError::Malformed);
+            }
             (Some(&rest[..end]), &rest[end..])
         } else {
             return Err(HeadError::Malformed);
