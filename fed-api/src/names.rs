@@ -34,3 +34,15 @@ pub const FORWARDED_BY_HEADER: &str = "x-meridian-forwarded-by";
 /// Federation ConfigMap (in [`SYSTEM_NAMESPACE`]) holding the lb-agent listen port
 /// allocated to each federated Service port: key `<namespace>.<service>.<port>`, value the port.
 pub const LB_PORTS_CONFIGMAP: &str = "meridian-lb-ports";
+/// Federation ConfigMap (in [`SYSTEM_NAMESPACE`]) mapping client networks to where they
+/// are: each entry `<any name>: "<cidr> <region> [<zone>]"`. Filled into every lb-agent's
+/// configuration, for nearest-first and `geo` DNS answers.
+pub const CLIENT_SUBNETS_CONFIGMAP: &str = "meridian-client-subnets";
+/// Annotation on a federated Service choosing its traffic policy: `nearest` (default),
+/// `failover`, `weighted` or `geo`.
+pub const TRAFFIC_POLICY_ANNOTATION: &str = "federation.meridian.dev/traffic-policy";
+/// Annotation with the `failover` order: cluster, region or zone names, comma-separated,
+/// most preferred first.
+pub const FAILOVER_ORDER_ANNOTATION: &str = "federation.meridian.dev/failover-order";
+/// Annotation with the `weighted` shares: `<cluster>=<weight>`, comma-separated.
+pub const WEIGHTS_ANNOTATION: &str = "federation.meridian.dev/weights";
