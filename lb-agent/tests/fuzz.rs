@@ -190,6 +190,7 @@ fn request() -> impl Strategy<Value = Vec<u8>> {
             Just("http://web.shop/p"),
             Just("*"),
             Just("/sp ace"),
+            Just("/a#frag"),
             Just("nope")
         ],
         prop_oneof![

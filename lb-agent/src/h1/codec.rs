@@ -409,8 +409,9 @@ pub fn parse_request(
         if target.first() == Some(&b'/') || target == b"*" {
             // Bytes httparse lets through but an upstream's URI parser may not (`<`, `"`,
             // ...): read the target as hyper does before agreeing to it.
+            // A fragment has no place in a request (and URI parsers drop it silently).
             if !target.iter().all(|b| PLAIN_TARGET[usize::from(*b)])
-                && http::uri::PathAndQuery::try_from(target).is_err()
+                && (target.contains(&b'#') || http::uri::PathAndQuery::try_from(target).is_err())
             {
                 return Err(HeadError::Malformed);
             }
@@ -421,7 +422,7 @@ pub fn parse_request(
                 .iter()
                 .position(|b| *b == b'/' || *b == b'?')
                 .unwrap_or(rest.len());
-            if end == 0 || http::Uri::try_from(target).is_err() {
+            if end == 0 || target.contains(&b'#') || http::Uri::try_from(target).is_err() {
                 return Err(HeadError::Malformed);
             }
             (Some(&rest[..end]), &rest[end..])
