@@ -73,28 +73,6 @@ pub fn spread(n: u64, total: u64) -> u64 {
     ((u128::from(frac) * u128::from(total)) >> 64) as u64
 }
 
-/// Checks a policy against the cluster names it may refer to; every problem is listed.
-pub fn validate(policy: &TrafficPolicy, known: &dyn Fn(&str) -> bool) -> Vec<String> {
-    let mut problems = Vec::new();
-    match policy.kind {
-        PolicyKind::Failover if policy.order.is_empty() => {
-            problems.push("failover policy without an order".to_string());
-        }
-        PolicyKind::Weighted => {
-            if policy.weights.values().all(|w| *w == 0) {
-                problems.push("weighted policy without a positive weight".to_string());
-            }
-            for c in policy.weights.keys() {
-                if !known(c) {
-                    problems.push(format!("weight for unknown cluster {c:?}"));
-                }
-            }
-        }
-        _ => {}
-    }
-    problems
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,21 +145,5 @@ mod tests {
             }
         }
         assert_eq!(spread(5, 0), 0);
-    }
-
-    #[test]
-    fn validation_lists_problems() {
-        let known = |c: &str| c == "a";
-        let mut p = TrafficPolicy {
-            kind: PolicyKind::Failover,
-            ..Default::default()
-        };
-        assert_eq!(validate(&p, &known).len(), 1);
-        p.kind = PolicyKind::Weighted;
-        p.weights = [("a".to_string(), 0), ("zz".to_string(), 0)].into();
-        let problems = validate(&p, &known);
-        assert_eq!(problems.len(), 2, "{problems:?}");
-        p.weights = [("a".to_string(), 3)].into();
-        assert!(validate(&p, &known).is_empty());
     }
 }

@@ -2,15 +2,15 @@
 //! Placements, PropagationPolicies, Clusters, their Secrets and the port allocations; keeps
 //! one member task per Cluster; and, level-triggered through a deduplicating queue, decides
 //! for each Service what every member holds, writes its Placement and status, and for the
-//! whole fleet (the `Global` key) each member's lb-agent configuration and
-//! `Cluster.status.lbAgent`.
+//! whole fleet (the `Global` key) each member's lb-agent configuration (with the client
+//! subnets of `meridian-client-subnets`) and `Cluster.status.lbAgent`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use fed_api::lbconfig::LbService;
-use fed_api::names::{LB_PORTS_CONFIGMAP, SYSTEM_NAMESPACE};
+use fed_api::names::{CLIENT_SUBNETS_CONFIGMAP, LB_PORTS_CONFIGMAP, SYSTEM_NAMESPACE};
 use fed_api::placement::TargetCluster;
 use fed_api::{Cluster, Placement, PropagationPolicy};
 use futures::stream::{BoxStream, StreamExt};
@@ -33,6 +33,7 @@ use super::member::{self, Intent, Member, MemberHandle, Want};
 use super::status::{self, MemberState};
 use super::{
     ClusterView, FINALIZER, IGNORED_NAMESPACES, ServiceKey, Settings, desired, lbconf, ports,
+    traffic,
 };
 use crate::cluster::controller::{fingerprint, token_digest};
 use crate::metrics::Metrics;
@@ -90,6 +91,8 @@ pub(super) struct Caches {
     pub(super) clusters: Store<Cluster>,
     pub(super) secrets: Store<Secret>,
     pub(super) ports: Store<ConfigMap>,
+    /// `meridian-client-subnets`.
+    pub(super) subnets: Store<ConfigMap>,
 }
 
 pub(super) struct Central {
@@ -106,6 +109,11 @@ pub(super) struct Central {
     /// What of each Cluster matters here, to skip the cluster controller's routine
     /// status writes (probe times).
     pub(super) cluster_digests: Mutex<HashMap<String, String>>,
+    /// The last unusable traffic policy reported per Service (an Event on each change,
+    /// not on each reconcile).
+    pub(super) policy_errors: Mutex<HashMap<ServiceKey, String>>,
+    /// The last unusable client-subnet entries reported.
+    pub(super) subnet_problems: Mutex<Vec<String>>,
 }
 
 enum Input {
@@ -116,6 +124,7 @@ enum Input {
     Cluster(Box<Result<Event<Cluster>, watcher::Error>>),
     Secret,
     Ports,
+    Subnets,
 }
 
 fn ignored(ns: &str) -> bool {
@@ -267,6 +276,7 @@ impl Central {
             }
             Input::Secret => self.sync_members(),
             Input::Ports => self.push_services(None),
+            Input::Subnets => self.queue.add(CentralKey::Global),
         }
     }
 
@@ -431,6 +441,7 @@ impl Central {
             ports::lookup(&alloc, &key.namespace, &key.name, id)
         })
         .unwrap_or_default();
+        let policy = self.traffic_policy(key, &svc, &uid);
 
         let views = self.views(&members);
         let pushed = self.backends(&svc, &v, &views);
@@ -470,7 +481,7 @@ impl Central {
             .iter()
             .map(|c| (c.clone(), states.get(c).map_or(0, |s| s.endpoints)))
             .collect();
-        let entry = lbconf::service(key, lb_ports, &endpoints, &views);
+        let entry = lbconf::service(key, lb_ports, policy, &endpoints, &views);
         if lock(&self.lb_services).insert(key.clone(), entry.clone()) != Some(entry) {
             self.queue.add(CentralKey::Global);
         }
@@ -495,6 +506,58 @@ impl Central {
             .await?;
         }
         Ok(())
+    }
+
+    /// The Service's traffic policy from its annotations; an unusable one is reported (an
+    /// Event when it changes) and the Service keeps `nearest`.
+    fn traffic_policy(
+        &self,
+        key: &ServiceKey,
+        svc: &Service,
+        uid: &str,
+    ) -> fed_api::lbconfig::TrafficPolicy {
+        match traffic::policy(svc.annotations()) {
+            Ok(p) => {
+                lock(&self.policy_errors).remove(key);
+                p
+            }
+            Err(e) => {
+                let message = format!("{e}; traffic goes nearest first");
+                let changed = lock(&self.policy_errors).insert(key.clone(), message.clone())
+                    != Some(message.clone());
+                if changed {
+                    tracing::warn!(%key, error = %e, "unusable traffic policy");
+                    self.events.record(super::event(
+                        key,
+                        uid,
+                        EventType::Warning,
+                        "InvalidTrafficPolicy",
+                        &message,
+                    ));
+                }
+                Default::default()
+            }
+        }
+    }
+
+    /// The client subnets of `meridian-client-subnets`; unusable entries are logged when
+    /// they change and left out.
+    fn client_subnets(&self) -> Vec<fed_api::lbconfig::ClientSubnet> {
+        let data = self
+            .caches
+            .subnets
+            .get(&ObjectRef::new(CLIENT_SUBNETS_CONFIGMAP).within(SYSTEM_NAMESPACE))
+            .and_then(|cm| cm.data.clone())
+            .unwrap_or_default();
+        let (subnets, problems) = traffic::client_subnets(&data);
+        let mut reported = lock(&self.subnet_problems);
+        if *reported != problems {
+            for p in &problems {
+                tracing::warn!(configmap = CLIENT_SUBNETS_CONFIGMAP, problem = %p, "client subnet left out");
+            }
+            *reported = problems;
+        }
+        subnets
     }
 
     /// A deleting Service: remove member copies and slices, free its ports, then let go.
@@ -562,6 +625,7 @@ impl Central {
         let views = self.views(&members);
         let clusters = lbconf::clusters(&views);
         let services: Vec<LbService> = lock(&self.lb_services).values().cloned().collect();
+        let subnets = self.client_subnets();
         for v in &views {
             let Some(m) = members.get(&v.name) else {
                 continue;
@@ -573,6 +637,7 @@ impl Central {
                     self.settings.ttl_seconds,
                     &clusters,
                     &services,
+                    &subnets,
                 ))?),
                 None => None,
             };
@@ -750,6 +815,16 @@ pub async fn run(
         })
         .boxed(),
     );
+    let (subnet_store, s) = reflect(
+        Api::<ConfigMap>::namespaced(fed.clone(), SYSTEM_NAMESPACE),
+        all().fields(&format!("metadata.name={CLIENT_SUBNETS_CONFIGMAP}")),
+    );
+    streams.push(
+        s.filter_map(|e| async move {
+            matches!(e, Ok(Event::Apply(_) | Event::Delete(_))).then_some(Input::Subnets)
+        })
+        .boxed(),
+    );
 
     let queue = WorkQueue::new(
         queue::Settings {
@@ -772,11 +847,14 @@ pub async fn run(
             clusters,
             secrets,
             ports: port_store,
+            subnets: subnet_store,
         },
         queue: Arc::new(queue),
         members: Mutex::default(),
         lb_services: Mutex::default(),
         cluster_digests: Mutex::default(),
+        policy_errors: Mutex::default(),
+        subnet_problems: Mutex::default(),
     });
     let worker = {
         let c = central.clone();
@@ -792,6 +870,7 @@ pub async fn run(
                 futures::FutureExt::boxed(k.clusters.wait_until_ready()),
                 futures::FutureExt::boxed(k.secrets.wait_until_ready()),
                 futures::FutureExt::boxed(k.ports.wait_until_ready()),
+                futures::FutureExt::boxed(k.subnets.wait_until_ready()),
             ])
             .await;
             if ready.iter().any(Result::is_err) {

@@ -81,15 +81,20 @@ pub fn service_merged(actual: &Value, desired: &Value) -> Value {
     out
 }
 
-/// The TCP ports of a federated Service as the lb-agents serve them, with their allocated
-/// listen ports; `None` while a port has no allocation.
+/// The TCP and UDP ports of a federated Service as the lb-agents serve them, with their
+/// allocated listen ports; `None` while a port has no allocation.
 pub fn lb_ports(svc: &Value, listen_port: impl Fn(&str) -> Option<u16>) -> Option<Vec<LbPort>> {
     let mut out = Vec::new();
-    for p in tcp_ports(svc) {
+    for p in proxied_ports(svc) {
         let name = p["name"].as_str().unwrap_or_default().to_string();
         let port = p["port"].as_u64().and_then(|n| u16::try_from(n).ok())?;
+        let protocol = if is_udp(p) {
+            "udp"
+        } else {
+            LbPort::protocol_of(&name, p["appProtocol"].as_str())
+        };
         out.push(LbPort {
-            protocol: LbPort::protocol_of(&name, p["appProtocol"].as_str()).to_string(),
+            protocol: protocol.to_string(),
             listen_port: listen_port(&port_id(&name, port))?,
             name,
             port,
@@ -98,13 +103,17 @@ pub fn lb_ports(svc: &Value, listen_port: impl Fn(&str) -> Option<u16>) -> Optio
     Some(out)
 }
 
-/// The ports of a Service the lb-agents proxy: TCP only (UDP and SCTP are not proxied).
-pub fn tcp_ports(svc: &Value) -> impl Iterator<Item = &Value> {
+fn is_udp(port: &Value) -> bool {
+    port["protocol"].as_str() == Some("UDP")
+}
+
+/// The ports of a Service the lb-agents proxy: TCP and UDP (SCTP is not proxied).
+pub fn proxied_ports(svc: &Value) -> impl Iterator<Item = &Value> {
     svc["spec"]["ports"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|p| p["protocol"].as_str().unwrap_or("TCP") == "TCP")
+        .filter(|p| matches!(p["protocol"].as_str().unwrap_or("TCP"), "TCP" | "UDP"))
 }
 
 /// How a Service port is named in the port allocation: its name, or its number when unnamed.
@@ -116,9 +125,9 @@ pub fn port_id(name: &str, port: u16) -> String {
     }
 }
 
-/// The allocation ids of a Service's TCP ports.
+/// The allocation ids of a Service's proxied ports.
 pub fn port_ids(svc: &Value) -> Vec<String> {
-    tcp_ports(svc)
+    proxied_ports(svc)
         .filter_map(|p| {
             let port = p["port"].as_u64().and_then(|n| u16::try_from(n).ok())?;
             Some(port_id(p["name"].as_str().unwrap_or_default(), port))
@@ -137,7 +146,10 @@ pub fn slice(key: &ServiceKey, uid: &str, remotes: &[Ipv4Addr], ports: &[LbPort]
         .collect();
     let ports: Vec<Value> = ports
         .iter()
-        .map(|p| json!({"name": p.name, "port": p.listen_port, "protocol": "TCP"}))
+        .map(|p| {
+            let protocol = if p.protocol == "udp" { "UDP" } else { "TCP" };
+            json!({"name": p.name, "port": p.listen_port, "protocol": protocol})
+        })
         .collect();
     json!({
         "apiVersion": "discovery.k8s.io/v1",
@@ -289,21 +301,43 @@ mod tests {
     }
 
     #[test]
-    fn lb_ports_cover_tcp_ports_once_allocated() {
-        let svc = fed();
-        assert_eq!(port_ids(&svc), vec!["http".to_string()]);
+    fn lb_ports_cover_tcp_and_udp_ports_once_allocated() {
+        let mut svc = fed();
+        svc["spec"]["ports"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "sig", "port": 9, "protocol": "SCTP"}));
+        assert_eq!(port_ids(&svc), vec!["http".to_string(), "dns".to_string()]);
         assert_eq!(lb_ports(&svc, |_| None), None);
-        let ports = lb_ports(&svc, |id| (id == "http").then_some(30001)).expect("allocated");
+        let ports = lb_ports(&svc, |id| match id {
+            "http" => Some(30001),
+            "dns" => Some(30002),
+            _ => None,
+        })
+        .expect("allocated");
         assert_eq!(
             ports,
-            vec![LbPort {
-                name: "http".into(),
-                port: 80,
-                protocol: "http".into(),
-                listen_port: 30001
-            }]
+            vec![
+                LbPort {
+                    name: "http".into(),
+                    port: 80,
+                    protocol: "http".into(),
+                    listen_port: 30001
+                },
+                LbPort {
+                    name: "dns".into(),
+                    port: 53,
+                    protocol: "udp".into(),
+                    listen_port: 30002
+                }
+            ]
         );
         assert_eq!(port_id("", 8080), "8080");
+        let s = slice(&ServiceKey::new("shop", "web"), "u1", &[], &ports);
+        assert_eq!(
+            s["ports"][1],
+            json!({"name": "dns", "port": 30002, "protocol": "UDP"})
+        );
     }
 
     #[test]

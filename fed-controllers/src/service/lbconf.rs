@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use fed_api::lbconfig::{LbCluster, LbConfig, LbPort, LbService};
+use fed_api::lbconfig::{ClientSubnet, LbCluster, LbConfig, LbPort, LbService, TrafficPolicy};
 
 use super::{ClusterView, ServiceKey};
 
@@ -31,11 +31,12 @@ pub fn clusters(views: &[ClusterView]) -> Vec<LbCluster> {
     out
 }
 
-/// One Service's entry: its ports and, as backends, the clusters that can serve it — Ready,
-/// holding the Service, with ready endpoints.
+/// One Service's entry: its ports, its traffic policy and, as backends, the clusters that
+/// can serve it — Ready, holding the Service, with ready endpoints.
 pub fn service(
     key: &ServiceKey,
     ports: Vec<LbPort>,
+    policy: TrafficPolicy,
     endpoints: &BTreeMap<String, u32>,
     views: &[ClusterView],
 ) -> LbService {
@@ -49,6 +50,7 @@ pub fn service(
             .filter(|(c, n)| **n > 0 && ready(c))
             .map(|(c, n)| (c.clone(), *n))
             .collect(),
+        policy,
         ..Default::default()
     }
 }
@@ -60,6 +62,7 @@ pub fn build(
     ttl_seconds: u32,
     clusters: &[LbCluster],
     services: &[LbService],
+    client_subnets: &[ClientSubnet],
 ) -> LbConfig {
     let mut services = services.to_vec();
     services.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
@@ -69,7 +72,7 @@ pub fn build(
         ttl_seconds,
         clusters: clusters.to_vec(),
         services,
-        client_subnets: Vec::new(),
+        client_subnets: client_subnets.to_vec(),
     }
 }
 
@@ -129,6 +132,7 @@ mod tests {
         let web = service(
             &ServiceKey::new("shop", "web"),
             ports.clone(),
+            TrafficPolicy::default(),
             &endpoints,
             &views,
         );
@@ -140,15 +144,29 @@ mod tests {
         let api = service(
             &ServiceKey::new("dev", "api"),
             ports,
+            TrafficPolicy::default(),
             &BTreeMap::new(),
             &views,
         );
-        let cfg = build("b", "global.test", 7, &lb, &[web.clone(), api.clone()]);
+        let subnets = [ClientSubnet {
+            cidr: "10.0.0.0/8".into(),
+            region: "eu".into(),
+            zone: String::new(),
+        }];
+        let cfg = build(
+            "b",
+            "global.test",
+            7,
+            &lb,
+            &[web.clone(), api.clone()],
+            &subnets,
+        );
+        assert_eq!(cfg.client_subnets, subnets);
         assert_eq!(cfg.cluster, "b");
         assert_eq!(cfg.dns_zone, "global.test");
         assert_eq!(cfg.ttl_seconds, 7);
         assert_eq!(cfg.services, vec![api, web], "sorted by namespace and name");
-        let other = build("c", "global.test", 7, &lb, &cfg.services);
+        let other = build("c", "global.test", 7, &lb, &cfg.services, &subnets);
         assert_eq!(other.services, cfg.services);
         assert_ne!(other, cfg);
     }

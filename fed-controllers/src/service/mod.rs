@@ -6,7 +6,8 @@
 //! Service's `Placement service-<name>` and its `status.loadBalancer.ingress`, and cleans
 //! members up behind the member-cleanup finalizer (docs/traffic.md).
 //!
-//! Pure decisions — [`backends`], [`desired`], [`ports`], [`lbconf`], [`status`] — are
+//! Pure decisions — [`backends`], [`desired`], [`ports`], [`lbconf`], [`status`],
+//! [`traffic`] (policies and client subnets) — are
 //! separate from the effects: [`member`] runs one task and queue per member cluster,
 //! [`controller`] watches the federation and hands members their intents (its own
 //! federation writes are in `fedwrite`).
@@ -19,6 +20,7 @@ pub mod lbconf;
 pub mod member;
 pub mod ports;
 pub mod status;
+pub mod traffic;
 
 use std::fmt;
 use std::time::Duration;
