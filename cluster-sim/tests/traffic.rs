@@ -362,3 +362,186 @@ async fn a_ready_pod_is_already_listening() {
     })
     .await;
 }
+
+/// Accepts any server certificate: the simulated pods' are self-signed, and who answered
+/// is in the headers.
+#[derive(Debug)]
+struct AnyCert(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCert {
+    fn verify_server_cert(
+        &self,
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &[rustls::pki_types::CertificateDer<'_>],
+        _: &rustls::pki_types::ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_answer_tls_websocket_h2c_streams_and_udp() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const PORT: u16 = 18_083;
+    let fleet = loopback_fleet(&["multi"]).await;
+    let c: Arc<SimCluster> = fleet.clusters[0].clone();
+    let mut d = deployment("multi", 1, PORT);
+    d["spec"]["template"]["spec"]["containers"][0]["ports"] = json!([
+        {"name": "http", "containerPort": PORT},
+        {"name": "https", "containerPort": PORT + 1},
+        {"name": "dns", "containerPort": PORT + 2, "protocol": "UDP"},
+    ]);
+    create(&c, &c.sim.kinds.deployments, d).await;
+    let pods = until(&c, "the pod Ready", || ready_pods(&c, "multi", 1)).await;
+    let (pod, ip) = pods[0].clone();
+
+    // TLS (ALPN h2) with the cluster's self-signed certificate.
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = TcpStream::connect(SocketAddr::new(ip.into(), PORT + 1))
+        .await
+        .unwrap();
+    let stream = tokio_rustls::TlsConnector::from(Arc::new(tls))
+        .connect(
+            rustls::pki_types::ServerName::try_from("web.default.svc.cluster.local").unwrap(),
+            tcp,
+        )
+        .await
+        .unwrap();
+    assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut h2, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let resp = h2
+        .send_request(
+            http::Request::get("https://web/secure")
+                .body(Full::new(Bytes::new()))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["x-sim-tls"], "true");
+    assert_eq!(resp.headers()[POD_HEADER], pod.as_str());
+
+    // h2c with prior knowledge on the plain port, and a long streamed answer.
+    let tcp = TcpStream::connect(SocketAddr::new(ip.into(), PORT))
+        .await
+        .unwrap();
+    let (mut h2c, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let resp = h2c
+        .send_request(
+            http::Request::get("http://web/stream?n=3&ms=10")
+                .body(Full::new(Bytes::new()))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    let lines: Vec<String> = String::from_utf8_lossy(&body)
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        lines,
+        (0..3)
+            .map(|i| format!("multi default/{pod} {i}"))
+            .collect::<Vec<_>>()
+    );
+
+    // WebSocket: the handshake answer, a greeting naming the pod, then an echo.
+    let mut ws = TcpStream::connect(SocketAddr::new(ip.into(), PORT))
+        .await
+        .unwrap();
+    ws.write_all(b"GET /ws HTTP/1.1\r\nhost: web\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n").await.unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        head.push(ws.read_u8().await.unwrap());
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    assert!(
+        head.contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
+        "{head}"
+    );
+    let mut frame = [0u8; 2];
+    ws.read_exact(&mut frame).await.unwrap();
+    let mut greeting = vec![0u8; usize::from(frame[1])];
+    ws.read_exact(&mut greeting).await.unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&greeting),
+        format!("multi default/{pod}")
+    );
+    let mask = [9u8, 8, 7, 6];
+    let mut msg = vec![0x81, 0x80 | 4];
+    msg.extend_from_slice(&mask);
+    msg.extend(b"ping".iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    ws.write_all(&msg).await.unwrap();
+    let mut echo = [0u8; 6];
+    ws.read_exact(&mut echo).await.unwrap();
+    assert_eq!(&echo, b"\x81\x04ping");
+
+    // UDP: the datagram back behind a line naming the pod.
+    let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    udp.send_to(b"hello", SocketAddr::new(ip.into(), PORT + 2))
+        .await
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let (n, _) = tokio::time::timeout(Duration::from_secs(5), udp.recv_from(&mut buf))
+        .await
+        .expect("a UDP answer")
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&buf[..n]),
+        format!("multi default/{pod}\nhello")
+    );
+}

@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 
 /// Ports every local lb-agent listens on (each on its own address).
 pub const HTTP_PORT: u16 = 8080;
+/// HTTPS port: TLS routed by SNI, passed through.
+pub const HTTPS_PORT: u16 = 8443;
 /// Peer (lb-agent to lb-agent) port.
 pub const PEER_PORT: u16 = 8081;
 /// DNS port (UDP and TCP).
@@ -39,7 +41,9 @@ pub fn service(n: u32) -> Value {
             "selector": {"app.kubernetes.io/name": "lb-agent"},
             "ports": [
                 {"name": "http", "port": HTTP_PORT, "protocol": "TCP"},
+                {"name": "https", "port": HTTPS_PORT, "protocol": "TCP"},
                 {"name": "peer", "port": PEER_PORT, "protocol": "TCP"},
+                {"name": "peer-udp", "port": PEER_PORT, "protocol": "UDP"},
                 {"name": "dns", "port": DNS_PORT, "protocol": "UDP"},
                 {"name": "dns-tcp", "port": DNS_PORT, "protocol": "TCP"},
             ],
@@ -70,6 +74,7 @@ pub fn args(n: u32, sim_kubeconfig: &Path) -> Vec<String> {
         format!("--cluster=sim-{n}"),
         format!("--bind={ip}"),
         format!("--http-port={HTTP_PORT}"),
+        format!("--https-port={HTTPS_PORT}"),
         format!("--peer-port={PEER_PORT}"),
         format!("--dns-port={DNS_PORT}"),
         format!("--metrics-addr={ip}:{METRICS_PORT}"),
@@ -100,7 +105,10 @@ mod tests {
             .iter()
             .map(|p| p["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["http", "peer", "dns", "dns-tcp"]);
+        assert_eq!(
+            names,
+            ["http", "https", "peer", "peer-udp", "dns", "dns-tcp"]
+        );
         assert!(args(3, Path::new("/k")).contains(&"--bind=127.0.1.3".to_string()));
         assert!(check_fleet_size(255).is_err());
         assert!(check_fleet_size(3).is_ok());

@@ -212,10 +212,11 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
         o.clusters
     );
     println!(
-        "lb-agents: sim-n at {}..{} (HTTP :{}, DNS :{}); a federated Service answers as <svc>.<ns>.{}",
+        "lb-agents: sim-n at {}..{} (HTTP :{}, HTTPS by SNI :{}, DNS :{}); a federated Service answers as <svc>.<ns>.{}",
         lbagents::address(1),
         lbagents::address(o.clusters),
         lbagents::HTTP_PORT,
+        lbagents::HTTPS_PORT,
         lbagents::DNS_PORT,
         DNS_ZONE
     );

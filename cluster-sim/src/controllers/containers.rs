@@ -1,5 +1,7 @@
 //! The container runtime behind `--serve-pods`: every Running and Ready pod listens on its
-//! address at each TCP `containerPort` of its containers (see [`super::responder`]).
+//! address at each `containerPort` of its containers: TCP ports answer HTTP (over TLS when
+//! named `https`, `https-*`, `tls` or `tls-*`; see [`super::responder`]), UDP ports echo
+//! datagrams behind a line naming the pod.
 //!
 //! The kubelet starts a pod's listeners *before* it writes `Ready=True`, so a Ready pod in
 //! the API is always listening. This loop follows the API afterwards: a pod that stops being
@@ -14,7 +16,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::net::{TcpListener, TcpSocket, UdpSocket};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -22,6 +24,7 @@ use super::responder::{self, Behaviour, Identity};
 use super::util::{self, condition_true, lock, str_at};
 use super::{Reconciler, Requeue, Seen, Sim, SimError, WorkQueue, split_key};
 use crate::faults::{Fault, Faults};
+use tokio_rustls::TlsAcceptor;
 
 /// How a pod's server misbehaves on request (`cluster-sim ctl pod-fail`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,30 +35,59 @@ pub enum FailMode {
     Refuse,
 }
 
+/// What a pod's port speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum PortKind {
+    /// HTTP/1.1 and h2c.
+    Http,
+    /// HTTP/1.1 and h2 over TLS.
+    Tls,
+    /// A UDP echo.
+    Udp,
+}
+
+impl PortKind {
+    fn of(protocol: &str, name: &str) -> Option<Self> {
+        let tls = ["https", "tls"]
+            .iter()
+            .any(|p| name == *p || name.strip_prefix(p).is_some_and(|r| r.starts_with('-')));
+        match protocol {
+            "TCP" if tls => Some(PortKind::Tls),
+            "TCP" => Some(PortKind::Http),
+            "UDP" => Some(PortKind::Udp),
+            _ => None,
+        }
+    }
+}
+
 /// Where one pod serves.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct PodAddress {
     pub(crate) namespace: String,
     pub(crate) name: String,
     pub(crate) ip: Ipv4Addr,
-    /// TCP container ports, sorted, without duplicates.
-    pub(crate) ports: Vec<u16>,
+    /// Container ports (TCP and UDP), sorted, without duplicates.
+    pub(crate) ports: Vec<(u16, PortKind)>,
 }
 
 impl PodAddress {
-    /// The address of `pod` at `ip`, or `None` if it has no TCP container port.
+    /// The address of `pod` at `ip`, or `None` if it has no TCP or UDP container port.
     pub(crate) fn of(pod: &Value, ip: &str) -> Option<Self> {
         let ip: Ipv4Addr = ip.parse().ok()?;
-        let mut ports: Vec<u16> = pod
+        let mut ports: Vec<(u16, PortKind)> = pod
             .pointer("/spec/containers")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
             .filter_map(|c| c.get("ports").and_then(Value::as_array))
             .flatten()
-            .filter(|p| p.get("protocol").and_then(Value::as_str).unwrap_or("TCP") == "TCP")
-            .filter_map(|p| p.get("containerPort").and_then(Value::as_u64))
-            .filter_map(|p| u16::try_from(p).ok().filter(|p| *p != 0))
+            .filter_map(|p| {
+                let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+                let name = p.get("name").and_then(Value::as_str).unwrap_or("");
+                let port = p.get("containerPort").and_then(Value::as_u64)?;
+                let port = u16::try_from(port).ok().filter(|p| *p != 0)?;
+                Some((port, PortKind::of(protocol, name)?))
+            })
             .collect();
         ports.sort_unstable();
         ports.dedup();
@@ -101,8 +133,8 @@ impl Served {
         }
     }
 
-    /// Binds every port (all or none) and starts accepting, unless already listening.
-    fn listen(&mut self, faults: &Faults) -> io::Result<()> {
+    /// Binds every port (all or none) and starts serving, unless already listening.
+    fn listen(&mut self, faults: &Faults, tls: &dyn Fn() -> Option<TlsAcceptor>) -> io::Result<()> {
         if !self.listeners.is_empty() {
             return Ok(());
         }
@@ -110,18 +142,30 @@ impl Served {
             .address
             .ports
             .iter()
-            .map(|port| bind(SocketAddr::new(self.address.ip.into(), *port)))
+            .map(|&(port, kind)| {
+                let addr = SocketAddr::new(self.address.ip.into(), port);
+                Ok(match kind {
+                    PortKind::Udp => Socket::Udp(bind_udp(addr)?),
+                    PortKind::Http => Socket::Tcp(bind(addr)?, None),
+                    PortKind::Tls => Socket::Tcp(
+                        bind(addr)?,
+                        Some(tls().ok_or_else(|| io::Error::other("no TLS certificate"))?),
+                    ),
+                })
+            })
             .collect::<io::Result<Vec<_>>>()?;
         self.listeners = sockets
             .into_iter()
-            .map(|l| {
-                responder::spawn(
+            .map(|s| match s {
+                Socket::Tcp(l, tls) => responder::spawn(
                     l,
                     self.identity.clone(),
                     self.behaviour.clone(),
                     faults.clone(),
                     self.generation.subscribe(),
-                )
+                    tls,
+                ),
+                Socket::Udp(u) => tokio::spawn(udp_echo(u, self.identity.clone())),
             })
             .collect();
         Ok(())
@@ -139,6 +183,33 @@ impl Served {
             h.abort();
         }
         handles
+    }
+}
+
+/// A bound port of a pod.
+enum Socket {
+    Tcp(TcpListener, Option<TlsAcceptor>),
+    Udp(UdpSocket),
+}
+
+fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
+    let socket = std::net::UdpSocket::bind(addr)
+        .map_err(|e| io::Error::new(e.kind(), format!("binding udp {addr}: {e}")))?;
+    socket.set_nonblocking(true)?;
+    UdpSocket::from_std(socket)
+}
+
+/// Echoes each datagram back behind a line naming the pod: `<cluster> <ns>/<pod>\n<data>`.
+async fn udp_echo(socket: UdpSocket, id: Arc<Identity>) {
+    let mut buf = vec![0u8; 65_535];
+    let prefix = format!("{} {}/{}\n", id.cluster, id.namespace, id.pod);
+    loop {
+        let Ok((n, peer)) = socket.recv_from(&mut buf).await else {
+            continue;
+        };
+        let mut out = prefix.clone().into_bytes();
+        out.extend_from_slice(&buf[..n]);
+        let _ = socket.send_to(&out, peer).await;
     }
 }
 
@@ -174,6 +245,8 @@ struct State {
 pub struct Containers {
     cluster: String,
     faults: Faults,
+    /// The cluster's pod serving certificate, made when a TLS port first needs it.
+    tls: std::sync::OnceLock<Option<TlsAcceptor>>,
     /// Whether every listener is closed for the cluster's fault (set once they are).
     suspension: watch::Sender<bool>,
     state: Mutex<State>,
@@ -186,6 +259,7 @@ impl Containers {
         Self {
             cluster: cluster.to_string(),
             faults,
+            tls: std::sync::OnceLock::new(),
             suspension: watch::channel(false).0,
             state: Mutex::default(),
             queue: Arc::new(WorkQueue::default()),
@@ -236,7 +310,7 @@ impl Containers {
                 .address
                 .ports
                 .iter()
-                .map(|p| SocketAddr::new(s.address.ip.into(), *p))
+                .map(|(p, _)| SocketAddr::new(s.address.ip.into(), *p))
                 .collect(),
             _ => Vec::new(),
         }
@@ -284,7 +358,12 @@ impl Containers {
             if suspended || shut_down || fail == Some(FailMode::Refuse) {
                 (Ok(()), s.close())
             } else {
-                (s.listen(&self.faults), Vec::new())
+                let tls = || {
+                    self.tls
+                        .get_or_init(|| responder::tls_acceptor(&self.cluster))
+                        .clone()
+                };
+                (s.listen(&self.faults, &tls), Vec::new())
             }
         };
         join(closing).await;

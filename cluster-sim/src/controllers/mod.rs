@@ -20,6 +20,7 @@ mod responder;
 pub mod scheduler;
 pub mod serviceaccount;
 mod util;
+mod websocket;
 
 #[cfg(test)]
 mod tests;
@@ -42,7 +43,7 @@ use crate::faults::Faults;
 
 pub use containers::{Containers, FailMode};
 pub use nodes::{NodeSpec, Taint, create_nodes, set_node_capacity, set_node_ready};
-pub use responder::{CLUSTER_HEADER, NAMESPACE_HEADER, POD_HEADER, REQUEST_HEADER};
+pub use responder::{CLUSTER_HEADER, NAMESPACE_HEADER, POD_HEADER, REQUEST_HEADER, TLS_HEADER};
 pub use serviceaccount::{ServiceAccountIdentity, authenticate_token};
 pub use util::parse_address_pool;
 
