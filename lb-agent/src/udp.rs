@@ -2,12 +2,14 @@
 //! chosen by policy (local endpoints first, remote agents second) until it idles out or its
 //! backend stops being available; answers come back to the client from the address it
 //! wrote to. Remote agents get each datagram on their peer port behind a one-line
-//! `MERIDIAN/1 UDP` preamble and send their endpoint's answers straight back.
+//! `MERIDIAN/1 UDP` preamble and answer from their peer port with one status byte first:
+//! [`ANSWER`] and their endpoint's datagram, or [`UNSERVED`] when they have no endpoint for
+//! it — then the client's next datagram goes to another cluster.
 
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,6 +23,10 @@ use crate::table::{PortRoute, Proto};
 
 /// Largest datagram relayed.
 const MAX_DATAGRAM: usize = 65_535;
+/// Status byte of a peer answer carrying the endpoint's datagram after it.
+pub const ANSWER: u8 = 0;
+/// Status byte of a peer answer saying no local endpoint took the datagram.
+pub const UNSERVED: u8 = 1;
 
 /// UDP flow settings.
 #[derive(Clone, Copy, Debug)]
@@ -65,6 +71,8 @@ struct Flow {
     preamble: Option<Vec<u8>>,
     /// Last datagram either way, ms of [`now_ms`].
     last: Arc<AtomicU64>,
+    /// The remote agent answered [`UNSERVED`]: the next datagram goes elsewhere.
+    unserved: Arc<AtomicBool>,
     reader: JoinHandle<()>,
 }
 
@@ -110,17 +118,26 @@ pub async fn serve(socket: UdpSocket, shared: Arc<Shared>, source: Source) {
                 None => (None, &[][..], true),
             },
         };
+        let peer = matches!(source, Source::Peer);
         let Some(route) = route.filter(|r| r.proto == Proto::Udp) else {
             shared.metrics.udp_dropped.inc();
+            if peer {
+                let _ = socket.send_to(&[UNSERVED], client).await;
+            }
             continue;
         };
-        if let Err(error) = relay(
-            &shared, &socket, &flows, client, &route, payload, local_only,
-        )
-        .await
-        {
+        let target = Target {
+            client,
+            local_only,
+            peer,
+        };
+        if let Err(error) = relay(&shared, &socket, &flows, target, &route, payload).await {
             shared.metrics.udp_dropped.inc();
             tracing::debug!(%client, %error, "udp datagram dropped");
+            if peer {
+                // The sending agent tries another cluster with the client's next datagram.
+                let _ = socket.send_to(&[UNSERVED], client).await;
+            }
         }
     }
 }
@@ -140,9 +157,23 @@ fn split_preamble(d: &[u8]) -> Option<(&str, &str, &str, &[u8])> {
     }
 }
 
+/// Who a flow answers and how it may choose.
+#[derive(Clone, Copy)]
+struct Target {
+    /// Where answers go.
+    client: SocketAddr,
+    /// Local endpoints only (datagrams another agent sent).
+    local_only: bool,
+    /// The client is another agent: answers carry a status byte.
+    peer: bool,
+}
+
 /// Whether a flow may keep its backend: same route, backend still taking traffic.
 fn still_good(flow: &Flow, route: &Arc<PortRoute>, now: u64) -> bool {
     if !Arc::ptr_eq(&flow.route, route) && flow.route.service_key != route.service_key {
+        return false;
+    }
+    if flow.unserved.load(Ordering::Relaxed) {
         return false;
     }
     if !flow.backend.available(now) {
@@ -160,21 +191,25 @@ async fn relay(
     shared: &Arc<Shared>,
     socket: &Arc<UdpSocket>,
     flows: &Flows,
-    client: SocketAddr,
+    target: Target,
     route: &Arc<PortRoute>,
     payload: &[u8],
-    local_only: bool,
 ) -> io::Result<()> {
     let now = now_ms();
+    let mut avoid = None;
     let existing = {
         let mut map = lock(flows);
-        match map.get(&client) {
+        match map.get(&target.client) {
             Some(f) if still_good(f, route, now) => {
                 f.last.store(now, Ordering::Relaxed);
                 Some((f.upstream.clone(), f.preamble.clone()))
             }
             Some(_) => {
-                map.remove(&client);
+                if let Some(old) = map.remove(&target.client)
+                    && old.unserved.load(Ordering::Relaxed)
+                {
+                    avoid = Some(old.backend.clone());
+                }
                 None
             }
             None => None,
@@ -186,9 +221,9 @@ async fn relay(
             if lock(flows).len() >= shared.settings.udp.max_flows {
                 return Err(io::Error::other("flow table full"));
             }
-            let flow = open(shared, socket, flows, client, route, local_only).await?;
+            let flow = open(shared, socket, flows, target, route, avoid).await?;
             let x = (flow.upstream.clone(), flow.preamble.clone());
-            lock(flows).insert(client, flow);
+            lock(flows).insert(target.client, flow);
             x
         }
     };
@@ -204,31 +239,37 @@ async fn relay(
     Ok(())
 }
 
-/// A new flow for `client` on `route`: a connected socket to the chosen backend and a task
-/// relaying its answers.
+/// A new flow for the client on `route`: a connected socket to the chosen backend (not
+/// `avoid`, which just said it has nothing) and a task relaying its answers.
 async fn open(
     shared: &Arc<Shared>,
     socket: &Arc<UdpSocket>,
     flows: &Flows,
-    client: SocketAddr,
+    target: Target,
     route: &Arc<PortRoute>,
-    local_only: bool,
+    avoid: Option<Arc<Backend>>,
 ) -> io::Result<Flow> {
-    let choice = pick(route, local_only, &Tried::default(), now_ms())
+    let mut tried = Tried::default();
+    if let Some(b) = &avoid {
+        tried.add(b);
+    }
+    let choice = pick(route, target.local_only, &tried, now_ms())
+        .or_else(|| pick(route, target.local_only, &Tried::default(), now_ms()))
         .ok_or_else(|| io::Error::other(format!("no backend for {}", route.service_key)))?;
     let backend = choice.backend.clone();
-    let target = backend.tcp_addr();
-    let bind: SocketAddr = if target.is_ipv4() {
+    let addr = backend.tcp_addr();
+    let bind: SocketAddr = if addr.is_ipv4() {
         (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
     } else {
         (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
     };
     let upstream = Arc::new(UdpSocket::bind(bind).await?);
-    upstream.connect(target).await?;
+    upstream.connect(addr).await?;
     let preamble = choice
         .remote
         .then(|| preamble(route, &shared.settings.cluster).into_bytes());
     let last = Arc::new(AtomicU64::new(now_ms()));
+    let unserved = Arc::new(AtomicBool::new(false));
     let reader = tokio::spawn(answers(
         shared.clone(),
         route.clone(),
@@ -236,8 +277,12 @@ async fn open(
         upstream.clone(),
         socket.clone(),
         flows.clone(),
-        client,
-        last.clone(),
+        Answers {
+            target,
+            remote: choice.remote,
+            last: last.clone(),
+            unserved: unserved.clone(),
+        },
     ));
     Ok(Flow {
         route: route.clone(),
@@ -245,14 +290,24 @@ async fn open(
         upstream,
         preamble,
         last,
+        unserved,
         reader,
     })
 }
 
+/// How one flow's answers are relayed.
+struct Answers {
+    target: Target,
+    /// The backend is a remote agent: its answers carry a status byte.
+    remote: bool,
+    last: Arc<AtomicU64>,
+    unserved: Arc<AtomicBool>,
+}
+
 /// Relays the backend's datagrams to the client until the flow idles out, the backend
 /// refuses (ICMP port unreachable: counted against it, the flow closes so the next
-/// datagram picks again) or the backend is killed after draining.
-#[allow(clippy::too_many_arguments)]
+/// datagram picks again), a remote agent answers [`UNSERVED`], or the backend is killed
+/// after draining. Answers to another agent carry the [`ANSWER`] byte first.
 async fn answers(
     shared: Arc<Shared>,
     route: Arc<PortRoute>,
@@ -260,32 +315,64 @@ async fn answers(
     upstream: Arc<UdpSocket>,
     socket: Arc<UdpSocket>,
     flows: Flows,
-    client: SocketAddr,
-    last: Arc<AtomicU64>,
+    a: Answers,
 ) {
     let backend = flight.0.clone();
     let killed = backend.killed();
     tokio::pin!(killed);
-    let mut buf = vec![0u8; MAX_DATAGRAM];
+    // Room for the status byte in front when the client is another agent.
+    let mut buf = vec![0u8; MAX_DATAGRAM + 1];
+    buf[0] = ANSWER;
+    let at = usize::from(a.target.peer);
     let mut answered = false;
     loop {
         let r = tokio::select! {
-            r = upstream.recv(&mut buf) => r,
+            r = upstream.recv(&mut buf[at..]) => r,
             () = &mut killed => break,
         };
         match r {
             Ok(n) => {
-                last.store(now_ms(), Ordering::Relaxed);
+                let data = &buf[at..at + n];
+                let data = if a.remote {
+                    match data.split_first() {
+                        Some((&ANSWER, rest)) => rest,
+                        _ => {
+                            // Nothing there for it: the client's next datagram goes on.
+                            a.unserved.store(true, Ordering::Relaxed);
+                            break;
+                        }
+                    }
+                } else {
+                    data
+                };
+                a.last.store(now_ms(), Ordering::Relaxed);
                 if !answered {
                     answered = true;
                     backend.record_success();
                 }
-                if socket.send_to(&buf[..n], client).await.is_err() {
+                let out = if a.target.peer {
+                    // Status byte, then the data (which sits right behind it unless a
+                    // remote agent's own status byte was stripped).
+                    if a.remote {
+                        let mut v = Vec::with_capacity(data.len() + 1);
+                        v.push(ANSWER);
+                        v.extend_from_slice(data);
+                        std::borrow::Cow::Owned(v)
+                    } else {
+                        std::borrow::Cow::Borrowed(&buf[..n + 1])
+                    }
+                } else {
+                    std::borrow::Cow::Borrowed(data)
+                };
+                if socket.send_to(&out, a.target.client).await.is_err() {
                     shared.metrics.udp_dropped.inc();
                 }
             }
             Err(error) if error.kind() == io::ErrorKind::ConnectionRefused => {
                 failed(&shared, &route, &backend);
+                if a.target.peer {
+                    let _ = socket.send_to(&[UNSERVED], a.target.client).await;
+                }
                 break;
             }
             Err(error) => {
@@ -295,15 +382,17 @@ async fn answers(
         }
     }
     // Only this flow's own entry: a newer one for the same client stays. (Dropping it
-    // aborts this very task, which takes effect at its next await: there is none.)
-    let mut map = lock(&flows);
-    if map
-        .get(&client)
-        .is_some_and(|f| Arc::ptr_eq(&f.upstream, &upstream))
-    {
-        map.remove(&client);
+    // aborts this very task, which takes effect at its next await: there is none.) An
+    // unserved flow stays, marked, so the next datagram knows whom to avoid.
+    if !a.unserved.load(Ordering::Relaxed) {
+        let mut map = lock(&flows);
+        if map
+            .get(&a.target.client)
+            .is_some_and(|f| Arc::ptr_eq(&f.upstream, &upstream))
+        {
+            map.remove(&a.target.client);
+        }
     }
-    drop(map);
     drop(flight);
 }
 

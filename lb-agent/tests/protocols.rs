@@ -359,8 +359,9 @@ async fn udp_flows_local_first_then_remote_and_fail_over() {
         }
         assert_eq!(answer.as_deref(), Some("a:again"), "flow {i}");
     }
+    // The remote agent says UNSERVED at once: well within the resolver's retries.
     assert!(
-        started.elapsed() < Duration::from_secs(4),
+        started.elapsed() < Duration::from_secs(3),
         "re-established in {:?}",
         started.elapsed()
     );
