@@ -361,9 +361,18 @@ mod tests {
     }
 
     #[test]
-    fn nearest_goes_local_then_same_region_then_the_rest() {
+    fn nearest_goes_local_then_to_every_other_cluster_alike() {
         let (t, _reg) = routed(serde_json::json!({}), &["10.0.0.1:80"]);
-        assert_eq!(order(&t.listen[&30000]), ["-", "b", "c"]);
+        let r = &t.listen[&30000];
+        assert_eq!(order(r)[0], "-");
+        // Past the local endpoints, b (same region) and c take turns: one tier.
+        r.local[0].record_check(false, 1, 1);
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..4 {
+            let c = pick(r, false, &Tried::default(), now_ms()).unwrap();
+            seen.insert(c.backend.cluster().unwrap().to_string());
+        }
+        assert_eq!(seen, ["b".to_string(), "c".to_string()].into());
     }
 
     #[test]

@@ -44,12 +44,14 @@ pub fn failover_tier(order: &[String], c: &Place<'_>) -> u8 {
     i.min(MAX_FAILOVER_TIERS) as u8
 }
 
-/// The tier of cluster `c` for traffic that starts at `me` (the proxy: this agent's
-/// cluster; DNS: where the client is). `nearest` and `geo` rank by nearness, `failover` by
-/// its order, `weighted` puts every cluster in one tier.
+/// The tier of cluster `c` for the proxy of the agent in cluster `me`: `nearest` and `geo`
+/// put this cluster first and every other cluster in one tier after it (spread by their
+/// ready endpoints, so a nearby cluster is not flooded with everyone's overflow; DNS is
+/// what steers clients to the nearest cluster), `failover` follows its order, `weighted`
+/// puts every cluster in one tier.
 pub fn tier(policy: &TrafficPolicy, me: &Place<'_>, c: &Place<'_>) -> u8 {
     match policy.kind {
-        PolicyKind::Nearest | PolicyKind::Geo => nearness(me, c),
+        PolicyKind::Nearest | PolicyKind::Geo => u8::from(me.cluster != c.cluster),
         PolicyKind::Failover => failover_tier(&policy.order, c),
         PolicyKind::Weighted => 0,
     }
@@ -117,8 +119,16 @@ mod tests {
     fn tiers_and_shares_per_policy() {
         let me = place("a", "eu", "eu-1");
         let far = place("b", "us", "us-1");
+        let near = place("c", "eu", "eu-1");
         let mut p = TrafficPolicy::default();
-        assert_eq!((tier(&p, &me, &me), tier(&p, &me, &far)), (0, 3));
+        assert_eq!(
+            (
+                tier(&p, &me, &me),
+                tier(&p, &me, &near),
+                tier(&p, &me, &far)
+            ),
+            (0, 1, 1)
+        );
         p.kind = PolicyKind::Failover;
         p.order = vec!["us".into()];
         assert_eq!((tier(&p, &me, &me), tier(&p, &me, &far)), (1, 0));
