@@ -77,12 +77,19 @@ pub(crate) fn spawn(
             let (id, behaviour, faults) = (id.clone(), behaviour.clone(), faults.clone());
             let mut generation = generation.clone();
             let tls = tls.clone();
+            let ended = Ended {
+                generation: generation.clone(),
+                born,
+            };
             tokio::spawn(async move {
                 let secure = tls.is_some();
                 let svc = hyper::service::service_fn(move |req| {
                     let (id, behaviour, faults) = (id.clone(), behaviour.clone(), faults.clone());
+                    let ended = ended.clone();
                     async move {
-                        Ok::<_, Infallible>(answer(&id, &behaviour, &faults, secure, req).await)
+                        Ok::<_, Infallible>(
+                            answer(&id, &behaviour, &faults, secure, &ended, req).await,
+                        )
                     }
                 });
                 let serve = async move {
@@ -116,11 +123,26 @@ pub(crate) fn spawn(
     })
 }
 
+/// Resolves when the pod stops: its connections, upgraded ones too, die with it.
+#[derive(Clone)]
+struct Ended {
+    generation: watch::Receiver<u64>,
+    born: u64,
+}
+
+impl Ended {
+    async fn wait(mut self) {
+        let born = self.born;
+        let _ = self.generation.wait_for(|g| *g != born).await;
+    }
+}
+
 async fn answer(
     id: &Identity,
     behaviour: &Behaviour,
     faults: &Faults,
     secure: bool,
+    ended: &Ended,
     mut req: Request<hyper::body::Incoming>,
 ) -> Response<Body> {
     let request_line = format!(
@@ -140,9 +162,17 @@ async fn answer(
     if let (true, Some(key)) = (websocket, key) {
         let upgrade = hyper::upgrade::on(&mut req);
         let greeting = format!("{} {}/{}", id.cluster, id.namespace, id.pod);
+        let ended = ended.clone();
         tokio::spawn(async move {
-            if let Ok(io) = upgrade.await {
-                let _ = super::websocket::echo(TokioIo::new(io), &greeting).await;
+            // The upgraded connection leaves hyper's connection task: it must end with the
+            // pod on its own.
+            tokio::select! {
+                _ = async {
+                    if let Ok(io) = upgrade.await {
+                        let _ = super::websocket::echo(TokioIo::new(io), &greeting).await;
+                    }
+                } => {}
+                () = ended.wait() => {}
             }
         });
         let mut resp = Response::new(Full::new(Bytes::new()).boxed());
