@@ -55,7 +55,8 @@ pub fn get(addr: SocketAddr, host: &str, path: &str) -> std::io::Result<Response
     request(addr, "GET", host, path, Duration::from_secs(5))
 }
 
-fn parse(raw: &[u8]) -> Option<Response> {
+/// Reads a whole response (head and body, chunked or not) as received.
+pub fn parse(raw: &[u8]) -> Option<Response> {
     let text = String::from_utf8_lossy(raw);
     let (head, rest) = text.split_once("\r\n\r\n")?;
     let mut lines = head.split("\r\n");

@@ -6,6 +6,7 @@ pub mod dns;
 pub mod ha;
 pub mod http;
 pub mod process;
+pub mod wire;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
