@@ -1,8 +1,9 @@
 //! Throughput and latency of the lb-agent DNS responder.
 //!
 //! Builds a realistic view (100 clusters in 5 regions × 3 zones, 1,000 Services in 20
-//! namespaces, each served by about a third of the clusters, 20 client subnets), then
-//! measures:
+//! namespaces, each served by about a third of the clusters, 20 client subnets; a quarter
+//! of the Services each under the nearest, failover, weighted and geo policies, each with a
+//! TCP and a UDP port for SRV), then measures:
 //! 1. pure `answer()` throughput on one thread;
 //! 2. UDP serving: `serve_udp` on a current-thread runtime on its own thread, driven by a
 //!    load generator on another thread (several sockets, many queries outstanding on
@@ -18,7 +19,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fed_api::lbconfig::{ClientSubnet, LbCluster, LbConfig, LbService};
+use fed_api::lbconfig::{
+    ClientSubnet, LbCluster, LbConfig, LbPort, LbService, PolicyKind, TrafficPolicy,
+};
 use lb_agent::dns::wire::{self, rtype};
 use lb_agent::dns::{DnsMetrics, DnsView, Rcode, ServeOptions, Transport, answer, serve_udp};
 use tokio::net::UdpSocket;
@@ -66,18 +69,61 @@ fn config() -> LbConfig {
         .collect::<Vec<_>>();
     let mut rng = Lcg(7);
     let services = (0..1000)
-        .map(|i| LbService {
-            namespace: format!("team-{:02}", i % 20),
-            name: format!("svc-{i:04}"),
-            ports: vec![],
-            backends: clusters
-                .iter()
-                .filter_map(|c| {
-                    let n = rng.next();
-                    n.is_multiple_of(3).then(|| (c.name.clone(), 1 + n % 5))
-                })
-                .collect(),
-            ..Default::default()
+        .map(|i| {
+            let policy = match i % 4 {
+                0 => TrafficPolicy::default(),
+                1 => TrafficPolicy {
+                    kind: PolicyKind::Failover,
+                    order: vec![
+                        format!("region-{}", i % REGIONS),
+                        format!("cluster-{:03}", i % 100),
+                    ],
+                    ..Default::default()
+                },
+                2 => TrafficPolicy {
+                    kind: PolicyKind::Weighted,
+                    weights: (0..5)
+                        .map(|k| {
+                            (
+                                format!("cluster-{:03}", (i * 7 + k * 13) % 100),
+                                1 + k as u32,
+                            )
+                        })
+                        .collect(),
+                    ..Default::default()
+                },
+                _ => TrafficPolicy {
+                    kind: PolicyKind::Geo,
+                    ..Default::default()
+                },
+            };
+            LbService {
+                namespace: format!("team-{:02}", i % 20),
+                name: format!("svc-{i:04}"),
+                ports: vec![
+                    LbPort {
+                        name: "http".into(),
+                        port: 80,
+                        protocol: "http".into(),
+                        listen_port: 30000 + (2 * i) as u16,
+                    },
+                    LbPort {
+                        name: "dns".into(),
+                        port: 53,
+                        protocol: "udp".into(),
+                        listen_port: 30001 + (2 * i) as u16,
+                    },
+                ],
+                backends: clusters
+                    .iter()
+                    .filter_map(|c| {
+                        let n = rng.next();
+                        n.is_multiple_of(3).then(|| (c.name.clone(), 1 + n % 5))
+                    })
+                    .collect(),
+                policy,
+                ..Default::default()
+            }
         })
         .collect();
     let client_subnets = (0..20)
@@ -102,7 +148,8 @@ fn config() -> LbConfig {
 }
 
 /// A mix like a resolver farm would send: mostly A for global names, some region and
-/// zone names, some AAAA (NODATA) and misspelled names (NXDOMAIN); half with EDNS0.
+/// zone names, SRV for a port, some AAAA (NODATA) and misspelled names (NXDOMAIN); half
+/// with EDNS0.
 fn queries(cfg: &LbConfig) -> Vec<Vec<u8>> {
     let mut rng = Lcg(11);
     (0..DISTINCT_QUERIES)
@@ -112,7 +159,8 @@ fn queries(cfg: &LbConfig) -> Vec<Vec<u8>> {
             let zone = rng.below(ZONES_PER_REGION);
             let roll = rng.below(100);
             let name = match roll {
-                0..60 => format!("{}.{}.{}", s.name, s.namespace, cfg.dns_zone),
+                0..50 => format!("{}.{}.{}", s.name, s.namespace, cfg.dns_zone),
+                50..60 => format!("_http._tcp.{}.{}.{}", s.name, s.namespace, cfg.dns_zone),
                 60..75 => format!(
                     "{}.{}.region-{region}.{}",
                     s.name, s.namespace, cfg.dns_zone
@@ -123,7 +171,9 @@ fn queries(cfg: &LbConfig) -> Vec<Vec<u8>> {
                 ),
                 _ => format!("{}x.{}.{}", s.name, s.namespace, cfg.dns_zone),
             };
-            let qtype = if roll % 10 == 3 {
+            let qtype = if (50..60).contains(&roll) {
+                rtype::SRV
+            } else if roll % 10 == 3 {
                 rtype::AAAA
             } else {
                 rtype::A

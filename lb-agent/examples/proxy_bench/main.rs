@@ -1,9 +1,11 @@
 //! Reverse-proxy benchmark: the same backend and load generator measured directly, through
-//! lb-agent and through nginx, plus a failover figure with two agents.
+//! lb-agent and through nginx — HTTP/1.1, then TLS passed through by SNI (nginx `stream` with
+//! `ssl_preread`) and WebSocket message relay ([`streams`]) — plus a failover figure with
+//! two agents.
 //!
 //! ```text
 //! cargo build --release -p lb-agent --bin lb-agent --example proxy_bench
-//! target/release/examples/proxy_bench [--conns 64] [--secs 5] [--slices 5]
+//! target/release/examples/proxy_bench [--conns 64] [--secs 5] [--slices 5] [--streams-only]
 //! ```
 //! The proxy under test runs on core 1 (`taskset -c 1`; lb-agent with `--workers 1`,
 //! nginx with `worker_processes 1`); this process (backend and load generator, one thread)
@@ -21,6 +23,8 @@ use meridian_e2e::process::{Proc, Spawn, sibling_binary};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+
+mod streams;
 
 const HOST: &str = "web.shop.global.test";
 
@@ -275,6 +279,20 @@ fn spawn_agent(
     peer: u16,
     pin: Option<&str>,
 ) -> Proc {
+    spawn_agent_with(bin, inputs, me, ip, http, peer, &[], pin)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn spawn_agent_with(
+    bin: &std::path::Path,
+    inputs: &std::path::Path,
+    me: &str,
+    ip: &str,
+    http: u16,
+    peer: u16,
+    extra: &[&str],
+    pin: Option<&str>,
+) -> Proc {
     // Pinned through taskset, which execs the agent: the pid and group stay the agent's.
     let spawn = match pin {
         Some(cpu) => Spawn::new("taskset").args(["-c", cpu]).arg(bin),
@@ -290,6 +308,8 @@ fn spawn_agent(
             "",
             "--workers",
             "1",
+            "--https-port",
+            "0",
         ])
         .args([
             "--http-port",
@@ -297,6 +317,7 @@ fn spawn_agent(
             "--peer-port",
             &peer.to_string(),
         ])
+        .args(extra)
         .arg("--static-inputs")
         .arg(inputs)
         .env("RUST_LOG", "warn")
@@ -306,7 +327,9 @@ fn spawn_agent(
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn spawn_nginx(dir: &std::path::Path, port: u16, backend: SocketAddr) -> Proc {
+/// nginx from tools/install-nginx.sh, on core 1, with `body` as its configuration after the
+/// common top (one worker, in the foreground, files under `dir`); `modules` come first.
+fn nginx(dir: &std::path::Path, modules: &str, body: &str) -> Proc {
     let out = Command::new("tools/install-nginx.sh")
         .stderr(Stdio::inherit())
         .output()
@@ -316,15 +339,11 @@ fn spawn_nginx(dir: &std::path::Path, port: u16, backend: SocketAddr) -> Proc {
         .expect("path")
         .trim()
         .to_string();
+    std::fs::create_dir_all(dir).expect("nginx dir");
     let d = dir.display();
     let conf = format!(
-        "worker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n\
-         events {{ worker_connections 4096; }}\n\
-         http {{\n  access_log off;\n  keepalive_requests 100000000;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
-           fastcgi_temp_path {d}/fcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
-           upstream be {{ server {backend}; keepalive 128; keepalive_requests 100000000; }}\n\
-           server {{\n    listen 127.0.0.1:{port} reuseport backlog=4096;\n    location / {{\n\
-               proxy_pass http://be;\n      proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n    }}\n  }}\n}}\n"
+        "{modules}worker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n\
+         events {{ worker_connections 4096; }}\n{body}"
     );
     let path = dir.join("nginx.conf");
     std::fs::write(&path, conf).expect("write nginx.conf");
@@ -338,6 +357,58 @@ fn spawn_nginx(dir: &std::path::Path, port: u16, backend: SocketAddr) -> Proc {
         .output(dir.join("nginx.out"))
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The `http` block's common part: no logging, temp files under `dir`, one keep-alive
+/// upstream `be`.
+fn http_block(dir: &std::path::Path, backend: SocketAddr) -> String {
+    let d = dir.display();
+    format!(
+        "  access_log off;\n  keepalive_requests 100000000;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
+           fastcgi_temp_path {d}/fcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
+           upstream be {{ server {backend}; keepalive 128; keepalive_requests 100000000; }}\n"
+    )
+}
+
+fn spawn_nginx(dir: &std::path::Path, port: u16, backend: SocketAddr) -> Proc {
+    let common = http_block(dir, backend);
+    nginx(
+        dir,
+        "",
+        &format!(
+            "http {{\n{common}\
+               server {{\n    listen 127.0.0.1:{port} reuseport backlog=4096;\n    location / {{\n\
+                   proxy_pass http://be;\n      proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n    }}\n  }}\n}}\n"
+        ),
+    )
+}
+
+/// nginx passing TLS through by SNI: `stream` with `ssl_preread` and a map of server names.
+fn stream_nginx(dir: &std::path::Path, port: u16, backend: SocketAddr) -> Proc {
+    // Debian builds the stream module as a dynamic one (libnginx-mod-stream).
+    let module = "/usr/lib/nginx/modules/ngx_stream_module.so";
+    let conf = format!(
+        "stream {{\n  map $ssl_preread_server_name $up {{ {HOST} be; default be; }}\n\
+           upstream be {{ server {backend}; }}\n\
+           server {{\n    listen 127.0.0.1:{port} reuseport backlog=4096;\n    ssl_preread on;\n    proxy_pass $up;\n  }}\n}}\n"
+    );
+    nginx(dir, &format!("load_module {module};\n"), &conf)
+}
+
+/// nginx relaying WebSocket upgrades (`Upgrade` and `Connection: upgrade` passed on).
+fn upgrade_nginx(dir: &std::path::Path, port: u16, backend: SocketAddr) -> Proc {
+    let common = http_block(dir, backend);
+    nginx(
+        dir,
+        "",
+        &format!(
+            "http {{\n{common}\
+               server {{\n    listen 127.0.0.1:{port} reuseport backlog=4096;\n    location / {{\n\
+                   proxy_pass http://be;\n      proxy_http_version 1.1;\n\
+                   proxy_set_header Upgrade $http_upgrade;\n      proxy_set_header Connection \"upgrade\";\n\
+                   proxy_read_timeout 3600s;\n    }}\n  }}\n}}\n"
+        ),
+    )
 }
 
 async fn failover(bin: &std::path::Path, dir: &std::path::Path) {
@@ -457,6 +528,11 @@ async fn run() {
     let bin = agent_bin();
     let dir = std::env::temp_dir().join(format!("proxy-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
+    if std::env::args().any(|a| a == "--streams-only") {
+        streams::run(&bin, &dir, conns, secs, slices).await;
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
     let (_keep, keep_rx) = watch::channel(false);
     let be = backend("127.0.0.1", "ok", keep_rx).await;
 
@@ -535,5 +611,6 @@ async fn run() {
     drop(agent);
     drop(nginx);
     failover(&bin, &dir).await;
+    streams::run(&bin, &dir, conns, secs, slices).await;
     let _ = std::fs::remove_dir_all(&dir);
 }
