@@ -84,6 +84,11 @@ pub struct LbService {
     /// answers these instead of the shared lb-agent addresses.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub addresses: BTreeMap<String, String>,
+    /// A `kubernetes.io/tls` Secret in the Service's namespace of each member: when set,
+    /// the lb-agents terminate TLS for the Service's names with its certificate and route
+    /// the requests inside by Host, as on the HTTP listener.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_secret: Option<String>,
 }
 
 /// How the traffic of one Service is spread over its clusters (k8gb's strategies).

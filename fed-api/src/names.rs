@@ -46,3 +46,7 @@ pub const TRAFFIC_POLICY_ANNOTATION: &str = "federation.meridian.dev/traffic-pol
 pub const FAILOVER_ORDER_ANNOTATION: &str = "federation.meridian.dev/failover-order";
 /// Annotation with the `weighted` shares: `<cluster>=<weight>`, comma-separated.
 pub const WEIGHTS_ANNOTATION: &str = "federation.meridian.dev/weights";
+/// Annotation on a federated Service naming a `kubernetes.io/tls` Secret (in its namespace
+/// in each member) whose certificate the lb-agents terminate TLS with for the Service's
+/// names, for clients that need HTTP routing of HTTPS.
+pub const TLS_SECRET_ANNOTATION: &str = "federation.meridian.dev/tls-secret";
