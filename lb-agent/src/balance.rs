@@ -229,6 +229,7 @@ mod tests {
             local: Arc::new(local),
             config_error: None,
             synced: true,
+            tls: Arc::default(),
         };
         let mut reg = Registry::default();
         let (t, _) = build(
@@ -338,6 +339,7 @@ mod tests {
             local: Arc::new(local),
             config_error: None,
             synced: true,
+            tls: Arc::default(),
         };
         let mut reg = Registry::default();
         let (t, _) = build(

@@ -6,6 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use fed_api::lbconfig::LbConfig;
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 /// Label naming the Service an EndpointSlice belongs to.
@@ -19,6 +20,44 @@ pub type PortKey = (String, String, String);
 /// Ready local endpoints per Service port name (EndpointSlice port name == Service port name).
 pub type LocalEndpoints = BTreeMap<PortKey, BTreeSet<SocketAddr>>;
 
+/// A certificate chain and its key, PEM, from a `kubernetes.io/tls` Secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TlsPair {
+    /// `tls.crt`.
+    pub cert_pem: Vec<u8>,
+    /// `tls.key`.
+    pub key_pem: Vec<u8>,
+}
+
+impl std::fmt::Debug for TlsPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        f.write_str("TlsPair")
+    }
+}
+
+/// The local `kubernetes.io/tls` Secrets by namespace and name.
+pub type TlsSecrets = BTreeMap<(String, String), TlsPair>;
+
+/// A Secret's certificate and key, if it is a `kubernetes.io/tls` Secret that has both.
+pub fn tls_pair(secret: &Secret) -> Option<((String, String), TlsPair)> {
+    if secret.type_.as_deref() != Some("kubernetes.io/tls") {
+        return None;
+    }
+    let data = secret.data.as_ref()?;
+    let key = (
+        secret.metadata.namespace.clone().unwrap_or_default(),
+        secret.metadata.name.clone().unwrap_or_default(),
+    );
+    Some((
+        key,
+        TlsPair {
+            cert_pem: data.get("tls.crt")?.0.clone(),
+            key_pem: data.get("tls.key")?.0.clone(),
+        },
+    ))
+}
+
 /// One snapshot of the agent's inputs.
 #[derive(Clone, Debug, Default)]
 pub struct Inputs {
@@ -28,6 +67,8 @@ pub struct Inputs {
     pub config_error: Option<String>,
     /// Ready endpoints of local pods.
     pub local: Arc<LocalEndpoints>,
+    /// Local TLS Secrets (for Services that terminate TLS at the agent).
+    pub tls: Arc<TlsSecrets>,
     /// Both sources have been listed at least once.
     pub synced: bool,
 }

@@ -24,6 +24,7 @@ pub mod static_inputs;
 pub mod status;
 pub mod table;
 pub mod tcp;
+pub mod terminate;
 pub mod udp;
 pub mod upstream;
 

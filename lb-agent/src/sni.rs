@@ -173,6 +173,9 @@ fn server_name(body: &[u8]) -> Result<Option<String>, HelloError> {
 /// A fatal `unrecognized_name` alert (RFC 6066 §3), sent before closing a connection whose
 /// server name routes nowhere, so the client reports why.
 pub const UNRECOGNIZED_NAME_ALERT: [u8; 7] = [21, 3, 3, 0, 2, 2, 112];
+/// A fatal `internal_error` alert: the name routes to a Service whose termination cannot be
+/// done (its certificate is missing or unusable).
+pub const INTERNAL_ERROR_ALERT: [u8; 7] = [21, 3, 3, 0, 2, 2, 80];
 
 #[cfg(test)]
 mod tests {

@@ -1,20 +1,21 @@
-//! Feeds the routing core from this member's API: the lb-agent ConfigMap and the local
-//! EndpointSlices. Watch errors are retried with back-off while the last inputs stay in
-//! force; a bad configuration is reported and the last good one kept.
+//! Feeds the routing core from this member's API: the lb-agent ConfigMap, the local
+//! EndpointSlices and the `kubernetes.io/tls` Secrets (certificates for Services that
+//! terminate TLS at the agent). Watch errors are retried with back-off while the last
+//! inputs stay in force; a bad configuration is reported and the last good one kept.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use fed_api::names::{LB_AGENT_CONFIG_KEY, LB_AGENT_CONFIGMAP, SYSTEM_NAMESPACE};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
-use crate::inputs::{Inputs, local_endpoints, parse_config};
+use crate::inputs::{Inputs, TlsSecrets, local_endpoints, parse_config, tls_pair};
 
 #[derive(Default)]
 struct State {
@@ -22,6 +23,8 @@ struct State {
     slices_listed: bool,
     slices: HashMap<(String, String), EndpointSlice>,
     init_slices: HashMap<(String, String), EndpointSlice>,
+    secrets: TlsSecrets,
+    init_secrets: TlsSecrets,
     config_seen_in_init: bool,
 }
 
@@ -62,7 +65,8 @@ pub fn apply_configmap(inputs: &mut Inputs, cm: Option<&ConfigMap>, me: &str) {
 /// Watches until the task is dropped, publishing every change on `tx`.
 pub async fn run(client: kube::Client, cluster: String, tx: watch::Sender<Inputs>) {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
-    let slices: Api<EndpointSlice> = Api::all(client);
+    let slices: Api<EndpointSlice> = Api::all(client.clone());
+    let secrets: Api<Secret> = Api::all(client);
     let mut cm_events = watcher::watcher(
         cms,
         watcher::Config::default().fields(&format!("metadata.name={LB_AGENT_CONFIGMAP}")),
@@ -72,6 +76,12 @@ pub async fn run(client: kube::Client, cluster: String, tx: watch::Sender<Inputs
     let mut slice_events = watcher::watcher(slices, watcher::Config::default())
         .default_backoff()
         .boxed();
+    let mut secret_events = watcher::watcher(
+        secrets,
+        watcher::Config::default().fields("type=kubernetes.io/tls"),
+    )
+    .default_backoff()
+    .boxed();
     let mut state = State::default();
     loop {
         tokio::select! {
@@ -82,6 +92,10 @@ pub async fn run(client: kube::Client, cluster: String, tx: watch::Sender<Inputs
             Some(ev) = slice_events.next() => match ev {
                 Ok(ev) => on_slice(&mut state, ev, &tx),
                 Err(error) => tracing::warn!(%error, "watching EndpointSlices; keeping the current endpoints"),
+            },
+            Some(ev) = secret_events.next() => match ev {
+                Ok(ev) => on_secret(&mut state, ev, &tx),
+                Err(error) => tracing::warn!(%error, "watching TLS Secrets; keeping the current certificates"),
             },
             else => return,
         }
@@ -144,6 +158,47 @@ fn on_slice(state: &mut State, ev: Event<EndpointSlice>, tx: &watch::Sender<Inpu
         }
         inputs.local = local;
         inputs.synced = synced;
+        true
+    });
+}
+
+fn on_secret(state: &mut State, ev: Event<Secret>, tx: &watch::Sender<Inputs>) {
+    let key = |s: &Secret| {
+        (
+            s.metadata.namespace.clone().unwrap_or_default(),
+            s.metadata.name.clone().unwrap_or_default(),
+        )
+    };
+    match ev {
+        Event::Init => {
+            state.init_secrets.clear();
+            return;
+        }
+        Event::InitApply(s) => {
+            if let Some((k, pair)) = tls_pair(&s) {
+                state.init_secrets.insert(k, pair);
+            }
+            return;
+        }
+        Event::InitDone => state.secrets = std::mem::take(&mut state.init_secrets),
+        Event::Apply(s) => match tls_pair(&s) {
+            Some((k, pair)) => {
+                state.secrets.insert(k, pair);
+            }
+            None => {
+                state.secrets.remove(&key(&s));
+            }
+        },
+        Event::Delete(s) => {
+            state.secrets.remove(&key(&s));
+        }
+    }
+    let secrets = Arc::new(state.secrets.clone());
+    tx.send_if_modified(|inputs| {
+        if *inputs.tls == *secrets {
+            return false;
+        }
+        inputs.tls = secrets;
         true
     });
 }

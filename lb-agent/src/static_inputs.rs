@@ -40,5 +40,6 @@ pub fn load(path: &std::path::Path, me: &str) -> anyhow::Result<Inputs> {
         config_error: None,
         local: Arc::new(local),
         synced: true,
+        tls: Arc::default(),
     })
 }

@@ -103,6 +103,18 @@ pub struct PortRoute {
     pub metrics: RouteMetrics,
 }
 
+/// What the HTTPS listener does with a server name.
+#[derive(Debug, Clone)]
+pub enum SniRoute {
+    /// Pass the stream through to the Service's TLS port.
+    Pass(Arc<PortRoute>),
+    /// Terminate with the Service's certificate and route the HTTP inside by Host.
+    Terminate(Arc<rustls::ServerConfig>),
+    /// The Service asks for termination but it cannot be done (why): the client gets an
+    /// alert rather than a stream to backends that may not speak TLS.
+    Broken(Arc<str>),
+}
+
 /// Everything the proxies look up.
 #[derive(Debug, Default)]
 pub struct Table {
@@ -114,8 +126,8 @@ pub struct Table {
     pub forwarded_by: Option<HeaderValue>,
     /// Lower-case Host (without port) → the Service's HTTP port.
     pub hosts: HashMap<String, Arc<PortRoute>>,
-    /// Lower-case TLS server name → the Service's TLS port.
-    pub sni: HashMap<String, Arc<PortRoute>>,
+    /// Lower-case TLS server name → what the HTTPS listener does with it.
+    pub sni: HashMap<String, SniRoute>,
     /// Listen port → Service port (TCP and UDP listen ports never share a number).
     pub listen: HashMap<u16, Arc<PortRoute>>,
     /// This cluster's dedicated `address:service port` → Service port.
@@ -126,7 +138,7 @@ pub struct Table {
     pub backends: Vec<Arc<Backend>>,
 }
 
-fn lookup<'a>(map: &'a HashMap<String, Arc<PortRoute>>, name: &str) -> Option<&'a Arc<PortRoute>> {
+fn lookup<'a, T>(map: &'a HashMap<String, T>, name: &str) -> Option<&'a T> {
     let name = name.trim_end_matches('.');
     if name.bytes().any(|b| b.is_ascii_uppercase()) {
         map.get(&name.to_ascii_lowercase())
@@ -141,8 +153,8 @@ impl Table {
         lookup(&self.hosts, strip_port(host))
     }
 
-    /// The route for a TLS server name (any case).
-    pub fn route_for_sni(&self, name: &str) -> Option<&Arc<PortRoute>> {
+    /// What to do with a TLS server name (any case).
+    pub fn route_for_sni(&self, name: &str) -> Option<&SniRoute> {
         lookup(&self.sni, name)
     }
 
@@ -235,6 +247,31 @@ fn named_port<'a>(
         .iter()
         .find(|r| fits(r.proto) && r.port.name == preferred)
         .or_else(|| routes.iter().find(|r| fits(r.proto)))
+}
+
+/// The HTTPS listener's handling of a Service that terminates TLS with Secret `secret`.
+fn terminated(
+    inputs: &Inputs,
+    namespace: &str,
+    secret: &str,
+    http_route: Option<&Arc<PortRoute>>,
+) -> SniRoute {
+    let key = (namespace.to_string(), secret.to_string());
+    let broken = |why: String| SniRoute::Broken(why.into());
+    if http_route.is_none() {
+        return broken(format!(
+            "no HTTP port to route the requests of {namespace} to"
+        ));
+    }
+    match inputs.tls.get(&key) {
+        None => broken(format!(
+            "TLS Secret {namespace}/{secret} not found in this cluster"
+        )),
+        Some(pair) => match crate::terminate::server_config(pair) {
+            Ok(config) => SniRoute::Terminate(config),
+            Err(e) => broken(format!("TLS Secret {namespace}/{secret}: {e}")),
+        },
+    }
 }
 
 /// Where a cluster of the configuration is (only its name when it is not listed).
@@ -383,7 +420,13 @@ pub fn build(
                 routes.push(route);
             }
             let http_route = named_port(&routes, "http", Proto::is_http);
-            let tls_route = named_port(&routes, "https", |p| p == Proto::Tls);
+            // A Service that names a certificate is terminated (its HTTP port takes the
+            // requests); else its TLS port passes the stream through.
+            let tls_route = match &svc.tls_secret {
+                Some(secret) => Some(terminated(inputs, &svc.namespace, secret, http_route)),
+                None => named_port(&routes, "https", |p| p == Proto::Tls)
+                    .map(|r| SniRoute::Pass(r.clone())),
+            };
             if http_route.is_some() || tls_route.is_some() {
                 let base = format!(
                     "{}.{}",
@@ -402,7 +445,7 @@ pub fn build(
                     if let Some(r) = http_route {
                         table.hosts.insert(n.clone(), r.clone());
                     }
-                    if let Some(r) = tls_route {
+                    if let Some(r) = &tls_route {
                         table.sni.insert(n, r.clone());
                     }
                 }
@@ -474,6 +517,7 @@ mod tests {
             local: Arc::new(local),
             config_error: None,
             synced: true,
+            tls: Arc::default(),
         }
     }
 

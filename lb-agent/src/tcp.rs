@@ -13,7 +13,7 @@ use tokio::net::TcpStream;
 use crate::agent::Shared;
 use crate::backend::{Backend, now_ms};
 use crate::balance::{Choice, Tried, failed, pick};
-use crate::table::PortRoute;
+use crate::table::{PortRoute, SniRoute};
 use crate::upstream::{ConnectError, connect_tcp};
 
 /// The peer-protocol line that asks a remote agent for a stream to one of its endpoints;
@@ -180,8 +180,9 @@ pub async fn splice(
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves one connection of the shared HTTPS listener: reads the ClientHello, routes by its
-/// server name to a Service's TLS port and passes the stream through untouched. A name
-/// that routes nowhere gets an `unrecognized_name` alert.
+/// server name to a Service's TLS port and passes the stream through untouched — or, for a
+/// Service that names a certificate, terminates TLS ([`crate::terminate`]). A name that
+/// routes nowhere gets an `unrecognized_name` alert.
 pub async fn serve_tls(mut client: TcpStream, shared: Arc<Shared>) {
     let mut buf = Vec::with_capacity(2048);
     let read = async {
@@ -217,12 +218,22 @@ pub async fn serve_tls(mut client: TcpStream, shared: Arc<Shared>) {
             .and_then(|n| table.route_for_sni(n))
             .cloned()
     };
-    let Some(route) = route else {
-        shared.metrics.tls_refused.inc();
-        tracing::debug!(server_name = ?name, "no federated TLS service for the server name");
-        let _ = client.write_all(&crate::sni::UNRECOGNIZED_NAME_ALERT).await;
-        let _ = client.shutdown().await;
-        return;
-    };
-    serve(client, shared, route, false, &buf).await;
+    match route {
+        Some(SniRoute::Pass(route)) => serve(client, shared, route, false, &buf).await,
+        Some(SniRoute::Terminate(config)) => {
+            crate::terminate::serve(client, buf, config, shared).await;
+        }
+        Some(SniRoute::Broken(why)) => {
+            shared.metrics.tls_refused.inc();
+            tracing::warn!(server_name = ?name, %why, "cannot terminate TLS");
+            let _ = client.write_all(&crate::sni::INTERNAL_ERROR_ALERT).await;
+            let _ = client.shutdown().await;
+        }
+        None => {
+            shared.metrics.tls_refused.inc();
+            tracing::debug!(server_name = ?name, "no federated TLS service for the server name");
+            let _ = client.write_all(&crate::sni::UNRECOGNIZED_NAME_ALERT).await;
+            let _ = client.shutdown().await;
+        }
+    }
 }

@@ -2,7 +2,8 @@
 //! first, remote agents over the peer port, failover when a cluster loses its endpoints),
 //! WebSocket tunnels (also across clusters, surviving the endpoint's draining), UDP flows,
 //! an HTTP client that never fails while the only remote cluster it used loses its
-//! backends, traffic policies in proxy choices, and a dedicated address.
+//! backends, traffic policies in proxy choices, a dedicated address, and TLS terminated
+//! with a Service's own certificate.
 
 mod common;
 
@@ -546,4 +547,78 @@ async fn a_dedicated_address_serves_the_service_port() {
     )
     .await;
     assert_eq!(got.as_deref(), Some("a-db:q"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_is_terminated_with_the_services_certificate_and_routed_by_host() {
+    let be = HttpBackend::start("127.0.0.1", "a-1").await;
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec![NAME.to_string(), "web.shop".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let pair = lb_agent::inputs::TlsPair {
+        cert_pem: cert.pem().into_bytes(),
+        key_pem: key.serialize_pem().into_bytes(),
+    };
+    let mut svc = service(
+        "shop",
+        "web",
+        vec![port("http", "http", 80, 33800)],
+        &[("a", 1)],
+    );
+    svc.tls_secret = Some("web-tls".into());
+    let mut api = service(
+        "shop",
+        "api",
+        vec![port("http", "http", 80, 33801)],
+        &[("a", 1)],
+    );
+    api.tls_secret = Some("missing".into());
+    let a = TestAgent::start("a", "127.0.50.1").await;
+    a.feed_with_tls(
+        config("a", vec![a.cluster()], vec![svc, api]),
+        local(&[
+            ("shop", "web", "http", vec![be.addr]),
+            ("shop", "api", "http", vec![be.addr]),
+        ]),
+        [(("shop".to_string(), "web-tls".to_string()), pair)].into(),
+    )
+    .await;
+    // The client checks the Service's certificate: the agent holds it now.
+    let connector = tls_connector(&[cert.der().clone()]);
+    let tcp = TcpStream::connect(a.agent.https_addr).await.unwrap();
+    let server = rustls::pki_types::ServerName::try_from(NAME).unwrap();
+    let tls = within(connector.connect(server, tcp)).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    for _ in 0..3 {
+        let req = http::Request::get("/")
+            .header("host", NAME)
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        // The previous exchange may still be settling on the connection.
+        within(send.ready()).await.unwrap();
+        let resp = within(send.send_request(req)).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(
+            resp.headers()["x-seen-host"],
+            NAME,
+            "routed by Host inside TLS"
+        );
+        let body = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        assert_eq!(&body[..], b"a-1");
+    }
+    // A Service whose Secret is missing: an alert, nothing reaches its backends.
+    let before = be.hits();
+    let tcp = TcpStream::connect(a.agent.https_addr).await.unwrap();
+    let server = rustls::pki_types::ServerName::try_from("api.shop.global.test").unwrap();
+    let err = within(connector.connect(server, tcp)).await.unwrap_err();
+    assert!(err.to_string().to_lowercase().contains("internal"), "{err}");
+    assert_eq!(be.hits(), before);
 }

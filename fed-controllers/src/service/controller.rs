@@ -441,7 +441,7 @@ impl Central {
             ports::lookup(&alloc, &key.namespace, &key.name, id)
         })
         .unwrap_or_default();
-        let policy = self.traffic_policy(key, &svc, &uid);
+        let (policy, tls_secret) = self.traffic(key, &svc, &uid);
 
         let views = self.views(&members);
         let pushed = self.backends(&svc, &v, &views);
@@ -481,7 +481,8 @@ impl Central {
             .iter()
             .map(|c| (c.clone(), states.get(c).map_or(0, |s| s.endpoints)))
             .collect();
-        let entry = lbconf::service(key, lb_ports, policy, &endpoints, &views);
+        let mut entry = lbconf::service(key, lb_ports, policy, &endpoints, &views);
+        entry.tls_secret = tls_secret;
         if lock(&self.lb_services).insert(key.clone(), entry.clone()) != Some(entry) {
             self.queue.add(CentralKey::Global);
         }
@@ -508,36 +509,42 @@ impl Central {
         Ok(())
     }
 
-    /// The Service's traffic policy from its annotations; an unusable one is reported (an
-    /// Event when it changes) and the Service keeps `nearest`.
-    fn traffic_policy(
+    /// The Service's traffic policy and TLS Secret from its annotations. Unusable values
+    /// are reported (an Event when the problems change, not on each reconcile): the Service
+    /// then stays `nearest`, or is passed through.
+    fn traffic(
         &self,
         key: &ServiceKey,
         svc: &Service,
         uid: &str,
-    ) -> fed_api::lbconfig::TrafficPolicy {
-        match traffic::policy(svc.annotations()) {
-            Ok(p) => {
-                lock(&self.policy_errors).remove(key);
-                p
-            }
-            Err(e) => {
-                let message = format!("{e}; traffic goes nearest first");
-                let changed = lock(&self.policy_errors).insert(key.clone(), message.clone())
-                    != Some(message.clone());
-                if changed {
-                    tracing::warn!(%key, error = %e, "unusable traffic policy");
-                    self.events.record(super::event(
-                        key,
-                        uid,
-                        EventType::Warning,
-                        "InvalidTrafficPolicy",
-                        &message,
-                    ));
-                }
-                Default::default()
+    ) -> (fed_api::lbconfig::TrafficPolicy, Option<String>) {
+        let policy = traffic::policy(svc.annotations());
+        let secret = traffic::tls_secret(svc.annotations());
+        let mut problems = Vec::new();
+        if let Err(e) = &policy {
+            problems.push(format!("{e}; traffic goes nearest first"));
+        }
+        if let Err(e) = &secret {
+            problems.push(format!("{e}; TLS is passed through"));
+        }
+        if problems.is_empty() {
+            lock(&self.policy_errors).remove(key);
+        } else {
+            let message = problems.join("; ");
+            let changed = lock(&self.policy_errors).insert(key.clone(), message.clone())
+                != Some(message.clone());
+            if changed {
+                tracing::warn!(%key, problems = %message, "unusable traffic annotations");
+                self.events.record(super::event(
+                    key,
+                    uid,
+                    EventType::Warning,
+                    "InvalidTrafficPolicy",
+                    &message,
+                ));
             }
         }
+        (policy.unwrap_or_default(), secret.unwrap_or_default())
     }
 
     /// The client subnets of `meridian-client-subnets`; unusable entries are logged when

@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use fed_api::lbconfig::{ClientSubnet, PolicyKind, TrafficPolicy};
-use fed_api::names::{FAILOVER_ORDER_ANNOTATION, TRAFFIC_POLICY_ANNOTATION, WEIGHTS_ANNOTATION};
+use fed_api::names::{
+    FAILOVER_ORDER_ANNOTATION, TLS_SECRET_ANNOTATION, TRAFFIC_POLICY_ANNOTATION, WEIGHTS_ANNOTATION,
+};
 
 /// A traffic-policy annotation that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -97,6 +99,28 @@ pub fn policy(annotations: &BTreeMap<String, String>) -> Result<TrafficPolicy, P
         PolicyKind::Nearest | PolicyKind::Geo => {}
     }
     Ok(p)
+}
+
+/// The TLS Secret a Service's annotation names for termination at the lb-agents, if it
+/// names a valid Secret name (a DNS subdomain).
+pub fn tls_secret(annotations: &BTreeMap<String, String>) -> Result<Option<String>, PolicyError> {
+    let Some(name) = annotations.get(TLS_SECRET_ANNOTATION).map(|s| s.trim()) else {
+        return Ok(None);
+    };
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !valid {
+        return Err(bad(
+            TLS_SECRET_ANNOTATION,
+            format!("{name:?} is not a Secret name"),
+        ));
+    }
+    Ok(Some(name.to_string()))
 }
 
 /// The client subnets of the ConfigMap's data: each value `<cidr> <region> [<zone>]`.
@@ -232,6 +256,21 @@ mod tests {
         ] {
             let e = policy(&ann(&pairs)).unwrap_err();
             assert_eq!(e.annotation, annotation, "{pairs:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn tls_secret_names() {
+        assert_eq!(tls_secret(&ann(&[])), Ok(None));
+        assert_eq!(
+            tls_secret(&ann(&[(TLS_SECRET_ANNOTATION, " web-tls ")])),
+            Ok(Some("web-tls".into()))
+        );
+        for bad in ["", "Web", "-x", "a_b"] {
+            assert!(
+                tls_secret(&ann(&[(TLS_SECRET_ANNOTATION, bad)])).is_err(),
+                "{bad}"
+            );
         }
     }
 

@@ -267,12 +267,23 @@ impl TestAgent {
 
     /// Feeds a configuration and local endpoints, then waits until the table has them.
     pub async fn feed(&self, config: LbConfig, local: LocalEndpoints) {
+        self.feed_with_tls(config, local, Default::default()).await;
+    }
+
+    /// Like [`TestAgent::feed`], with local TLS Secrets.
+    pub async fn feed_with_tls(
+        &self,
+        config: LbConfig,
+        local: LocalEndpoints,
+        tls: lb_agent::inputs::TlsSecrets,
+    ) {
         let config = Arc::new(config);
         self.inputs.send_replace(Inputs {
             config: Some(config.clone()),
             config_error: None,
             local: Arc::new(local),
             synced: true,
+            tls: Arc::new(tls),
         });
         let mut table = self.agent.table.clone();
         tokio::time::timeout(
