@@ -208,12 +208,26 @@ where
     });
 }
 
+/// Why a response body from upstream ended early.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error(transparent)]
+    Upstream(#[from] hyper::Error),
+    /// HTTP/2 streams outlive their connection's driver future (hyper finishes them on its
+    /// own task), so the drain timeout is enforced on each response body instead.
+    #[error("backend closed after its drain timeout")]
+    Killed,
+}
+
 /// A response body from upstream that gives its HTTP/1.1 connection back to the pool when
-/// it ends and holds the backend's in-flight count until then.
+/// it ends, holds the backend's in-flight count until then, and ends with
+/// [`BodyError::Killed`] when the backend is closed after draining.
 pub struct PooledBody {
     inner: Incoming,
     sender: Option<http1::SendRequest<UpBody>>,
     flight: Option<InFlight>,
+    /// Resolves when the backend is closed; `None` once it did.
+    killed: Option<Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
 }
 
 impl PooledBody {
@@ -226,6 +240,7 @@ impl PooledBody {
         Self {
             inner,
             sender,
+            killed: Some(Box::pin(flight.0.killed())),
             flight: Some(flight),
         }
     }
@@ -251,18 +266,26 @@ impl Drop for PooledBody {
 
 impl Body for PooledBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BodyError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = self.get_mut();
+        let Some(killed) = this.killed.as_mut() else {
+            return Poll::Ready(None);
+        };
+        if killed.as_mut().poll(cx).is_ready() {
+            this.killed = None;
+            this.sender = None;
+            return Poll::Ready(Some(Err(BodyError::Killed)));
+        }
         let r = Pin::new(&mut this.inner).poll_frame(cx);
         if let Poll::Ready(None) = r {
             this.finish();
         }
-        r
+        r.map_err(BodyError::from)
     }
 
     fn is_end_stream(&self) -> bool {
