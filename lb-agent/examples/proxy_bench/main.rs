@@ -279,7 +279,8 @@ fn spawn_agent(
     peer: u16,
     pin: Option<&str>,
 ) -> Proc {
-    spawn_agent_with(bin, inputs, me, ip, http, peer, &[], pin)
+    // No HTTPS listener of interest here: any free port.
+    spawn_agent_with(bin, inputs, me, ip, http, peer, &["--https-port", "0"], pin)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -308,8 +309,6 @@ fn spawn_agent_with(
             "",
             "--workers",
             "1",
-            "--https-port",
-            "0",
         ])
         .args([
             "--http-port",
