@@ -1,7 +1,7 @@
 //! Every protocol through the lb-agents of `fedctl up --clusters 3` with
 //! `examples/protocols.yaml` (replicas in sim-1 and sim-2, none in sim-3): HTTPS passed
-//! through by SNI, WebSocket, gRPC-style h2c streams and UDP, each through sim-3 (remote
-//! only) and local first through the others; SRV records with the listen ports; then sim-1
+//! through by SNI, WebSocket, gRPC-style streams (h2c, and h2 in TLS) and UDP, each through
+//! sim-3 (remote only) and local first through the others; SRV records with the listen ports; then sim-1
 //! fails under load through sim-3 — no HTTP request, TLS connection or UDP exchange fails,
 //! and a broken WebSocket is open again within 3 s.
 
@@ -142,46 +142,66 @@ fn udp_cluster(answer: &[u8]) -> String {
 
 /// Lines of `/stream?n=<n>` over h2c (prior knowledge) through `addr`.
 fn h2c_stream(addr: SocketAddr, n: u32) -> Vec<String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    block_on(async {
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let (mut send, conn) = hyper_h2c(tcp).await;
-        tokio::spawn(conn);
-        let req = ::http::Request::get(format!("http://{NAME}/stream?n={n}&ms=20"))
-            .body(http_body_util::Empty::<bytes::Bytes>::new())
-            .unwrap();
-        let resp = send.send_request(req).await.unwrap();
-        assert_eq!(resp.status(), 200);
-        let mut body = resp.into_body();
-        let mut text = Vec::new();
-        use http_body_util::BodyExt as _;
-        while let Some(frame) = body.frame().await {
-            if let Ok(data) = frame.unwrap().into_data() {
-                text.extend_from_slice(&data);
-            }
-        }
-        String::from_utf8_lossy(&text)
-            .lines()
-            .map(String::from)
-            .collect()
+        h2_stream(tcp, n).await
     })
 }
 
-async fn hyper_h2c(
-    tcp: tokio::net::TcpStream,
-) -> (
-    hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>>,
-    impl std::future::Future<Output = Result<(), hyper::Error>>,
-) {
-    hyper::client::conn::http2::handshake(
+/// Lines of `/stream?n=<n>` over HTTP/2 in TLS (ALPN h2, as gRPC clients ask) through
+/// `addr` with SNI [`NAME`]: the lb-agent passes the stream through to a pod, which
+/// terminates TLS.
+fn h2_tls_stream(config: &Arc<rustls::ClientConfig>, addr: SocketAddr, n: u32) -> Vec<String> {
+    let mut config = (**config).clone();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    block_on(async {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from(NAME).unwrap();
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+        h2_stream(tls, n).await
+    })
+}
+
+fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+async fn h2_stream<IO>(io: IO, n: u32) -> Vec<String>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tcp),
+        hyper_util::rt::TokioIo::new(io),
     )
     .await
-    .unwrap()
+    .unwrap();
+    tokio::spawn(conn);
+    let req = ::http::Request::get(format!("http://{NAME}/stream?n={n}&ms=20"))
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.into_body();
+    let mut text = Vec::new();
+    use http_body_util::BodyExt as _;
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame.unwrap().into_data() {
+            text.extend_from_slice(&data);
+        }
+    }
+    String::from_utf8_lossy(&text)
+        .lines()
+        .map(String::from)
+        .collect()
 }
 
 #[test]
@@ -307,13 +327,18 @@ fn every_protocol_through_every_lb_agent_and_across_a_cluster_failure() {
     let ws2 = WebSocket::connect(agent(2, 8080), NAME, Duration::from_secs(5)).unwrap();
     assert!(ws2.greeting.starts_with("sim-2 "), "{}", ws2.greeting);
 
-    // gRPC-style h2c stream through sim-3's listen port of the grpc port.
-    let lines = h2c_stream(agent(3, grpc_port), 5);
-    assert_eq!(lines.len(), 5, "{lines:?}");
-    assert!(
-        lines[0].starts_with("sim-1 ") || lines[0].starts_with("sim-2 "),
-        "{lines:?}"
-    );
+    // gRPC-style streams through sim-3: h2c at the grpc port's listen port, and h2 in TLS
+    // passed through by SNI.
+    for lines in [
+        h2c_stream(agent(3, grpc_port), 5),
+        h2_tls_stream(&tls, agent(3, 8443), 5),
+    ] {
+        assert_eq!(lines.len(), 5, "{lines:?}");
+        assert!(
+            lines[0].starts_with("sim-1 ") || lines[0].starts_with("sim-2 "),
+            "{lines:?}"
+        );
+    }
 
     // sim-1 fails while clients keep going through sim-3 (no replica of its own).
     let stop = Arc::new(AtomicBool::new(false));
