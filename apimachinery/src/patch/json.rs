@@ -1,210 +1,52 @@
-//! RFC 6902 JSON patch with RFC 6901 JSON pointers, applied atomically.
+//! RFC 6902 JSON patch with RFC 6901 JSON pointers, applied atomically by the `json-patch`
+//! crate; this module gives its errors the shape the API server reports: the index, name
+//! and path of the operation that failed.
 
+use json_patch::PatchOperation;
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::PatchError;
 
-/// Applies RFC 6902 operations to a copy of `target`. On error the caller's
-/// document is untouched and the error names the failing operation index.
+/// Applies RFC 6902 operations to a copy of `target`. On error the caller's document is
+/// untouched and the error names the failing operation. Values compare as RFC 6902 and
+/// kube-apiserver compare them in `test`: `1` and `1.0` differ.
 pub fn json_patch(target: &Value, ops: &Value) -> Result<Value, PatchError> {
     let ops = ops.as_array().ok_or(PatchError::JsonPatchNotArray)?;
+    // Each operation is decoded on its own so a malformed one is named by its index.
+    let decoded = ops
+        .iter()
+        .enumerate()
+        .map(|(index, op)| {
+            PatchOperation::deserialize(op).map_err(|e| op_error(op, index, e.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let mut doc = target.clone();
-    for (index, op) in ops.iter().enumerate() {
-        let name = op.get("op").and_then(Value::as_str).unwrap_or("?");
-        apply(&mut doc, op, name).map_err(|reason| PatchError::JsonPatchOp {
-            index,
-            op: name.to_string(),
-            reason,
-        })?;
-    }
+    // A failure drops the copy, so the crate's undo log (`patch`) is not needed.
+    json_patch::patch_unsafe(&mut doc, &decoded).map_err(|e| PatchError::JsonPatchOp {
+        index: e.operation,
+        op: op_name(&ops[e.operation]).to_string(),
+        path: e.path.to_string(),
+        reason: e.kind.to_string(),
+    })?;
     Ok(doc)
 }
 
-fn apply(doc: &mut Value, op: &Value, name: &str) -> Result<(), String> {
-    if !op.is_object() {
-        return Err("operation must be an object".into());
-    }
-    let pointer = |field: &str| -> Result<Vec<String>, String> {
-        let p = op
-            .get(field)
-            .ok_or_else(|| format!("missing {field:?}"))?
-            .as_str()
-            .ok_or_else(|| format!("{field:?} must be a string"))?;
-        parse_pointer(p)
-    };
-    // An explicit `"value": null` is a real value, so only absence is an error.
-    let value = || {
-        op.get("value")
-            .cloned()
-            .ok_or("missing \"value\"".to_string())
-    };
-    match name {
-        "add" => add(doc, &pointer("path")?, value()?),
-        "remove" => remove(doc, &pointer("path")?).map(drop),
-        "replace" => {
-            let path = pointer("path")?;
-            let slot = get_mut(doc, &path).ok_or_else(|| missing(&path))?;
-            *slot = value()?;
-            Ok(())
-        }
-        "move" => {
-            let (from, path) = (pointer("from")?, pointer("path")?);
-            if from == path {
-                return get_mut(doc, &from).map(drop).ok_or_else(|| missing(&from));
-            }
-            if path.len() > from.len() && path.starts_with(&from) {
-                return Err("cannot move a value into one of its children".into());
-            }
-            let v = remove(doc, &from)?;
-            add(doc, &path, v)
-        }
-        "copy" => {
-            let (from, path) = (pointer("from")?, pointer("path")?);
-            let v = get_mut(doc, &from).ok_or_else(|| missing(&from))?.clone();
-            add(doc, &path, v)
-        }
-        "test" => {
-            let path = pointer("path")?;
-            let want = value()?;
-            let have = get_mut(doc, &path).ok_or_else(|| missing(&path))?;
-            if json_eq(have, &want) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "test failed: value at {} is {have}, expected {want}",
-                    render(&path)
-                ))
-            }
-        }
-        "?" => Err("missing \"op\"".into()),
-        other => Err(format!("unsupported operation {other:?}")),
-    }
+/// The operation's name as written (`?` when it has none).
+fn op_name(op: &Value) -> &str {
+    op.get("op").and_then(Value::as_str).unwrap_or("?")
 }
 
-/// Parses an RFC 6901 pointer into unescaped reference tokens.
-fn parse_pointer(p: &str) -> Result<Vec<String>, String> {
-    if p.is_empty() {
-        return Ok(Vec::new());
-    }
-    let Some(rest) = p.strip_prefix('/') else {
-        return Err(format!("path {p:?} must start with '/'"));
-    };
-    rest.split('/')
-        .map(|t| {
-            let mut out = String::with_capacity(t.len());
-            let mut chars = t.chars();
-            while let Some(c) = chars.next() {
-                if c != '~' {
-                    out.push(c);
-                    continue;
-                }
-                match chars.next() {
-                    Some('0') => out.push('~'),
-                    Some('1') => out.push('/'),
-                    _ => return Err(format!("invalid escape in path {p:?}")),
-                }
-            }
-            Ok(out)
-        })
-        .collect()
-}
-
-fn render(path: &[String]) -> String {
-    if path.is_empty() {
-        return "\"\"".into();
-    }
-    let mut out = String::new();
-    for t in path {
-        out.push('/');
-        out.push_str(&t.replace('~', "~0").replace('/', "~1"));
-    }
-    format!("{out:?}")
-}
-
-fn missing(path: &[String]) -> String {
-    format!("path {} does not exist", render(path))
-}
-
-/// Array index per RFC 6901: decimal digits without leading zeros.
-fn parse_index(token: &str) -> Option<usize> {
-    let valid = !token.is_empty()
-        && token.bytes().all(|b| b.is_ascii_digit())
-        && (token == "0" || !token.starts_with('0'));
-    if valid { token.parse().ok() } else { None }
-}
-
-fn get_mut<'a>(doc: &'a mut Value, path: &[String]) -> Option<&'a mut Value> {
-    let mut cur = doc;
-    for t in path {
-        cur = match cur {
-            Value::Object(m) => m.get_mut(t)?,
-            Value::Array(a) => a.get_mut(parse_index(t)?)?,
-            _ => return None,
-        };
-    }
-    Some(cur)
-}
-
-fn add(doc: &mut Value, path: &[String], value: Value) -> Result<(), String> {
-    let Some((last, parent_path)) = path.split_last() else {
-        *doc = value;
-        return Ok(());
-    };
-    let parent = get_mut(doc, parent_path).ok_or_else(|| missing(parent_path))?;
-    match parent {
-        Value::Object(m) => {
-            m.insert(last.clone(), value);
-            Ok(())
-        }
-        Value::Array(a) => {
-            let idx = if last == "-" {
-                a.len()
-            } else {
-                parse_index(last).ok_or_else(|| format!("invalid array index {last:?}"))?
-            };
-            if idx > a.len() {
-                return Err(format!(
-                    "index {idx} out of bounds for array of length {}",
-                    a.len()
-                ));
-            }
-            a.insert(idx, value);
-            Ok(())
-        }
-        _ => Err(format!("parent {} is not a container", render(parent_path))),
-    }
-}
-
-fn remove(doc: &mut Value, path: &[String]) -> Result<Value, String> {
-    let Some((last, parent_path)) = path.split_last() else {
-        return Err("cannot remove the whole document".into());
-    };
-    let parent = get_mut(doc, parent_path).ok_or_else(|| missing(parent_path))?;
-    let removed = match parent {
-        Value::Object(m) => m.remove(last),
-        Value::Array(a) => parse_index(last)
-            .filter(|&i| i < a.len())
-            .map(|i| a.remove(i)),
-        _ => None,
-    };
-    removed.ok_or_else(|| missing(path))
-}
-
-/// RFC 6902 equality: numbers compare by value (`1` equals `1.0`).
-fn json_eq(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            x == y || (x.as_f64().is_some() && x.as_f64() == y.as_f64())
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
-        }
-        _ => a == b,
+fn op_error(op: &Value, index: usize, reason: String) -> PatchError {
+    PatchError::JsonPatchOp {
+        index,
+        op: op_name(op).to_string(),
+        path: op
+            .get("path")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        reason,
     }
 }
 
@@ -252,7 +94,7 @@ mod tests {
                 json!({"foo": ["bar", "baz"], "a/b": 1, "m~n": 2, "obj": {"x": 1}, "obj2": {"x": 1}}),
             ),
             (
-                json!([{"op": "test", "path": "/obj/x", "value": 1.0}, {"op": "test", "path": "/foo", "value": ["bar", "baz"]}]),
+                json!([{"op": "test", "path": "/obj/x", "value": 1}, {"op": "test", "path": "/foo", "value": ["bar", "baz"]}]),
                 doc.clone(),
             ),
             (
@@ -269,72 +111,114 @@ mod tests {
     #[test]
     fn errors_table() {
         let doc = json!({"foo": ["bar"], "obj": {"x": 1}});
+        assert_eq!(
+            json_patch(&doc, &json!({"op": "add"})),
+            Err(PatchError::JsonPatchNotArray)
+        );
+        // (operations, failing index, its path, words of the reason)
         let cases = [
-            (json!({"op": "add"}), None),
             (
                 json!([{"op": "add", "path": "/a/b", "value": 1}]),
-                Some((0, "does not exist")),
+                0,
+                "/a/b",
+                "path is invalid",
             ),
             (
                 json!([{"op": "add", "path": "/foo/5", "value": 1}]),
-                Some((0, "out of bounds")),
+                0,
+                "/foo/5",
+                "path is invalid",
             ),
             (
                 json!([{"op": "add", "path": "/foo/01", "value": 1}]),
-                Some((0, "invalid array index")),
+                0,
+                "/foo/01",
+                "path is invalid",
             ),
             (
                 json!([{"op": "add", "path": "foo", "value": 1}]),
-                Some((0, "must start with '/'")),
+                0,
+                "foo",
+                "slash",
             ),
             (
                 json!([{"op": "add", "path": "/foo~2", "value": 1}]),
-                Some((0, "invalid escape")),
+                0,
+                "/foo~2",
+                "malformed",
             ),
             (
                 json!([{"op": "add", "path": "/x"}]),
-                Some((0, "missing \"value\"")),
+                0,
+                "/x",
+                "missing field `value`",
             ),
             (
                 json!([{"op": "remove", "path": "/nope"}]),
-                Some((0, "does not exist")),
+                0,
+                "/nope",
+                "path is invalid",
             ),
             (
                 json!([{"op": "remove", "path": "/foo/-"}]),
-                Some((0, "does not exist")),
+                0,
+                "/foo/-",
+                "path is invalid",
             ),
             (
                 json!([{"op": "replace", "path": "/nope", "value": 1}]),
-                Some((0, "does not exist")),
+                0,
+                "/nope",
+                "path is invalid",
             ),
             (
                 json!([{"op": "move", "from": "/obj", "path": "/obj/y"}]),
-                Some((0, "children")),
+                0,
+                "/obj/y",
+                "inside itself",
             ),
             (
                 json!([{"op": "add", "path": "/ok", "value": 1}, {"op": "test", "path": "/ok", "value": 2}]),
-                Some((1, "test failed")),
+                1,
+                "/ok",
+                "did not match",
+            ),
+            // RFC 6902 compares numbers as JSON values, and so does kube-apiserver.
+            (
+                json!([{"op": "test", "path": "/obj/x", "value": 1.0}]),
+                0,
+                "/obj/x",
+                "did not match",
             ),
             (
                 json!([{"op": "frob", "path": "/x"}]),
-                Some((0, "unsupported operation")),
+                0,
+                "/x",
+                "unknown variant `frob`",
             ),
-            (json!([{"path": "/x"}]), Some((0, "missing \"op\""))),
+            (json!([{"path": "/x"}]), 0, "/x", "missing field `op`"),
             (
                 json!([{"op": "add", "path": "/obj/x/y", "value": 1}]),
-                Some((0, "not a container")),
+                0,
+                "/obj/x/y",
+                "path is invalid",
             ),
         ];
-        for (ops, want) in cases {
+        for (ops, want_index, want_path, text) in cases {
             let err = json_patch(&doc, &ops).expect_err(&ops.to_string());
-            match (want, err) {
-                (None, PatchError::JsonPatchNotArray) => {}
-                (Some((idx, text)), PatchError::JsonPatchOp { index, reason, .. }) => {
-                    assert_eq!(index, idx, "{ops}");
-                    assert!(reason.contains(text), "{ops}: {reason}");
-                }
-                (_, other) => panic!("{ops}: unexpected {other}"),
-            }
+            let PatchError::JsonPatchOp {
+                index,
+                op,
+                path,
+                reason,
+            } = err
+            else {
+                panic!("{ops}: unexpected {err}");
+            };
+            assert_eq!(index, want_index, "{ops}");
+            assert_eq!(path, want_path, "{ops}");
+            assert_eq!(op, ops[index]["op"].as_str().unwrap_or("?"), "{ops}");
+            assert!(reason.contains(text), "{ops}: {reason}");
         }
     }
 

@@ -16,13 +16,15 @@ pub enum PatchError {
     /// A JSON patch document was not an array of operations.
     #[error("json patch must be an array of operations")]
     JsonPatchNotArray,
-    /// One JSON patch operation failed; `index` is zero-based.
-    #[error("json patch operation {index} ({op}) failed: {reason}")]
+    /// One JSON patch operation failed (or is malformed); `index` is zero-based.
+    #[error("json patch operation {index} ({op}) at {path:?} failed: {reason}")]
     JsonPatchOp {
         /// Position of the failing operation.
         index: usize,
         /// The operation name (`add`, `remove`, ...), or `?` if missing.
         op: String,
+        /// The operation's `path` (a JSON pointer, as written).
+        path: String,
         /// Why it failed.
         reason: String,
     },
