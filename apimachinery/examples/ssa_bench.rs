@@ -17,7 +17,7 @@ const DEPLOYMENT: &str = "io.k8s.api.apps.v1.Deployment";
 fn definitions() -> Result<Definitions> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../federation-apiserver/openapi/k8s-definitions.json"
+        "/../apiserver/openapi/k8s-definitions.json"
     );
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
     Ok(Definitions::new(serde_json::from_str(&text)?))

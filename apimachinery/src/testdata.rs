@@ -8,7 +8,7 @@ use crate::schema::Definitions;
 pub(crate) fn k8s_definitions() -> &'static Definitions {
     static DEFS: OnceLock<Definitions> = OnceLock::new();
     DEFS.get_or_init(|| {
-        let text = include_str!("../../federation-apiserver/openapi/k8s-definitions.json");
+        let text = include_str!("../../apiserver/openapi/k8s-definitions.json");
         Definitions::new(serde_json::from_str(text).expect("k8s definitions are valid JSON"))
     })
 }

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use cluster_sim::fleet::{ClusterSpec, FleetFile};
 use cluster_sim::runtime::Fleet;
-use federation_apiserver::engine::WriteOptions;
+use meridian_apiserver::engine::WriteOptions;
 use serde_json::json;
 
 fn arg(name: &str, default: usize) -> usize {

@@ -87,7 +87,7 @@ pub async fn handle(
     req: Request<hyper::body::Incoming>,
 ) -> Response<Full<Bytes>> {
     let authorized =
-        federation_apiserver::auth::bearer(req.headers()).is_some_and(|t| t == token.as_str());
+        meridian_apiserver::auth::bearer(req.headers()).is_some_and(|t| t == token.as_str());
     if !authorized {
         return error(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
     }

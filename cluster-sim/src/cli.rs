@@ -313,9 +313,9 @@ pub async fn run(a: RunArgs) -> anyhow::Result<()> {
     let fleet = Arc::new(Fleet::start(&spec, a.bind_address).await?);
     fleet.write_kubeconfig(&a.kubeconfig_out)?;
     // The admin API has its own CA and token, written beside the kubeconfig for `ctl`.
-    let ca = federation_apiserver::pki::Authority::generate()?;
+    let ca = meridian_apiserver::pki::Authority::generate()?;
     let serving = ca.serving_cert(&[a.bind_address.to_string()])?;
-    let tls = federation_apiserver::server::tls_config(&serving.cert_pem, &serving.key_pem, None)?;
+    let tls = meridian_apiserver::server::tls_config(&serving.cert_pem, &serving.key_pem, None)?;
     let listener =
         tokio::net::TcpListener::bind(SocketAddr::new(a.bind_address, a.admin_port)).await?;
     let bytes: [u8; 24] = rand::random();
@@ -325,7 +325,7 @@ pub async fn run(a: RunArgs) -> anyhow::Result<()> {
         token: token.clone(),
         ca_pem: ca.cert_pem.clone(),
     };
-    federation_apiserver::pki::write_private(
+    meridian_apiserver::pki::write_private(
         &state_path(&a.kubeconfig_out),
         &serde_json::to_string_pretty(&state)?,
     )?;

@@ -1,15 +1,15 @@
-//! One simulated cluster: an in-memory API server (the federation-apiserver engine with the
+//! One simulated cluster: an in-memory API server (the `meridian-apiserver` engine with the
 //! member kinds, RBAC and service-account tokens) on its own loopback port, its simulated
 //! control loops, and the fault switch its listener obeys.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use federation_apiserver::api::ApiServer;
-use federation_apiserver::auth::{TokenAuthenticator, UserInfo};
-use federation_apiserver::cache::TextForm;
-use federation_apiserver::engine::{Engine, WriteOptions};
-use federation_apiserver::pki::Authority;
+use meridian_apiserver::api::ApiServer;
+use meridian_apiserver::auth::{TokenAuthenticator, UserInfo};
+use meridian_apiserver::cache::TextForm;
+use meridian_apiserver::engine::{Engine, WriteOptions};
+use meridian_apiserver::pki::Authority;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
@@ -26,16 +26,16 @@ const SIM_WATCH_HISTORY: usize = 1_000;
 #[derive(Clone)]
 pub struct Shared {
     /// The member kinds.
-    pub registry: federation_apiserver::registry::Registry,
+    pub registry: meridian_apiserver::registry::Registry,
     /// Their OpenAPI documents and definitions.
-    pub schemas: federation_apiserver::server::Schemas,
+    pub schemas: meridian_apiserver::server::Schemas,
 }
 
 impl Shared {
     /// Builds the member kinds and their documents once.
     pub fn build() -> Self {
-        let registry = federation_apiserver::kinds::member_registry();
-        let schemas = federation_apiserver::server::Schemas::build(&registry);
+        let registry = crate::kinds::member_registry();
+        let schemas = meridian_apiserver::server::Schemas::build(&registry);
         Self { registry, schemas }
     }
 }
@@ -91,7 +91,7 @@ impl SimCluster {
     ) -> anyhow::Result<Arc<Self>> {
         // The cache follows the store closely; a short store history is enough to bridge it.
         let store = Arc::new(meridian_store::MemoryStore::with_history_capacity(1_000));
-        let engine = federation_apiserver::server::build_engine_with(
+        let engine = meridian_apiserver::server::build_engine_with(
             shared.registry.clone(),
             store,
             SIM_WATCH_HISTORY,
@@ -140,12 +140,12 @@ impl SimCluster {
             openapi,
             tokens,
             token_sources: vec![Arc::new(SimTokens(sim.clone()))],
-            authorizer: Some(Arc::new(federation_apiserver::rbac::RbacAuthorizer::new(
+            authorizer: Some(Arc::new(meridian_apiserver::rbac::RbacAuthorizer::new(
                 engine.cache.clone(),
             ))),
             metrics: Arc::default(),
             advertise: addr.to_string(),
-            max_body: federation_apiserver::api::DEFAULT_MAX_BODY,
+            max_body: meridian_apiserver::api::DEFAULT_MAX_BODY,
             version: spec.kubernetes_version.clone(),
         });
         bootstrap(&engine).await?;
@@ -154,7 +154,7 @@ impl SimCluster {
             controllers::start(sim.clone());
         }
         let tls =
-            federation_apiserver::server::tls_config(&serving.cert_pem, &serving.key_pem, None)?;
+            meridian_apiserver::server::tls_config(&serving.cert_pem, &serving.key_pem, None)?;
         let cluster = Arc::new(Self {
             spec,
             index,
@@ -284,12 +284,12 @@ impl SimCluster {
                     return;
                 }
                 let Some((tls, user)) =
-                    federation_apiserver::server::handshake(&acceptor, tcp, peer).await
+                    meridian_apiserver::server::handshake(&acceptor, tcp, peer).await
                 else {
                     return;
                 };
                 let faults = self.faults.clone();
-                federation_apiserver::server::serve_connection(
+                meridian_apiserver::server::serve_connection(
                     tls,
                     move |req| {
                         let api = api.clone();
@@ -316,7 +316,7 @@ impl SimCluster {
 /// Service-account tokens the simulated token controller issued, as a token source.
 struct SimTokens(Arc<controllers::Sim>);
 
-impl federation_apiserver::auth::TokenSource for SimTokens {
+impl meridian_apiserver::auth::TokenSource for SimTokens {
     fn authenticate(&self, token: &str) -> Option<UserInfo> {
         controllers::authenticate_token(&self.0, token).map(|id| UserInfo {
             name: id.username,

@@ -1,5 +1,5 @@
 //! A fleet of simulated Kubernetes member clusters in one process: each cluster is the
-//! federation-apiserver engine with the member kinds over an in-memory store, served on its
+//! `meridian-apiserver` engine with the member kinds over an in-memory store, served on its
 //! own loopback port, plus simulated control loops (deployments, replica sets, scheduler,
 //! kubelets, endpoints, load balancers, service-account tokens) and fault injection.
 
@@ -9,5 +9,6 @@ pub mod cluster;
 pub mod controllers;
 pub mod faults;
 pub mod fleet;
+pub mod kinds;
 pub mod podnet;
 pub mod runtime;

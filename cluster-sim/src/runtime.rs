@@ -78,7 +78,7 @@ impl Fleet {
 
     /// Writes the kubeconfig (owner-only permissions).
     pub fn write_kubeconfig(&self, path: &Path) -> anyhow::Result<()> {
-        federation_apiserver::pki::write_private(path, &self.kubeconfig())?;
+        meridian_apiserver::pki::write_private(path, &self.kubeconfig())?;
         Ok(())
     }
 

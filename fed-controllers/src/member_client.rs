@@ -512,7 +512,7 @@ impl tower_service::Service<Request<kube::client::Body>> for Transport {
 mod tests {
     use super::*;
     use base64::Engine as _;
-    use federation_apiserver::pki::Authority;
+    use meridian_apiserver::pki::Authority;
 
     fn spec(ca_pem: &str) -> ClusterSpec {
         ClusterSpec {

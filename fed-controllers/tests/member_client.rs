@@ -12,10 +12,10 @@ use base64::Engine as _;
 use bytes::Bytes;
 use fed_api::ClusterSpec;
 use fed_controllers::member_client::{Limits, MemberClients, federation_client};
-use federation_apiserver::pki::Authority;
-use federation_apiserver::server::{handshake, serve_connection, tls_config};
 use http::{Request, StatusCode, Version};
 use http_body_util::{BodyExt, Full};
+use meridian_apiserver::pki::Authority;
+use meridian_apiserver::server::{handshake, serve_connection, tls_config};
 use tokio::sync::{Barrier, watch};
 
 const TOKEN: &str = "t0ken";
@@ -196,7 +196,7 @@ async fn wrong_token_and_foreign_ca_are_refused() {
 async fn federation_client_multiplexes_with_kubeconfig_credentials() {
     let m = member(&[b"h2", b"http/1.1"], 3).await;
     let mut config = kube::Config::new(format!("https://{}", m.addr).parse().expect("uri"));
-    let der = federation_apiserver::server::parse_certs(&m.ca_pem).expect("CA PEM");
+    let der = meridian_apiserver::server::parse_certs(&m.ca_pem).expect("CA PEM");
     config.root_cert = Some(der.iter().map(|c| c.to_vec()).collect());
     config.auth_info = serde_json::from_value(serde_json::json!({ "token": TOKEN })).expect("auth");
     let client = federation_client(config, Limits::default()).expect("client");

@@ -9,8 +9,8 @@ use anyhow::Context;
 use clap::Parser;
 use meridian_store::Storage;
 
-use crate::auth::{TokenAuthenticator, UserInfo};
-use crate::pki::{self, Authority};
+use meridian_apiserver::auth::{TokenAuthenticator, UserInfo};
+use meridian_apiserver::pki::{self, Authority};
 
 /// Meridian's federation API server.
 #[derive(Parser, Debug, Clone)]
@@ -63,7 +63,7 @@ pub struct Args {
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub etcd_compaction_interval: std::time::Duration,
     /// Events kept per resource for watches that resume from a resourceVersion.
-    #[arg(long, default_value_t = crate::cache::HISTORY_PER_RESOURCE)]
+    #[arg(long, default_value_t = meridian_apiserver::cache::HISTORY_PER_RESOURCE)]
     pub watch_history: usize,
     /// How long Events are kept after the last time they record (e.g. `1h`, `30m`, `90s`).
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
@@ -230,13 +230,17 @@ pub async fn start(
         },
     );
     let store = crate::storage::open(backend, &args.data_dir, store_options()).await?;
-    let metrics = Arc::new(crate::metrics::Metrics::default());
-    let store: Arc<dyn Storage> = Arc::new(crate::metrics::InstrumentedStore::new(store, &metrics));
+    let metrics = Arc::new(meridian_apiserver::metrics::Metrics::default());
+    let store: Arc<dyn Storage> = Arc::new(meridian_apiserver::metrics::InstrumentedStore::new(
+        store, &metrics,
+    ));
     let registry = crate::kinds::federation_registry();
     let (engine, openapi) =
-        crate::server::build_engine(registry, store.clone(), args.watch_history).await?;
+        meridian_apiserver::server::build_engine(registry, store.clone(), args.watch_history)
+            .await?;
     let listener =
-        crate::server::bind(SocketAddr::new(args.bind_address, args.secure_port)).await?;
+        meridian_apiserver::server::bind(SocketAddr::new(args.bind_address, args.secure_port))
+            .await?;
     let addr = listener.local_addr()?;
     let host = args.advertise_address.clone().unwrap_or_else(|| {
         if args.bind_address.is_unspecified() {
@@ -250,14 +254,14 @@ pub async fn start(
     } else {
         format!("https://{host}:{}", addr.port())
     };
-    let api = crate::server::api_server(
+    let api = meridian_apiserver::server::api_server(
         engine,
         openapi,
         tokens,
         format!("{host}:{}", addr.port()),
         metrics,
     );
-    let tls = crate::server::tls_config(
+    let tls = meridian_apiserver::server::tls_config(
         &creds.cert_pem,
         &creds.key_pem,
         creds.client_ca_pem.as_deref(),
@@ -275,8 +279,13 @@ pub async fn start(
     if let Some(f) = &args.address_file {
         pki::write_private(f, &addr.to_string())?;
     }
-    tokio::spawn(crate::event_ttl::run(api.engine.clone(), args.event_ttl));
-    tokio::spawn(crate::server::serve(listener, tls, api, shutdown));
+    tokio::spawn(meridian_apiserver::event_ttl::run(
+        api.engine.clone(),
+        args.event_ttl,
+    ));
+    tokio::spawn(meridian_apiserver::server::serve(
+        listener, tls, api, shutdown,
+    ));
     Ok((
         Started {
             addr,

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::Server;
+use common::{Server, api_error, deployment, namespace};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
@@ -10,39 +10,6 @@ use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use serde_json::{Value, json};
-
-async fn namespace(client: &kube::Client, name: &str) {
-    let nss: Api<Namespace> = Api::all(client.clone());
-    nss.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap(),
-    )
-    .await
-    .expect("create namespace");
-}
-
-fn deployment(name: &str, replicas: i32) -> Deployment {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "web", "image": "nginx:1.27", "ports": [{"containerPort": 80}],
-                                          "env": [{"name": "A", "value": "1"}]}]}
-            }
-        }
-    }))
-    .unwrap()
-}
-
-fn api_error(e: kube::Error) -> kube::core::Status {
-    match e {
-        kube::Error::Api(s) => *s,
-        other => panic!("expected an API error, got {other:?}"),
-    }
-}
 
 #[tokio::test]
 async fn crud_conflicts_and_errors() {
@@ -697,7 +664,7 @@ async fn authentication_and_bad_input() {
 async fn client_certificates_authenticate() {
     let (server, _dir) = Server::start(&[]);
     let pki = server.dir.join("pki");
-    let ca = federation_apiserver::pki::Authority::from_pem(
+    let ca = meridian_apiserver::pki::Authority::from_pem(
         &std::fs::read_to_string(pki.join("ca.crt")).unwrap(),
         &std::fs::read_to_string(pki.join("ca.key")).unwrap(),
     )

@@ -11,7 +11,7 @@ use super::ProtoError;
 /// Protobuf field tables for Kubernetes types, keyed by OpenAPI definition
 /// name (`io.k8s.api.core.v1.ConfigMap`).
 ///
-/// Built from the JSON table in `federation-apiserver/openapi/k8s-protobuf.json`;
+/// Built from the JSON table in `apiserver/openapi/k8s-protobuf.json`;
 /// the caller embeds that file, so nothing is read at run time.
 #[derive(Debug, Clone)]
 pub struct ProtoSchema {

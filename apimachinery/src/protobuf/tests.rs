@@ -12,7 +12,7 @@ use super::*;
 fn schema() -> &'static ProtoSchema {
     static SCHEMA: OnceLock<ProtoSchema> = OnceLock::new();
     SCHEMA.get_or_init(|| {
-        let text = include_str!("../../../federation-apiserver/openapi/k8s-protobuf.json");
+        let text = include_str!("../../../apiserver/openapi/k8s-protobuf.json");
         let table = serde_json::from_str(text).expect("table is valid JSON");
         ProtoSchema::from_json(&table).expect("table is a valid schema")
     })

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use apimachinery::selector::LabelSelector;
-use federation_apiserver::engine::{DeleteOptions, PatchType, Target, WriteOptions};
+use meridian_apiserver::engine::{DeleteOptions, PatchType, Target, WriteOptions};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 

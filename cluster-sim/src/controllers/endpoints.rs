@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 
-use federation_apiserver::cache::Cached;
-use federation_apiserver::engine::{DeleteOptions, PatchType, Target, WriteOptions};
+use meridian_apiserver::cache::Cached;
+use meridian_apiserver::engine::{DeleteOptions, PatchType, Target, WriteOptions};
 use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
 
@@ -166,7 +166,7 @@ impl EndpointsController {
 
     async fn write(
         &self,
-        def: &federation_apiserver::registry::ResourceDef,
+        def: &meridian_apiserver::registry::ResourceDef,
         ns: &str,
         name: &str,
         existing: Option<&Arc<Cached>>,

@@ -16,7 +16,7 @@ use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use federation_apiserver::engine::{PatchType, Target, WriteOptions};
+use meridian_apiserver::engine::{PatchType, Target, WriteOptions};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -100,7 +100,7 @@ fn node_ip(node: &Value) -> String {
 
 impl Kubelet {
     /// Pods bound to `node`: by the cache's `spec.nodeName` field, no parsing.
-    fn pods_on(&self, node: &str) -> Vec<Arc<federation_apiserver::cache::Cached>> {
+    fn pods_on(&self, node: &str) -> Vec<Arc<meridian_apiserver::cache::Cached>> {
         let def = &self.sim.kinds.pods;
         self.sim
             .cache(def)

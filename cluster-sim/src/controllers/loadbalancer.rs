@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-use federation_apiserver::engine::{PatchType, Target, WriteOptions};
+use meridian_apiserver::engine::{PatchType, Target, WriteOptions};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 

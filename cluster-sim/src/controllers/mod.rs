@@ -30,10 +30,10 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use federation_apiserver::cache::{Cached, EventType, ResourceCache};
-use federation_apiserver::engine::Engine;
-use federation_apiserver::registry::ResourceDef;
-use federation_apiserver::status::ApiError;
+use meridian_apiserver::cache::{Cached, EventType, ResourceCache};
+use meridian_apiserver::engine::Engine;
+use meridian_apiserver::registry::ResourceDef;
+use meridian_apiserver::status::ApiError;
 use meridian_runtime::queue::Sorted;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;

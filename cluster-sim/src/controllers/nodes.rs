@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
-use federation_apiserver::engine::{Target, WriteOptions};
+use meridian_apiserver::engine::{Target, WriteOptions};
 use serde_json::{Map, Value, json};
 
 use super::util::{self, ipv4_add, str_at};

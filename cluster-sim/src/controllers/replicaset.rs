@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use apimachinery::selector::LabelSelector;
-use federation_apiserver::cache::Cached;
-use federation_apiserver::engine::{DeleteOptions, PatchType, Target, WriteOptions};
+use meridian_apiserver::cache::Cached;
+use meridian_apiserver::engine::{DeleteOptions, PatchType, Target, WriteOptions};
 use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
 

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use federation_apiserver::engine::{PatchType, Target, WriteOptions};
+use meridian_apiserver::engine::{PatchType, Target, WriteOptions};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -541,12 +541,12 @@ impl Scheduler {
     /// Merge-patches a pod's status.
     async fn patch_status(
         &self,
-        def: &federation_apiserver::registry::ResourceDef,
+        def: &meridian_apiserver::registry::ResourceDef,
         ns: &str,
         name: &str,
         status: &Value,
-        opts: &federation_apiserver::engine::WriteOptions,
-    ) -> Result<(), federation_apiserver::status::ApiError> {
+        opts: &meridian_apiserver::engine::WriteOptions,
+    ) -> Result<(), meridian_apiserver::status::ApiError> {
         self.sim
             .engine
             .patch(

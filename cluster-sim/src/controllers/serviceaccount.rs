@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
-use federation_apiserver::cache::Cached;
-use federation_apiserver::engine::{Target, WriteOptions};
+use meridian_apiserver::cache::Cached;
+use meridian_apiserver::engine::{Target, WriteOptions};
 use rand::RngCore;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;

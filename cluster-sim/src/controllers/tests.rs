@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use federation_apiserver::cache::EventType;
-use federation_apiserver::engine::{DeleteOptions, PatchType, Target, WriteOptions};
-use federation_apiserver::registry::ResourceDef;
+use meridian_apiserver::cache::EventType;
+use meridian_apiserver::engine::{DeleteOptions, PatchType, Target, WriteOptions};
+use meridian_apiserver::registry::ResourceDef;
 use meridian_store::{MemoryStore, Storage};
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -20,13 +20,10 @@ const CA: &str = "-----BEGIN CERTIFICATE-----\nTUVSSURJQU4=\n-----END CERTIFICAT
 
 async fn cluster(ready_delay: Duration, lb_pool: &[&str]) -> Arc<Sim> {
     let store: Arc<dyn Storage> = Arc::new(MemoryStore::new());
-    let (engine, _) = federation_apiserver::server::build_engine(
-        federation_apiserver::kinds::member_registry(),
-        store,
-        10_000,
-    )
-    .await
-    .expect("engine");
+    let (engine, _) =
+        meridian_apiserver::server::build_engine(crate::kinds::member_registry(), store, 10_000)
+            .await
+            .expect("engine");
     let sim = Sim::new(
         engine,
         ClusterConfig {

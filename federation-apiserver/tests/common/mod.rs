@@ -204,3 +204,39 @@ impl RawClient {
         }
     }
 }
+
+/// Creates a namespace.
+pub async fn namespace(client: &kube::Client, name: &str) {
+    let nss: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client.clone());
+    nss.create(
+        &kube::api::PostParams::default(),
+        &serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap(),
+    )
+    .await
+    .expect("create namespace");
+}
+
+/// A Deployment of `replicas` nginx pods labelled `app: <name>`.
+pub fn deployment(name: &str, replicas: i32) -> k8s_openapi::api::apps::v1::Deployment {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.27", "ports": [{"containerPort": 80}],
+                                          "env": [{"name": "A", "value": "1"}]}]}
+            }
+        }
+    }))
+    .unwrap()
+}
+
+/// The `Status` of an API error (panics on any other error).
+pub fn api_error(e: kube::Error) -> kube::core::Status {
+    match e {
+        kube::Error::Api(s) => *s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}

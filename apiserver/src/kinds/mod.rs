@@ -1,53 +1,36 @@
-//! The kinds the servers built on this engine serve, each with its defaults, validation
-//! and table columns.
+//! The plain Kubernetes kinds, each with its defaults, validation and table columns, and
+//! the helpers kinds are written with. A server composes its
+//! [`Registry`](crate::registry::Registry) from these and its own kinds: what it serves is
+//! its choice.
 
 pub mod apps;
 pub mod core;
-pub mod federation;
-pub mod member;
+pub mod endpoints;
+pub mod rbac;
 pub mod validate;
 
 use apimachinery::JsonPointer;
 use serde_json::Value;
 
-use crate::registry::{KindHooks, Registry};
+use crate::registry::{KindHooks, ResourceDef};
 
-/// The kinds of the federation API server.
-pub fn federation_registry() -> Registry {
-    Registry::new(vec![
-        core::namespaces(),
-        core::services(),
-        core::configmaps(),
-        core::secrets(),
-        core::events(),
-        apps::deployments(),
-        apps::replicasets(),
-        core::leases(),
-        federation::clusters(),
-        federation::propagation_policies(),
-        federation::placements(),
-    ])
-}
-
-/// The kinds a member cluster serves (what `cluster-sim` simulates).
-pub fn member_registry() -> Registry {
+/// Every built-in kind this engine defines, in discovery order (Namespace first).
+pub fn builtin() -> Vec<ResourceDef> {
     let mut defs = vec![
         core::namespaces(),
-        member::nodes(),
-        member::pods(),
         core::services(),
-        member::endpoints(),
+        endpoints::endpoints(),
         core::configmaps(),
         core::secrets(),
-        member::service_accounts(),
+        core::service_accounts(),
         core::events(),
         apps::deployments(),
         apps::replicasets(),
-        member::endpoint_slices(),
+        endpoints::endpoint_slices(),
         core::leases(),
     ];
-    defs.extend(member::rbac_kinds());
-    Registry::new(defs)
+    defs.extend(rbac::rbac_kinds());
+    defs
 }
 
 /// Checks a body against a typed Rust shape, reporting the first type error.

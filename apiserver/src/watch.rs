@@ -11,7 +11,7 @@ use hyper::body::Frame;
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
-use crate::api::{Body, Query};
+use crate::api::{Body, Query, Selectors};
 use crate::cache::{CacheEvent, Cached, EventType, watch_frame};
 use crate::engine::Engine;
 use crate::metrics::Metrics;
@@ -27,19 +27,13 @@ const MAX_BATCH: usize = 256 * 1024;
 const FRAME_BUFFER: usize = 256;
 
 struct Filter {
-    label: Option<apimachinery::selector::LabelSelector>,
-    field: Option<apimachinery::selector::FieldSelector>,
+    selectors: Selectors,
     prefix: String,
 }
 
 impl Filter {
     fn matches(&self, c: &Cached) -> bool {
-        c.key.starts_with(&self.prefix)
-            && self.label.as_ref().is_none_or(|l| c.labels.matches(l))
-            && self
-                .field
-                .as_ref()
-                .is_none_or(|f| f.matches(|name| c.field(name)))
+        c.key.starts_with(&self.prefix) && self.selectors.matches(c)
     }
 }
 
@@ -72,7 +66,7 @@ impl Encoder {
             EventType::Deleted if now || before => EventType::Deleted,
             _ => return None,
         };
-        if self.table.is_none() && kind == ev.kind && filter.label.is_none() {
+        if self.table.is_none() && kind == ev.kind && filter.selectors.label.is_none() {
             return Some(ev.frame());
         }
         Some(self.frame(kind, &ev.obj))
@@ -98,17 +92,8 @@ pub fn serve(
     q: &Query,
     want_table: Option<table::IncludeObject>,
 ) -> Result<Response<Body>, ApiError> {
-    let label = match q.get("labelSelector").filter(|s| !s.is_empty()) {
-        Some(s) => Some(
-            apimachinery::selector::LabelSelector::parse(s)
-                .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?,
-        ),
-        None => None,
-    };
-    let field = crate::api::field_selector(&def, q)?;
     let filter = Filter {
-        label,
-        field,
+        selectors: Selectors::parse(&def, q)?,
         prefix: def.namespace_prefix(namespace),
     };
     let bookmarks = q.flag("allowWatchBookmarks");

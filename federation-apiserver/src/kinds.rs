@@ -1,16 +1,45 @@
-//! Meridian's own kinds: Cluster, PropagationPolicy and Placement.
+//! The kinds the federation serves: Meridian's own (Cluster, PropagationPolicy, Placement),
+//! with their schemas from `fed-api`, beside the engine's built-in kinds.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use apimachinery::JsonPointer;
+use kube::CustomResourceExt;
+use meridian_apiserver::kinds::validate::{self, NameRule, invalid, not_supported, required};
+use meridian_apiserver::kinds::{FnHooks, apps, core, int_at, no_default, no_prepare, str_at};
+use meridian_apiserver::openapi::merge_lists_by_key;
+use meridian_apiserver::registry::{Column, Registry, ResourceDef};
+use meridian_apiserver::status::Cause;
 use serde_json::Value;
 
-use super::validate::{self, NameRule, invalid, not_supported, required};
-use super::{FnHooks, int_at, no_default, no_prepare, str_at};
-use crate::registry::{Column, ResourceDef};
-use crate::status::Cause;
+/// The kinds of the federation API server.
+pub fn federation_registry() -> Registry {
+    Registry::new(vec![
+        core::namespaces(),
+        core::services(),
+        core::configmaps(),
+        core::secrets(),
+        core::events(),
+        apps::deployments(),
+        apps::replicasets(),
+        core::leases(),
+        clusters(),
+        propagation_policies(),
+        placements(),
+    ])
+    // Kinds whose objects run in member clusters. A namespace being deleted takes these
+    // down first and everything else (the policies that placed them, the ConfigMaps and
+    // Secrets their pods read) only once they are gone: a user's `kubectl delete -f` of a
+    // namespace and its contents then finds the later objects still there while the
+    // members are cleaned up.
+    .with_deleted_first(&[
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+        ("", "services"),
+    ])
+}
 
+/// A Meridian kind: status subresource, generation tracking, category `meridian`.
 fn def(
     kind: &'static str,
     plural: &'static str,
@@ -20,23 +49,43 @@ fn def(
     hooks: FnHooks,
     columns: Vec<Column>,
 ) -> ResourceDef {
-    ResourceDef {
-        group: fed_api::GROUP,
-        version: fed_api::VERSION,
+    let mut d = ResourceDef::new(
+        fed_api::GROUP,
+        fed_api::VERSION,
         kind,
         plural,
         singular,
         namespaced,
-        short_names: short,
-        categories: &["meridian"],
-        definition: "",
-        status_subresource: true,
-        scale_subresource: false,
-        tracks_generation: true,
-        field_selectors: &[],
-        columns,
-        hooks: Arc::new(hooks),
+        hooks,
+    );
+    d.short_names = short;
+    d.categories = &["meridian"];
+    d.status_subresource = true;
+    d.tracks_generation = true;
+    d.columns = columns;
+    d
+}
+
+/// The structural schema of a CRD's first version, described by `description`, its
+/// single-key map-lists merging by key under strategic merge patch (see
+/// [`merge_lists_by_key`]). The CRD is built from Rust types, so it always has one.
+fn crd_schema(
+    crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    description: &str,
+) -> Value {
+    let schema = crd
+        .spec
+        .versions
+        .into_iter()
+        .next()
+        .and_then(|v| v.schema?.open_api_v3_schema)
+        .and_then(|s| serde_json::to_value(s).ok());
+    let mut schema = schema.unwrap_or_else(|| serde_json::json!({"type": "object"}));
+    merge_lists_by_key(&mut schema);
+    if let Some(obj) = schema.as_object_mut() {
+        obj.insert("description".into(), description.into());
     }
+    schema
 }
 
 /// Deserializes `spec` and `status` into the Rust types to report type errors.
@@ -236,6 +285,10 @@ pub fn clusters() -> ResourceDef {
         ],
     );
     d.definition = "dev.meridian.federation.v1alpha1.Cluster";
+    d.schema = Some(crd_schema(
+        fed_api::Cluster::crd(),
+        "Cluster is a member cluster joined to the federation: how to reach it, where it sits and what Meridian last observed of it.",
+    ));
     d
 }
 
@@ -457,6 +510,10 @@ pub fn propagation_policies() -> ResourceDef {
         ],
     );
     d.definition = "dev.meridian.federation.v1alpha1.PropagationPolicy";
+    d.schema = Some(crd_schema(
+        fed_api::PropagationPolicy::crd(),
+        "PropagationPolicy selects workloads and says which member clusters they go to and how their replicas divide.",
+    ));
     d.status_subresource = false;
     d
 }
@@ -588,5 +645,98 @@ pub fn placements() -> ResourceDef {
         ],
     );
     d.definition = "dev.meridian.federation.v1alpha1.Placement";
+    d.schema = Some(crd_schema(
+        fed_api::Placement::crd(),
+        "Placement is the scheduler's decision for one federated workload and its state in each member cluster.",
+    ));
     d
+}
+
+#[cfg(test)]
+mod tests {
+    use meridian_apiserver::openapi::OpenApi;
+    use serde_json::{Value, json};
+
+    use super::federation_registry;
+
+    const V3_REF: &str = "#/components/schemas/";
+    const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+    fn doc(api: &OpenApi, gv: &str) -> Value {
+        let (_, bytes) = api.v3_doc(gv).expect("document exists");
+        serde_json::from_slice(bytes).expect("valid JSON")
+    }
+
+    #[test]
+    fn the_openapi_documents_carry_meridian_kinds() {
+        let api = OpenApi::build(&federation_registry());
+        let fed = doc(&api, "apis/federation.meridian.dev/v1alpha1");
+        let cluster = &fed["components"]["schemas"]["dev.meridian.federation.v1alpha1.Cluster"];
+        assert_eq!(
+            cluster["x-kubernetes-group-version-kind"][0],
+            json!({"group": "federation.meridian.dev", "kind": "Cluster", "version": "v1alpha1"})
+        );
+        assert!(
+            cluster["description"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("Cluster is a member cluster")),
+            "{}",
+            cluster["description"]
+        );
+        assert_eq!(
+            cluster["properties"]["spec"]["properties"]["apiEndpoint"]["type"],
+            "string"
+        );
+        assert_eq!(
+            cluster["properties"]["metadata"]["allOf"][0]["$ref"],
+            format!("{V3_REF}{OBJECT_META}")
+        );
+        let item = &fed["paths"]["/apis/federation.meridian.dev/v1alpha1/clusters/{name}"];
+        let content = item["patch"]["requestBody"]["content"].as_object().unwrap();
+        assert!(content.contains_key("application/merge-patch+json"));
+        assert!(content.contains_key("application/strategic-merge-patch+json"));
+        let defs = api.definitions();
+        assert!(
+            defs["dev.meridian.federation.v1alpha1.PlacementList"]["properties"]["items"]
+                .is_object()
+        );
+        assert!(
+            defs["dev.meridian.federation.v1alpha1.PropagationPolicy"]["properties"]["spec"]
+                .is_object()
+        );
+        let status = &defs["dev.meridian.federation.v1alpha1.Placement"]["properties"]["status"];
+        let conditions = &status["properties"]["conditions"];
+        assert_eq!(conditions["x-kubernetes-patch-strategy"], "merge");
+        assert_eq!(conditions["x-kubernetes-patch-merge-key"], "type");
+        let clusters = &status["properties"]["clusters"];
+        assert!(
+            clusters.get("x-kubernetes-patch-strategy").is_none(),
+            "the workload controller replaces its entries whole: {clusters}"
+        );
+    }
+
+    #[test]
+    fn discovery_lists_meridian_kinds_in_their_category() {
+        let reg = federation_registry();
+        let list = meridian_apiserver::discovery::api_group_list(&reg);
+        let names: Vec<&str> = list["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|g| g["name"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["apps", "coordination.k8s.io", "federation.meridian.dev"]
+        );
+        let fed = meridian_apiserver::discovery::resource_list(
+            &reg,
+            "federation.meridian.dev",
+            "v1alpha1",
+        )
+        .unwrap();
+        let cluster = &fed["resources"][0];
+        assert_eq!(cluster["name"], "clusters");
+        assert_eq!(cluster["categories"], json!(["meridian"]));
+    }
 }

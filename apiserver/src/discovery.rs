@@ -155,11 +155,15 @@ fn storage_version_hash(d: &ResourceDef) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kinds::federation_registry;
+    use crate::registry::Registry;
+
+    fn builtin_registry() -> Registry {
+        Registry::new(crate::kinds::builtin())
+    }
 
     #[test]
     fn lists_groups() {
-        let reg = federation_registry();
+        let reg = builtin_registry();
         let list = api_group_list(&reg);
         let names: Vec<&str> = list["groups"]
             .as_array()
@@ -169,13 +173,18 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["apps", "coordination.k8s.io", "federation.meridian.dev"]
+            [
+                "apps",
+                "discovery.k8s.io",
+                "coordination.k8s.io",
+                "rbac.authorization.k8s.io"
+            ]
         );
-        let fed = api_group(&reg, "federation.meridian.dev").unwrap();
-        assert_eq!(fed["kind"], "APIGroup");
+        let rbac = api_group(&reg, "rbac.authorization.k8s.io").unwrap();
+        assert_eq!(rbac["kind"], "APIGroup");
         assert_eq!(
-            fed["preferredVersion"]["groupVersion"],
-            "federation.meridian.dev/v1alpha1"
+            rbac["preferredVersion"]["groupVersion"],
+            "rbac.authorization.k8s.io/v1"
         );
         assert!(api_group(&reg, "").is_none());
         assert!(api_group(&reg, "batch").is_none());
@@ -188,7 +197,7 @@ mod tests {
 
     #[test]
     fn lists_resources() {
-        let reg = federation_registry();
+        let reg = builtin_registry();
         let apps = resource_list(&reg, "apps", "v1").unwrap();
         assert_eq!(apps["groupVersion"], "apps/v1");
         let res = apps["resources"].as_array().unwrap();
@@ -217,9 +226,12 @@ mod tests {
         assert_eq!(ns["namespaced"], false);
         assert!(resource_list(&reg, "apps", "v2").is_none());
 
-        let fed = resource_list(&reg, "federation.meridian.dev", "v1alpha1").unwrap();
-        let cluster = &fed["resources"][0];
-        assert_eq!(cluster["name"], "clusters");
-        assert_eq!(cluster["categories"], json!(["meridian"]));
+        let svc = core["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "services")
+            .unwrap();
+        assert_eq!(svc["categories"], json!(["all"]));
     }
 }

@@ -62,8 +62,12 @@ pub struct ResourceDef {
     pub short_names: &'static [&'static str],
     /// Categories such as `all`.
     pub categories: &'static [&'static str],
-    /// OpenAPI definition name of the kind.
+    /// OpenAPI definition name of the kind: one of the vendored Kubernetes definitions, or
+    /// the name under which [`ResourceDef::schema`] is published.
     pub definition: &'static str,
+    /// The kind's OpenAPI v2 schema, for kinds the vendored Kubernetes definitions do not
+    /// describe (a custom resource's structural schema); `None` takes the vendored one.
+    pub schema: Option<Value>,
     /// Whether a `status` subresource exists (main writes then ignore status).
     pub status_subresource: bool,
     /// Whether a `scale` subresource exists.
@@ -79,6 +83,43 @@ pub struct ResourceDef {
 }
 
 impl ResourceDef {
+    /// A resource of `group`/`version` without subresources, short names, categories,
+    /// extra field selectors, table columns or schema: set the public fields that differ.
+    pub fn new(
+        group: &'static str,
+        version: &'static str,
+        kind: &'static str,
+        plural: &'static str,
+        singular: &'static str,
+        namespaced: bool,
+        hooks: impl KindHooks + 'static,
+    ) -> Self {
+        Self {
+            group,
+            version,
+            kind,
+            plural,
+            singular,
+            namespaced,
+            short_names: &[],
+            categories: &[],
+            definition: "",
+            schema: None,
+            status_subresource: false,
+            scale_subresource: false,
+            tracks_generation: false,
+            field_selectors: &[],
+            columns: Vec::new(),
+            hooks: Arc::new(hooks),
+        }
+    }
+
+    /// Whether this is the core `Namespace` kind, which the engine finalizes and deletes
+    /// by its own rules.
+    pub fn is_namespace(&self) -> bool {
+        self.group.is_empty() && self.kind == "Namespace"
+    }
+
     /// `apiVersion` of objects of this kind.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -132,6 +173,8 @@ pub struct Registry {
     defs: Vec<Arc<ResourceDef>>,
     by_url: HashMap<(String, String, String), Arc<ResourceDef>>,
     by_prefix: HashMap<String, Arc<ResourceDef>>,
+    /// (group, plural) of the resources a namespace being deleted takes down first.
+    deleted_first: Vec<(&'static str, &'static str)>,
 }
 
 impl Registry {
@@ -148,6 +191,21 @@ impl Registry {
             r.defs.push(d);
         }
         r
+    }
+
+    /// The same registry, with a namespace being deleted taking down the objects of these
+    /// resources (group, plural) first and everything else in it only once they are gone,
+    /// as Kubernetes' ordered namespace deletion does with pods. Which kinds go first is
+    /// the server's policy: the ones whose objects run somewhere, so that what they read
+    /// (ConfigMaps, Secrets, policies) outlives them.
+    pub fn with_deleted_first(mut self, resources: &[(&'static str, &'static str)]) -> Self {
+        self.deleted_first = resources.to_vec();
+        self
+    }
+
+    /// Whether a namespace being deleted takes `def`'s objects down before the rest.
+    pub fn deleted_first(&self, def: &ResourceDef) -> bool {
+        self.deleted_first.contains(&(def.group, def.plural))
     }
 
     /// Every resource, in registration order.

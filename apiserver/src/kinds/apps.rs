@@ -1,7 +1,6 @@
 //! `apps/v1` Deployment and ReplicaSet, with the pod-template rules they share.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use apimachinery::JsonPointer;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -307,6 +306,24 @@ fn wide_columns() -> Vec<Column> {
     ]
 }
 
+/// An `apps/v1` workload: namespaced, in category `all`, with `status` and `scale`
+/// subresources and a generation.
+fn workload(
+    kind: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    hooks: FnHooks,
+    columns: Vec<Column>,
+) -> ResourceDef {
+    let mut d = ResourceDef::new("apps", "v1", kind, plural, singular, true, hooks);
+    d.categories = &["all"];
+    d.status_subresource = true;
+    d.scale_subresource = true;
+    d.tracks_generation = true;
+    d.columns = columns;
+    d
+}
+
 /// `apps/v1` Deployment.
 pub fn deployments() -> ResourceDef {
     let mut columns = vec![
@@ -343,28 +360,16 @@ pub fn deployments() -> ResourceDef {
         },
     ];
     columns.extend(wide_columns());
-    ResourceDef {
-        group: "apps",
-        version: "v1",
-        kind: "Deployment",
-        plural: "deployments",
-        singular: "deployment",
-        namespaced: true,
-        short_names: &["deploy"],
-        categories: &["all"],
-        definition: "io.k8s.api.apps.v1.Deployment",
-        status_subresource: true,
-        scale_subresource: true,
-        tracks_generation: true,
-        field_selectors: &[],
-        columns,
-        hooks: Arc::new(FnHooks {
-            default: default_deployment,
-            validate: validate_deployment,
-            check_types: typed::<Deployment>,
-            prepare_create: no_prepare,
-        }),
-    }
+    let hooks = FnHooks {
+        default: default_deployment,
+        validate: validate_deployment,
+        check_types: typed::<Deployment>,
+        prepare_create: no_prepare,
+    };
+    let mut d = workload("Deployment", "deployments", "deployment", hooks, columns);
+    d.short_names = &["deploy"];
+    d.definition = "io.k8s.api.apps.v1.Deployment";
+    d
 }
 
 /// `apps/v1` ReplicaSet.
@@ -396,26 +401,14 @@ pub fn replicasets() -> ResourceDef {
         },
     ];
     columns.extend(wide_columns());
-    ResourceDef {
-        group: "apps",
-        version: "v1",
-        kind: "ReplicaSet",
-        plural: "replicasets",
-        singular: "replicaset",
-        namespaced: true,
-        short_names: &["rs"],
-        categories: &["all"],
-        definition: "io.k8s.api.apps.v1.ReplicaSet",
-        status_subresource: true,
-        scale_subresource: true,
-        tracks_generation: true,
-        field_selectors: &[],
-        columns,
-        hooks: Arc::new(FnHooks {
-            default: default_replicaset,
-            validate: validate_workload,
-            check_types: typed::<ReplicaSet>,
-            prepare_create: no_prepare,
-        }),
-    }
+    let hooks = FnHooks {
+        default: default_replicaset,
+        validate: validate_workload,
+        check_types: typed::<ReplicaSet>,
+        prepare_create: no_prepare,
+    };
+    let mut d = workload("ReplicaSet", "replicasets", "replicaset", hooks, columns);
+    d.short_names = &["rs"];
+    d.definition = "io.k8s.api.apps.v1.ReplicaSet";
+    d
 }

@@ -133,8 +133,9 @@ fn key_parts(key: &str) -> (&str, &str) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TextForm {
     /// Packed ([`PackedJson`], against a dictionary per resource): a fifth to a tenth of
-    /// the memory, for a few microseconds per write and per read. The federation's server holds every federated object and, for a while, every
-    /// version of it, so memory is what it is short of.
+    /// the memory, for a few microseconds per write and per read. The federation's server
+    /// holds every federated object and, for a while, every version of it, so memory is
+    /// what it is short of.
     Packed,
     /// As is: a simulated fleet runs many servers on a few cores, so CPU is.
     Plain,

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use apimachinery::JsonPointer;
 use apimachinery::schema::Definitions;
-use bytes::Bytes;
 use meridian_store::{Revision, Storage, StoreError};
 use serde_json::{Map, Value, json};
 
@@ -16,12 +15,23 @@ use crate::object;
 use crate::registry::{Registry, ResourceDef};
 use crate::status::{ApiError, Cause};
 
+mod patch;
+mod stored;
+mod subresources;
+#[cfg(test)]
+mod tests;
+
+pub use patch::PatchType;
+use stored::encode;
+pub use subresources::{ScaleChange, scale_of};
+
 /// How long a read waits for the cache to catch up with the store.
 const CONSISTENT_READ_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often a patch or finalizer update is retried on a concurrent write. Each lost race
-/// means another write landed, so with N writers on one object the last one needs up to N
-/// attempts; Kubernetes retries such updates without limit, this bound only stops a
-/// pathological storm from holding a request forever.
+/// How often an update without a resourceVersion precondition (a patch, a finalize or a
+/// scale update) is retried on a concurrent write. Each lost race means another write
+/// landed, so with N writers on one object the last one needs up to N attempts;
+/// Kubernetes retries such updates without limit, this bound only stops a pathological
+/// storm from holding a request forever.
 const CONFLICT_RETRIES: usize = 64;
 
 /// kubectl's `fieldValidation` query parameter.
@@ -54,17 +64,6 @@ pub enum Target {
     Status,
 }
 
-/// A patch body and its type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PatchType {
-    /// `application/merge-patch+json`.
-    Merge,
-    /// `application/json-patch+json`.
-    Json,
-    /// `application/strategic-merge-patch+json`.
-    Strategic,
-}
-
 /// `DeleteOptions` that matter here.
 #[derive(Clone, Debug, Default)]
 pub struct DeleteOptions {
@@ -79,6 +78,7 @@ pub struct DeleteOptions {
 }
 
 /// The result of a write.
+#[derive(Debug)]
 pub struct Written {
     /// The object as stored (or as it would be, for dry runs).
     pub obj: Value,
@@ -87,6 +87,7 @@ pub struct Written {
 }
 
 /// The result of a delete.
+#[derive(Debug)]
 pub struct Deleted {
     /// The object: deleted, or still present with `deletionTimestamp` set.
     pub obj: Value,
@@ -115,52 +116,6 @@ fn store_error(def: &ResourceDef, name: &str, e: StoreError) -> ApiError {
             tracing::error!(error = %other, "storage failure");
             ApiError::internal(format!("storage failure: {other}"))
         }
-    }
-}
-
-fn encode(obj: &Value) -> Result<Bytes, ApiError> {
-    serde_json::to_vec(&WithoutResourceVersion(obj))
-        .map(|mut v| {
-            // The store's watch history keeps this buffer: without the growth slack.
-            v.shrink_to_fit();
-            Bytes::from(v)
-        })
-        .map_err(|e| ApiError::internal(e.to_string()))
-}
-
-/// An object written without `metadata.resourceVersion`: the revision is the resourceVersion,
-/// so the store never keeps a (soon stale) copy of it. Written as is, not copied first.
-struct WithoutResourceVersion<'a>(&'a Value);
-
-impl serde::Serialize for WithoutResourceVersion<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let Value::Object(obj) = self.0 else {
-            return self.0.serialize(s);
-        };
-        let mut out = s.serialize_map(Some(obj.len()))?;
-        for (k, v) in obj {
-            match v {
-                Value::Object(meta) if k == "metadata" => {
-                    let fields = meta.iter().filter(|(f, _)| *f != "resourceVersion");
-                    out.serialize_entry(k, &MapOf(fields))?;
-                }
-                _ => out.serialize_entry(k, v)?,
-            }
-        }
-        out.end()
-    }
-}
-
-/// Map entries written as a JSON object.
-struct MapOf<I>(I);
-
-impl<'a, I> serde::Serialize for MapOf<I>
-where
-    I: Iterator<Item = (&'a String, &'a Value)> + Clone,
-{
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_map(self.0.clone())
     }
 }
 
@@ -631,14 +586,34 @@ impl Engine {
         target: Target,
         opts: &WriteOptions,
     ) -> Result<Written, ApiError> {
+        self.update_with(def, namespace, name, target, opts, |old| {
+            self.apply_patch(def, old, patch_type, patch)
+        })
+        .await
+    }
+
+    /// Stores what `build` makes of the current object, as kube-apiserver's guaranteed
+    /// updates do. What `build` returns may pin a resourceVersion (a client's precondition):
+    /// another than the current object's is a conflict (409). Without one, a concurrent
+    /// write that wins makes the engine read the newer object and build again, without a
+    /// limit in Kubernetes and [`CONFLICT_RETRIES`] times here.
+    pub(crate) async fn update_with(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+        target: Target,
+        opts: &WriteOptions,
+        mut build: impl FnMut(&Value) -> Result<Value, ApiError>,
+    ) -> Result<Written, ApiError> {
         let mut attempt = 0;
         loop {
             attempt += 1;
             let old = self.current(def, namespace, name).await?;
             let old_value = old.value();
-            let patched = self.apply_patch(def, &old_value, patch_type, patch)?;
-            let warnings = self.check_fields(def, &patched, opts.field_validation)?;
-            let pinned = object::meta_str(&patched, "resourceVersion")
+            let built = build(&old_value)?;
+            let warnings = self.check_fields(def, &built, opts.field_validation)?;
+            let pinned = object::meta_str(&built, "resourceVersion")
                 .filter(|s| !s.is_empty())
                 .map(parse_rv)
                 .transpose()?;
@@ -647,65 +622,17 @@ impl Engine {
             {
                 return Err(ApiError::stale(def.plural, def.group, name));
             }
-            let new = self.merge_update(def, target, &old_value, patched)?;
+            let new = self.merge_update(def, target, &old_value, built)?;
             match self
                 .commit_update(def, &old, &old_value, new, target, opts)
                 .await
             {
-                // Lost a race with another write: apply the patch again to the newer
-                // object. A pin is checked again there, so a pinned patch then fails as
-                // stale instead of landing on a version it did not name.
+                // Lost a race with another write: build again from the newer object. A
+                // pin is checked again there, so a pinned write then fails as stale
+                // instead of landing on a version it did not name.
                 Err(e) if e.code == 409 && attempt < CONFLICT_RETRIES => continue,
                 Err(e) => return Err(e),
                 Ok(obj) => return Ok(Written { obj, warnings }),
-            }
-        }
-    }
-
-    fn apply_patch(
-        &self,
-        def: &ResourceDef,
-        old: &Value,
-        patch_type: PatchType,
-        patch: &Value,
-    ) -> Result<Value, ApiError> {
-        // The stored copy carries its resourceVersion; a patch may pin a different one.
-        // Each kind of patch copies `old` once.
-        match patch_type {
-            PatchType::Merge => {
-                if !patch.is_object() {
-                    return Err(ApiError::bad_request("a merge patch must be a JSON object"));
-                }
-                let mut base = old.clone();
-                apimachinery::patch::merge_patch(&mut base, patch);
-                Ok(base)
-            }
-            PatchType::Json => apimachinery::patch::json_patch(old, patch).map_err(|e| {
-                ApiError::bad_request(format!("the JSON patch could not be applied: {e}"))
-            }),
-            PatchType::Strategic => {
-                if def.definition.is_empty() {
-                    return Err(ApiError::unsupported_media_type(format!(
-                        "strategic merge patch is not supported for {}; use a merge patch (--type merge) or a JSON patch",
-                        def.qualified()
-                    )));
-                }
-                if !patch.is_object() {
-                    return Err(ApiError::bad_request(
-                        "a strategic merge patch must be a JSON object",
-                    ));
-                }
-                apimachinery::patch::strategic_merge_patch(
-                    old,
-                    patch,
-                    &self.definitions,
-                    def.definition,
-                )
-                .map_err(|e| {
-                    ApiError::bad_request(format!(
-                        "the strategic merge patch could not be applied: {e}"
-                    ))
-                })
             }
         }
     }
@@ -773,7 +700,7 @@ impl Engine {
             {
                 finalizers.push(f.to_string());
             }
-            let is_namespace = def.kind == "Namespace" && def.group.is_empty();
+            let is_namespace = def.is_namespace();
             let held = !finalizers.is_empty() || is_namespace;
             if held {
                 if object::is_deleting(&obj) && finalizers == object::finalizers(&obj) {
@@ -818,31 +745,5 @@ impl Engine {
                 Err(e) => return Err(store_error(def, name, e)),
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn the_stored_form_leaves_out_only_the_resource_version() {
-        let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "a", "resourceVersion": "12", "labels": {"resourceVersion": "kept"}},
-            "data": {"resourceVersion": "kept too"}});
-        let stored: Value = serde_json::from_slice(&encode(&obj).unwrap()).unwrap();
-        let mut want = obj.clone();
-        want["metadata"]
-            .as_object_mut()
-            .unwrap()
-            .remove("resourceVersion");
-        assert_eq!(stored, want);
-        // The same bytes a copy without it would give.
-        assert_eq!(
-            &encode(&obj).unwrap()[..],
-            &serde_json::to_vec(&want).unwrap()[..]
-        );
-        assert_eq!(&encode(&json!([1])).unwrap()[..], b"[1]");
     }
 }

@@ -1,6 +1,7 @@
 //! In-server controllers: the garbage collector (ownerReferences with background, foreground
-//! and orphan propagation) and the namespace deleter. Both are level-triggered from the
-//! cache's signals and retry failed work with backoff.
+//! and orphan propagation) and the namespace deleter (in the order the registry gives, see
+//! [`Registry::with_deleted_first`](crate::registry::Registry::with_deleted_first)). Both
+//! are level-triggered from the cache's signals and retry failed work with backoff.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,17 +19,6 @@ const FINALIZER_ORPHAN: &str = "orphan";
 const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
 const FINALIZER_NAMESPACE: &str = "kubernetes";
 const RETRY_AFTER: Duration = Duration::from_millis(500);
-
-/// Kinds whose objects run in member clusters (group, plural). A namespace being deleted
-/// takes these down first and everything else (the policies that placed them, the
-/// ConfigMaps and Secrets their pods read) only once they are gone, as Kubernetes' ordered
-/// namespace deletion does with pods. A user's `kubectl delete -f` of a namespace and its
-/// contents then finds the later objects still there while the members are cleaned up.
-const DELETED_FIRST: [(&str, &str); 3] = [
-    ("apps", "deployments"),
-    ("apps", "replicasets"),
-    ("", "services"),
-];
 
 /// Runs both controllers until the process ends.
 pub async fn run(engine: Arc<Engine>) {
@@ -289,7 +279,7 @@ async fn sync_namespace(engine: &Engine, ns: &str) -> Result<(), ApiError> {
     let (first, rest): (Vec<&Arc<ResourceDef>>, Vec<_>) = defs
         .iter()
         .filter(|d| d.namespaced)
-        .partition(|d| DELETED_FIRST.contains(&(d.group, d.plural)));
+        .partition(|d| engine.registry.deleted_first(d));
     for stage in [first, rest] {
         if delete_contents(engine, ns, &stage).await? > 0 {
             // Deletions signal this namespace again as its contents go.

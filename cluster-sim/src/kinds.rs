@@ -1,18 +1,29 @@
-//! Kinds only member clusters serve (and so `cluster-sim`): Node, Pod, Endpoints,
-//! ServiceAccount, EndpointSlice and RBAC.
+//! The kinds a member cluster serves: the engine's built-in kinds plus Node and Pod, which
+//! only members have (the federation places workloads, it runs no pods).
 
 use apimachinery::JsonPointer;
-use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, ServiceAccount};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use meridian_apiserver::kinds::apps::default_pod_spec;
+use meridian_apiserver::kinds::core::def;
+use meridian_apiserver::kinds::validate::{self, NameRule, required};
+use meridian_apiserver::kinds::{self, FnHooks, no_default, no_prepare, str_at, typed};
+use meridian_apiserver::registry::{Column, Registry, ResourceDef};
+use meridian_apiserver::status::Cause;
 use serde_json::{Value, json};
 
-use super::apps::default_pod_spec;
-use super::core::def;
-use super::validate::{self, NameRule, required};
-use super::{FnHooks, no_default, no_prepare, str_at, typed};
-use crate::registry::{Column, ResourceDef};
-use crate::status::Cause;
+/// The kinds a member cluster serves (what `cluster-sim` simulates): the engine's built-in
+/// kinds, with Node and Pod after Namespace.
+pub fn member_registry() -> Registry {
+    let mut defs = kinds::builtin();
+    defs.splice(1..1, [nodes(), pods()]);
+    // Workloads and Services go before what they read, as in the federation, so a member
+    // tears a namespace down in the same order the federation does.
+    Registry::new(defs).with_deleted_first(&[
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+        ("", "services"),
+    ])
+}
 
 fn condition(o: &Value, ty: &str) -> Option<String> {
     o.at("/status/conditions")?
@@ -176,7 +187,7 @@ pub fn pods() -> ResourceDef {
                 description: "The pod's phase",
                 priority: 0,
                 cell: |o| {
-                    if crate::object::is_deleting(o) {
+                    if meridian_apiserver::object::is_deleting(o) {
                         return Value::from("Terminating");
                     }
                     str_at(o, "/status/phase")
@@ -241,230 +252,4 @@ pub fn pods() -> ResourceDef {
         ("status.podIP", "/status/podIP"),
     ];
     d
-}
-
-/// `v1` Endpoints.
-pub fn endpoints() -> ResourceDef {
-    let mut d = def(
-        "Endpoints",
-        "endpoints",
-        "endpoints",
-        true,
-        &["ep"],
-        FnHooks {
-            default: no_default,
-            validate: |o, _| validate::metadata(o, NameRule::Subdomain, true),
-            check_types: typed::<Endpoints>,
-            prepare_create: no_prepare,
-        },
-        vec![Column {
-            name: "Endpoints",
-            type_: "string",
-            format: "",
-            description: "Ready addresses and ports",
-            priority: 0,
-            cell: |o| {
-                let mut out = Vec::new();
-                for s in o
-                    .get("subsets")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let ports: Vec<i64> = s
-                        .get("ports")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|p| p.get("port").and_then(Value::as_i64))
-                        .collect();
-                    for a in s
-                        .get("addresses")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                    {
-                        let ip = a.get("ip").and_then(Value::as_str).unwrap_or("");
-                        for p in &ports {
-                            out.push(format!("{ip}:{p}"));
-                        }
-                    }
-                }
-                Value::from(if out.is_empty() {
-                    "<none>".to_string()
-                } else {
-                    out.join(",")
-                })
-            },
-        }],
-    );
-    d.definition = "io.k8s.api.core.v1.Endpoints";
-    d
-}
-
-/// `v1` ServiceAccount.
-pub fn service_accounts() -> ResourceDef {
-    let mut d = def(
-        "ServiceAccount",
-        "serviceaccounts",
-        "serviceaccount",
-        true,
-        &["sa"],
-        FnHooks {
-            default: no_default,
-            validate: |o, _| validate::metadata(o, NameRule::Subdomain, true),
-            check_types: typed::<ServiceAccount>,
-            prepare_create: no_prepare,
-        },
-        vec![],
-    );
-    d.definition = "io.k8s.api.core.v1.ServiceAccount";
-    d
-}
-
-/// `discovery.k8s.io/v1` EndpointSlice.
-pub fn endpoint_slices() -> ResourceDef {
-    let mut d = def(
-        "EndpointSlice",
-        "endpointslices",
-        "endpointslice",
-        true,
-        &[],
-        FnHooks {
-            default: no_default,
-            validate: |o, _| {
-                let mut errs = validate::metadata(o, NameRule::Subdomain, true);
-                if o.get("addressType").and_then(Value::as_str).is_none() {
-                    errs.push(required("addressType"));
-                }
-                errs
-            },
-            check_types: typed::<EndpointSlice>,
-            prepare_create: no_prepare,
-        },
-        vec![
-            Column {
-                name: "AddressType",
-                type_: "string",
-                format: "",
-                description: "IPv4, IPv6 or FQDN",
-                priority: 0,
-                cell: |o| str_at(o, "/addressType"),
-            },
-            Column {
-                name: "Endpoints",
-                type_: "string",
-                format: "",
-                description: "Addresses of the endpoints",
-                priority: 0,
-                cell: |o| {
-                    let addrs: Vec<&str> = o
-                        .get("endpoints")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .flat_map(|e| {
-                            e.get("addresses")
-                                .and_then(Value::as_array)
-                                .into_iter()
-                                .flatten()
-                        })
-                        .filter_map(Value::as_str)
-                        .collect();
-                    Value::from(if addrs.is_empty() {
-                        "<unset>".to_string()
-                    } else {
-                        addrs.join(",")
-                    })
-                },
-            },
-        ],
-    );
-    d.group = "discovery.k8s.io";
-    d.definition = "io.k8s.api.discovery.v1.EndpointSlice";
-    d
-}
-
-fn rbac(
-    kind: &'static str,
-    plural: &'static str,
-    singular: &'static str,
-    namespaced: bool,
-    definition: &'static str,
-    check: fn(&Value) -> Result<(), String>,
-) -> ResourceDef {
-    let mut d = def(
-        kind,
-        plural,
-        singular,
-        namespaced,
-        &[],
-        FnHooks {
-            default: no_default,
-            validate: if namespaced {
-                |o, _| validate::metadata(o, NameRule::PathSegment, true)
-            } else {
-                |o, _| validate::metadata(o, NameRule::PathSegment, false)
-            },
-            check_types: check,
-            prepare_create: no_prepare,
-        },
-        if kind.ends_with("Binding") {
-            vec![Column {
-                name: "Role",
-                type_: "string",
-                format: "",
-                description: "The role bound",
-                priority: 0,
-                cell: |o| {
-                    let k = o.at("/roleRef/kind").and_then(Value::as_str).unwrap_or("");
-                    let n = o.at("/roleRef/name").and_then(Value::as_str).unwrap_or("");
-                    Value::from(format!("{k}/{n}"))
-                },
-            }]
-        } else {
-            vec![]
-        },
-    );
-    d.group = "rbac.authorization.k8s.io";
-    d.definition = definition;
-    d
-}
-
-/// RBAC kinds.
-pub fn rbac_kinds() -> Vec<ResourceDef> {
-    vec![
-        rbac(
-            "Role",
-            "roles",
-            "role",
-            true,
-            "io.k8s.api.rbac.v1.Role",
-            typed::<Role>,
-        ),
-        rbac(
-            "ClusterRole",
-            "clusterroles",
-            "clusterrole",
-            false,
-            "io.k8s.api.rbac.v1.ClusterRole",
-            typed::<ClusterRole>,
-        ),
-        rbac(
-            "RoleBinding",
-            "rolebindings",
-            "rolebinding",
-            true,
-            "io.k8s.api.rbac.v1.RoleBinding",
-            typed::<RoleBinding>,
-        ),
-        rbac(
-            "ClusterRoleBinding",
-            "clusterrolebindings",
-            "clusterrolebinding",
-            false,
-            "io.k8s.api.rbac.v1.ClusterRoleBinding",
-            typed::<ClusterRoleBinding>,
-        ),
-    ]
 }

@@ -1,10 +1,8 @@
 //! Core (`v1`) kinds and `coordination.k8s.io` Lease.
 
-use std::sync::Arc;
-
 use apimachinery::JsonPointer;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret, Service, ServiceAccount};
 use serde_json::{Value, json};
 
 use super::validate::{self, NameRule, invalid, not_supported, required};
@@ -12,7 +10,8 @@ use super::{FnHooks, default_at, int_at, no_default, no_prepare, str_at, typed};
 use crate::registry::{Column, ResourceDef};
 use crate::status::Cause;
 
-pub(crate) fn def(
+/// A `v1` resource with its short names, hooks and table columns.
+pub fn def(
     kind: &'static str,
     plural: &'static str,
     singular: &'static str,
@@ -21,23 +20,10 @@ pub(crate) fn def(
     hooks: FnHooks,
     columns: Vec<Column>,
 ) -> ResourceDef {
-    ResourceDef {
-        group: "",
-        version: "v1",
-        kind,
-        plural,
-        singular,
-        namespaced,
-        short_names: short,
-        categories: &[],
-        definition: "",
-        status_subresource: false,
-        scale_subresource: false,
-        tracks_generation: false,
-        field_selectors: &[],
-        columns,
-        hooks: Arc::new(hooks),
-    }
+    let mut d = ResourceDef::new("", "v1", kind, plural, singular, namespaced, hooks);
+    d.short_names = short;
+    d.columns = columns;
+    d
 }
 
 /// `v1` Namespace.
@@ -427,6 +413,26 @@ pub fn secrets() -> ResourceDef {
     );
     d.definition = "io.k8s.api.core.v1.Secret";
     d.field_selectors = &[("type", "/type")];
+    d
+}
+
+/// `v1` ServiceAccount.
+pub fn service_accounts() -> ResourceDef {
+    let mut d = def(
+        "ServiceAccount",
+        "serviceaccounts",
+        "serviceaccount",
+        true,
+        &["sa"],
+        FnHooks {
+            default: no_default,
+            validate: |o, _| validate::metadata(o, NameRule::Subdomain, true),
+            check_types: typed::<ServiceAccount>,
+            prepare_create: no_prepare,
+        },
+        vec![],
+    );
+    d.definition = "io.k8s.api.core.v1.ServiceAccount";
     d
 }
 

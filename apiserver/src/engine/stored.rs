@@ -1,0 +1,80 @@
+//! The form objects are stored in: JSON without `metadata.resourceVersion`, which is the
+//! store's revision of the write and so never kept in the value.
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use crate::status::ApiError;
+
+/// The bytes stored for `obj`.
+pub(super) fn encode(obj: &Value) -> Result<Bytes, ApiError> {
+    serde_json::to_vec(&WithoutResourceVersion(obj))
+        .map(|mut v| {
+            // The store's watch history keeps this buffer: without the growth slack.
+            v.shrink_to_fit();
+            Bytes::from(v)
+        })
+        .map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// An object written without `metadata.resourceVersion`: the revision is the resourceVersion,
+/// so the store never keeps a (soon stale) copy of it. Written as is, not copied first.
+struct WithoutResourceVersion<'a>(&'a Value);
+
+impl serde::Serialize for WithoutResourceVersion<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Value::Object(obj) = self.0 else {
+            return self.0.serialize(s);
+        };
+        let mut out = s.serialize_map(Some(obj.len()))?;
+        for (k, v) in obj {
+            match v {
+                Value::Object(meta) if k == "metadata" => {
+                    let fields = meta.iter().filter(|(f, _)| *f != "resourceVersion");
+                    out.serialize_entry(k, &MapOf(fields))?;
+                }
+                _ => out.serialize_entry(k, v)?,
+            }
+        }
+        out.end()
+    }
+}
+
+/// Map entries written as a JSON object.
+struct MapOf<I>(I);
+
+impl<'a, I> serde::Serialize for MapOf<I>
+where
+    I: Iterator<Item = (&'a String, &'a Value)> + Clone,
+{
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_stored_form_leaves_out_only_the_resource_version() {
+        let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "resourceVersion": "12", "labels": {"resourceVersion": "kept"}},
+            "data": {"resourceVersion": "kept too"}});
+        let stored: Value = serde_json::from_slice(&encode(&obj).unwrap()).unwrap();
+        let mut want = obj.clone();
+        want["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("resourceVersion");
+        assert_eq!(stored, want);
+        // The same bytes a copy without it would give.
+        assert_eq!(
+            &encode(&obj).unwrap()[..],
+            &serde_json::to_vec(&want).unwrap()[..]
+        );
+        assert_eq!(&encode(&json!([1])).unwrap()[..], b"[1]");
+    }
+}

@@ -1,0 +1,132 @@
+//! Where a Service's backends are: `v1` Endpoints and `discovery.k8s.io/v1` EndpointSlice.
+
+use k8s_openapi::api::core::v1::Endpoints;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use serde_json::Value;
+
+use super::core::def;
+use super::validate::{self, NameRule, required};
+use super::{FnHooks, no_default, no_prepare, str_at, typed};
+use crate::registry::{Column, ResourceDef};
+
+/// `v1` Endpoints.
+pub fn endpoints() -> ResourceDef {
+    let mut d = def(
+        "Endpoints",
+        "endpoints",
+        "endpoints",
+        true,
+        &["ep"],
+        FnHooks {
+            default: no_default,
+            validate: |o, _| validate::metadata(o, NameRule::Subdomain, true),
+            check_types: typed::<Endpoints>,
+            prepare_create: no_prepare,
+        },
+        vec![Column {
+            name: "Endpoints",
+            type_: "string",
+            format: "",
+            description: "Ready addresses and ports",
+            priority: 0,
+            cell: |o| {
+                let mut out = Vec::new();
+                for s in o
+                    .get("subsets")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let ports: Vec<i64> = s
+                        .get("ports")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|p| p.get("port").and_then(Value::as_i64))
+                        .collect();
+                    for a in s
+                        .get("addresses")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                    {
+                        let ip = a.get("ip").and_then(Value::as_str).unwrap_or("");
+                        for p in &ports {
+                            out.push(format!("{ip}:{p}"));
+                        }
+                    }
+                }
+                Value::from(if out.is_empty() {
+                    "<none>".to_string()
+                } else {
+                    out.join(",")
+                })
+            },
+        }],
+    );
+    d.definition = "io.k8s.api.core.v1.Endpoints";
+    d
+}
+
+/// `discovery.k8s.io/v1` EndpointSlice.
+pub fn endpoint_slices() -> ResourceDef {
+    let mut d = def(
+        "EndpointSlice",
+        "endpointslices",
+        "endpointslice",
+        true,
+        &[],
+        FnHooks {
+            default: no_default,
+            validate: |o, _| {
+                let mut errs = validate::metadata(o, NameRule::Subdomain, true);
+                if o.get("addressType").and_then(Value::as_str).is_none() {
+                    errs.push(required("addressType"));
+                }
+                errs
+            },
+            check_types: typed::<EndpointSlice>,
+            prepare_create: no_prepare,
+        },
+        vec![
+            Column {
+                name: "AddressType",
+                type_: "string",
+                format: "",
+                description: "IPv4, IPv6 or FQDN",
+                priority: 0,
+                cell: |o| str_at(o, "/addressType"),
+            },
+            Column {
+                name: "Endpoints",
+                type_: "string",
+                format: "",
+                description: "Addresses of the endpoints",
+                priority: 0,
+                cell: |o| {
+                    let addrs: Vec<&str> = o
+                        .get("endpoints")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .flat_map(|e| {
+                            e.get("addresses")
+                                .and_then(Value::as_array)
+                                .into_iter()
+                                .flatten()
+                        })
+                        .filter_map(Value::as_str)
+                        .collect();
+                    Value::from(if addrs.is_empty() {
+                        "<unset>".to_string()
+                    } else {
+                        addrs.join(",")
+                    })
+                },
+            },
+        ],
+    );
+    d.group = "discovery.k8s.io";
+    d.definition = "io.k8s.api.discovery.v1.EndpointSlice";
+    d
+}
