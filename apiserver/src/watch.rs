@@ -11,9 +11,9 @@ use hyper::body::Frame;
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
-use crate::api::{Body, Query, Selectors};
+use crate::api::{Body, Query, selectors};
 use crate::cache::{CacheEvent, Cached, EventType, watch_frame};
-use crate::engine::Engine;
+use crate::engine::{Engine, Selectors};
 use crate::metrics::Metrics;
 use crate::registry::ResourceDef;
 use crate::status::ApiError;
@@ -93,7 +93,7 @@ pub fn serve(
     want_table: Option<table::IncludeObject>,
 ) -> Result<Response<Body>, ApiError> {
     let filter = Filter {
-        selectors: Selectors::parse(&def, q)?,
+        selectors: selectors(&def, q)?,
         prefix: def.namespace_prefix(namespace),
     };
     let bookmarks = q.flag("allowWatchBookmarks");

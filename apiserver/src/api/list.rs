@@ -1,7 +1,5 @@
-//! Collections: lists (paginated, filtered by label and field selectors, spliced from the
-//! cache's JSON, or as a Table) and delete-collection.
-
-use std::time::Duration;
+//! Collections over HTTP: list parameters parsed into the engine's [`ListOptions`], the
+//! page rendered (spliced from the cache's JSON, or as a Table); delete-collection.
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
@@ -10,15 +8,48 @@ use serde_json::{Value, json};
 use super::ApiServer;
 use super::request::Query;
 use super::respond::{Body, json_response, value_response};
-use crate::cache::Cached;
-use crate::engine::DeleteOptions;
+use crate::engine::{DeleteOptions, ListOptions, ReadAt, Selectors};
 use crate::registry::ResourceDef;
 use crate::status::ApiError;
 use crate::table;
 
+/// The label and field selectors of a request.
+pub(crate) fn selectors(def: &ResourceDef, q: &Query) -> Result<Selectors, ApiError> {
+    Selectors::parse(def, q.get("labelSelector"), q.get("fieldSelector"))
+}
+
+/// The list a request asks for.
+fn list_options<'q>(def: &ResourceDef, q: &'q Query) -> Result<ListOptions<'q>, ApiError> {
+    let limit = match q.get("limit").filter(|s| !s.is_empty()) {
+        Some(l) => l
+            .parse::<usize>()
+            .map_err(|_| ApiError::bad_request(format!("invalid limit \"{l}\"")))
+            .map(|l| Some(l).filter(|l| *l > 0))?,
+        None => None,
+    };
+    let read_at = match q.get("resourceVersion") {
+        None | Some("") => ReadAt::Latest,
+        Some("0") => ReadAt::Any,
+        Some(rv) => {
+            let rv: u64 = rv
+                .parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion \"{rv}\"")))?;
+            match q.get("resourceVersionMatch") {
+                Some("Exact") => ReadAt::Exact(rv),
+                _ => ReadAt::NotOlderThan(rv),
+            }
+        }
+    };
+    Ok(ListOptions {
+        selectors: selectors(def, q)?,
+        limit,
+        continue_token: q.get("continue").filter(|s| !s.is_empty()),
+        read_at,
+    })
+}
+
 impl ApiServer {
-    /// A list (or Table) of `def`'s objects, consistent with every acknowledged write
-    /// unless the client asked for a resourceVersion.
+    /// A list (or Table) of `def`'s objects.
     pub(super) async fn list(
         &self,
         def: &ResourceDef,
@@ -26,65 +57,10 @@ impl ApiServer {
         q: &Query,
         want_table: Option<table::IncludeObject>,
     ) -> Result<Response<Body>, ApiError> {
-        let selectors = Selectors::parse(def, q)?;
-        let limit = match q.get("limit").filter(|s| !s.is_empty()) {
-            Some(l) => Some(
-                l.parse::<usize>()
-                    .map_err(|_| ApiError::bad_request(format!("invalid limit \"{l}\"")))?,
-            )
-            .filter(|l| *l > 0),
-            None => None,
-        };
-        let cont = match q.get("continue").filter(|s| !s.is_empty()) {
-            Some(c) => {
-                if q.get("resourceVersion")
-                    .is_some_and(|r| !r.is_empty() && r != "0")
-                {
-                    return Err(ApiError::bad_request(
-                        "specifying resource version is not allowed when using continue",
-                    ));
-                }
-                Some(decode_continue(c)?)
-            }
-            None => None,
-        };
-        let cache = &self.engine.cache;
-        match (q.get("resourceVersion"), &cont) {
-            (_, Some(_)) | (Some("0"), _) => {}
-            (None | Some(""), _) => self.engine.sync().await?,
-            (Some(rv), _) => {
-                let rv: u64 = rv.parse().map_err(|_| {
-                    ApiError::bad_request(format!("invalid resourceVersion \"{rv}\""))
-                })?;
-                if q.get("resourceVersionMatch") == Some("Exact") && rv != cache.revision() {
-                    return Err(ApiError::gone(format!(
-                        "too old resource version: {rv} ({})",
-                        cache.revision()
-                    )));
-                }
-                if !cache.wait_for(rv, Duration::from_secs(3)).await {
-                    return Err(ApiError::timeout(format!(
-                        "Too large resource version: {rv}, current: {}",
-                        cache.revision()
-                    )));
-                }
-            }
-        }
-        let prefix = def.namespace_prefix(ns);
-        let revision = match &cont {
-            Some((rv, _)) => *rv,
-            None => cache.revision(),
-        };
-        let page = cache.resource(def).list(
-            &prefix,
-            cont.as_ref().map(|(_, k)| k.as_str()),
-            limit,
-            revision,
-            |c| selectors.matches(c),
-        );
+        let page = self.engine.list(def, ns, &list_options(def, q)?).await?;
         let mut list_meta = json!({"resourceVersion": page.revision.to_string()});
-        if let Some(next) = &page.next {
-            list_meta["continue"] = Value::from(encode_continue(page.revision, next));
+        if let Some(token) = page.continue_token {
+            list_meta["continue"] = Value::from(token);
             list_meta["remainingItemCount"] = Value::from(page.remaining);
         }
         if let Some(include) = want_table {
@@ -121,105 +97,13 @@ impl ApiServer {
         q: &Query,
         opts: &DeleteOptions,
     ) -> Result<Response<Body>, ApiError> {
-        let selectors = Selectors::parse(def, q)?;
-        self.engine.sync().await?;
-        let page = self.engine.cache.resource(def).list(
-            &def.namespace_prefix(ns),
-            None,
-            None,
-            self.engine.cache.revision(),
-            |c| selectors.matches(c),
-        );
-        let mut items = Vec::new();
-        for c in page.items {
-            match self.engine.delete(def, c.namespace(), c.name(), opts).await {
-                Ok(d) => items.push(d.obj),
-                Err(e) if e.code == 404 => {}
-                Err(e) => return Err(e),
-            }
-        }
+        let items = self
+            .engine
+            .delete_collection(def, ns, &selectors(def, q)?, opts)
+            .await?;
         Ok(value_response(
             StatusCode::OK,
             &json!({"apiVersion": def.api_version(), "kind": def.list_kind(), "metadata": {}, "items": items}),
         ))
     }
-}
-
-/// A request's label and field selectors.
-#[derive(Default)]
-pub(crate) struct Selectors {
-    /// `labelSelector`.
-    pub label: Option<apimachinery::selector::LabelSelector>,
-    /// `fieldSelector`, naming only fields the kind serves.
-    pub field: Option<apimachinery::selector::FieldSelector>,
-}
-
-impl Selectors {
-    /// The selectors of a list, watch or delete-collection of `def`.
-    pub fn parse(def: &ResourceDef, q: &Query) -> Result<Self, ApiError> {
-        let label = match q.get("labelSelector").filter(|s| !s.is_empty()) {
-            Some(s) => Some(
-                apimachinery::selector::LabelSelector::parse(s).map_err(|e| {
-                    ApiError::bad_request(format!("unable to parse requirement: {e}"))
-                })?,
-            ),
-            None => None,
-        };
-        Ok(Self {
-            label,
-            field: field_selector(def, q)?,
-        })
-    }
-
-    /// Whether an object matches both.
-    pub fn matches(&self, c: &Cached) -> bool {
-        self.label.as_ref().is_none_or(|l| c.labels.matches(l))
-            && self
-                .field
-                .as_ref()
-                .is_none_or(|f| f.matches(|name| c.field(name)))
-    }
-}
-
-fn field_selector(
-    def: &ResourceDef,
-    q: &Query,
-) -> Result<Option<apimachinery::selector::FieldSelector>, ApiError> {
-    let Some(s) = q.get("fieldSelector").filter(|s| !s.is_empty()) else {
-        return Ok(None);
-    };
-    let f = apimachinery::selector::FieldSelector::parse(s)
-        .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
-    for name in f.fields() {
-        let served = matches!(name, "metadata.name" | "metadata.namespace")
-            || def.field_selectors.iter().any(|(n, _)| *n == name);
-        if !served {
-            return Err(ApiError::bad_request(format!(
-                "field label not supported: {name}"
-            )));
-        }
-    }
-    Ok(Some(f))
-}
-
-fn encode_continue(rv: u64, key: &str) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(json!({"rv": rv, "start": key}).to_string())
-}
-
-fn decode_continue(token: &str) -> Result<(u64, String), ApiError> {
-    use base64::Engine;
-    let bad = || ApiError::bad_request("continue key is not valid");
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token)
-        .map_err(|_| bad())?;
-    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
-    Ok((
-        v.get("rv").and_then(Value::as_u64).ok_or_else(bad)?,
-        v.get("start")
-            .and_then(Value::as_str)
-            .ok_or_else(bad)?
-            .to_string(),
-    ))
 }

@@ -11,8 +11,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use serde_json::{Value, json};
 
 use crate::auth::{TokenAuthenticator, UserInfo};
-use crate::cache::Cached;
-use crate::engine::{Engine, ScaleChange, Target, Written};
+use crate::engine::{Engine, ReadAt, ScaleChange, Target, Written};
 use crate::metrics::{LatencyLabels, Metrics, RequestLabels};
 use crate::openapi::OpenApi;
 use crate::registry::ResourceDef;
@@ -23,7 +22,7 @@ mod list;
 mod request;
 mod respond;
 
-pub(crate) use list::Selectors;
+pub(crate) use list::selectors;
 pub use request::{Query, decode_body};
 use request::{delete_options, patch_type, read_body, read_bytes};
 pub use respond::{Body, error_response, json_response};
@@ -387,7 +386,11 @@ impl ApiServer {
                 self.list(&def, rp.namespace, q, want_table).await
             }
             (Method::GET, Some(name)) => {
-                let c = self.get_consistent(&def, ns, name, q).await?;
+                let read_at = match q.get("resourceVersion") {
+                    Some("0") => ReadAt::Any,
+                    _ => ReadAt::Latest,
+                };
+                let c = self.engine.get(&def, ns, name, read_at).await?;
                 if let Some(include) = want_table {
                     return Ok(value_response(
                         StatusCode::OK,
@@ -443,25 +446,6 @@ impl ApiServer {
                 "{m} is not supported on {}",
                 def.plural
             ))),
-        }
-    }
-
-    async fn get_consistent(
-        &self,
-        def: &ResourceDef,
-        ns: &str,
-        name: &str,
-        q: &Query,
-    ) -> Result<Arc<Cached>, ApiError> {
-        match q.get("resourceVersion") {
-            // "0": any cached state is fine.
-            Some("0") => self
-                .engine
-                .cache
-                .resource(def)
-                .get(&def.key(ns, name))
-                .ok_or_else(|| ApiError::not_found(def.plural, def.group, name)),
-            _ => self.engine.current(def, ns, name).await,
         }
     }
 

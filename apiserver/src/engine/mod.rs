@@ -15,12 +15,14 @@ use crate::object;
 use crate::registry::{Registry, ResourceDef};
 use crate::status::{ApiError, Cause};
 
+mod list;
 mod patch;
 mod stored;
 mod subresources;
 #[cfg(test)]
 mod tests;
 
+pub use list::{List, ListOptions, ReadAt, Selectors};
 pub use patch::PatchType;
 use stored::encode;
 pub use subresources::{ScaleChange, scale_of};
@@ -174,6 +176,25 @@ impl Engine {
             .resource(def)
             .get(&def.key(namespace, name))
             .ok_or_else(|| ApiError::not_found(def.plural, def.group, name))
+    }
+
+    /// One object, read as `read_at` asks: from the cache as it is for [`ReadAt::Any`],
+    /// else consistent with every acknowledged write.
+    pub async fn get(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+        read_at: ReadAt,
+    ) -> Result<Arc<Cached>, ApiError> {
+        match read_at {
+            ReadAt::Any => self
+                .cache
+                .resource(def)
+                .get(&def.key(namespace, name))
+                .ok_or_else(|| ApiError::not_found(def.plural, def.group, name)),
+            _ => self.current(def, namespace, name).await,
+        }
     }
 
     fn check_kind(&self, def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {

@@ -11,7 +11,9 @@ use meridian_store::{
 };
 use serde_json::{Value, json};
 
-use super::{Engine, PatchType, ScaleChange, Target, WriteOptions};
+use super::{
+    Engine, List, ListOptions, PatchType, ReadAt, ScaleChange, Selectors, Target, WriteOptions,
+};
 use crate::object;
 use crate::registry::{Registry, ResourceDef};
 
@@ -328,4 +330,96 @@ async fn a_pinned_patch_is_not_retried_onto_a_newer_version() {
         .unwrap_err();
     assert_eq!(err.code, 409);
     assert_eq!(f.web().await["spec"]["replicas"], 2);
+}
+
+#[tokio::test]
+async fn lists_page_at_one_revision_and_honour_resource_version_rules() {
+    let f = Fixture::new().await;
+    let cms = f.engine.registry.lookup("", "v1", "configmaps").cloned();
+    let cms = cms.expect("configmaps served");
+    let opts = WriteOptions::default();
+    for (name, tier) in [("a", "front"), ("b", "back"), ("c", "front")] {
+        let cm = json!({"metadata": {"name": name, "labels": {"tier": tier}}});
+        f.engine.create(&cms, "shop", cm, &opts).await.unwrap();
+    }
+    let list = |selectors, limit, continue_token, read_at| {
+        let opts = ListOptions {
+            selectors,
+            limit,
+            continue_token,
+            read_at,
+        };
+        let engine = f.engine.clone();
+        let cms = cms.clone();
+        async move { engine.list(&cms, Some("shop"), &opts).await }
+    };
+    let names = |l: &List| {
+        l.items
+            .iter()
+            .map(|c| c.name().to_string())
+            .collect::<Vec<_>>()
+    };
+
+    let first = list(Selectors::default(), Some(2), None, ReadAt::Latest)
+        .await
+        .unwrap();
+    assert_eq!(names(&first), ["a", "b"]);
+    assert_eq!(first.remaining, 1);
+    let token = first.continue_token.clone().expect("a next page");
+    // A write in between does not move the pages' revision.
+    f.engine
+        .create(&cms, "shop", json!({"metadata": {"name": "d"}}), &opts)
+        .await
+        .unwrap();
+    let second = list(Selectors::default(), Some(2), Some(&token), ReadAt::Latest)
+        .await
+        .unwrap();
+    assert_eq!(names(&second), ["c"]);
+    assert_eq!(second.revision, first.revision);
+    assert!(second.continue_token.is_none());
+    let err = list(
+        Selectors::default(),
+        None,
+        Some(&token),
+        ReadAt::NotOlderThan(first.revision),
+    )
+    .await
+    .err()
+    .expect("continue with a resourceVersion");
+    assert_eq!(err.code, 400);
+
+    // Exact: only the current revision is kept (the cache's, once it has seen `d`).
+    f.engine.sync().await.unwrap();
+    let err = list(
+        Selectors::default(),
+        None,
+        None,
+        ReadAt::Exact(first.revision),
+    )
+    .await
+    .err()
+    .expect("an old revision");
+    assert_eq!((err.code, err.reason), (410, "Expired"));
+    let now = f.engine.cache.revision();
+    let all = list(Selectors::default(), None, None, ReadAt::Exact(now))
+        .await
+        .unwrap();
+    assert_eq!(names(&all), ["a", "b", "c", "d"]);
+
+    // Selectors.
+    let front = Selectors::parse(&cms, Some("tier=front"), None).unwrap();
+    let l = list(front, None, None, ReadAt::Any).await.unwrap();
+    assert_eq!(names(&l), ["a", "c"]);
+    let by_name = Selectors::parse(&cms, None, Some("metadata.name=b")).unwrap();
+    let l = list(by_name, None, None, ReadAt::Latest).await.unwrap();
+    assert_eq!(names(&l), ["b"]);
+    let err = Selectors::parse(&cms, None, Some("data.x=1"))
+        .err()
+        .unwrap();
+    assert_eq!(err.code, 400);
+    assert!(
+        err.message.contains("field label not supported"),
+        "{}",
+        err.message
+    );
 }
