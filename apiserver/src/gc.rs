@@ -117,21 +117,7 @@ async fn drop_owner_ref(
     } else {
         Value::Array(refs)
     };
-    let patch = json!({"metadata": {"ownerReferences": refs}});
-    ignore_missing(
-        engine
-            .patch(
-                def,
-                dep.namespace(),
-                dep.name(),
-                PatchType::Merge,
-                &patch,
-                Target::Main,
-                &WriteOptions::default(),
-            )
-            .await
-            .map(|_| ()),
-    )
+    patch_metadata(engine, def, dep, json!({"ownerReferences": refs})).await
 }
 
 async fn remove_finalizer(
@@ -144,21 +130,35 @@ async fn remove_finalizer(
         .into_iter()
         .filter(|f| f != finalizer)
         .collect();
-    let patch = json!({"metadata": {"finalizers": if rest.is_empty() { Value::Null } else { json!(rest) }}});
-    ignore_missing(
-        engine
-            .patch(
-                def,
-                obj.namespace(),
-                obj.name(),
-                PatchType::Merge,
-                &patch,
-                Target::Main,
-                &WriteOptions::default(),
-            )
-            .await
-            .map(|_| ()),
-    )
+    let finalizers = if rest.is_empty() {
+        Value::Null
+    } else {
+        json!(rest)
+    };
+    patch_metadata(engine, def, obj, json!({"finalizers": finalizers})).await
+}
+
+/// Merge-patches an object's metadata (no precondition: re-applied if another write
+/// wins); an object gone meanwhile is no error.
+async fn patch_metadata(
+    engine: &Engine,
+    def: &ResourceDef,
+    obj: &Cached,
+    metadata: Value,
+) -> Result<(), ApiError> {
+    let patch = json!({ "metadata": metadata });
+    let written = engine
+        .patch(
+            def,
+            obj.namespace(),
+            obj.name(),
+            PatchType::Merge,
+            &patch,
+            Target::Main,
+            &WriteOptions::default(),
+        )
+        .await;
+    ignore_missing(written.map(drop))
 }
 
 async fn collect_owner(engine: &Engine, uid: &str) -> Result<(), ApiError> {

@@ -65,9 +65,11 @@ pub struct ResourceDef {
     /// OpenAPI definition name of the kind: one of the vendored Kubernetes definitions, or
     /// the name under which [`ResourceDef::schema`] is published.
     pub definition: &'static str,
-    /// The kind's OpenAPI v2 schema, for kinds the vendored Kubernetes definitions do not
-    /// describe (a custom resource's structural schema); `None` takes the vendored one.
-    pub schema: Option<Value>,
+    /// Builds the kind's OpenAPI v2 schema, for kinds the vendored Kubernetes definitions
+    /// do not describe (a custom resource's structural schema); `None` takes the vendored
+    /// one. Called when the documents are built: the server keeps only those (a schema
+    /// held as a value here as well cost a megabyte of resident memory).
+    pub schema: Option<fn() -> Value>,
     /// Whether a `status` subresource exists (main writes then ignore status).
     pub status_subresource: bool,
     /// Whether a `scale` subresource exists.

@@ -285,10 +285,12 @@ pub fn clusters() -> ResourceDef {
         ],
     );
     d.definition = "dev.meridian.federation.v1alpha1.Cluster";
-    d.schema = Some(crd_schema(
-        fed_api::Cluster::crd(),
-        "Cluster is a member cluster joined to the federation: how to reach it, where it sits and what Meridian last observed of it.",
-    ));
+    d.schema = Some(|| {
+        crd_schema(
+            fed_api::Cluster::crd(),
+            "Cluster is a member cluster joined to the federation: how to reach it, where it sits and what Meridian last observed of it.",
+        )
+    });
     d
 }
 
@@ -510,10 +512,12 @@ pub fn propagation_policies() -> ResourceDef {
         ],
     );
     d.definition = "dev.meridian.federation.v1alpha1.PropagationPolicy";
-    d.schema = Some(crd_schema(
-        fed_api::PropagationPolicy::crd(),
-        "PropagationPolicy selects workloads and says which member clusters they go to and how their replicas divide.",
-    ));
+    d.schema = Some(|| {
+        crd_schema(
+            fed_api::PropagationPolicy::crd(),
+            "PropagationPolicy selects workloads and says which member clusters they go to and how their replicas divide.",
+        )
+    });
     d.status_subresource = false;
     d
 }
@@ -645,10 +649,12 @@ pub fn placements() -> ResourceDef {
         ],
     );
     d.definition = "dev.meridian.federation.v1alpha1.Placement";
-    d.schema = Some(crd_schema(
-        fed_api::Placement::crd(),
-        "Placement is the scheduler's decision for one federated workload and its state in each member cluster.",
-    ));
+    d.schema = Some(|| {
+        crd_schema(
+            fed_api::Placement::crd(),
+            "Placement is the scheduler's decision for one federated workload and its state in each member cluster.",
+        )
+    });
     d
 }
 

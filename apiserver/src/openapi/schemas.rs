@@ -24,13 +24,13 @@ pub(super) fn gvk(group: &str, version: &str, kind: &str) -> Value {
 }
 
 /// The definition of a kind the vendored file does not describe: the schema its
-/// [`ResourceDef::schema`] supplies, else an open object so clients do not reject its
+/// [`ResourceDef::schema`] builds, else an open object so clients do not reject its
 /// fields; with the `apiVersion`, `kind` and `metadata` every object has.
 pub(super) fn kind_schema(d: &ResourceDef) -> Value {
-    let mut schema = d
-        .schema
-        .clone()
-        .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+    let mut schema = d.schema.map_or_else(
+        || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+        |build| build(),
+    );
     let Some(obj) = schema.as_object_mut() else {
         return schema;
     };

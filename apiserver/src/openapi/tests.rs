@@ -136,11 +136,13 @@ fn a_supplied_schema_is_published_with_object_metadata() {
         crate::registry::NoHooks,
     );
     widget.definition = "dev.example.v1.Widget";
-    widget.schema = Some(json!({
-        "type": "object",
-        "description": "Widget does one thing.",
-        "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}},
-    }));
+    widget.schema = Some(|| {
+        json!({
+            "type": "object",
+            "description": "Widget does one thing.",
+            "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}},
+        })
+    });
     let mut defs = crate::kinds::builtin();
     defs.push(widget);
     let api = OpenApi::build(&Registry::new(defs));
