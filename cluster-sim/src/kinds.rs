@@ -11,6 +11,8 @@ use meridian_apiserver::registry::{Column, Registry, ResourceDef};
 use meridian_apiserver::status::Cause;
 use serde_json::{Value, json};
 
+use crate::controllers::util::condition;
+
 /// The kinds a member cluster serves (what `cluster-sim` simulates): the engine's built-in
 /// kinds, with Node and Pod after Namespace.
 pub fn member_registry() -> Registry {
@@ -23,16 +25,6 @@ pub fn member_registry() -> Registry {
         ("apps", "replicasets"),
         ("", "services"),
     ])
-}
-
-fn condition(o: &Value, ty: &str) -> Option<String> {
-    o.at("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some(ty))?
-        .get("status")?
-        .as_str()
-        .map(String::from)
 }
 
 /// `v1` Node (cluster-scoped).
@@ -57,7 +49,10 @@ pub fn nodes() -> ResourceDef {
                 description: "Ready, NotReady or Unknown",
                 priority: 0,
                 cell: |o| {
-                    let mut s = match condition(o, "Ready").as_deref() {
+                    let mut s = match condition(o, "Ready")
+                        .and_then(|c| c.get("status"))
+                        .and_then(Value::as_str)
+                    {
                         Some("True") => "Ready".to_string(),
                         Some("False") => "NotReady".to_string(),
                         _ => "Unknown".to_string(),

@@ -6,7 +6,9 @@ use std::collections::HashSet;
 use apimachinery::JsonPointer;
 use kube::CustomResourceExt;
 use meridian_apiserver::kinds::validate::{self, NameRule, invalid, not_supported, required};
-use meridian_apiserver::kinds::{FnHooks, apps, core, int_at, no_default, no_prepare, str_at};
+use meridian_apiserver::kinds::{
+    FnHooks, apps, core, int_at, no_default, no_prepare, reference_at, str_at,
+};
 use meridian_apiserver::openapi::merge_lists_by_key;
 use meridian_apiserver::registry::{Column, Registry, ResourceDef};
 use meridian_apiserver::status::Cause;
@@ -589,17 +591,7 @@ pub fn placements() -> ResourceDef {
                 format: "",
                 description: "The federated workload",
                 priority: 0,
-                cell: |o| {
-                    let k = o
-                        .at("/spec/resource/kind")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    let n = o
-                        .at("/spec/resource/name")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    Value::from(format!("{}/{n}", k.to_lowercase()))
-                },
+                cell: |o| reference_at(o, "/spec/resource"),
             },
             Column {
                 name: "Clusters",

@@ -482,17 +482,7 @@ pub fn events() -> ResourceDef {
                 format: "",
                 description: "The object the event is about",
                 priority: 0,
-                cell: |o| {
-                    let kind = o
-                        .at("/involvedObject/kind")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    let name = o
-                        .at("/involvedObject/name")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    Value::from(format!("{}/{name}", kind.to_lowercase()))
-                },
+                cell: |o| super::reference_at(o, "/involvedObject"),
             },
             Column {
                 name: "Count",

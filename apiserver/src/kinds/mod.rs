@@ -48,6 +48,20 @@ pub fn int_at(obj: &Value, pointer: &str) -> Value {
     Value::from(obj.at(pointer).and_then(Value::as_i64).unwrap_or(0))
 }
 
+/// An object reference's cell, `kind/name` with the kind in lower case as kubectl prints
+/// it, from the reference at a JSON pointer (`/involvedObject`, `/spec/resource`).
+pub fn reference_at(obj: &Value, pointer: &str) -> Value {
+    let Some(reference) = obj.at(pointer) else {
+        return Value::from("/");
+    };
+    let field = |name: &str| reference.get(name).and_then(Value::as_str).unwrap_or("");
+    Value::from(format!(
+        "{}/{}",
+        field("kind").to_lowercase(),
+        field("name")
+    ))
+}
+
 /// Hooks made of plain functions, for kinds with simple rules.
 pub struct FnHooks {
     /// Defaulting.
@@ -101,5 +115,27 @@ pub fn default_at(obj: &mut Value, path: &[&str], value: Value) {
             *next = Value::Object(Default::default());
         }
         cur = next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::reference_at;
+
+    #[test]
+    fn a_reference_reads_as_kubectl_prints_it() {
+        let event = json!({"involvedObject": {"kind": "Deployment", "name": "web"}});
+        assert_eq!(reference_at(&event, "/involvedObject"), "deployment/web");
+        // A missing reference keeps the `kind/name` shape, both parts empty.
+        assert_eq!(reference_at(&json!({}), "/involvedObject"), "/");
+        assert_eq!(
+            reference_at(
+                &json!({"spec": {"resource": {"name": "web"}}}),
+                "/spec/resource"
+            ),
+            "/web"
+        );
     }
 }

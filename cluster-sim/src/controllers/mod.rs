@@ -19,7 +19,7 @@ pub mod replicaset;
 mod responder;
 pub mod scheduler;
 pub mod serviceaccount;
-mod util;
+pub(crate) mod util;
 mod websocket;
 
 #[cfg(test)]
