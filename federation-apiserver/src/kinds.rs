@@ -7,7 +7,7 @@ use apimachinery::JsonPointer;
 use kube::CustomResourceExt;
 use meridian_apiserver::kinds::validate::{self, NameRule, invalid, not_supported, required};
 use meridian_apiserver::kinds::{
-    FnHooks, apps, core, int_at, no_default, no_prepare, reference_at, str_at,
+    self, FnHooks, int_at, no_default, no_prepare, reference_at, str_at,
 };
 use meridian_apiserver::openapi::merge_lists_by_key;
 use meridian_apiserver::registry::{Column, Registry, ResourceDef};
@@ -16,29 +16,22 @@ use serde_json::Value;
 
 /// The kinds of the federation API server.
 pub fn federation_registry() -> Registry {
-    Registry::new(vec![
-        core::namespaces(),
-        core::services(),
-        core::configmaps(),
-        core::secrets(),
-        core::events(),
-        apps::deployments(),
-        apps::replicasets(),
-        core::leases(),
-        clusters(),
-        propagation_policies(),
-        placements(),
-    ])
-    // Kinds whose objects run in member clusters. A namespace being deleted takes these
-    // down first and everything else (the policies that placed them, the ConfigMaps and
-    // Secrets their pods read) only once they are gone: a user's `kubectl delete -f` of a
-    // namespace and its contents then finds the later objects still there while the
-    // members are cleaned up.
-    .with_deleted_first(&[
-        ("apps", "deployments"),
-        ("apps", "replicasets"),
-        ("", "services"),
-    ])
+    // Every built-in kind the engine defines: a kind the federation does not propagate
+    // yet is stored and served like any other, so manifests holding it apply as they do
+    // to one cluster.
+    let mut defs = kinds::builtin();
+    defs.extend([clusters(), propagation_policies(), placements()]);
+    Registry::new(defs)
+        // Kinds whose objects run in member clusters. A namespace being deleted takes these
+        // down first and everything else (the policies that placed them, the ConfigMaps and
+        // Secrets their pods read) only once they are gone: a user's `kubectl delete -f` of a
+        // namespace and its contents then finds the later objects still there while the
+        // members are cleaned up.
+        .with_deleted_first(&[
+            ("apps", "deployments"),
+            ("apps", "replicasets"),
+            ("", "services"),
+        ])
 }
 
 /// A Meridian kind: status subresource, generation tracking, category `meridian`.
@@ -723,9 +716,16 @@ mod tests {
             .iter()
             .filter_map(|g| g["name"].as_str())
             .collect();
+        // The engine's built-in groups, then Meridian's.
         assert_eq!(
             names,
-            ["apps", "coordination.k8s.io", "federation.meridian.dev"]
+            [
+                "apps",
+                "discovery.k8s.io",
+                "coordination.k8s.io",
+                "rbac.authorization.k8s.io",
+                "federation.meridian.dev"
+            ]
         );
         let fed = meridian_apiserver::discovery::resource_list(
             &reg,

@@ -857,3 +857,49 @@ async fn strategic_status_patches_keep_the_other_writers_condition() {
         ("a", 5)
     );
 }
+
+/// kubectl and client-go ask `/openapi/v2` for gnostic's protobuf form and parse the body
+/// as protobuf whatever its content type: a JSON answer fails their validation with
+/// "proto: cannot parse invalid wire-format data".
+#[tokio::test]
+async fn openapi_v2_is_served_as_protobuf_when_asked() {
+    let (server, _dir) = Server::start(&[]);
+    let http = server.http();
+    let token = server.token();
+    let (http, t) = (&http, Some(token.as_str()));
+    let get = |accept: &'static str| async move {
+        http.send_with("GET", "/openapi/v2", t, &[("accept", accept)], vec![])
+            .await
+    };
+
+    let r = get("application/com.github.proto-openapi.spec.v2@v1.0+protobuf").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.headers["content-type"],
+        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+    );
+    // Field 1 (`swagger`, length-delimited) comes first: 0x0a, length 3, "2.0".
+    assert_eq!(&r.body[..5], b"\x0a\x032.0");
+    assert!(serde_json::from_slice::<serde_json::Value>(&r.body).is_err());
+    let contains = |needle: &[u8]| r.body.windows(needle.len()).any(|w| w == needle);
+    for def in [
+        "io.k8s.api.core.v1.ServiceAccount",
+        "io.k8s.api.rbac.v1.ClusterRole",
+        "io.k8s.api.rbac.v1.ClusterRoleBinding",
+        "x-kubernetes-group-version-kind",
+    ] {
+        assert!(
+            contains(def.as_bytes()),
+            "{def} missing from the protobuf form"
+        );
+    }
+
+    // JSON stays the default and what `Accept: application/json` gets.
+    for accept in ["application/json", "*/*"] {
+        let r = get(accept).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.json()["swagger"], "2.0");
+    }
+    // A form not served is refused, as kube-apiserver does.
+    assert_eq!(get("application/yaml").await.status, 406);
+}

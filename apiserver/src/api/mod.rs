@@ -189,9 +189,7 @@ impl ApiServer {
             ["metrics"] if get => {
                 non_resource(text_response(StatusCode::OK, self.metrics.encode()))
             }
-            ["openapi", "v2"] if get => {
-                non_resource(json_response(StatusCode::OK, self.openapi.v2()))
-            }
+            ["openapi", "v2"] if get => non_resource(self.openapi_v2(&req)),
             ["openapi", "v3"] if get => {
                 non_resource(json_response(StatusCode::OK, self.openapi.v3_index()))
             }
@@ -445,6 +443,32 @@ impl ApiServer {
             (m, _) => Err(ApiError::method_not_allowed(format!(
                 "{m} is not supported on {}",
                 def.plural
+            ))),
+        }
+    }
+
+    /// `/openapi/v2` in the form the `Accept` header asks for: kubectl and client-go ask
+    /// for protobuf and parse the body as protobuf whatever its content type.
+    fn openapi_v2<B>(&self, req: &Request<B>) -> Response<Body> {
+        use crate::openapi::proto_v2::{self, Form};
+        let accept = req
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        match proto_v2::negotiate(accept) {
+            Some(Form::Json) => json_response(StatusCode::OK, self.openapi.v2()),
+            Some(Form::Protobuf) => {
+                let mut r = json_response(StatusCode::OK, self.openapi.v2_protobuf());
+                r.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(proto_v2::CONTENT_TYPE),
+                );
+                r
+            }
+            None => error_response(&ApiError::not_acceptable(format!(
+                "only application/json and {} are served at /openapi/v2",
+                proto_v2::ACCEPT
             ))),
         }
     }

@@ -3,6 +3,7 @@
 //! start-up from the vendored Kubernetes definitions and the schemas kinds supply.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
@@ -10,6 +11,7 @@ use serde_json::{Map, Value, json};
 use crate::registry::Registry;
 
 mod operations;
+pub mod proto_v2;
 mod render;
 mod schemas;
 #[cfg(test)]
@@ -52,6 +54,8 @@ pub struct OpenApi {
     /// strategic merge patch and unknown-field checks.
     pub definitions: Value,
     v2: Bytes,
+    /// The protobuf form of `v2`, encoded on first request: most clients never ask.
+    v2_protobuf: OnceLock<Bytes>,
     v3_index: Bytes,
     /// `api/v1`, `apis/{group}/{version}` -> (hash, document).
     v3: HashMap<String, (String, Bytes)>,
@@ -106,6 +110,7 @@ impl OpenApi {
         OpenApi {
             definitions: Value::Object(defs),
             v2: to_bytes(&v2),
+            v2_protobuf: OnceLock::new(),
             v3_index: to_bytes(&json!({ "paths": index })),
             v3,
         }
@@ -114,6 +119,18 @@ impl OpenApi {
     /// The swagger 2.0 document (`/openapi/v2`).
     pub fn v2(&self) -> Bytes {
         self.v2.clone()
+    }
+
+    /// The swagger 2.0 document in gnostic's protobuf form, which kubectl downloads for
+    /// client-side validation ([`proto_v2::ACCEPT`]).
+    pub fn v2_protobuf(&self) -> Bytes {
+        self.v2_protobuf
+            .get_or_init(|| {
+                // The JSON form was serialized from a Value just above: it parses back.
+                let doc: Value = serde_json::from_slice(&self.v2).unwrap_or(Value::Null);
+                Bytes::from(proto_v2::encode_document(&doc))
+            })
+            .clone()
     }
 
     /// The `/openapi/v3` index: each group-version's document URL with its hash.

@@ -160,6 +160,19 @@ impl RawClient {
         content_type: &str,
         body: Vec<u8>,
     ) -> RawResponse {
+        self.send_with(method, path, token, &[("content-type", content_type)], body)
+            .await
+    }
+
+    /// Sends one HTTP/1.1 request with the given headers.
+    pub async fn send_with(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> RawResponse {
         use http_body_util::{BodyExt, Full};
         let authority = self.base.trim_start_matches("https://").to_string();
         let tcp = tokio::net::TcpStream::connect(&authority)
@@ -176,8 +189,10 @@ impl RawClient {
         let mut req = http::Request::builder()
             .method(method)
             .uri(path)
-            .header("host", authority)
-            .header("content-type", content_type);
+            .header("host", authority);
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
         if let Some(t) = token {
             req = req.header("authorization", format!("Bearer {t}"));
         }
