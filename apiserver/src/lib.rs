@@ -28,5 +28,6 @@ pub mod registry;
 pub mod server;
 pub mod status;
 pub mod stored_text;
+pub mod system_namespaces;
 pub mod table;
 pub mod watch;

@@ -172,6 +172,16 @@ impl ApiError {
         Self::new(403, "Forbidden", message)
     }
 
+    /// 403 about one object, worded as kube-apiserver's admission refusals:
+    /// `namespaces "default" is forbidden: <why>`.
+    pub fn forbidden_target(plural: &str, group: &str, name: &str, why: &str) -> Self {
+        Self::forbidden(format!(
+            "{} \"{name}\" is forbidden: {why}",
+            qualified(plural, group)
+        ))
+        .with_target(plural, group, name)
+    }
+
     /// 405: verb not supported on this resource.
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(405, "MethodNotAllowed", message)

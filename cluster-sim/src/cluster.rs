@@ -101,6 +101,7 @@ impl SimCluster {
             &shared.schemas,
         )
         .await?;
+        meridian_apiserver::system_namespaces::ensure(&engine).await?;
         let openapi = shared.schemas.openapi.clone();
         let ca = Authority::generate()?;
         let serving = ca.serving_cert(&[])?;

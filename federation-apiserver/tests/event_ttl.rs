@@ -23,9 +23,9 @@ fn event(name: &str, last: &str) -> Event {
 async fn events_past_the_ttl_are_deleted_and_recent_ones_stay() {
     let (server, _dir) = Server::start(&["--event-ttl=2s"]);
     let client = server.client().await;
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap();
+    // `default` exists from the first start.
     Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
+        .get("default")
         .await
         .unwrap();
     let events: Api<Event> = Api::namespaced(client, "default");

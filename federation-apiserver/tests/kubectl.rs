@@ -293,3 +293,97 @@ fn kubectl_user_flow() {
     let err = String::from_utf8_lossy(&gone.stderr);
     assert!(!gone.status.success() && err.contains("NotFound"), "{err}");
 }
+
+/// An operator's install manifest (ServiceAccount, ClusterRole, ClusterRoleBinding,
+/// Deployment, Service) applies into the namespaces a fresh federation starts with, with
+/// kubectl's client-side validation on (it downloads the OpenAPI documents first).
+#[test]
+fn an_operator_install_manifest_applies_into_the_default_namespace() {
+    let (server, dir) = Server::start(&[]);
+    let k = Kubectl {
+        bin: meridian_e2e::kubectl_path(),
+        kubeconfig: server.kubeconfig.clone(),
+    };
+
+    let namespaces = k.ok(&["get", "namespaces", "--no-headers"]);
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        assert!(
+            namespaces
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(ns)),
+            "{ns} missing:\n{namespaces}"
+        );
+    }
+    // No `-n`: the default namespace is there from the first start.
+    k.ok(&["create", "configmap", "foo", "--from-literal=a=b"]);
+
+    let manifest = dir.path().join("operator.yaml");
+    std::fs::write(&manifest, example("operator-rbac.yaml")).unwrap();
+    let manifest = manifest.to_str().unwrap();
+    let out = k.ok(&["apply", "--validate=strict", "-f", manifest]);
+    for created in [
+        "serviceaccount/example-operator created",
+        "clusterrole.rbac.authorization.k8s.io/example-operator created",
+        "clusterrolebinding.rbac.authorization.k8s.io/example-operator created",
+        "deployment.apps/example-operator created",
+        "service/example-operator created",
+    ] {
+        assert!(out.contains(created), "{created} missing:\n{out}");
+    }
+    let out = k.ok(&["apply", "-f", manifest]);
+    assert!(
+        out.contains("clusterrole.rbac.authorization.k8s.io/example-operator unchanged"),
+        "{out}"
+    );
+
+    let binding = k.ok(&["get", "clusterrolebinding", "example-operator"]);
+    assert!(
+        binding.contains("ROLE") && binding.contains("ClusterRole/example-operator"),
+        "{binding}"
+    );
+    let role = k.json(&["get", "clusterrole", "example-operator"]);
+    assert_eq!(
+        role["rules"][3]["verbs"],
+        serde_json::json!(["list", "delete"])
+    );
+    let explain = k.ok(&["explain", "clusterrolebinding.roleRef"]);
+    assert!(explain.contains("apiGroup"), "{explain}");
+    let explain = k.ok(&["explain", "serviceaccount.automountServiceAccountToken"]);
+    assert!(explain.contains("boolean"), "{explain}");
+
+    // A field the schema lacks is caught by the server's strict field validation.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: bad\nrulez: []\n",
+    )
+    .unwrap();
+    let out = k.run(&["apply", "-f", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("rulez"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The namespaces kube-apiserver keeps can't be deleted, as upstream.
+    for ns in ["default", "kube-system", "kube-public"] {
+        let out = k.run(&["delete", "namespace", ns]);
+        assert!(!out.status.success(), "namespace {ns} was deleted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "namespaces \"{ns}\" is forbidden: this namespace may not be deleted"
+            )),
+            "{err}"
+        );
+    }
+
+    let out = k.ok(&["delete", "-f", manifest]);
+    assert!(
+        out.contains("clusterrolebinding.rbac.authorization.k8s.io \"example-operator\" deleted"),
+        "{out}"
+    );
+    let left = k.run(&["get", "serviceaccount", "example-operator"]);
+    assert!(!left.status.success());
+}

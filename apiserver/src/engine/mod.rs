@@ -666,6 +666,12 @@ impl Engine {
         name: &str,
         opts: &DeleteOptions,
     ) -> Result<Deleted, ApiError> {
+        // Admission, as kube-apiserver's NamespaceLifecycle: before the object is read.
+        if def.is_namespace()
+            && let Some(refusal) = crate::system_namespaces::refuse_delete(name)
+        {
+            return Err(refusal);
+        }
         let mut attempt = 0;
         loop {
             attempt += 1;
