@@ -686,3 +686,48 @@ fn fleets_past_the_loopback_limits_are_rejected() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+/// A member cluster starts with kube-apiserver's namespaces and takes an operator's
+/// install manifest (ServiceAccount, ClusterRole, ClusterRoleBinding, Deployment,
+/// Service) through `kubectl apply` with client-side validation on.
+#[test]
+fn an_operator_install_manifest_applies_to_a_member() {
+    let f = Fleet::start(&["--clusters=1", "--api-only"]);
+    let k = f.kubectl();
+    let namespaces = k.ok(&["get", "namespaces", "--no-headers"]);
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        assert!(
+            namespaces
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(ns)),
+            "{ns} missing:\n{namespaces}"
+        );
+    }
+    let manifest =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/operator-rbac.yaml");
+    let manifest = manifest.to_str().unwrap();
+    let out = k.ok(&["apply", "--validate=strict", "-f", manifest]);
+    assert!(
+        out.contains("clusterrolebinding.rbac.authorization.k8s.io/example-operator created")
+            && out.contains("serviceaccount/example-operator created"),
+        "{out}"
+    );
+    let binding = k.ok(&["get", "clusterrolebinding", "example-operator"]);
+    assert!(
+        binding.contains("ClusterRole/example-operator"),
+        "{binding}"
+    );
+    let refused = Command::new(&k.bin)
+        .env("KUBECONFIG", &k.kubeconfig)
+        .env("HOME", &k.home)
+        .args(["delete", "namespace", "kube-system"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("this namespace may not be deleted"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    k.ok(&["delete", "-f", manifest]);
+}
