@@ -155,6 +155,7 @@ pub async fn build_engine_with(
         store,
         cache,
         definitions: schemas.definitions.clone(),
+        managers: Default::default(),
     });
     tokio::spawn(crate::gc::run(engine.clone()));
     Ok(engine)

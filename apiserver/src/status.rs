@@ -108,6 +108,13 @@ impl ApiError {
         .with_target(plural, group, name)
     }
 
+    /// 409 with field causes and no target, as an apply's `FieldManagerConflict`s.
+    pub fn conflict_causes(message: impl Into<String>, causes: Vec<Cause>) -> Self {
+        let mut e = Self::new(409, "Conflict", message);
+        e.causes = causes;
+        e
+    }
+
     /// The standard stale-resourceVersion conflict.
     pub fn stale(plural: &str, group: &str, name: &str) -> Self {
         Self::conflict(

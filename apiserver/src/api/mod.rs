@@ -11,7 +11,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use serde_json::{Value, json};
 
 use crate::auth::{TokenAuthenticator, UserInfo};
-use crate::engine::{Engine, ReadAt, ScaleChange, Target, Written};
+use crate::engine::{Apply, Engine, ReadAt, ScaleChange, Target, Written};
 use crate::metrics::{LatencyLabels, Metrics, RequestLabels};
 use crate::openapi::OpenApi;
 use crate::registry::ResourceDef;
@@ -24,7 +24,7 @@ mod respond;
 
 pub(crate) use list::selectors;
 pub use request::{Query, decode_body};
-use request::{delete_options, patch_type, read_body, read_bytes};
+use request::{decode_apply, delete_options, is_apply, patch_type, read_body, read_bytes};
 pub use respond::{Body, error_response, json_response};
 use respond::{add_warnings, text_response, value_response};
 
@@ -343,6 +343,13 @@ impl ApiServer {
             None
         };
         let method = req.method().clone();
+        let user_agent = req
+            .headers()
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let options = |kind: &str| q.write_options(&user_agent, kind);
         let content_type = req
             .headers()
             .get(header::CONTENT_TYPE)
@@ -354,14 +361,21 @@ impl ApiServer {
             Some("status") if def.status_subresource => Target::Status,
             Some("scale") if def.scale_subresource => {
                 let name = rp.name.unwrap_or("");
-                return self.scale(req, &def, ns, name, q, &content_type).await;
+                let kind = match method {
+                    Method::PATCH => "PatchOptions",
+                    _ => "UpdateOptions",
+                };
+                let opts = options(kind)?;
+                return self
+                    .scale(req, &def, ns, name, q, &content_type, &opts)
+                    .await;
             }
             Some("finalize") if def.is_namespace() && method == Method::PUT => {
                 let body = read_body(req, self.max_body, &content_type).await?;
                 let name = rp.name.unwrap_or("");
                 let w = self
                     .engine
-                    .finalize(&def, name, &body, &q.write_options()?)
+                    .finalize(&def, name, &body, &options("UpdateOptions")?)
                     .await?;
                 return Ok(written(StatusCode::OK, &w));
             }
@@ -407,7 +421,7 @@ impl ApiServer {
                 let body = read_body(req, self.max_body, &content_type).await?;
                 let w = self
                     .engine
-                    .create(&def, ns, body, &q.write_options()?)
+                    .create(&def, ns, body, &options("CreateOptions")?)
                     .await?;
                 Ok(written(StatusCode::CREATED, &w))
             }
@@ -415,16 +429,41 @@ impl ApiServer {
                 let body = read_body(req, self.max_body, &content_type).await?;
                 let w = self
                     .engine
-                    .update(&def, ns, name, body, target, &q.write_options()?)
+                    .update(&def, ns, name, body, target, &options("UpdateOptions")?)
                     .await?;
                 Ok(written(StatusCode::OK, &w))
             }
             (Method::PATCH, Some(name)) => {
-                let pt = patch_type(&content_type)?;
+                let apply = is_apply(&content_type);
+                let pt = if apply {
+                    None
+                } else {
+                    Some(patch_type(&content_type)?)
+                };
+                let opts = options("PatchOptions")?;
+                check_patch_options(apply, q)?;
+                let Some(pt) = pt else {
+                    let raw = read_bytes(req, self.max_body).await?;
+                    let config = decode_apply(&raw)?;
+                    let apply = Apply {
+                        config: &config,
+                        force: q.force()?.unwrap_or(false),
+                    };
+                    let (w, created) = self
+                        .engine
+                        .apply(&def, ns, name, apply, target, &opts)
+                        .await?;
+                    let code = if created {
+                        StatusCode::CREATED
+                    } else {
+                        StatusCode::OK
+                    };
+                    return Ok(written(code, &w));
+                };
                 let patch = read_patch(req, self.max_body).await?;
                 let w = self
                     .engine
-                    .patch(&def, ns, name, pt, &patch, target, &q.write_options()?)
+                    .patch(&def, ns, name, pt, &patch, target, &opts)
                     .await?;
                 Ok(written(StatusCode::OK, &w))
             }
@@ -474,6 +513,7 @@ impl ApiServer {
     }
 
     /// `/scale`: an `autoscaling/v1` Scale view of `spec.replicas`.
+    #[allow(clippy::too_many_arguments)]
     async fn scale<B>(
         &self,
         req: Request<B>,
@@ -482,12 +522,13 @@ impl ApiServer {
         name: &str,
         q: &Query,
         content_type: &str,
+        opts: &crate::engine::WriteOptions,
     ) -> Result<Response<Body>, ApiError>
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let opts = q.write_options()?;
+        let opts = opts.clone();
         let w = match req.method().clone() {
             Method::GET => {
                 let scale = self.engine.scale(def, ns, name).await?;
@@ -501,6 +542,7 @@ impl ApiServer {
                     .await?
             }
             Method::PATCH => {
+                check_patch_options(false, q)?;
                 let pt = patch_type(content_type)?;
                 let patch = read_patch(req, self.max_body).await?;
                 let change = ScaleChange::Patch(pt, &patch);
@@ -525,6 +567,17 @@ fn written(code: StatusCode, w: &Written) -> Response<Body> {
     r
 }
 
+/// The checks of a patch's options kube-apiserver makes before anything else: apply
+/// needs a `fieldManager`, `force` is for applies only.
+fn check_patch_options(apply: bool, q: &Query) -> Result<(), ApiError> {
+    let errs =
+        apimachinery::managed::validate_patch_options(apply, q.get("fieldManager"), q.force()?);
+    match crate::engine::options_error("PatchOptions", errs) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
 /// A patch body: JSON, whatever the patch type.
 async fn read_patch<B>(req: Request<B>, max: usize) -> Result<Value, ApiError>
 where
@@ -535,3 +588,6 @@ where
     serde_json::from_slice(&raw)
         .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))
 }
+
+#[cfg(test)]
+mod apply_tests;

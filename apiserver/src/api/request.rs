@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use apimachinery::JsonPointer;
+use apimachinery::managed;
 use bytes::Bytes;
 use http::Request;
 use http_body_util::BodyExt;
@@ -36,9 +37,17 @@ impl Query {
     pub fn flag(&self, k: &str) -> bool {
         matches!(self.get(k), Some("true" | "1"))
     }
-    /// The options of a write: `dryRun` and `fieldValidation`.
-    pub fn write_options(&self) -> Result<WriteOptions, ApiError> {
+    /// The options of a write: `dryRun`, `fieldValidation` and the field manager
+    /// (`fieldManager`, else from `user_agent`). `kind` names the options in a 422
+    /// (`CreateOptions`, `UpdateOptions`, `PatchOptions`).
+    pub fn write_options(&self, user_agent: &str, kind: &str) -> Result<WriteOptions, ApiError> {
+        let field_manager = self.get("fieldManager");
+        let errs = managed::validate_field_manager(field_manager.unwrap_or(""), "fieldManager");
+        if let Some(e) = crate::engine::options_error(kind, errs) {
+            return Err(e);
+        }
         Ok(WriteOptions {
+            manager: managed::manager_or_user_agent(field_manager, user_agent),
             dry_run: self.dry_run()?,
             field_validation: match self.get("fieldValidation") {
                 None | Some("") | Some("Warn") => FieldValidation::Warn,
@@ -51,6 +60,17 @@ impl Query {
                 }
             },
         })
+    }
+    /// `force`, a patch option: absent, `true` or `false`.
+    pub fn force(&self) -> Result<Option<bool>, ApiError> {
+        match self.get("force") {
+            None => Ok(None),
+            Some("true" | "1") => Ok(Some(true)),
+            Some("false" | "0") => Ok(Some(false)),
+            Some(o) => Err(ApiError::bad_request(format!(
+                "force \"{o}\" is invalid: must be true or false"
+            ))),
+        }
     }
     /// `dryRun=All`.
     pub fn dry_run(&self) -> Result<bool, ApiError> {
@@ -186,15 +206,25 @@ pub fn patch_type(content_type: &str) -> Result<PatchType, ApiError> {
         "application/merge-patch+json" => Ok(PatchType::Merge),
         "application/json-patch+json" => Ok(PatchType::Json),
         "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
-        "application/apply-patch+yaml" | "application/apply-patch+cbor" => {
-            Err(ApiError::unsupported_media_type(
-                "server-side apply is not supported by this server; use client-side `kubectl apply`",
-            ))
-        }
-        other => Err(ApiError::unsupported_media_type(format!(
-            "the patch content type {other} is not supported: use application/merge-patch+json, application/json-patch+json or application/strategic-merge-patch+json"
-        ))),
+        // Upstream's answer to a patch type it does not take (CBOR apply included).
+        _ => Err(ApiError::unsupported_media_type(
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml",
+        )),
     }
+}
+
+/// Whether a `Content-Type` is a server-side apply (`application/apply-patch+yaml`).
+pub fn is_apply(content_type: &str) -> bool {
+    content_type.split(';').next().unwrap_or("").trim() == APPLY_PATCH_YAML
+}
+
+/// The content type of a server-side apply.
+pub const APPLY_PATCH_YAML: &str = "application/apply-patch+yaml";
+
+/// An apply configuration: YAML, JSON included (a subset of YAML).
+pub fn decode_apply(raw: &[u8]) -> Result<Value, ApiError> {
+    serde_yaml_ng::from_slice(raw)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
 }
 
 /// The `DeleteOptions` of a request, from its body and query.

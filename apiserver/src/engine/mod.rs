@@ -15,14 +15,20 @@ use crate::object;
 use crate::registry::{Registry, ResourceDef};
 use crate::status::{ApiError, Cause};
 
+mod apply;
 mod list;
+mod managed;
 mod patch;
 mod stored;
 mod subresources;
 #[cfg(test)]
 mod tests;
 
+pub use apply::Apply;
 pub use list::{List, ListOptions, ReadAt, Selectors};
+use managed::Endpoint;
+pub use managed::FieldManagers;
+pub(crate) use managed::options_error;
 pub use patch::PatchType;
 use stored::encode;
 pub use subresources::{ScaleChange, scale_of};
@@ -55,6 +61,20 @@ pub struct WriteOptions {
     pub dry_run: bool,
     /// Unknown-field handling.
     pub field_validation: FieldValidation,
+    /// The field manager the write is recorded under in `metadata.managedFields`: the
+    /// request's `fieldManager`, else from its User-Agent; empty records `unknown`.
+    pub manager: String,
+}
+
+impl WriteOptions {
+    /// Options of a write recorded under field manager `manager` (an in-server
+    /// controller's name, as `kube-controller-manager`).
+    pub fn by(manager: &str) -> Self {
+        WriteOptions {
+            manager: manager.to_string(),
+            ..Default::default()
+        }
+    }
 }
 
 /// The subresource a write targets.
@@ -107,6 +127,8 @@ pub struct Engine {
     pub cache: Arc<Cache>,
     /// OpenAPI definitions for strategic merge patch and field validation.
     pub definitions: Arc<Definitions>,
+    /// Field ownership of each written endpoint.
+    pub managers: FieldManagers,
 }
 
 fn store_error(def: &ResourceDef, name: &str, e: StoreError) -> ApiError {
@@ -141,6 +163,14 @@ fn spec_part(obj: &Value) -> Value {
         m.remove("kind");
     }
     v
+}
+
+/// The endpoint a write of `target` is recorded under.
+fn endpoint_of(target: Target) -> Endpoint {
+    match target {
+        Target::Main => Endpoint::Main,
+        Target::Status => Endpoint::Status,
+    }
 }
 
 fn parse_rv(s: &str) -> Result<Revision, ApiError> {
@@ -322,8 +352,21 @@ impl Engine {
         &self,
         def: &ResourceDef,
         namespace: &str,
+        obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<Written, ApiError> {
+        self.create_recorded(def, namespace, obj, opts, false).await
+    }
+
+    /// Creates an object; `recorded`: its `managedFields` are already the write's (an
+    /// apply that creates), else the create is recorded for `opts.manager`.
+    async fn create_recorded(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
         mut obj: Value,
         opts: &WriteOptions,
+        recorded: bool,
     ) -> Result<Written, ApiError> {
         self.check_kind(def, &mut obj)?;
         let warnings = self.check_fields(def, &obj, opts.field_validation)?;
@@ -358,7 +401,6 @@ impl Engine {
                 "resourceVersion",
                 "deletionTimestamp",
                 "deletionGracePeriodSeconds",
-                "managedFields",
                 "selfLink",
             ] {
                 meta.remove(f);
@@ -376,6 +418,11 @@ impl Engine {
         }
         def.hooks.prepare_create(&mut obj);
         def.hooks.default(&mut obj);
+        if !recorded {
+            // The client's `managedFields` are still in `obj`: the manager reads them.
+            let fm = self.managers.get(def, &self.definitions, Endpoint::Main);
+            fm.update(None, &mut obj, &opts.manager, jiff::Timestamp::now());
+        }
         self.validate(def, &obj, None)?;
         let name = object::name(&obj).to_string();
         self.check_namespace(def, namespace, &name).await?;
@@ -439,7 +486,13 @@ impl Engine {
                 {
                     out.insert("status".into(), status);
                 }
-                return Ok(Value::Object(out));
+                // The written entries: an apply's, already computed; an update's are
+                // ignored by the status field manager, which reads the stored ones.
+                let mut out = Value::Object(out);
+                if let Some(mf) = object::meta_mut(&mut new).remove("managedFields") {
+                    object::meta_mut(&mut out).insert("managedFields".into(), mf);
+                }
+                return Ok(out);
             }
             Target::Main => {
                 if def.status_subresource {
@@ -471,7 +524,8 @@ impl Engine {
                 None => meta.remove(f),
             };
         }
-        meta.remove("managedFields");
+        // `managedFields` stay as the client sent them: the field manager reads them when
+        // the write is recorded (`commit_update`), and replaces them.
         meta.remove("selfLink");
         // A deleting object may lose finalizers but not gain them.
         if old_meta.contains_key("deletionTimestamp") {
@@ -498,6 +552,9 @@ impl Engine {
     }
 
     /// Stores `new` over `old` (rules applied), or deletes it when its last finalizer went.
+    /// The write is recorded in `managedFields` for `opts.manager` through `endpoint`,
+    /// unless `endpoint` is `None` (an apply, which recorded itself).
+    #[allow(clippy::too_many_arguments)]
     async fn commit_update(
         &self,
         def: &ResourceDef,
@@ -505,10 +562,20 @@ impl Engine {
         old_value: &Value,
         mut new: Value,
         target: Target,
+        endpoint: Option<Endpoint>,
         opts: &WriteOptions,
     ) -> Result<Value, ApiError> {
         if target == Target::Main {
             def.hooks.default(&mut new);
+        }
+        if let Some(endpoint) = endpoint {
+            let fm = self.managers.get(def, &self.definitions, endpoint);
+            fm.update(
+                Some(old_value),
+                &mut new,
+                &opts.manager,
+                jiff::Timestamp::now(),
+            );
         }
         self.validate(def, &new, Some(old_value))?;
         if def.tracks_generation && spec_part(&new) != spec_part(old_value) {
@@ -589,8 +656,9 @@ impl Engine {
         }
         let old_value = old.value();
         let new = self.merge_update(def, target, &old_value, body)?;
+        let endpoint = Some(endpoint_of(target));
         let obj = self
-            .commit_update(def, &old, &old_value, new, target, opts)
+            .commit_update(def, &old, &old_value, new, target, endpoint, opts)
             .await?;
         Ok(Written { obj, warnings })
     }
@@ -607,7 +675,8 @@ impl Engine {
         target: Target,
         opts: &WriteOptions,
     ) -> Result<Written, ApiError> {
-        self.update_with(def, namespace, name, target, opts, |old| {
+        let endpoint = Some(endpoint_of(target));
+        self.update_with(def, namespace, name, target, endpoint, opts, |old| {
             self.apply_patch(def, old, patch_type, patch)
         })
         .await
@@ -617,13 +686,16 @@ impl Engine {
     /// updates do. What `build` returns may pin a resourceVersion (a client's precondition):
     /// another than the current object's is a conflict (409). Without one, a concurrent
     /// write that wins makes the engine read the newer object and build again, without a
-    /// limit in Kubernetes and [`CONFLICT_RETRIES`] times here.
+    /// limit in Kubernetes and [`CONFLICT_RETRIES`] times here. The write is recorded
+    /// as [`Engine::commit_update`] says.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn update_with(
         &self,
         def: &ResourceDef,
         namespace: &str,
         name: &str,
         target: Target,
+        endpoint: Option<Endpoint>,
         opts: &WriteOptions,
         mut build: impl FnMut(&Value) -> Result<Value, ApiError>,
     ) -> Result<Written, ApiError> {
@@ -645,7 +717,7 @@ impl Engine {
             }
             let new = self.merge_update(def, target, &old_value, built)?;
             match self
-                .commit_update(def, &old, &old_value, new, target, opts)
+                .commit_update(def, &old, &old_value, new, target, endpoint, opts)
                 .await
             {
                 // Lost a race with another write: build again from the newer object. A

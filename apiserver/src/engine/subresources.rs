@@ -4,7 +4,7 @@
 use apimachinery::JsonPointer;
 use serde_json::{Value, json};
 
-use super::{Engine, PatchType, Target, WriteOptions, Written};
+use super::{Endpoint, Engine, PatchType, Target, WriteOptions, Written};
 use crate::kinds::validate;
 use crate::object;
 use crate::registry::ResourceDef;
@@ -135,8 +135,9 @@ impl Engine {
         opts: &WriteOptions,
     ) -> Result<Written, ApiError> {
         has_scale(def)?;
+        let scale = Some(Endpoint::Scale);
         let w = self
-            .update_with(def, namespace, name, Target::Main, opts, |obj| {
+            .update_with(def, namespace, name, Target::Main, scale, opts, |obj| {
                 let scale = changed_scale(scale_of(obj), change)?;
                 scaled(obj, &scale)
             })
@@ -162,7 +163,8 @@ impl Engine {
         }
         let finalizers = body.at("/spec/finalizers").cloned().unwrap_or(json!([]));
         let rv = object::meta_str(body, "resourceVersion");
-        self.update_with(def, "", name, Target::Main, opts, |current| {
+        let endpoint = Some(Endpoint::Finalize);
+        self.update_with(def, "", name, Target::Main, endpoint, opts, |current| {
             let mut obj = current.clone();
             obj["spec"]["finalizers"] = finalizers.clone();
             pin(&mut obj, rv);
