@@ -353,7 +353,9 @@ async fn bootstrap(engine: &Arc<Engine>) -> anyhow::Result<()> {
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         let obj =
             serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-        match engine.create(&def, "", obj, &WriteOptions::default()).await {
+        // kube-apiserver creates these, and is recorded as their manager.
+        let opts = WriteOptions::by("kube-apiserver");
+        match engine.create(&def, "", obj, &opts).await {
             Ok(_) => {}
             Err(e) if e.code == 409 => {}
             Err(e) => return Err(anyhow::anyhow!("creating namespace {ns}: {e}")),

@@ -207,7 +207,7 @@ impl DeploymentController {
                 PatchType::Merge,
                 &patch,
                 Target::Main,
-                &WriteOptions::default(),
+                &WriteOptions::by(super::CONTROLLER_MANAGER),
             )
             .await?;
         Ok(())
@@ -266,7 +266,7 @@ impl DeploymentController {
                 &self.sim.kinds.replica_sets,
                 ns,
                 rs,
-                &WriteOptions::default(),
+                &WriteOptions::by(super::CONTROLLER_MANAGER),
             )
             .await?;
         Ok(())
@@ -548,7 +548,7 @@ impl Reconciler<String> for DeploymentController {
                         PatchType::Merge,
                         &patch,
                         Target::Main,
-                        &WriteOptions::default(),
+                        &WriteOptions::by(super::CONTROLLER_MANAGER),
                     )
                     .await?;
                 return Ok(Requeue::No);
@@ -578,7 +578,7 @@ impl Reconciler<String> for DeploymentController {
                             PatchType::Merge,
                             &patch,
                             Target::Main,
-                            &WriteOptions::default(),
+                            &WriteOptions::by(super::CONTROLLER_MANAGER),
                         )
                         .await?;
                     return Ok(Requeue::No);
@@ -599,7 +599,7 @@ impl Reconciler<String> for DeploymentController {
                     PatchType::Merge,
                     &patch,
                     Target::Status,
-                    &WriteOptions::default(),
+                    &WriteOptions::by(super::CONTROLLER_MANAGER),
                 )
                 .await
             {

@@ -152,7 +152,7 @@ impl EndpointsController {
                 PatchType::Merge,
                 &patch,
                 Target::Main,
-                &WriteOptions::default(),
+                &WriteOptions::by(super::CONTROLLER_MANAGER),
             )
             .await;
         if let Err(e) = res {
@@ -173,7 +173,7 @@ impl EndpointsController {
         desired: Value,
         fields: &[&str],
     ) -> Result<(), SimError> {
-        let opts = WriteOptions::default();
+        let opts = WriteOptions::by(super::CONTROLLER_MANAGER);
         match existing {
             None => match self.sim.engine.create(def, ns, desired, &opts).await {
                 Ok(_) => Ok(()),

@@ -375,7 +375,7 @@ impl Reconciler<String> for Kubelet {
                 PatchType::Merge,
                 &patch,
                 Target::Status,
-                &WriteOptions::default(),
+                &WriteOptions::by(super::KUBELET),
             )
             .await
         {

@@ -189,7 +189,12 @@ impl LoadBalancerController {
         if let Err(e) = self
             .sim
             .engine
-            .create(&self.sim.kinds.events, ns, event, &WriteOptions::default())
+            .create(
+                &self.sim.kinds.events,
+                ns,
+                event,
+                &WriteOptions::by(super::CONTROLLER_MANAGER),
+            )
             .await
         {
             tracing::debug!(service = %key, error = %e, "recording the event failed");
@@ -277,7 +282,7 @@ impl LoadBalancerController {
                 PatchType::Merge,
                 &patch,
                 Target::Status,
-                &WriteOptions::default(),
+                &WriteOptions::by(super::CONTROLLER_MANAGER),
             )
             .await
         {

@@ -25,6 +25,15 @@ mod websocket;
 #[cfg(test)]
 mod tests;
 
+// The field managers the loops write as (`metadata.managedFields`), upstream's names, so
+// ownership reads as in a real cluster to kubectl, Helm and appliers.
+/// kube-controller-manager's loops: deployments, replica sets, endpoints, tokens, services.
+pub(crate) const CONTROLLER_MANAGER: &str = "kube-controller-manager";
+/// The scheduler's bindings.
+pub(crate) const SCHEDULER: &str = "kube-scheduler";
+/// Node and pod status.
+pub(crate) const KUBELET: &str = "kubelet";
+
 use std::future::Future;
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -232,7 +232,7 @@ pub async fn create_nodes(sim: &Sim, specs: &[NodeSpec]) -> Result<(), SimError>
                 def,
                 "",
                 node_object(spec, cidr_base, &sim.config.name),
-                &WriteOptions::default(),
+                &WriteOptions::by(super::KUBELET),
             )
             .await?;
         // Status is a subresource: creation drops it, as for a real kubelet's registration.
@@ -245,7 +245,7 @@ pub async fn create_nodes(sim: &Sim, specs: &[NodeSpec]) -> Result<(), SimError>
                 &spec.name,
                 obj,
                 Target::Status,
-                &WriteOptions::default(),
+                &WriteOptions::by(super::KUBELET),
             )
             .await?;
     }
@@ -266,7 +266,14 @@ async fn edit_node_status(
         edit(&mut obj, &now);
         match sim
             .engine
-            .update(def, "", name, obj, Target::Status, &WriteOptions::default())
+            .update(
+                def,
+                "",
+                name,
+                obj,
+                Target::Status,
+                &WriteOptions::by(super::KUBELET),
+            )
             .await
         {
             Ok(_) => return Ok(()),

@@ -177,7 +177,7 @@ impl Reconciler<String> for ReplicaSetController {
             .map(|c| c.value())
             .filter(is_active)
             .collect();
-        let opts = WriteOptions::default();
+        let opts = WriteOptions::by(super::CONTROLLER_MANAGER);
         let deleting = util::is_deleting(&rs);
         if pods.len() < want && !deleting {
             let template = rs.pointer("/spec/template").cloned().unwrap_or(Value::Null);

@@ -481,7 +481,7 @@ impl Reconciler<PodKey> for Scheduler {
                 }
             }
         };
-        let opts = WriteOptions::default();
+        let opts = WriteOptions::by(super::SCHEDULER);
         match decision {
             Decision::Bind(_) => {
                 let bind = json!({"spec": {"nodeName": node_name}});

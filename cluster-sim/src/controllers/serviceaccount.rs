@@ -207,7 +207,12 @@ impl ServiceAccountController {
         match self
             .sim
             .engine
-            .create(&k.service_accounts, ns, sa, &WriteOptions::default())
+            .create(
+                &k.service_accounts,
+                ns,
+                sa,
+                &WriteOptions::by(super::CONTROLLER_MANAGER),
+            )
             .await
         {
             // Exists already, or the namespace is going away.
@@ -271,7 +276,12 @@ impl ServiceAccountController {
         match self
             .sim
             .engine
-            .create(&k.secrets, ns, secret, &WriteOptions::default())
+            .create(
+                &k.secrets,
+                ns,
+                secret,
+                &WriteOptions::by(super::CONTROLLER_MANAGER),
+            )
             .await
         {
             Err(e) if ![403, 404, 409].contains(&e.code) => Err(e.into()),
@@ -325,7 +335,7 @@ impl ServiceAccountController {
                 name,
                 secret,
                 Target::Main,
-                &WriteOptions::default(),
+                &WriteOptions::by(super::CONTROLLER_MANAGER),
             )
             .await
         {
