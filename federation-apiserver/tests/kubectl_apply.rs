@@ -272,3 +272,30 @@ fn imperative_commands_record_their_managers() {
     let create = &create.unwrap()["fieldsV1"];
     assert!(create["f:spec"].get("f:replicas").is_none(), "{create}");
 }
+
+#[test]
+fn the_example_applies_server_side_with_the_federation_kinds() {
+    let (server, dir) = Server::start(&[]);
+    let k = Kubectl {
+        bin: meridian_e2e::kubectl_path(),
+        kubeconfig: server.kubeconfig.clone(),
+        dir: dir.path().to_path_buf(),
+    };
+    let web = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/web.yaml");
+    let web = web.to_str().unwrap();
+    let out = k.ok(&["apply", "--server-side", "-f", web]);
+    for what in [
+        "namespace/shop serverside-applied",
+        "deployment.apps/web serverside-applied",
+        "service/web serverside-applied",
+        "propagationpolicy.federation.meridian.dev/web serverside-applied",
+    ] {
+        assert!(out.contains(what), "{what} missing:\n{out}");
+    }
+    // Applying it again changes nothing.
+    let before = k.get("deploy/web")["metadata"]["resourceVersion"].clone();
+    k.ok(&["apply", "--server-side", "-f", web]);
+    assert_eq!(k.get("deploy/web")["metadata"]["resourceVersion"], before);
+    let policy = k.get("propagationpolicy/web");
+    assert_eq!(managers(&policy), [("kubectl".into(), "Apply".into())]);
+}
