@@ -78,10 +78,12 @@ pub fn schedule(
     for t in previous.unwrap_or_default() {
         *prev_map.entry(t.cluster.as_str()).or_default() += t.replicas;
     }
+    let resource = plugins::plural(&workload.kind);
     let ctx = Ctx {
         workload,
         placement,
-        resource: plugins::plural(&workload.kind),
+        api: snapshot.api_id(&workload.api_version, &resource),
+        resource,
         previous: prev_map,
         mass_failure_guard: snapshot.mass_failure_guard,
         duplicated: strategy == Strategy::Duplicated,

@@ -75,13 +75,9 @@ impl Filter for ApiEnablement {
     const NAME: &'static str = "APIEnablement";
     fn filter(ctx: &Ctx<'_>, c: &ClusterState) -> FilterResult {
         let gv = &ctx.workload.api_version;
-        // An empty list means discovery has not reported yet (a just-joined cluster), not
-        // that the cluster serves nothing: filtering it would pin first placements elsewhere.
-        let served = c.apis.is_empty()
-            || c.apis
-                .iter()
-                .any(|a| &a.group_version == gv && a.resources.iter().any(|r| r == &ctx.resource));
-        (!served).then(|| {
+        // An unreported list means discovery has not reported yet (a just-joined cluster),
+        // not that the cluster serves nothing: filtering it would pin first placements elsewhere.
+        (!c.apis.serves(ctx.api)).then(|| {
             (
                 Severity::Evict,
                 Reason::KindNotServed {
@@ -192,12 +188,10 @@ impl Filter for ClusterCapacity {
 mod tests {
     use std::collections::BTreeMap;
 
-    use fed_api::cluster::ApiEnablement as Api;
-
     use super::*;
     use crate::types::{
-        ClusterAffinity as Affinity, LabelSelector, PlacementRules, Resources, Taint, Toleration,
-        TolerationOperator, Workload,
+        ClusterAffinity as Affinity, LabelSelector, PlacementRules, Resources, ServedApis, Taint,
+        Toleration, TolerationOperator, Workload,
     };
 
     fn cluster(name: &str) -> ClusterState {
@@ -208,10 +202,8 @@ mod tests {
             zone: Some("eu-1a".into()),
             taints: vec![],
             health: Health::Ready,
-            apis: vec![Api {
-                group_version: "apps/v1".into(),
-                resources: vec!["deployments".into()],
-            }],
+            // Id 0 is the workload's pair (apps/v1 deployments) in these tests' contexts.
+            apis: ServedApis::Ids(vec![0]),
             resources: Ok(Resources {
                 free_cpu_milli: Some(4000),
                 free_memory: Some(8 << 30),
@@ -247,6 +239,7 @@ mod tests {
             workload: w,
             placement: p,
             resource: "deployments".into(),
+            api: Some(0),
             previous: prev.iter().copied().collect(),
             mass_failure_guard: guard,
             duplicated,
@@ -351,17 +344,21 @@ mod tests {
         let c = ctx(&w, &p, &[], false, false);
         assert_eq!(ApiEnablement::filter(&c, &cluster("a")), None);
         let mut other = cluster("b");
-        other.apis = vec![Api {
-            group_version: "apps/v1".into(),
-            resources: vec!["replicasets".into()],
-        }];
+        // Serves another pair only (apps/v1 replicasets, say).
+        other.apis = ServedApis::Ids(vec![1]);
         assert!(matches!(
             ApiEnablement::filter(&c, &other),
             Some((Severity::Evict, Reason::KindNotServed { .. }))
         ));
         // Not yet discovered: not a reason to filter.
-        other.apis.clear();
+        other.apis = ServedApis::Unreported;
         assert_eq!(ApiEnablement::filter(&c, &other), None);
+        // A pair no cluster serves has no id: every reporting cluster filters it.
+        let unserved = Ctx {
+            api: None,
+            ..ctx(&w, &p, &[], false, false)
+        };
+        assert!(ApiEnablement::filter(&unserved, &cluster("a")).is_some());
     }
 
     #[test]

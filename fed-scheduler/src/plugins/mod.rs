@@ -18,6 +18,9 @@ pub(crate) struct Ctx<'a> {
     pub placement: &'a PlacementRules,
     /// Plural resource name the cluster must serve, e.g. `deployments`.
     pub resource: String,
+    /// The snapshot's id of (`workload.api_version`, `resource`); `None` when no cluster
+    /// serves the pair.
+    pub api: Option<u32>,
     /// Previous replicas per cluster.
     pub previous: HashMap<&'a str, u32>,
     pub mass_failure_guard: bool,

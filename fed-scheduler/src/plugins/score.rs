@@ -51,7 +51,7 @@ pub(crate) fn score_all(ctx: &Ctx<'_>, cands: &mut [Candidate<'_>]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{ClusterState, Health, PlacementRules, Workload};
+    use crate::types::{ClusterState, Health, PlacementRules, ServedApis, Workload};
 
     #[test]
     fn score_table() {
@@ -62,7 +62,7 @@ mod tests {
             zone: None,
             taints: vec![],
             health: Health::Ready,
-            apis: vec![],
+            apis: ServedApis::Unreported,
             resources: Err(String::new()),
         };
         let w = Workload::default();
@@ -71,6 +71,7 @@ mod tests {
             workload: &w,
             placement: &p,
             resource: String::new(),
+            api: None,
             previous: Default::default(),
             mass_failure_guard: false,
             duplicated: false,

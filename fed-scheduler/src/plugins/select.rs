@@ -176,7 +176,7 @@ impl SpreadConstraints {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{ClusterState, Health, PlacementRules, Workload};
+    use crate::types::{ClusterState, Health, PlacementRules, ServedApis, Workload};
 
     fn state(name: &str, region: Option<&str>, zone: &str) -> ClusterState {
         ClusterState {
@@ -186,7 +186,7 @@ mod tests {
             zone: Some(zone.into()),
             taints: vec![],
             health: Health::Ready,
-            apis: vec![],
+            apis: ServedApis::Unreported,
             resources: Err(String::new()),
         }
     }
@@ -204,6 +204,7 @@ mod tests {
             workload: &w,
             placement: &p,
             resource: String::new(),
+            api: None,
             previous: Default::default(),
             mass_failure_guard: false,
             duplicated: false,

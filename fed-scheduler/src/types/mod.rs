@@ -20,6 +20,8 @@ pub use fed_api::policy::{
     Toleration, TolerationOperator, WeightRule,
 };
 pub use fed_api::selector::LabelSelector;
+#[cfg(test)]
+pub(crate) use snapshot::ServedApis;
 pub use snapshot::Snapshot;
 pub(crate) use snapshot::{ClusterState, Health, Resources};
 pub use workload::{ContainerRequests, PodRequests, Workload, WorkloadError};
