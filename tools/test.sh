@@ -12,6 +12,13 @@ echo "using etcd at $ETCD ($("$ETCD" --version | head -1))"
 # .cargo/config.toml points cargo at tools/protoc, which would install it on first use; doing
 # it here keeps the install's output out of the build.
 echo "using protoc at $("$root/tools/install-protoc.sh")"
+# Lint gates, before the tests and independent of them: formatting, clippy with warnings as
+# errors, and the offline dependency audit (licenses, sources, bans, workspace dependencies).
+# A failure still lets the tests run and fails the whole at the end.
+lints=0
+cargo fmt --all --check || lints=1
+cargo clippy --workspace --all-targets --locked -- -D warnings || lints=1
+python3 "$root/tools/check-deps.py" || lints=1
 # The container images: built into target/images and checked with skopeo, umoci and runc
 # (root or sudo; installs those from Debian). First, so later tests can run them; a failure
 # there still lets the rest run, and fails the whole at the end.
@@ -23,6 +30,10 @@ cargo check -p fed-api --no-default-features
 cargo build --workspace --bins
 tests=0
 cargo nextest run --workspace --no-fail-fast "$@" || tests=$?
+if [ "$lints" -ne 0 ]; then
+  echo "test.sh: a lint gate failed (cargo fmt --check, cargo clippy -D warnings or tools/check-deps.py; see above)" >&2
+  exit 1
+fi
 if [ "$images" -ne 0 ]; then
   echo "test.sh: the image tests failed (see tools/test-images.sh's output above)" >&2
   exit "$images"
