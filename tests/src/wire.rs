@@ -1,6 +1,7 @@
 //! Blocking clients for the protocols the lb-agents route besides plain HTTP, for
 //! end-to-end checks: a WebSocket client, a UDP request with a deadline, SRV and
-//! client-subnet DNS queries (read with hickory-proto), and an h2c stream read line by line.
+//! client-subnet DNS queries (read with hickory-proto), an h2c stream read line by line, and a
+//! TLS client configuration for the simulated pods' self-signed certificates.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
@@ -185,4 +186,58 @@ pub fn lookup_a_for(
         .filter(|r| r.record_type() == RecordType::A)
         .map(|r| r.data.to_string())
         .collect())
+}
+
+/// A rustls client configuration that accepts any server certificate, with `alpn` offered:
+/// the simulated pods' certificates are self-signed per cluster, and which pod answered is
+/// read from the response, not from the certificate. Signatures are still checked.
+pub fn any_cert_tls_config(alpn: &[&[u8]]) -> rustls::ClientConfig {
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .dangerous()
+        .with_custom_certificate_verifier(std::sync::Arc::new(AnyCert(provider)))
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    config
+}
+
+/// The verifier behind [`any_cert_tls_config`].
+#[derive(Debug)]
+struct AnyCert(std::sync::Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCert {
+    fn verify_server_cert(
+        &self,
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &[rustls::pki_types::CertificateDer<'_>],
+        _: &rustls::pki_types::ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        m: &[u8],
+        c: &rustls::pki_types::CertificateDer<'_>,
+        d: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        m: &[u8],
+        c: &rustls::pki_types::CertificateDer<'_>,
+        d: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
 }
