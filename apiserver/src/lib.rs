@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod bootstrap_policy;
 pub mod cache;
 pub mod discovery;
 pub mod engine;

@@ -60,7 +60,9 @@ fn subject_matches(s: &Value, user: &UserInfo, binding_ns: &str) -> bool {
     let name = s.get("name").and_then(Value::as_str).unwrap_or("");
     match kind {
         "User" => user.name == name,
-        "Group" => user.groups.iter().any(|g| g == name),
+        // Every request that reaches the authorizer is authenticated (anonymous ones are
+        // refused before), so each user is in `system:authenticated`, as upstream.
+        "Group" => name == "system:authenticated" || user.groups.iter().any(|g| g == name),
         "ServiceAccount" => {
             let ns = s
                 .get("namespace")

@@ -161,7 +161,7 @@ pub async fn build_engine_with(
     Ok(engine)
 }
 
-/// Assembles the request handler.
+/// Assembles the request handler, authorizing with RBAC over the engine's cache.
 pub fn api_server(
     engine: Arc<Engine>,
     openapi: Arc<OpenApi>,
@@ -169,12 +169,13 @@ pub fn api_server(
     advertise: String,
     metrics: Arc<Metrics>,
 ) -> Arc<ApiServer> {
+    let authorizer = Arc::new(crate::rbac::RbacAuthorizer::new(engine.cache.clone()));
     Arc::new(ApiServer {
         engine,
         openapi,
         tokens,
         token_sources: Vec::new(),
-        authorizer: None,
+        authorizer: Some(authorizer),
         metrics,
         advertise,
         max_body: DEFAULT_MAX_BODY,

@@ -59,7 +59,8 @@ impl ApiError {
         }
     }
 
-    fn with_target(mut self, plural: &str, group: &str, name: &str) -> Self {
+    /// Names the object the error is about in its `details`, as upstream does.
+    pub fn with_target(mut self, plural: &str, group: &str, name: &str) -> Self {
         self.kind = Some(plural.to_string());
         self.group = (!group.is_empty()).then(|| group.to_string());
         self.name = (!name.is_empty()).then(|| name.to_string());

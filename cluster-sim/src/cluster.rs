@@ -8,7 +8,7 @@ use std::sync::Arc;
 use meridian_apiserver::api::ApiServer;
 use meridian_apiserver::auth::{TokenAuthenticator, UserInfo};
 use meridian_apiserver::cache::TextForm;
-use meridian_apiserver::engine::{Engine, WriteOptions};
+use meridian_apiserver::engine::Engine;
 use meridian_apiserver::pki::Authority;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
@@ -102,6 +102,7 @@ impl SimCluster {
         )
         .await?;
         meridian_apiserver::system_namespaces::ensure(&engine).await?;
+        meridian_apiserver::bootstrap_policy::ensure(&engine).await?;
         let openapi = shared.schemas.openapi.clone();
         let ca = Authority::generate()?;
         let serving = ca.serving_cert(&[])?;
@@ -149,7 +150,6 @@ impl SimCluster {
             max_body: meridian_apiserver::api::DEFAULT_MAX_BODY,
             version: spec.kubernetes_version.clone(),
         });
-        bootstrap(&engine).await?;
         controllers::create_nodes(&sim, &node_specs(&spec)).await?;
         if !pods.api_only {
             controllers::start(sim.clone());
@@ -341,27 +341,6 @@ async fn gate(faults: &Faults) {
         }
         return;
     }
-}
-
-/// The namespaces every Kubernetes cluster starts with.
-async fn bootstrap(engine: &Arc<Engine>) -> anyhow::Result<()> {
-    let def = engine
-        .registry
-        .lookup("", "v1", "namespaces")
-        .cloned()
-        .ok_or_else(|| anyhow::anyhow!("member registry lacks namespaces"))?;
-    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-        let obj =
-            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-        // kube-apiserver creates these, and is recorded as their manager.
-        let opts = WriteOptions::by("kube-apiserver");
-        match engine.create(&def, "", obj, &opts).await {
-            Ok(_) => {}
-            Err(e) if e.code == 409 => {}
-            Err(e) => return Err(anyhow::anyhow!("creating namespace {ns}: {e}")),
-        }
-    }
-    Ok(())
 }
 
 /// The nodes of a cluster spec, named `{cluster}-node-{i}`.

@@ -239,6 +239,7 @@ pub async fn start(
         meridian_apiserver::server::build_engine(registry, store.clone(), args.watch_history)
             .await?;
     meridian_apiserver::system_namespaces::ensure(&engine).await?;
+    meridian_apiserver::bootstrap_policy::ensure(&engine).await?;
     let listener =
         meridian_apiserver::server::bind(SocketAddr::new(args.bind_address, args.secure_port))
             .await?;

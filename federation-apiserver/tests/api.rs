@@ -685,6 +685,20 @@ async fn client_certificates_authenticate() {
         .unwrap();
     let client = kube::Client::try_from(cfg).unwrap();
     let nss: Api<Namespace> = Api::all(client);
+    // Authenticated (a 403, not a 401) but bound to nothing yet.
+    let refused = nss.list(&ListParams::default()).await.unwrap_err();
+    assert_eq!(api_error(refused).code, 403);
+    // The certificate's organisation is the user's group: binding it grants the request.
+    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "team-a-view"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "team-a"}],
+    }))
+    .unwrap();
+    Api::all(server.client().await)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
     nss.list(&ListParams::default())
         .await
         .expect("client certificate accepted");

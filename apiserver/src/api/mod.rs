@@ -297,7 +297,13 @@ impl ApiServer {
                 path: String::new(),
             };
             if let Err(msg) = authz.authorize(user, &attrs) {
-                return (error_response(&ApiError::forbidden(msg)), verb, resource);
+                // As upstream, the refusal names the resource it was about in `details`.
+                let refusal = ApiError::forbidden(msg).with_target(
+                    &resource,
+                    rp.def.group,
+                    rp.name.unwrap_or(""),
+                );
+                return (error_response(&refusal), verb, resource);
             }
         }
         let resp = match self.dispatch(req, &rp, q).await {
