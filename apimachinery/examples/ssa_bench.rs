@@ -4,6 +4,9 @@
 //!
 //! `cargo run --release -p apimachinery --example ssa_bench [iterations]`
 
+// A bench aborts on the first failure: unwrapping is its error handling.
+#![allow(clippy::unwrap_used)]
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

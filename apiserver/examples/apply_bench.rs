@@ -10,6 +10,9 @@
 //!     [--seconds 10] [--objects 1000] [--rounds 2]
 //! ```
 
+// A bench aborts on the first failure: unwrapping is its error handling.
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

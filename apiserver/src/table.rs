@@ -12,9 +12,12 @@ use crate::status::ApiError;
 /// asks for to sort by any field.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum IncludeObject {
+    /// Cells only.
     None,
+    /// The object's metadata, as a PartialObjectMetadata.
     #[default]
     Metadata,
+    /// The whole object.
     Object,
 }
 

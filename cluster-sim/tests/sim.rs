@@ -1,5 +1,8 @@
 //! End-to-end: the real `cluster-sim` binary driven by kube-rs and kubectl 1.37.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};

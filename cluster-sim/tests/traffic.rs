@@ -5,6 +5,9 @@
 //! Tests of this crate run in parallel processes that may hand out the same pod addresses,
 //! so every test uses its own container port.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;

@@ -20,6 +20,9 @@
 //! `--rounds 0 --samples 0` measures memory only. `--controller-env KEY=VALUE` (repeatable) sets environment variables of the controller
 //! process only, e.g. `MALLOC_ARENA_MAX=2`.
 
+// A bench aborts on the first failure: unwrapping is its error handling.
+#![allow(clippy::unwrap_used)]
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

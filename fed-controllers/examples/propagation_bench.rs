@@ -39,6 +39,9 @@
 //! cargo run --release -p fed-controllers --example propagation_bench -- --clusters 100 --deployments 10000 --rate 500
 //! ```
 
+// A bench aborts on the first failure: unwrapping is its error handling.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -2,6 +2,9 @@
 //! watches, say) and other clients for the same member share one HTTP/2 connection, the bearer token and the endpoint's path
 //! prefix are applied, an HTTP/1.1-only member still works, and a foreign CA is refused.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -12,6 +12,9 @@
 //!
 //! etcd is `$ETCD` or what `tools/install-etcd.sh` installs; `etcdctl` sits beside it.
 
+// A bench aborts on the first failure: unwrapping is its error handling.
+#![allow(clippy::unwrap_used)]
+
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -15,6 +15,9 @@
 //! MALLOC_ARENA_MAX=2 target/release/examples/fleet_memory_bench   # the child inherits the environment
 //! ```
 
+// A bench aborts on the first failure: unwrapping is its error handling.
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -1,6 +1,9 @@
 //! The API server on etcd (`--storage-backend etcd`): objects live in etcd under the prefix,
 //! survive the server, are shared by two servers, and `/readyz` follows etcd's reachability.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::Duration;

@@ -1,5 +1,8 @@
 //! Events expire after `--event-ttl`, counted from the newest time they record.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::{Duration, Instant};

@@ -1,5 +1,8 @@
 //! End-to-end: kubectl 1.37 (installed by tools/install-kubectl.sh) against the real server.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::io::{BufRead, BufReader};

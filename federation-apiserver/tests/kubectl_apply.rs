@@ -3,6 +3,9 @@
 //! `--force-conflicts`, field removal, the client-side to server-side migration,
 //! `--show-managed-fields` and `kubectl diff --server-side`.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::path::PathBuf;

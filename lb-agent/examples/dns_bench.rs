@@ -15,6 +15,9 @@
 //! Options: `--rounds N` (default 5), `--sockets N` (4), `--window N` (64 outstanding
 //! queries per socket).
 
+// A bench aborts on the first failure: unwrapping is its error handling.
+#![allow(clippy::unwrap_used)]
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -211,6 +211,7 @@ where
 /// Why a response body from upstream ended early.
 #[derive(Debug, thiserror::Error)]
 pub enum BodyError {
+    /// The upstream connection failed while the body was read.
     #[error(transparent)]
     Upstream(#[from] hyper::Error),
     /// HTTP/2 streams outlive their connection's driver future (hyper finishes them on its

@@ -2,6 +2,9 @@
 //! ConfigMap and the local EndpointSlices, ignores Meridian's own slices, and keeps the last
 //! good configuration when the ConfigMap turns invalid.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::sync::Arc;

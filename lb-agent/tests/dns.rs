@@ -3,6 +3,9 @@
 //! NXDOMAIN vs NODATA, the apex, truncation and TCP retry, and views published while
 //! serving.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;

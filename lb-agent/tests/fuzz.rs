@@ -11,6 +11,9 @@
 //!   out of the zone, record types, EDNS with Client Subnet) and bytes mutated from them
 //!   always get a response hickory reads, with the query's ID and question.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 use std::convert::Infallible;
 use std::net::IpAddr;
 

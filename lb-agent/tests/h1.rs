@@ -4,6 +4,9 @@
 //! Upgrade forwarded on the lean path, and the hand-over to hyper for `Expect` and the h2c
 //! preface.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::convert::Infallible;

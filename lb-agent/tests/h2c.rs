@@ -2,6 +2,9 @@
 //! its Host-routed listener, to an h2c backend; long (gRPC-style) streams outlive the
 //! backend's draining.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::net::SocketAddr;

@@ -2,6 +2,9 @@
 //! connection closed with nothing reaching a backend, the head limits (431, 414), slow
 //! and idle clients, the connection cap, and the outlier-ejection cap.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::net::SocketAddr;

@@ -5,6 +5,9 @@
 //! backends, traffic policies in proxy choices, a dedicated address, and TLS terminated
 //! with a Service's own certificate.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::collections::BTreeMap;

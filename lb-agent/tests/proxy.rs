@@ -2,6 +2,9 @@
 //! fallback through a second agent, TCP through listen ports and the peer protocol, loop
 //! prevention, failover without failed requests, draining and outlier ejection.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::sync::Arc;

@@ -1,5 +1,8 @@
 //! The conformance suite run against `EmbeddedStore`, plus its durability and group-commit tests.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 #[macro_use]
 mod common;
 

@@ -4,6 +4,9 @@
 //! (killed when the test ends). The binary is `$ETCD`, or what `tools/install-etcd.sh`
 //! installs; without one the tests fail.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 #[macro_use]
 mod common;
 

@@ -4,6 +4,9 @@
 //! weighted shares, geo by the client's subnet (from `meridian-client-subnets`, through EDNS
 //! Client Subnet), and back to nearest.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -5,6 +5,9 @@
 //! fails under load through sim-3 — no HTTP request, TLS connection or UDP exchange fails,
 //! and a broken WebSocket is open again within 3 s.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};

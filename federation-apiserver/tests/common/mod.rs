@@ -1,6 +1,8 @@
 //! Test harness: starts the real `federation-apiserver` binary on a loopback port and gives
 //! kube-rs clients and kubectl invocations pointed at it.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};

@@ -1,5 +1,8 @@
 //! Test fixtures: small HTTP and TCP backends on loopback, agents driven through their
 //! input channel, a plain HTTP client and condition waits.
+
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;

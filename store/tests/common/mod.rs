@@ -3,6 +3,8 @@
 //! Revisions are checked relative to the store's revision when the test starts: a fresh
 //! embedded or memory store starts at 0, a fresh etcd at 1.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
 #![allow(dead_code)] // Each test binary uses its own part of the helpers.
 
 use std::any::Any;
