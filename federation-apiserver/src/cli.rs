@@ -16,6 +16,9 @@ use meridian_apiserver::pki::{self, Authority};
 #[derive(Parser, Debug, Clone)]
 #[command(name = "federation-apiserver", version)]
 pub struct Args {
+    /// Logging.
+    #[command(flatten)]
+    pub log: meridian_runtime::telemetry::LogArgs,
     /// Port to serve HTTPS on (0 picks a free port).
     #[arg(long, env = "MERIDIAN_SECURE_PORT", default_value_t = 6443)]
     pub secure_port: u16,
