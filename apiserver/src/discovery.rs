@@ -177,7 +177,13 @@ mod tests {
                 "apps",
                 "discovery.k8s.io",
                 "coordination.k8s.io",
-                "rbac.authorization.k8s.io"
+                "rbac.authorization.k8s.io",
+                "batch",
+                "networking.k8s.io",
+                "policy",
+                "autoscaling",
+                "scheduling.k8s.io",
+                "storage.k8s.io",
             ]
         );
         let rbac = api_group(&reg, "rbac.authorization.k8s.io").unwrap();
@@ -187,7 +193,7 @@ mod tests {
             "rbac.authorization.k8s.io/v1"
         );
         assert!(api_group(&reg, "").is_none());
-        assert!(api_group(&reg, "batch").is_none());
+        assert!(api_group(&reg, "flowcontrol.apiserver.k8s.io").is_none());
         let api = api_versions("10.0.0.1:6443");
         assert_eq!(
             api["serverAddressByClientCIDRs"][0]["serverAddress"],

@@ -54,11 +54,31 @@ fn column_definitions(def: &ResourceDef) -> Vec<Value> {
             "priority": c.priority, "description": c.description,
         }));
     }
-    cols.push(json!({
-        "name": "Age", "type": "string", "format": "", "priority": 0,
-        "description": "Time since the object was created.",
-    }));
+    if !places_age(def) {
+        cols.push(json!({
+            "name": "Age", "type": "string", "format": "", "priority": 0,
+            "description": "Time since the object was created.",
+        }));
+    }
     cols
+}
+
+/// Whether the kind's own columns place AGE (upstream prints it before the wide columns,
+/// or, for a ResourceQuota, right after the name); otherwise it comes last.
+fn places_age(def: &ResourceDef) -> bool {
+    def.columns.iter().any(|c| c.name == AGE)
+}
+
+/// The title of the age column.
+pub const AGE: &str = "Age";
+
+/// The AGE cell of an object.
+pub fn age_cell(obj: &Value) -> Value {
+    Value::from(
+        object::meta_str(obj, "creationTimestamp")
+            .map(object::age)
+            .unwrap_or_else(|| "<unknown>".into()),
+    )
 }
 
 /// One row for one object.
@@ -67,11 +87,9 @@ pub fn row(def: &ResourceDef, obj: &Value, include: IncludeObject) -> Value {
     for c in &def.columns {
         cells.push((c.cell)(obj));
     }
-    cells.push(Value::from(
-        object::meta_str(obj, "creationTimestamp")
-            .map(object::age)
-            .unwrap_or_else(|| "<unknown>".into()),
-    ));
+    if !places_age(def) {
+        cells.push(age_cell(obj));
+    }
     let object = match include {
         IncludeObject::None => return json!({ "cells": cells }),
         IncludeObject::Metadata => json!({

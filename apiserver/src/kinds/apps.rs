@@ -14,6 +14,12 @@ use crate::status::Cause;
 /// Pod-spec defaults kubectl users see on a real cluster.
 pub fn default_pod_spec(spec: &mut Value) {
     default_at(spec, &["restartPolicy"], json!("Always"));
+    default_pod_spec_but_restart(spec);
+}
+
+/// The pod-spec defaults other than `restartPolicy`, which a Job's template must state
+/// itself (there is no default that is valid for it).
+pub fn default_pod_spec_but_restart(spec: &mut Value) {
     default_at(spec, &["terminationGracePeriodSeconds"], json!(30));
     default_at(spec, &["dnsPolicy"], json!("ClusterFirst"));
     default_at(spec, &["securityContext"], json!({}));
@@ -48,20 +54,32 @@ pub fn default_pod_spec(spec: &mut Value) {
     }
 }
 
-/// Validates `spec.template` of a workload at `field` (e.g. `spec.template`).
+/// Validates `spec.template` of a workload whose pods restart `Always`.
 pub fn validate_template(obj: &Value, errs: &mut Vec<Cause>) {
-    let Some(tpl) = obj.at("/spec/template") else {
-        errs.push(required("spec.template"));
+    validate_pod_template(obj.at("/spec/template"), "spec.template", &["Always"], errs);
+}
+
+/// Validates a pod template found at `field` (e.g. `spec.jobTemplate.spec.template`):
+/// its containers, their ports, and a `restartPolicy` among `restart` (the first being
+/// the only one allowed when it is `Always`; otherwise it must be stated).
+pub fn validate_pod_template(
+    tpl: Option<&Value>,
+    field: &str,
+    restart: &[&str],
+    errs: &mut Vec<Cause>,
+) {
+    let Some(tpl) = tpl else {
+        errs.push(required(field));
         return;
     };
     let containers = tpl.at("/spec/containers").and_then(Value::as_array);
     match containers {
-        None => errs.push(required("spec.template.spec.containers")),
-        Some(cs) if cs.is_empty() => errs.push(required("spec.template.spec.containers")),
+        None => errs.push(required(&format!("{field}.spec.containers"))),
+        Some(cs) if cs.is_empty() => errs.push(required(&format!("{field}.spec.containers"))),
         Some(cs) => {
             let mut names = HashSet::new();
             for (i, c) in cs.iter().enumerate() {
-                let f = |x: &str| format!("spec.template.spec.containers[{i}].{x}");
+                let f = |x: &str| format!("{field}.spec.containers[{i}].{x}");
                 match c.get("name").and_then(Value::as_str) {
                     None | Some("") => errs.push(required(&f("name"))),
                     Some(n) => {
@@ -89,7 +107,7 @@ pub fn validate_template(obj: &Value, errs: &mut Vec<Cause>) {
                     .flatten()
                     .enumerate()
                 {
-                    let pf = |x: &str| format!("spec.template.spec.containers[{i}].ports[{j}].{x}");
+                    let pf = |x: &str| format!("{field}.spec.containers[{i}].ports[{j}].{x}");
                     match p.get("containerPort").and_then(Value::as_i64) {
                         Some(n) if (1..=65535).contains(&n) => {}
                         Some(_) => errs.push(invalid(
@@ -117,19 +135,29 @@ pub fn validate_template(obj: &Value, errs: &mut Vec<Cause>) {
             }
         }
     }
-    if let Some(rp) = tpl.at("/spec/restartPolicy")
-        && rp.as_str() != Some("Always")
-    {
-        errs.push(not_supported(
-            "spec.template.spec.restartPolicy",
-            rp,
-            &["Always"],
-        ));
+    let rp = tpl.at("/spec/restartPolicy");
+    let field = format!("{field}.spec.restartPolicy");
+    match rp {
+        Some(v) if !v.as_str().is_some_and(|p| restart.contains(&p)) => {
+            errs.push(not_supported(&field, v, restart))
+        }
+        None if restart != ["Always"] => errs.push(Cause {
+            message: format!(
+                "Required value: valid values: {}",
+                restart
+                    .iter()
+                    .map(|r| format!("\"{r}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            ..required(&field)
+        }),
+        _ => {}
     }
 }
 
 /// Validates the selector and that it matches the template labels.
-fn validate_selector(obj: &Value, errs: &mut Vec<Cause>) {
+pub fn validate_selector(obj: &Value, errs: &mut Vec<Cause>) {
     let Some(sel) = obj.at("/spec/selector") else {
         errs.push(required("spec.selector"));
         return;
@@ -163,7 +191,9 @@ fn validate_selector(obj: &Value, errs: &mut Vec<Cause>) {
     }
 }
 
-fn validate_workload(o: &Value, old: Option<&Value>) -> Vec<Cause> {
+/// The rules every `apps/v1` workload shares: metadata, replicas, selector matching the
+/// template, the template itself, and an immutable selector.
+pub fn validate_workload(o: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut errs = validate::metadata(o, NameRule::Subdomain, true);
     errs.extend(validate::min_int(o, "/spec/replicas", "spec.replicas", 0));
     errs.extend(validate::min_int(
@@ -258,9 +288,16 @@ fn default_replicaset(o: &mut Value) {
     }
 }
 
-fn images(o: &Value, field: &str) -> Value {
+/// The `field` (`name` or `image`) of each container of the template at `/spec/template`.
+pub fn images(o: &Value, field: &str) -> Value {
+    template_images(o, "/spec/template", field)
+}
+
+/// The `field` of each container of the pod template at `template` (a JSON pointer),
+/// comma-separated, as kubectl's wide columns show them.
+pub fn template_images(o: &Value, template: &str, field: &str) -> Value {
     let v: Vec<&str> = o
-        .at("/spec/template/spec/containers")
+        .at(&format!("{template}/spec/containers"))
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -269,7 +306,8 @@ fn images(o: &Value, field: &str) -> Value {
     Value::from(v.join(","))
 }
 
-fn selector_string(o: &Value) -> Value {
+/// `spec.selector` as a label-selector string.
+pub fn selector_string(o: &Value) -> Value {
     let sel = o.at("/spec/selector").cloned().unwrap_or(Value::Null);
     match apimachinery::selector::LabelSelector::from_json(&sel) {
         Ok(s) => Value::from(s.to_string()),
@@ -277,7 +315,8 @@ fn selector_string(o: &Value) -> Value {
     }
 }
 
-fn wide_columns() -> Vec<Column> {
+/// The `-o wide` columns of a workload: containers, images, selector.
+pub fn wide_columns() -> Vec<Column> {
     vec![
         Column {
             name: "Containers",

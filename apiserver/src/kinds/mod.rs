@@ -4,10 +4,17 @@
 //! its choice.
 
 pub mod apps;
+pub mod batch;
 pub mod core;
 pub mod endpoints;
+pub mod networking;
+pub mod policy;
+pub mod quota;
 pub mod rbac;
+pub mod scheduling;
+pub mod storage;
 pub mod validate;
+pub mod workloads;
 
 use apimachinery::JsonPointer;
 use serde_json::Value;
@@ -30,6 +37,23 @@ pub fn builtin() -> Vec<ResourceDef> {
         core::leases(),
     ];
     defs.extend(rbac::rbac_kinds());
+    defs.extend([
+        storage::persistent_volume_claims(),
+        quota::resource_quotas(),
+        quota::limit_ranges(),
+        workloads::statefulsets(),
+        workloads::daemonsets(),
+        workloads::controller_revisions(),
+        batch::jobs(),
+        batch::cronjobs(),
+        networking::ingresses(),
+        networking::ingress_classes(),
+        networking::network_policies(),
+        policy::pod_disruption_budgets(),
+        policy::horizontal_pod_autoscalers(),
+        scheduling::priority_classes(),
+        storage::storage_classes(),
+    ]);
     defs
 }
 
@@ -60,6 +84,36 @@ pub fn reference_at(obj: &Value, pointer: &str) -> Value {
         field("kind").to_lowercase(),
         field("name")
     ))
+}
+
+/// The AGE column at the place a kind's upstream table has it (by default it comes last).
+pub fn age_column() -> crate::registry::Column {
+    crate::registry::Column {
+        name: crate::table::AGE,
+        type_: "string",
+        format: "",
+        description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
+        priority: 0,
+        cell: crate::table::age_cell,
+    }
+}
+
+/// A column of `kubectl get` output at priority 0 (`wide` false) or 1 (`wide` true).
+pub fn column(
+    name: &'static str,
+    type_: &'static str,
+    description: &'static str,
+    wide: bool,
+    cell: fn(&Value) -> Value,
+) -> crate::registry::Column {
+    crate::registry::Column {
+        name,
+        type_,
+        format: "",
+        description,
+        priority: u8::from(wide),
+        cell,
+    }
 }
 
 /// Hooks made of plain functions, for kinds with simple rules.

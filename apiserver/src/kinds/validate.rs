@@ -228,3 +228,67 @@ pub fn immutable(obj: &Value, old: &Value, pointer: &str, field: &str) -> Option
     let (a, b) = (obj.at(pointer), old.at(pointer));
     (a != b).then(|| invalid(field, a.unwrap_or(&Value::Null), "field is immutable"))
 }
+
+/// Whether the object at `pointer` differs between `obj` and `old` in any field but
+/// `mutable` (for kinds whose spec is fixed after creation but for a few fields).
+pub fn changed_except(obj: &Value, old: &Value, pointer: &str, mutable: &[&str]) -> bool {
+    let strip = |v: Option<&Value>| {
+        let mut m = v.and_then(Value::as_object).cloned().unwrap_or_default();
+        m.retain(|k, _| !mutable.contains(&k.as_str()));
+        m
+    };
+    strip(obj.at(pointer)) != strip(old.at(pointer))
+}
+
+/// Validates an int-or-string at `pointer`: a non-negative integer or a percentage
+/// (`"25%"`), as PodDisruptionBudgets and rolling updates take.
+pub fn int_or_percent(obj: &Value, pointer: &str, field: &str) -> Option<Cause> {
+    let v = obj.at(pointer)?;
+    let ok = match v {
+        Value::Number(n) => n.as_i64().is_some_and(|n| n >= 0),
+        Value::String(s) => s
+            .strip_suffix('%')
+            .and_then(|p| p.parse::<u32>().ok())
+            .is_some(),
+        _ => false,
+    };
+    (!ok).then(|| {
+        invalid(
+            field,
+            v,
+            "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')",
+        )
+    })
+}
+
+/// Validates a quantity (`"500m"`, `"1Gi"`) at `field`.
+pub fn quantity(value: &Value, field: &str) -> Option<Cause> {
+    let ok = match value {
+        Value::String(s) => apimachinery::quantity::parse_quantity(s).is_ok(),
+        Value::Number(_) => true,
+        _ => false,
+    };
+    (!ok).then(|| {
+        invalid(
+            field,
+            value,
+            "must match the regex ^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$",
+        )
+    })
+}
+
+/// Validates each value of the quantity map at `pointer` (e.g. a quota's `spec.hard`).
+pub fn quantities(obj: &Value, pointer: &str, field: &str) -> Vec<Cause> {
+    obj.at(pointer)
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| quantity(v, &format!("{field}[{k}]")))
+        .collect()
+}
+
+/// Validates a port number at `field` (1 to 65535).
+pub fn port(value: &Value, field: &str) -> Option<Cause> {
+    let ok = value.as_i64().is_some_and(|n| (1..=65535).contains(&n));
+    (!ok).then(|| invalid(field, value, "must be between 1 and 65535, inclusive"))
+}

@@ -45,7 +45,8 @@ fn index_lists_served_group_versions() {
         assert_eq!(url, format!("/openapi/v3/{gv}?hash={hash}"));
     }
     assert!(api.v3_doc("/openapi/v3/apis/apps/v1").is_some());
-    assert!(api.v3_doc("apis/batch/v1").is_none());
+    assert!(api.v3_doc("apis/batch/v1").is_some());
+    assert!(api.v3_doc("apis/flowcontrol.apiserver.k8s.io/v1").is_none());
 }
 
 #[test]
@@ -106,8 +107,9 @@ fn apps_document_serves_deployments() {
             }
         }
     }
-    // deployments and replicasets: item, status and scale each.
-    assert_eq!(patches, 6);
+    // deployments, replicasets and statefulsets: item, status and scale each; daemonsets:
+    // item and status; controllerrevisions: item.
+    assert_eq!(patches, 12);
     let item = &apps["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"];
     assert_eq!(
         item["patch"]["operationId"],

@@ -1,0 +1,385 @@
+//! `policy/v1` PodDisruptionBudget and `autoscaling/v2` HorizontalPodAutoscaler: the
+//! availability and scaling policies a chart ships beside its workload.
+
+use apimachinery::JsonPointer;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use serde_json::{Value, json};
+
+use super::validate::{self, NameRule, invalid, not_supported, required};
+use super::{FnHooks, column, default_at, int_at, no_default, no_prepare, typed};
+use crate::registry::ResourceDef;
+use crate::status::Cause;
+
+fn validate_pdb(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
+    let mut errs = validate::metadata(o, NameRule::Subdomain, true);
+    let min = o.at("/spec/minAvailable");
+    let max = o.at("/spec/maxUnavailable");
+    if min.is_some() && max.is_some() {
+        errs.push(invalid(
+            "spec",
+            o.get("spec").unwrap_or(&Value::Null),
+            "minAvailable and maxUnavailable cannot be both set",
+        ));
+    }
+    errs.extend(validate::int_or_percent(
+        o,
+        "/spec/minAvailable",
+        "spec.minAvailable",
+    ));
+    errs.extend(validate::int_or_percent(
+        o,
+        "/spec/maxUnavailable",
+        "spec.maxUnavailable",
+    ));
+    if let Some(sel) = o.at("/spec/selector") {
+        errs.extend(validate::label_selector(sel, "spec.selector"));
+    }
+    if let Some(p) = o.at("/spec/unhealthyPodEvictionPolicy")
+        && !matches!(p.as_str(), Some("IfHealthyBudget" | "AlwaysAllow"))
+    {
+        errs.push(not_supported(
+            "spec.unhealthyPodEvictionPolicy",
+            p,
+            &["AlwaysAllow", "IfHealthyBudget"],
+        ));
+    }
+    errs
+}
+
+fn int_or_string_cell(o: &Value, pointer: &str) -> Value {
+    Value::from(match o.at(pointer) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => "N/A".to_string(),
+    })
+}
+
+/// `policy/v1` PodDisruptionBudget: `status` subresource.
+pub fn pod_disruption_budgets() -> ResourceDef {
+    let mut d = ResourceDef::new(
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        true,
+        FnHooks {
+            default: no_default,
+            validate: validate_pdb,
+            check_types: typed::<PodDisruptionBudget>,
+            prepare_create: no_prepare,
+        },
+    );
+    d.short_names = &["pdb"];
+    d.definition = "io.k8s.api.policy.v1.PodDisruptionBudget";
+    d.status_subresource = true;
+    d.tracks_generation = true;
+    d.columns = vec![
+        column(
+            "Min Available",
+            "string",
+            "The minimum number of pods that must be available.",
+            false,
+            |o| int_or_string_cell(o, "/spec/minAvailable"),
+        ),
+        column(
+            "Max Unavailable",
+            "string",
+            "The maximum number of pods that may be unavailable.",
+            false,
+            |o| int_or_string_cell(o, "/spec/maxUnavailable"),
+        ),
+        column(
+            "Allowed Disruptions",
+            "integer",
+            "Calculated number of pods that may be disrupted at this time.",
+            false,
+            |o| int_at(o, "/status/disruptionsAllowed"),
+        ),
+    ];
+    d
+}
+
+fn default_hpa(o: &mut Value) {
+    default_at(o, &["spec", "minReplicas"], json!(1));
+    // No metrics: scale on CPU at 80% of requests, as the v1 API did.
+    let empty = o
+        .at("/spec/metrics")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty);
+    if empty && let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.insert(
+            "metrics".into(),
+            json!([{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 80}}}]),
+        );
+    }
+    // Scaling rules are filled in only when the user gave a behavior.
+    if o.at("/spec/behavior").is_some_and(Value::is_object) {
+        default_at(
+            o,
+            &["spec", "behavior", "scaleUp", "stabilizationWindowSeconds"],
+            json!(0),
+        );
+        default_at(
+            o,
+            &["spec", "behavior", "scaleUp", "selectPolicy"],
+            json!("Max"),
+        );
+        default_at(
+            o,
+            &["spec", "behavior", "scaleUp", "policies"],
+            json!([{"type": "Pods", "value": 4, "periodSeconds": 15},
+                   {"type": "Percent", "value": 100, "periodSeconds": 15}]),
+        );
+        default_at(
+            o,
+            &["spec", "behavior", "scaleDown", "selectPolicy"],
+            json!("Max"),
+        );
+        default_at(
+            o,
+            &["spec", "behavior", "scaleDown", "policies"],
+            json!([{"type": "Percent", "value": 100, "periodSeconds": 15}]),
+        );
+    }
+}
+
+const METRIC_TYPES: &[&str] = &[
+    "ContainerResource",
+    "External",
+    "Object",
+    "Pods",
+    "Resource",
+];
+
+fn validate_hpa(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
+    let mut errs = validate::metadata(o, NameRule::Subdomain, true);
+    for f in ["kind", "name"] {
+        if o.at(&format!("/spec/scaleTargetRef/{f}"))
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            errs.push(required(&format!("spec.scaleTargetRef.{f}")));
+        }
+    }
+    let min = o.at("/spec/minReplicas").and_then(Value::as_i64);
+    match o.at("/spec/maxReplicas") {
+        None => errs.push(required("spec.maxReplicas")),
+        Some(v) => match v.as_i64() {
+            Some(max) if max < 1 => {
+                errs.push(invalid("spec.maxReplicas", v, "must be greater than 0"))
+            }
+            Some(max) if min.is_some_and(|m| m > max) => errs.push(invalid(
+                "spec.maxReplicas",
+                v,
+                "must be greater than or equal to `minReplicas`",
+            )),
+            _ => {}
+        },
+    }
+    if let Some(m) = o.at("/spec/minReplicas")
+        && m.as_i64().is_some_and(|n| n < 1)
+    {
+        errs.push(invalid(
+            "spec.minReplicas",
+            m,
+            "must be greater than or equal to 1",
+        ));
+    }
+    for (i, m) in o
+        .at("/spec/metrics")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let ty = m.get("type").unwrap_or(&Value::Null);
+        if !ty.as_str().is_some_and(|t| METRIC_TYPES.contains(&t)) {
+            errs.push(not_supported(
+                &format!("spec.metrics[{i}].type"),
+                ty,
+                METRIC_TYPES,
+            ));
+        }
+    }
+    for dir in ["scaleUp", "scaleDown"] {
+        errs.extend(validate::min_int(
+            o,
+            &format!("/spec/behavior/{dir}/stabilizationWindowSeconds"),
+            &format!("spec.behavior.{dir}.stabilizationWindowSeconds"),
+            0,
+        ));
+    }
+    errs
+}
+
+/// `current/target` for each metric, as kubectl prints HPA targets.
+fn hpa_targets(o: &Value) -> Value {
+    let metrics = o.at("/spec/metrics").and_then(Value::as_array);
+    let current = o.at("/status/currentMetrics").and_then(Value::as_array);
+    let mut out = Vec::new();
+    for (i, m) in metrics.into_iter().flatten().enumerate() {
+        let ty = m.get("type").and_then(Value::as_str).unwrap_or("");
+        let key = match ty {
+            "Resource" => "resource",
+            "ContainerResource" => "containerResource",
+            "Pods" => "pods",
+            "Object" => "object",
+            "External" => "external",
+            _ => "",
+        };
+        let target = m.get(key).and_then(|s| s.get("target"));
+        let cur = current
+            .and_then(|c| c.get(i))
+            .and_then(|c| c.get(key))
+            .and_then(|s| s.get("current"));
+        let (want, have) = match target.and_then(|t| t.get("averageUtilization")) {
+            Some(u) => (
+                format!("{u}%"),
+                cur.and_then(|c| c.get("averageUtilization"))
+                    .map(|u| format!("{u}%")),
+            ),
+            None => {
+                let field = |v: Option<&Value>| {
+                    v.and_then(|t| t.get("averageValue").or(t.get("value")))
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                };
+                (field(target).unwrap_or_default(), field(cur))
+            }
+        };
+        let have = have.unwrap_or_else(|| "<unknown>".into());
+        let name = if ty == "Resource" || ty == "ContainerResource" {
+            m.get(key)
+                .and_then(|s| s.get("name"))
+                .and_then(Value::as_str)
+                .map(|n| format!("{n}: "))
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        out.push(format!("{name}{have}/{want}"));
+    }
+    Value::from(if out.is_empty() {
+        "<none>".to_string()
+    } else {
+        out.join(", ")
+    })
+}
+
+/// `autoscaling/v2` HorizontalPodAutoscaler: `status` subresource, category `all`.
+/// `autoscaling/v1` is not served: the engine keeps one version per resource.
+pub fn horizontal_pod_autoscalers() -> ResourceDef {
+    let mut d = ResourceDef::new(
+        "autoscaling",
+        "v2",
+        "HorizontalPodAutoscaler",
+        "horizontalpodautoscalers",
+        "horizontalpodautoscaler",
+        true,
+        FnHooks {
+            default: default_hpa,
+            validate: validate_hpa,
+            check_types: typed::<HorizontalPodAutoscaler>,
+            prepare_create: no_prepare,
+        },
+    );
+    d.short_names = &["hpa"];
+    d.categories = &["all"];
+    d.definition = "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler";
+    d.status_subresource = true;
+    d.tracks_generation = true;
+    d.columns = vec![
+        column(
+            "Reference",
+            "string",
+            "The reference to the autoscaled resource.",
+            false,
+            |o| super::reference_at(o, "/spec/scaleTargetRef"),
+        ),
+        column(
+            "Targets",
+            "string",
+            "The target and current value for the autoscaling metrics.",
+            false,
+            hpa_targets,
+        ),
+        column(
+            "MinPods",
+            "string",
+            "Lower limit for the number of pods that can be set by the autoscaler, default 1.",
+            false,
+            |o| int_at(o, "/spec/minReplicas"),
+        ),
+        column(
+            "MaxPods",
+            "integer",
+            "Upper limit for the number of pods that can be set by the autoscaler.",
+            false,
+            |o| int_at(o, "/spec/maxReplicas"),
+        ),
+        column(
+            "Replicas",
+            "integer",
+            "Current number of replicas of pods managed by this autoscaler.",
+            false,
+            |o| int_at(o, "/status/currentReplicas"),
+        ),
+    ];
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn fields(errs: &[Cause]) -> Vec<&str> {
+        errs.iter().map(|c| c.field.as_str()).collect()
+    }
+
+    #[test]
+    fn a_pdb_takes_one_bound_as_a_count_or_percentage() {
+        let mut pdb = json!({"metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"minAvailable": "50%", "selector": {"matchLabels": {"app": "web"}}}});
+        assert!(validate_pdb(&pdb, None).is_empty());
+        assert_eq!(int_or_string_cell(&pdb, "/spec/minAvailable"), "50%");
+        assert_eq!(int_or_string_cell(&pdb, "/spec/maxUnavailable"), "N/A");
+        pdb["spec"]["maxUnavailable"] = json!(1);
+        assert_eq!(fields(&validate_pdb(&pdb, None)), ["spec"]);
+        pdb["spec"].as_object_mut().unwrap().remove("minAvailable");
+        pdb["spec"]["maxUnavailable"] = json!("half");
+        assert_eq!(fields(&validate_pdb(&pdb, None)), ["spec.maxUnavailable"]);
+    }
+
+    #[test]
+    fn an_hpa_defaults_to_cpu_and_bounds_its_replicas() {
+        let mut hpa = json!({"metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "maxReplicas": 5}});
+        default_hpa(&mut hpa);
+        assert_eq!(hpa["spec"]["minReplicas"], 1);
+        assert_eq!(
+            hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+            80
+        );
+        assert!(hpa["spec"].get("behavior").is_none());
+        assert!(validate_hpa(&hpa, None).is_empty());
+        assert_eq!(hpa_targets(&hpa), "cpu: <unknown>/80%");
+        hpa["spec"]["minReplicas"] = json!(6);
+        assert_eq!(fields(&validate_hpa(&hpa, None)), ["spec.maxReplicas"]);
+        hpa["spec"]["behavior"] = json!({"scaleDown": {"stabilizationWindowSeconds": 60}});
+        default_hpa(&mut hpa);
+        assert_eq!(
+            hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"],
+            60
+        );
+        assert_eq!(
+            hpa["spec"]["behavior"]["scaleUp"]["policies"][0]["value"],
+            4
+        );
+    }
+}
