@@ -425,7 +425,14 @@ pub fn cronjobs() -> ResourceDef {
             "boolean",
             "Whether subsequent executions are suspended.",
             false,
-            |o| Value::from(o.at("/spec/suspend").and_then(Value::as_bool) == Some(true)),
+            // Printed `True`/`False` (or `<unset>`) as upstream does, not as a JSON bool.
+            |o| {
+                Value::from(match o.at("/spec/suspend").and_then(Value::as_bool) {
+                    Some(true) => "True",
+                    Some(false) => "False",
+                    None => "<unset>",
+                })
+            },
         ),
         column(
             "Active",

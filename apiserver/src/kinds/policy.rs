@@ -297,7 +297,15 @@ pub fn horizontal_pod_autoscalers() -> ResourceDef {
             "string",
             "The reference to the autoscaled resource.",
             false,
-            |o| super::reference_at(o, "/spec/scaleTargetRef"),
+            // `Kind/name`, the kind as written (unlike an event's object reference).
+            |o| {
+                let f = |k: &str| {
+                    o.at(&format!("/spec/scaleTargetRef/{k}"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                };
+                Value::from(format!("{}/{}", f("kind"), f("name")))
+            },
         ),
         column(
             "Targets",
