@@ -141,7 +141,36 @@ pub fn single(def: &ResourceDef, obj: &Value, with_columns: bool, include: Inclu
 
 #[cfg(test)]
 mod tests {
-    use super::IncludeObject;
+    use serde_json::json;
+
+    use super::{IncludeObject, column_definitions, row};
+
+    fn names(def: &crate::registry::ResourceDef) -> Vec<String> {
+        column_definitions(def)
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn age_comes_last_unless_the_kind_places_it() {
+        let obj = json!({"metadata": {"name": "x", "creationTimestamp": "2020-01-01T00:00:00Z"},
+            "spec": {"replicas": 2}});
+        let deploy = crate::kinds::apps::deployments();
+        assert_eq!(names(&deploy).last().unwrap(), "Age");
+        let sts = crate::kinds::workloads::statefulsets();
+        assert_eq!(
+            names(&sts),
+            ["Name", "Ready", "Age", "Containers", "Images"]
+        );
+        let cells = row(&sts, &obj, IncludeObject::None)["cells"].clone();
+        assert_eq!(cells.as_array().unwrap().len(), 5);
+        assert_eq!(cells[1], "0/2");
+        let age = cells[2].as_str().unwrap();
+        assert!(age.ends_with(['d', 'y']) && age != "<unknown>", "{cells}");
+        let quota = crate::kinds::quota::resource_quotas();
+        assert_eq!(names(&quota), ["Name", "Age", "Request", "Limit"]);
+    }
 
     #[test]
     fn include_object_values() {

@@ -724,6 +724,12 @@ mod tests {
                 "discovery.k8s.io",
                 "coordination.k8s.io",
                 "rbac.authorization.k8s.io",
+                "batch",
+                "networking.k8s.io",
+                "policy",
+                "autoscaling",
+                "scheduling.k8s.io",
+                "storage.k8s.io",
                 "federation.meridian.dev"
             ]
         );
