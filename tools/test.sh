@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs Meridian's whole test suite: unit, integration and end-to-end tests.
-# Installs the tools the tests drive (kubectl 1.37, etcd 3.5; umoci, skopeo, runc) and the build
+# Installs the tools the tests drive (kubectl 1.37, Helm 4.3 and 3.17, etcd 3.5; umoci, skopeo,
+# runc) and the build
 # needs (protoc) first and fails loudly if it cannot.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -24,6 +25,12 @@ python3 "$root/tools/check-deps.py" || lints=1
 # there still lets the rest run, and fails the whole at the end.
 images=0
 "$root/tools/test-images.sh" || images=$?
+# charts/meridian: helm lint --strict and helm template | kubernetes-validate --strict for
+# Kubernetes 1.30 to 1.37, with Helm 4 and Helm 3 (installs both and the validator).
+chart=0
+"$root/tools/check-chart.sh" || chart=1
+export HELM="$("$root/tools/install-helm.sh" 4)" HELM3="$("$root/tools/install-helm.sh" 3)"
+echo "using helm at $HELM ($("$HELM" version --short)) and $HELM3 ($("$HELM3" version --short))"
 # fed-api's types without kube: the model the scheduler's pure core decides over.
 cargo check -p fed-api --no-default-features
 # End-to-end tests start the workspace's binaries: build them all first.
@@ -32,6 +39,10 @@ tests=0
 cargo nextest run --workspace --no-fail-fast "$@" || tests=$?
 if [ "$lints" -ne 0 ]; then
   echo "test.sh: a lint gate failed (cargo fmt --check, cargo clippy -D warnings or tools/check-deps.py; see above)" >&2
+  exit 1
+fi
+if [ "$chart" -ne 0 ]; then
+  echo "test.sh: the chart's static checks failed (see tools/check-chart.sh's output above)" >&2
   exit 1
 fi
 if [ "$images" -ne 0 ]; then
