@@ -624,7 +624,8 @@ impl Engine {
                 .is_some_and(|a| !a.is_empty())
     }
 
-    /// Replaces an object (PUT).
+    /// Replaces an object (PUT). Without a resourceVersion it replaces the current object
+    /// where Kubernetes allows that ([`allows_unconditional_update`]), else 422.
     pub async fn update(
         &self,
         def: &ResourceDef,
@@ -634,6 +635,18 @@ impl Engine {
         target: Target,
         opts: &WriteOptions,
     ) -> Result<Written, ApiError> {
+        if object::meta_str(&body, "resourceVersion").is_none_or(str::is_empty)
+            && allows_unconditional_update(def)
+        {
+            // kube-apiserver replaces whatever is current (Helm records its releases so),
+            // retried against concurrent writers as a patch is.
+            let endpoint = Some(endpoint_of(target));
+            return self
+                .update_with(def, namespace, name, target, endpoint, opts, |_| {
+                    Ok(body.clone())
+                })
+                .await;
+        }
         let warnings = self.check_fields(def, &body, opts.field_validation)?;
         let old = self.current(def, namespace, name).await?;
         let rv = match object::meta_str(&body, "resourceVersion") {
@@ -845,4 +858,12 @@ impl Engine {
             }
         }
     }
+}
+
+/// Whether a PUT without `metadata.resourceVersion` replaces the current object, as
+/// kube-apiserver's `AllowUnconditionalUpdate` says: yes for built-in kinds, no for Leases
+/// (a lock must name the version it took over) and for kinds with their own schema (custom
+/// resources, as apiextensions-apiserver's strategy says).
+fn allows_unconditional_update(def: &ResourceDef) -> bool {
+    !(def.group == "coordination.k8s.io" && def.kind == "Lease") && def.schema.is_none()
 }

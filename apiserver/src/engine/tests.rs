@@ -423,3 +423,54 @@ async fn lists_page_at_one_revision_and_honour_resource_version_rules() {
         err.message
     );
 }
+
+#[tokio::test]
+async fn an_update_without_a_resource_version_replaces_the_current_object() {
+    let f = Fixture::new().await;
+    let opts = WriteOptions::default();
+    let mut body = f.web().await;
+    body["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    body["spec"]["replicas"] = json!(4);
+    // Unconditional, as kube-apiserver's for built-in kinds: a write that lands first is
+    // overwritten, not a conflict.
+    f.race_next_update();
+    let w = f
+        .engine
+        .update(&f.deployments, "shop", "web", body, Target::Main, &opts)
+        .await
+        .expect("an unconditional update");
+    assert_eq!(w.obj["spec"]["replicas"], 4);
+    assert_eq!(f.web().await["spec"]["replicas"], 4);
+}
+
+#[tokio::test]
+async fn a_lease_update_needs_a_resource_version() {
+    let f = Fixture::new().await;
+    let opts = WriteOptions::default();
+    let leases = f
+        .engine
+        .registry
+        .lookup("coordination.k8s.io", "v1", "leases");
+    let leases = leases.cloned().expect("leases served");
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "lock"}, "spec": {"holderIdentity": "a"}});
+    f.engine
+        .create(&leases, "shop", lease.clone(), &opts)
+        .await
+        .expect("lease");
+    let mut takeover = lease;
+    takeover["spec"]["holderIdentity"] = json!("b");
+    let err = f
+        .engine
+        .update(&leases, "shop", "lock", takeover, Target::Main, &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, 422);
+    assert!(
+        format!("{err:?}").contains("metadata.resourceVersion"),
+        "{err:?}"
+    );
+}
