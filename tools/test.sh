@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Runs Meridian's whole test suite: unit, integration and end-to-end tests.
 # Installs the tools the tests drive (kubectl 1.37, Helm 4.3 and 3.17, etcd 3.5; umoci, skopeo,
-# runc) and the build
-# needs (protoc) first and fails loudly if it cannot.
+# runc) and the build needs (protoc) first and fails loudly if it cannot.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"

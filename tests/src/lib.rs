@@ -4,6 +4,7 @@
 
 pub mod dns;
 pub mod ha;
+pub mod helm;
 pub mod http;
 pub mod process;
 pub mod wire;
