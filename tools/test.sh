@@ -28,7 +28,10 @@ images=0
 # Kubernetes 1.30 to 1.37, with Helm 4 and Helm 3 (installs both and the validator).
 chart=0
 "$root/tools/check-chart.sh" || chart=1
-export HELM="$("$root/tools/install-helm.sh" 4)" HELM3="$("$root/tools/install-helm.sh" 3)"
+# (Assigned apart from `export`, whose status would hide an installer's failure.)
+HELM="$("$root/tools/install-helm.sh" 4)"
+HELM3="$("$root/tools/install-helm.sh" 3)"
+export HELM HELM3
 echo "using helm at $HELM ($("$HELM" version --short)) and $HELM3 ($("$HELM3" version --short))"
 # fed-api's types without kube: the model the scheduler's pure core decides over.
 cargo check -p fed-api --no-default-features
