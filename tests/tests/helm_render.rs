@@ -3,6 +3,9 @@
 //! token by path), and kubectl with the admin kubeconfig Secret. The paths the pods mount
 //! are remapped into a scratch directory; everything else is as rendered.
 
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::process::Command;
