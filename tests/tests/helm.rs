@@ -8,13 +8,9 @@ use meridian_e2e::Env;
 use meridian_e2e::helm::Helm;
 use serde_json::Value;
 
-/// Values set on the scaffold beyond its defaults, at every install and upgrade. Its
-/// Ingress and HorizontalPodAutoscaler need those kinds served by both the federation and
-/// cluster-sim; uncomment these once they are.
-const SCAFFOLD_VALUES: &[&str] = &[
-    // "ingress.enabled=true",
-    // "autoscaling.enabled=true",
-];
+/// Values set on the scaffold beyond its defaults, at every install and upgrade: its
+/// Ingress and HorizontalPodAutoscaler as well (comment a line out to leave one off).
+const SCAFFOLD_VALUES: &[&str] = &["ingress.enabled=true", "autoscaling.enabled=true"];
 
 /// What a namespace holds of its own, with no release in it: its default ServiceAccount,
 /// that one's token Secret (cluster-sim makes one, as the legacy token controller did) and
@@ -53,7 +49,8 @@ fn scaffold_lifecycle(major: u8) {
     release_lifecycle(&env, &helm, chart, "sim-1", &format!("demo-h{major}"), true);
 }
 
-/// install → upgrade (replicaCount 1 → 3) → rollback to 1 → uninstall, in `context`.
+/// install → upgrade (the Service's port 80 → 8080; replicas stay the HPA's when it is on)
+/// → rollback to 80 → uninstall, in `context`.
 fn release_lifecycle(env: &Env, helm: &Helm, chart: &str, context: &str, ns: &str, wait: bool) {
     let sets: Vec<String> = SCAFFOLD_VALUES
         .iter()
@@ -66,6 +63,21 @@ fn release_lifecycle(env: &Env, helm: &Helm, chart: &str, context: &str, ns: &st
             all.extend_from_slice(&["--wait", "--timeout=120s"]);
         }
         helm.ok(&all)
+    };
+    let port = || {
+        env.ok(
+            "kubectl",
+            &[
+                "--context",
+                context,
+                "get",
+                "svc/demo",
+                "-n",
+                ns,
+                "-o",
+                "jsonpath={.spec.ports[0].port}",
+            ],
+        )
     };
     let replicas = || {
         env.ok(
@@ -97,8 +109,21 @@ fn release_lifecycle(env: &Env, helm: &Helm, chart: &str, context: &str, ns: &st
     );
     // With --wait Helm returned once the simulated pod was ready.
     assert_eq!(replicas(), if wait { "1/1" } else { "1/" });
+    // The optional kinds are there when turned on.
+    for (value, object) in [
+        ("ingress.enabled=true", "ingress/demo"),
+        ("autoscaling.enabled=true", "horizontalpodautoscaler/demo"),
+    ] {
+        if SCAFFOLD_VALUES.contains(&value) {
+            let name = env.ok(
+                "kubectl",
+                &["--context", context, "get", object, "-n", ns, "-o", "name"],
+            );
+            assert!(name.trim().ends_with("/demo"), "{object}: {name}");
+        }
+    }
 
-    let mut upgrade = vec!["upgrade", "demo", chart, "--set", "replicaCount=3"];
+    let mut upgrade = vec!["upgrade", "demo", chart, "--set", "service.port=8080"];
     upgrade.extend(sets.iter().map(String::as_str));
     helm_in(&upgrade);
     let s = status();
@@ -107,7 +132,8 @@ fn release_lifecycle(env: &Env, helm: &Helm, chart: &str, context: &str, ns: &st
         (Some("deployed"), Some(2)),
         "{s:#}"
     );
-    assert_eq!(replicas(), if wait { "3/3" } else { "3/" });
+    assert_eq!(port(), "8080");
+    assert_eq!(replicas(), if wait { "1/1" } else { "1/" });
 
     helm_in(&["rollback", "demo", "1"]);
     let s = status();
@@ -116,7 +142,7 @@ fn release_lifecycle(env: &Env, helm: &Helm, chart: &str, context: &str, ns: &st
         (Some("deployed"), Some(3)),
         "{s:#}"
     );
-    assert!(replicas().starts_with("1/"), "{}", replicas());
+    assert_eq!(port(), "80");
     let history: Value =
         serde_json::from_str(&helm_in(&["history", "demo", "-o", "json"])).expect("history JSON");
     let statuses: Vec<&str> = history
@@ -149,9 +175,9 @@ fn release_lifecycle(env: &Env, helm: &Helm, chart: &str, context: &str, ns: &st
     );
     // The federation stores no pods; a cluster-sim cluster runs them.
     let kinds = if wait {
-        "deployments,replicasets,pods,services,serviceaccounts,secrets,configmaps"
+        "deployments,replicasets,pods,services,serviceaccounts,secrets,configmaps,ingresses,horizontalpodautoscalers"
     } else {
-        "deployments,replicasets,services,serviceaccounts,secrets,configmaps"
+        "deployments,replicasets,services,serviceaccounts,secrets,configmaps,ingresses,horizontalpodautoscalers"
     };
     // Deleting the Deployment takes its ReplicaSets and pods with it (garbage collection,
     // in the background): poll until the namespace holds only what it had of its own.
