@@ -35,6 +35,7 @@ ROOTS = [
     "io.k8s.api.networking.v1.NetworkPolicy", "io.k8s.api.policy.v1.PodDisruptionBudget",
     "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler",
     "io.k8s.api.scheduling.v1.PriorityClass", "io.k8s.api.storage.v1.StorageClass",
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
     "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
     "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions",
     "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent",
@@ -49,7 +50,8 @@ def convert(node):
     if isinstance(node, dict):
         out = {}
         for k, v in node.items():
-            if k == "$ref":
+            # JSONSchemaProps has a property named `$ref`: only a string is a reference.
+            if k == "$ref" and isinstance(v, str):
                 out[k] = v.replace("#/$defs/", "#/definitions/")
             elif k == "type" and isinstance(v, list):
                 types = [t for t in v if t != "null"]
@@ -85,7 +87,7 @@ def refs(node, acc):
 def main():
     base = os.path.join(os.path.dirname(kubernetes_validate.__file__), "kubernetes-json-schema", VERSION)
     defs = json.load(open(os.path.join(base, "_definitions.json")))["$defs"]
-    roots = ROOTS + [r + "List" for r in ROOTS if r.startswith("io.k8s.api.")]
+    roots = ROOTS + [r + "List" for r in ROOTS if r.startswith(("io.k8s.api.", "io.k8s.apiextensions"))]
     keep, todo = set(), list(roots)
     while todo:
         name = todo.pop()

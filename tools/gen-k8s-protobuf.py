@@ -56,6 +56,10 @@ NEWER_THAN_OPENAPI = {
     "io.k8s.api.core.v1.PodStatus.allocated_resources",
     "io.k8s.api.core.v1.PodStatus.resources",
 }
+# Definitions whose bodies reach the server as JSON only: kubectl, Helm and the
+# dynamic clients send CustomResourceDefinitions as JSON, and their schema types
+# (JSON, JSONSchemaPropsOr*) have protobuf forms the decoder does not model.
+JSON_ONLY_PREFIXES = ("io.k8s.apiextensions-apiserver.",)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFS_PATH = os.path.join(ROOT, "apiserver", "openapi", "k8s-definitions.json")
 OUT_PATH = os.path.join(ROOT, "apiserver", "openapi", "k8s-protobuf.json")
@@ -353,6 +357,7 @@ def main():
     src = find_crate(sys.argv)
     with open(DEFS_PATH, encoding="utf-8") as f:
         defs = json.load(f)
+    defs = {n: d for n, d in defs.items() if not n.startswith(JSON_ONLY_PREFIXES)}
     messages = read_messages(src)
     if not messages:
         fail(f"no prost messages found in {src}")
