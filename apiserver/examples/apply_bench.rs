@@ -201,12 +201,11 @@ async fn main() {
 
     let registry = Registry::new(meridian_apiserver::kinds::builtin());
     let store = Arc::new(MemoryStore::new());
-    let (engine, openapi) = meridian_apiserver::server::build_engine(registry, store, 1000)
+    let engine = meridian_apiserver::server::build_engine(registry, store, 1000)
         .await
         .expect("engine");
     let api = meridian_apiserver::server::api_server(
         engine,
-        openapi,
         TokenAuthenticator::default(),
         "127.0.0.1:6443".into(),
         Arc::new(Metrics::default()),

@@ -363,10 +363,39 @@ impl HistoryBounds {
     }
 }
 
+/// The registry a cache serves and one cache per resource prefix.
+struct Served {
+    registry: Arc<Registry>,
+    resources: Arc<HashMap<String, Arc<ResourceCache>>>,
+}
+
+/// An empty cache for `def`, complete after revision `horizon`.
+fn new_resource(
+    def: &ResourceDef,
+    horizon: Revision,
+    broadcast_capacity: usize,
+    form: TextForm,
+) -> Arc<ResourceCache> {
+    Arc::new(ResourceCache {
+        state: RwLock::new(ResourceState {
+            objects: BTreeMap::new(),
+            history: VecDeque::new(),
+            horizon,
+            tx: None,
+            broadcast_capacity,
+        }),
+        packer: (form == TextForm::Packed).then(|| Packer::for_kind(def.kind)),
+    })
+}
+
 /// The cache of every resource.
 pub struct Cache {
-    registry: Registry,
-    resources: HashMap<String, Arc<ResourceCache>>,
+    /// The served kinds and their caches, replaced together when custom resources come
+    /// and go (read on every request: a lock held for a pointer copy).
+    served: RwLock<Served>,
+    /// How new resources' caches are made.
+    broadcast_capacity: usize,
+    form: TextForm,
     revision: watch::Sender<Revision>,
     /// Ownership indexes for garbage collection.
     pub owners: Mutex<OwnerIndex>,
@@ -475,23 +504,17 @@ impl Cache {
         let list = store.list("/").await?;
         let mut resources = HashMap::new();
         for def in registry.all() {
-            resources.insert(
-                def.prefix(),
-                Arc::new(ResourceCache {
-                    state: RwLock::new(ResourceState {
-                        objects: BTreeMap::new(),
-                        history: VecDeque::new(),
-                        horizon: list.revision,
-                        tx: None,
-                        broadcast_capacity,
-                    }),
-                    packer: (form == TextForm::Packed).then(|| Packer::for_kind(def.kind)),
-                }),
-            );
+            resources
+                .entry(def.prefix())
+                .or_insert_with(|| new_resource(def, list.revision, broadcast_capacity, form));
         }
         let cache = Arc::new(Self {
-            registry,
-            resources,
+            served: RwLock::new(Served {
+                registry: Arc::new(registry),
+                resources: Arc::new(resources),
+            }),
+            broadcast_capacity,
+            form,
             revision: watch::channel(list.revision).0,
             owners: Mutex::new(OwnerIndex::default()),
             signals: Signals::default(),
@@ -504,7 +527,7 @@ impl Cache {
             let Some((def, rc)) = cache.resource_for_key(&kv.key) else {
                 continue;
             };
-            if let Some(c) = to_cached(def, kv, kv.mod_revision, rc.packer.as_ref()) {
+            if let Some(c) = to_cached(&def, kv, kv.mod_revision, rc.packer.as_ref()) {
                 cache.index_put(&c, None);
                 rc.state
                     .write()
@@ -531,16 +554,57 @@ impl Cache {
         Ok(cache)
     }
 
-    fn resource_for_key(&self, key: &str) -> Option<(&Arc<ResourceDef>, &Arc<ResourceCache>)> {
-        let def = self.registry.for_key(key)?;
-        Some((def, self.resources.get(&def.prefix())?))
+    fn resource_for_key(&self, key: &str) -> Option<(Arc<ResourceDef>, Arc<ResourceCache>)> {
+        let served = self.served.read().expect("cache registry");
+        let def = served.registry.for_key(key)?.clone();
+        let rc = served.resources.get(&def.prefix())?.clone();
+        Some((def, rc))
     }
 
-    /// The cache of one resource.
-    pub fn resource(&self, def: &ResourceDef) -> &Arc<ResourceCache> {
-        self.resources
-            .get(&def.prefix())
-            .expect("every registered resource has a cache")
+    /// The cache of one resource. A resource no longer served (its custom resource
+    /// definition deleted while a request held it) reads as empty.
+    pub fn resource(&self, def: &ResourceDef) -> Arc<ResourceCache> {
+        let prefix = def.prefix();
+        let served = self.served.read().expect("cache registry");
+        match served.resources.get(&prefix) {
+            Some(rc) => rc.clone(),
+            None => {
+                drop(served);
+                new_resource(def, self.revision(), 1, TextForm::Plain)
+            }
+        }
+    }
+
+    fn resources(&self) -> Arc<HashMap<String, Arc<ResourceCache>>> {
+        self.served
+            .read()
+            .expect("cache registry")
+            .resources
+            .clone()
+    }
+
+    /// Serves `registry` from now on: resources new to it start empty and complete from
+    /// the current revision (nothing of theirs can be stored before they are served),
+    /// resources it lacks are dropped with their watchers.
+    pub fn set_registry(&self, registry: Arc<Registry>) {
+        let mut served = self.served.write().expect("cache registry");
+        let horizon = self.revision();
+        let mut resources = HashMap::new();
+        for def in registry.all() {
+            let prefix = def.prefix();
+            if resources.contains_key(&prefix) {
+                continue;
+            }
+            let rc =
+                served.resources.get(&prefix).cloned().unwrap_or_else(|| {
+                    new_resource(def, horizon, self.broadcast_capacity, self.form)
+                });
+            resources.insert(prefix, rc);
+        }
+        *served = Served {
+            registry,
+            resources: Arc::new(resources),
+        };
     }
 
     /// The revision the cache has caught up to.
@@ -596,7 +660,7 @@ impl Cache {
         let list = store.list("/").await?;
         let fresh: HashMap<&str, &KeyValue> = list.items.iter().map(|kv| (&*kv.key, kv)).collect();
         // Deletions for keys that vanished, puts for everything else.
-        for rc in self.resources.values() {
+        for rc in self.resources().values() {
             let gone: Vec<Arc<Cached>> = {
                 let st = rc.state.read().expect("cache lock");
                 st.objects
@@ -649,8 +713,8 @@ impl Cache {
                 }
                 EventKind::Put => EventType::Added,
             };
-            if let Some(obj) = to_cached(def, &ev.kv, rev, rc.packer.as_ref()) {
-                self.record(rc, kind, obj, rev);
+            if let Some(obj) = to_cached(&def, &ev.kv, rev, rc.packer.as_ref()) {
+                self.record(&rc, kind, obj, rev);
             }
         }
         self.revision.send_replace(rev);
@@ -691,7 +755,7 @@ impl Cache {
     /// touched lately (their trimming would otherwise wait for their next change).
     pub fn trim_histories(&self) {
         let now = Instant::now();
-        for rc in self.resources.values() {
+        for rc in self.resources().values() {
             rc.state
                 .write()
                 .expect("cache lock")
@@ -774,9 +838,9 @@ impl Cache {
         self.signals.notify.notify_one();
     }
 
-    /// The registry this cache serves.
-    pub fn registry(&self) -> &Registry {
-        &self.registry
+    /// The registry this cache serves now.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.served.read().expect("cache registry").registry.clone()
     }
 }
 

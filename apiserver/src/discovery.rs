@@ -184,6 +184,7 @@ mod tests {
                 "autoscaling",
                 "scheduling.k8s.io",
                 "storage.k8s.io",
+                "apiextensions.k8s.io",
             ]
         );
         let rbac = api_group(&reg, "rbac.authorization.k8s.io").unwrap();

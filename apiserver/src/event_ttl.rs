@@ -65,7 +65,7 @@ pub async fn expire_once(engine: &Engine, def: &ResourceDef, ttl: Duration) -> u
 
 /// Expires Events every tenth of `ttl` (at most every minute) until the process ends.
 pub async fn run(engine: Arc<Engine>, ttl: Duration) {
-    let Some(def) = engine.registry.lookup("", "v1", "events").cloned() else {
+    let Some(def) = engine.registry().lookup("", "v1", "events").cloned() else {
         return;
     };
     let period = (ttl / 10).clamp(Duration::from_millis(100), Duration::from_secs(60));

@@ -62,7 +62,7 @@ fn retry_later(engine: &Arc<Engine>, f: impl FnOnce(&crate::cache::Cache) + Send
 }
 
 fn lookup(engine: &Engine, key: &str) -> Option<(Arc<ResourceDef>, Arc<Cached>)> {
-    let def = engine.registry.for_key(key)?.clone();
+    let def = engine.registry().for_key(key)?.clone();
     let c = engine.cache.resource(&def).get(key)?;
     Some((def, c))
 }
@@ -265,7 +265,7 @@ async fn delete_contents(
 }
 
 async fn sync_namespace(engine: &Engine, ns: &str) -> Result<(), ApiError> {
-    let Some(ns_def) = engine.registry.lookup("", "v1", "namespaces").cloned() else {
+    let Some(ns_def) = engine.registry().lookup("", "v1", "namespaces").cloned() else {
         return Ok(());
     };
     let Some(nsobj) = engine.cache.resource(&ns_def).get(&ns_def.key("", ns)) else {
@@ -275,11 +275,12 @@ async fn sync_namespace(engine: &Engine, ns: &str) -> Result<(), ApiError> {
     if !object::is_deleting(&v) {
         return Ok(());
     }
-    let defs = engine.registry.all();
-    let (first, rest): (Vec<&Arc<ResourceDef>>, Vec<_>) = defs
+    let registry = engine.registry();
+    let (first, rest): (Vec<&Arc<ResourceDef>>, Vec<_>) = registry
+        .all()
         .iter()
         .filter(|d| d.namespaced)
-        .partition(|d| engine.registry.deleted_first(d));
+        .partition(|d| registry.deleted_first(d));
     for stage in [first, rest] {
         if delete_contents(engine, ns, &stage).await? > 0 {
             // Deletions signal this namespace again as its contents go.

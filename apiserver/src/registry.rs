@@ -82,6 +82,9 @@ pub struct ResourceDef {
     pub columns: Vec<Column>,
     /// Per-kind hooks.
     pub hooks: Arc<dyn KindHooks>,
+    /// What a custom resource's CustomResourceDefinition brings beyond the fields above
+    /// (its schema, printer columns, the CRD's name); `None` for compiled-in kinds.
+    pub custom: Option<Arc<crate::crd::CustomKind>>,
 }
 
 impl ResourceDef {
@@ -113,6 +116,7 @@ impl ResourceDef {
             field_selectors: &[],
             columns: Vec::new(),
             hooks: Arc::new(hooks),
+            custom: None,
         }
     }
 
@@ -203,6 +207,27 @@ impl Registry {
     pub fn with_deleted_first(mut self, resources: &[(&'static str, &'static str)]) -> Self {
         self.deleted_first = resources.to_vec();
         self
+    }
+
+    /// This registry's compiled-in kinds (custom ones left out) followed by `custom`: the
+    /// kinds served while those custom resources' definitions exist.
+    pub fn with_custom(&self, custom: Vec<Arc<ResourceDef>>) -> Registry {
+        let mut r = Registry {
+            deleted_first: self.deleted_first.clone(),
+            ..Default::default()
+        };
+        let builtin = self.defs.iter().filter(|d| d.custom.is_none()).cloned();
+        for d in builtin.chain(custom) {
+            let url = (d.group.into(), d.version.into(), d.plural.into());
+            // A compiled-in kind keeps its URL: a definition may not shadow it.
+            if r.by_url.contains_key(&url) {
+                continue;
+            }
+            r.by_url.insert(url, d.clone());
+            r.by_prefix.entry(d.prefix()).or_insert_with(|| d.clone());
+            r.defs.push(d);
+        }
+        r
     }
 
     /// Whether a namespace being deleted takes `def`'s objects down before the rest.

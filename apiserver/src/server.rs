@@ -124,11 +124,9 @@ pub async fn build_engine(
     registry: Registry,
     store: Arc<dyn Storage>,
     watch_history: usize,
-) -> Result<(Arc<Engine>, Arc<OpenApi>), ServeError> {
+) -> Result<Arc<Engine>, ServeError> {
     let schemas = Schemas::build(&registry);
-    let engine =
-        build_engine_with(registry, store, watch_history, TextForm::Packed, &schemas).await?;
-    Ok((engine, schemas.openapi))
+    build_engine_with(registry, store, watch_history, TextForm::Packed, &schemas).await
 }
 
 /// Builds the engine with schema documents built earlier, its cache holding objects in
@@ -140,6 +138,15 @@ pub async fn build_engine_with(
     form: TextForm,
     schemas: &Schemas,
 ) -> Result<Arc<Engine>, ServeError> {
+    // Custom kinds stored earlier are served before their objects load; their
+    // documents then differ from the shared ones.
+    let custom = crate::crd::controller::with_stored(registry.clone(), store.as_ref()).await?;
+    let (registry, schemas) = if custom.all().len() == registry.all().len() {
+        (registry, schemas.clone())
+    } else {
+        let built = Schemas::build(&custom);
+        (custom, built)
+    };
     // Watchers may fall behind by a burst as large as the history they could resume from.
     let broadcast = watch_history.clamp(64, crate::cache::BROADCAST_CAPACITY);
     let cache = Cache::start(
@@ -150,21 +157,15 @@ pub async fn build_engine_with(
         form,
     )
     .await?;
-    let engine = Arc::new(Engine {
-        registry,
-        store,
-        cache,
-        definitions: schemas.definitions.clone(),
-        managers: Default::default(),
-    });
+    let engine = Arc::new(Engine::new(store, cache, schemas));
     tokio::spawn(crate::gc::run(engine.clone()));
+    tokio::spawn(crate::crd::run(engine.clone()));
     Ok(engine)
 }
 
 /// Assembles the request handler, authorizing with RBAC over the engine's cache.
 pub fn api_server(
     engine: Arc<Engine>,
-    openapi: Arc<OpenApi>,
     tokens: TokenAuthenticator,
     advertise: String,
     metrics: Arc<Metrics>,
@@ -172,7 +173,6 @@ pub fn api_server(
     let authorizer = Arc::new(crate::rbac::RbacAuthorizer::new(engine.cache.clone()));
     Arc::new(ApiServer {
         engine,
-        openapi,
         tokens,
         token_sources: Vec::new(),
         authorizer: Some(authorizer),

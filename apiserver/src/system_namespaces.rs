@@ -24,7 +24,7 @@ pub fn refuse_delete(name: &str) -> Option<ApiError> {
 /// Creates the system namespaces that do not exist yet (on every start: a store restored
 /// from before they existed gains them too). A namespace that appears meanwhile is fine.
 pub async fn ensure(engine: &Engine) -> Result<(), ApiError> {
-    let Some(def) = engine.registry.lookup("", "v1", "namespaces").cloned() else {
+    let Some(def) = engine.registry().lookup("", "v1", "namespaces").cloned() else {
         // A registry without namespaces has nothing to create.
         return Ok(());
     };

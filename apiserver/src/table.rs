@@ -35,6 +35,14 @@ impl IncludeObject {
     }
 }
 
+/// The printer columns of a custom kind that declares some.
+fn custom_columns(def: &ResourceDef) -> Option<&[crate::crd::PrinterColumn]> {
+    def.custom
+        .as_ref()
+        .map(|c| c.columns.as_slice())
+        .filter(|c| !c.is_empty())
+}
+
 /// Whether an `Accept` header asks for a Table.
 pub fn wants_table(accept: &str) -> bool {
     accept.split(',').any(|part| {
@@ -44,6 +52,19 @@ pub fn wants_table(accept: &str) -> bool {
 }
 
 fn column_definitions(def: &ResourceDef) -> Vec<Value> {
+    if let Some(custom) = custom_columns(def) {
+        let mut cols = vec![json!({
+            "name": "Name", "type": "string", "format": "name", "priority": 0,
+            "description": "Name must be unique within a namespace.",
+        })];
+        cols.extend(custom.iter().map(|c| {
+            json!({
+                "name": c.name, "type": c.type_, "format": c.format,
+                "priority": c.priority, "description": c.description,
+            })
+        }));
+        return cols;
+    }
     let mut cols = vec![json!({
         "name": "Name", "type": "string", "format": "name", "priority": 0,
         "description": "Name must be unique within a namespace.",
@@ -84,11 +105,16 @@ pub fn age_cell(obj: &Value) -> Value {
 /// One row for one object.
 pub fn row(def: &ResourceDef, obj: &Value, include: IncludeObject) -> Value {
     let mut cells = vec![Value::from(object::name(obj))];
-    for c in &def.columns {
-        cells.push((c.cell)(obj));
-    }
-    if !places_age(def) {
-        cells.push(age_cell(obj));
+    if let Some(custom) = custom_columns(def) {
+        // A definition's columns replace the defaults, AGE included, as upstream.
+        cells.extend(custom.iter().map(|c| c.path.cell(obj, &c.type_)));
+    } else {
+        for c in &def.columns {
+            cells.push((c.cell)(obj));
+        }
+        if !places_age(def) {
+            cells.push(age_cell(obj));
+        }
     }
     let object = match include {
         IncludeObject::None => return json!({ "cells": cells }),

@@ -70,7 +70,7 @@ async fn main() -> anyhow::Result<()> {
     for c in fleet.clusters.iter().cloned() {
         tasks.push(tokio::spawn(async move {
             let engine = &c.engine;
-            let def = engine.registry.lookup("apps", "v1", "deployments").cloned().expect("deployments");
+            let def = engine.registry().lookup("apps", "v1", "deployments").cloned().expect("deployments");
             for d in 0..deployments {
                 let n = replicas.min(pods - d * replicas);
                 let obj = json!({
@@ -92,7 +92,7 @@ async fn main() -> anyhow::Result<()> {
     for c in &fleet.clusters {
         let def = c
             .engine
-            .registry
+            .registry()
             .lookup("apps", "v1", "deployments")
             .cloned()
             .expect("deployments");

@@ -103,7 +103,6 @@ impl SimCluster {
         .await?;
         meridian_apiserver::system_namespaces::ensure(&engine).await?;
         meridian_apiserver::bootstrap_policy::ensure(&engine).await?;
-        let openapi = shared.schemas.openapi.clone();
         let ca = Authority::generate()?;
         let serving = ca.serving_cert(&[])?;
         let admin_token = random_token();
@@ -139,7 +138,6 @@ impl SimCluster {
         )?;
         let api = Arc::new(ApiServer {
             engine: engine.clone(),
-            openapi,
             tokens,
             token_sources: vec![Arc::new(SimTokens(sim.clone()))],
             authorizer: Some(Arc::new(meridian_apiserver::rbac::RbacAuthorizer::new(

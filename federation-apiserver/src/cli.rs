@@ -238,7 +238,7 @@ pub async fn start(
         store, &metrics,
     ));
     let registry = crate::kinds::federation_registry();
-    let (engine, openapi) =
+    let engine =
         meridian_apiserver::server::build_engine(registry, store.clone(), args.watch_history)
             .await?;
     meridian_apiserver::system_namespaces::ensure(&engine).await?;
@@ -261,7 +261,6 @@ pub async fn start(
     };
     let api = meridian_apiserver::server::api_server(
         engine,
-        openapi,
         tokens,
         format!("{host}:{}", addr.port()),
         metrics,

@@ -730,6 +730,7 @@ mod tests {
                 "autoscaling",
                 "scheduling.k8s.io",
                 "storage.k8s.io",
+                "apiextensions.k8s.io",
                 "federation.meridian.dev"
             ]
         );

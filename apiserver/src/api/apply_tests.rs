@@ -33,12 +33,11 @@ impl Api {
     async fn new() -> Self {
         let registry = Registry::new(crate::kinds::builtin());
         let store = Arc::new(MemoryStore::new());
-        let (engine, openapi) = crate::server::build_engine(registry, store, 100)
+        let engine = crate::server::build_engine(registry, store, 100)
             .await
             .expect("engine");
         let api = crate::server::api_server(
             engine,
-            openapi,
             TokenAuthenticator::default(),
             "127.0.0.1:6443".into(),
             Arc::new(Metrics::default()),

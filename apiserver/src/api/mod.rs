@@ -13,7 +13,6 @@ use serde_json::{Value, json};
 use crate::auth::{TokenAuthenticator, UserInfo};
 use crate::engine::{Apply, Engine, ReadAt, ScaleChange, Target, Written};
 use crate::metrics::{LatencyLabels, Metrics, RequestLabels};
-use crate::openapi::OpenApi;
 use crate::registry::ResourceDef;
 use crate::status::ApiError;
 use crate::{discovery, table, watch};
@@ -35,8 +34,6 @@ pub const DEFAULT_MAX_BODY: usize = 3 * 1024 * 1024;
 pub struct ApiServer {
     /// The REST engine.
     pub engine: Arc<Engine>,
-    /// OpenAPI documents.
-    pub openapi: Arc<OpenApi>,
     /// Token authentication.
     pub tokens: TokenAuthenticator,
     /// Further token sources (e.g. service-account tokens), tried in order.
@@ -184,18 +181,20 @@ impl ApiServer {
         let non_resource = |r: Response<Body>| (r, "get", String::new());
         let not_found =
             |p: &[&str]| error_response(&ApiError::no_route(&format!("/{}", p.join("/"))));
-        let reg = &self.engine.registry;
+        let registry = self.engine.registry();
+        let reg = &*registry;
+        let openapi = self.engine.openapi();
         match segs {
             ["metrics"] if get => {
                 non_resource(text_response(StatusCode::OK, self.metrics.encode()))
             }
             ["openapi", "v2"] if get => non_resource(self.openapi_v2(&req)),
             ["openapi", "v3"] if get => {
-                non_resource(json_response(StatusCode::OK, self.openapi.v3_index()))
+                non_resource(json_response(StatusCode::OK, openapi.v3_index()))
             }
             ["openapi", "v3", rest @ ..] if get => {
                 let p = rest.join("/");
-                non_resource(match self.openapi.v3_doc(&p) {
+                non_resource(match openapi.v3_doc(&p) {
                     Some((_, body)) => {
                         let mut r = json_response(StatusCode::OK, body.clone());
                         // Clients cache by hash: the document never changes for a given hash.
@@ -240,7 +239,8 @@ impl ApiServer {
         version: &str,
         rest: &[&'a str],
     ) -> Option<ResourcePath<'a>> {
-        let reg = &self.engine.registry;
+        let registry = self.engine.registry();
+        let reg = &*registry;
         let lookup = |p: &str| reg.lookup(group, version, p).cloned();
         match rest {
             ["namespaces", ns, plural, tail @ ..]
@@ -496,15 +496,16 @@ impl ApiServer {
     /// for protobuf and parse the body as protobuf whatever its content type.
     fn openapi_v2<B>(&self, req: &Request<B>) -> Response<Body> {
         use crate::openapi::proto_v2::{self, Form};
+        let openapi = self.engine.openapi();
         let accept = req
             .headers()
             .get(header::ACCEPT)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
         match proto_v2::negotiate(accept) {
-            Some(Form::Json) => json_response(StatusCode::OK, self.openapi.v2()),
+            Some(Form::Json) => json_response(StatusCode::OK, openapi.v2()),
             Some(Form::Protobuf) => {
-                let mut r = json_response(StatusCode::OK, self.openapi.v2_protobuf());
+                let mut r = json_response(StatusCode::OK, openapi.v2_protobuf());
                 r.headers_mut().insert(
                     header::CONTENT_TYPE,
                     HeaderValue::from_static(proto_v2::CONTENT_TYPE),
@@ -597,3 +598,5 @@ where
 
 #[cfg(test)]
 mod apply_tests;
+#[cfg(test)]
+mod crd_tests;

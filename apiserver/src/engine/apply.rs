@@ -35,7 +35,7 @@ impl Engine {
     ) -> Result<(Written, bool), ApiError> {
         let fm = self
             .managers
-            .get(def, &self.definitions, endpoint_of(target));
+            .get(def, &self.definitions(), endpoint_of(target));
         // A create lost to a concurrent one, or an update to a concurrent delete, is
         // tried again on what is there then; the bound keeps a storm from looping.
         for _ in 0..super::CONFLICT_RETRIES {

@@ -38,6 +38,12 @@ impl std::fmt::Debug for FieldManagers {
 }
 
 impl FieldManagers {
+    /// Drops every built manager: the next write of each kind compiles its (possibly
+    /// changed) schema again. Called when custom resources' schemas change, which is rare.
+    pub(crate) fn forget_custom(&self) {
+        self.built.lock().expect("field managers").clear();
+    }
+
     /// The manager of `def` written through `endpoint`.
     pub(crate) fn get(
         &self,

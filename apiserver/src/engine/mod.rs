@@ -2,7 +2,7 @@
 //! with Kubernetes' metadata rules, optimistic concurrency, finalizers and dry runs.
 //! HTTP handlers and the in-server controllers both call it.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use apimachinery::JsonPointer;
@@ -12,7 +12,9 @@ use serde_json::{Map, Value, json};
 
 use crate::cache::{Cache, Cached};
 use crate::object;
+use crate::openapi::OpenApi;
 use crate::registry::{Registry, ResourceDef};
+use crate::server::Schemas;
 use crate::status::{ApiError, Cause};
 
 mod apply;
@@ -119,16 +121,54 @@ pub struct Deleted {
 
 /// The engine behind one API server (or one simulated cluster).
 pub struct Engine {
-    /// Served kinds.
-    pub registry: Registry,
     /// Durable storage.
     pub store: Arc<dyn Storage>,
-    /// The watch cache.
+    /// The watch cache, which also holds the registry of the kinds served now.
     pub cache: Arc<Cache>,
-    /// OpenAPI definitions for strategic merge patch and field validation.
-    pub definitions: Arc<Definitions>,
     /// Field ownership of each written endpoint.
     pub managers: FieldManagers,
+    /// The OpenAPI documents and definitions of the kinds served now: shared with other
+    /// engines serving the same kinds until a custom resource makes them differ.
+    schemas: RwLock<Schemas>,
+}
+
+impl Engine {
+    /// An engine over `store` and its loaded `cache`, whose registry `schemas` describe.
+    pub fn new(store: Arc<dyn Storage>, cache: Arc<Cache>, schemas: Schemas) -> Self {
+        Engine {
+            store,
+            cache,
+            managers: FieldManagers::default(),
+            schemas: RwLock::new(schemas),
+        }
+    }
+
+    /// The kinds served now.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.cache.registry()
+    }
+
+    /// OpenAPI definitions of the kinds served now, for strategic merge patch, field
+    /// managers and unknown-field checks.
+    pub fn definitions(&self) -> Arc<Definitions> {
+        self.schemas.read().expect("schemas").definitions.clone()
+    }
+
+    /// The OpenAPI documents of the kinds served now.
+    pub fn openapi(&self) -> Arc<OpenApi> {
+        self.schemas.read().expect("schemas").openapi.clone()
+    }
+
+    /// Serves the compiled-in kinds plus `custom` from now on: the documents are rebuilt
+    /// before the cache switches, so a client that discovers a new kind finds its schema.
+    pub fn serve_custom(&self, custom: Vec<Arc<ResourceDef>>) {
+        let registry = Arc::new(self.registry().with_custom(custom));
+        let schemas = Schemas::build(&registry);
+        *self.schemas.write().expect("schemas") = schemas;
+        // A custom kind's schema may have changed: its field managers are rebuilt.
+        self.managers.forget_custom();
+        self.cache.set_registry(registry);
+    }
 }
 
 fn store_error(def: &ResourceDef, name: &str, e: StoreError) -> ApiError {
@@ -265,8 +305,11 @@ impl Engine {
     ) -> Result<Vec<String>, ApiError> {
         let mut warnings = Vec::new();
         if mode != FieldValidation::Ignore && !def.definition.is_empty() {
-            let unknown =
-                apimachinery::schema_check::unknown_fields(obj, &self.definitions, def.definition);
+            let unknown = apimachinery::schema_check::unknown_fields(
+                obj,
+                &self.definitions(),
+                def.definition,
+            );
             if !unknown.is_empty() {
                 let msgs: Vec<String> = unknown
                     .iter()
@@ -323,17 +366,17 @@ impl Engine {
         if !def.namespaced {
             return Ok(());
         }
-        let Some(ns_def) = self.registry.lookup("", "v1", "namespaces") else {
+        let Some(ns_def) = self.registry().lookup("", "v1", "namespaces").cloned() else {
             return Ok(());
         };
         let key = ns_def.key("", ns);
-        let nsobj = match self.cache.resource(ns_def).get(&key) {
+        let nsobj = match self.cache.resource(&ns_def).get(&key) {
             Some(n) => n,
             None => {
                 // Not seen yet: the namespace may have been created a moment ago.
                 self.sync().await?;
                 self.cache
-                    .resource(ns_def)
+                    .resource(&ns_def)
                     .get(&key)
                     .ok_or_else(|| ApiError::not_found("namespaces", "", ns))?
             }
@@ -420,7 +463,7 @@ impl Engine {
         def.hooks.default(&mut obj);
         if !recorded {
             // The client's `managedFields` are still in `obj`: the manager reads them.
-            let fm = self.managers.get(def, &self.definitions, Endpoint::Main);
+            let fm = self.managers.get(def, &self.definitions(), Endpoint::Main);
             fm.update(None, &mut obj, &opts.manager, jiff::Timestamp::now());
         }
         self.validate(def, &obj, None)?;
@@ -569,7 +612,7 @@ impl Engine {
             def.hooks.default(&mut new);
         }
         if let Some(endpoint) = endpoint {
-            let fm = self.managers.get(def, &self.definitions, endpoint);
+            let fm = self.managers.get(def, &self.definitions(), endpoint);
             fm.update(
                 Some(old_value),
                 &mut new,
@@ -865,5 +908,7 @@ impl Engine {
 /// (a lock must name the version it took over) and for kinds with their own schema (custom
 /// resources, as apiextensions-apiserver's strategy says).
 fn allows_unconditional_update(def: &ResourceDef) -> bool {
-    !(def.group == "coordination.k8s.io" && def.kind == "Lease") && def.schema.is_none()
+    !(def.group == "coordination.k8s.io" && def.kind == "Lease")
+        && def.schema.is_none()
+        && def.custom.is_none()
 }

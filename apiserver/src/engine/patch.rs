@@ -56,7 +56,7 @@ impl Engine {
                 apimachinery::patch::strategic_merge_patch(
                     old,
                     patch,
-                    &self.definitions,
+                    &self.definitions(),
                     def.definition,
                 )
                 .map_err(|e| {

@@ -96,11 +96,14 @@ impl Fixture {
             race_next_update: AtomicBool::new(false),
         });
         let registry = Registry::new(crate::kinds::builtin());
-        let (engine, _) = crate::server::build_engine(registry, store.clone(), 100)
+        let engine = crate::server::build_engine(registry, store.clone(), 100)
             .await
             .expect("engine");
-        let deployments = engine.registry.lookup("apps", "v1", "deployments").cloned();
-        let namespaces = engine.registry.lookup("", "v1", "namespaces").cloned();
+        let deployments = engine
+            .registry()
+            .lookup("apps", "v1", "deployments")
+            .cloned();
+        let namespaces = engine.registry().lookup("", "v1", "namespaces").cloned();
         let f = Self {
             engine,
             store,
@@ -335,7 +338,7 @@ async fn a_pinned_patch_is_not_retried_onto_a_newer_version() {
 #[tokio::test]
 async fn lists_page_at_one_revision_and_honour_resource_version_rules() {
     let f = Fixture::new().await;
-    let cms = f.engine.registry.lookup("", "v1", "configmaps").cloned();
+    let cms = f.engine.registry().lookup("", "v1", "configmaps").cloned();
     let cms = cms.expect("configmaps served");
     let opts = WriteOptions::default();
     for (name, tier) in [("a", "front"), ("b", "back"), ("c", "front")] {
@@ -452,9 +455,10 @@ async fn a_lease_update_needs_a_resource_version() {
     let opts = WriteOptions::default();
     let leases = f
         .engine
-        .registry
-        .lookup("coordination.k8s.io", "v1", "leases");
-    let leases = leases.cloned().expect("leases served");
+        .registry()
+        .lookup("coordination.k8s.io", "v1", "leases")
+        .cloned();
+    let leases = leases.expect("leases served");
     let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "lock"}, "spec": {"holderIdentity": "a"}});
     f.engine

@@ -3,6 +3,7 @@
 //! [`Registry`](crate::registry::Registry) from these and its own kinds: what it serves is
 //! its choice.
 
+pub mod apiextensions;
 pub mod apps;
 pub mod batch;
 pub mod core;
@@ -54,6 +55,7 @@ pub fn builtin() -> Vec<ResourceDef> {
         scheduling::priority_classes(),
         storage::storage_classes(),
     ]);
+    defs.push(apiextensions::custom_resource_definitions());
     defs
 }
 

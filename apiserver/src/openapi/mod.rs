@@ -73,7 +73,7 @@ impl OpenApi {
         for d in registry.all() {
             let name = definition_name(d);
             // A schema the kind supplies wins over a vendored definition of the same name.
-            if d.schema.is_some() || !defs.contains_key(&name) {
+            if d.schema.is_some() || d.custom.is_some() || !defs.contains_key(&name) {
                 defs.insert(name.clone(), kind_schema(d));
             }
             let list = format!("{name}List");

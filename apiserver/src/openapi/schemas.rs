@@ -27,10 +27,11 @@ pub(super) fn gvk(group: &str, version: &str, kind: &str) -> Value {
 /// [`ResourceDef::schema`] builds, else an open object so clients do not reject its
 /// fields; with the `apiVersion`, `kind` and `metadata` every object has.
 pub(super) fn kind_schema(d: &ResourceDef) -> Value {
-    let mut schema = d.schema.map_or_else(
-        || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
-        |build| build(),
-    );
+    let mut schema = match (&d.custom, d.schema) {
+        (Some(custom), _) => (*custom.schema).clone(),
+        (None, Some(build)) => build(),
+        (None, None) => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+    };
     let Some(obj) = schema.as_object_mut() else {
         return schema;
     };

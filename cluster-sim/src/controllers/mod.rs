@@ -141,7 +141,7 @@ impl Kinds {
     fn resolve(engine: &Engine) -> Result<Self, SimError> {
         let get = |g: &str, v: &str, p: &'static str| {
             engine
-                .registry
+                .registry()
                 .lookup(g, v, p)
                 .cloned()
                 .ok_or(SimError::MissingKind(p))

@@ -20,7 +20,7 @@ const CA: &str = "-----BEGIN CERTIFICATE-----\nTUVSSURJQU4=\n-----END CERTIFICAT
 
 async fn cluster(ready_delay: Duration, lb_pool: &[&str]) -> Arc<Sim> {
     let store: Arc<dyn Storage> = Arc::new(MemoryStore::new());
-    let (engine, _) =
+    let engine =
         meridian_apiserver::server::build_engine(crate::kinds::member_registry(), store, 10_000)
             .await
             .expect("engine");

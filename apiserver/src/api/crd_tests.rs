@@ -1,0 +1,348 @@
+//! CustomResourceDefinitions at the HTTP level: a definition served at once (discovery,
+//! OpenAPI), its objects validated, pruned and defaulted, its printer columns, its
+//! kinds served again after a restart, and its objects deleted with it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Request;
+use http_body_util::{BodyExt, Full};
+use meridian_store::{MemoryStore, Storage};
+use serde_json::{Value, json};
+
+use super::ApiServer;
+use crate::auth::{TokenAuthenticator, UserInfo};
+use crate::metrics::Metrics;
+use crate::registry::Registry;
+
+const JSON: &str = "application/json";
+const APPLY: &str = "application/apply-patch+yaml";
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+const WIDGETS: &str = "/apis/example.com/v1/namespaces/shop/widgets";
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+
+struct Api(Arc<ApiServer>);
+
+struct Answer {
+    code: u16,
+    body: Value,
+    raw: Bytes,
+}
+
+impl Api {
+    async fn over(store: Arc<dyn Storage>) -> Self {
+        let registry = Registry::new(crate::kinds::builtin());
+        let engine = crate::server::build_engine(registry, store, 100)
+            .await
+            .expect("engine");
+        Api(crate::server::api_server(
+            engine,
+            TokenAuthenticator::default(),
+            "127.0.0.1:6443".into(),
+            Arc::new(Metrics::default()),
+        ))
+    }
+
+    async fn send_as(&self, method: &str, uri: &str, ct: &str, accept: &str, body: &str) -> Answer {
+        let req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("content-type", ct)
+            .header("accept", accept)
+            .header(
+                "user-agent",
+                "kubectl/v1.37.0 (linux/amd64) kubernetes/abcdef0",
+            )
+            .body(Full::new(Bytes::from(body.to_string())))
+            .expect("request");
+        let user = UserInfo {
+            name: "admin".into(),
+            uid: String::new(),
+            groups: vec!["system:masters".into()],
+        };
+        let resp = self.0.clone().handle(req, Some(user)).await;
+        let code = resp.status().as_u16();
+        let raw = resp.into_body().collect().await.expect("body").to_bytes();
+        let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+        Answer { code, body, raw }
+    }
+
+    async fn send(&self, method: &str, uri: &str, body: &str) -> Answer {
+        self.send_as(method, uri, JSON, JSON, body).await
+    }
+
+    /// Polls `uri` until `pred` holds on the answer, for at most five seconds.
+    async fn until(&self, uri: &str, pred: impl Fn(&Answer) -> bool) -> Answer {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let a = self.send("GET", uri, "").await;
+            if pred(&a) {
+                return a;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{uri}: condition not met in time; last answer {} {}",
+                a.code,
+                a.body
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn widget_crd() -> Value {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "description": "What a widget should be.",
+                "required": ["image"],
+                "properties": {
+                    "image": {"type": "string", "description": "The image to run."},
+                    "size": {"type": "integer", "maximum": 10},
+                    "replicas": {"type": "integer", "default": 1},
+                    "limits": {
+                        "type": "object",
+                        "x-kubernetes-validations": [{"rule": "self.min <= self.max"}],
+                        "properties": {"min": {"type": "integer"}, "max": {"type": "integer"}}
+                    }
+                }
+            },
+            "status": {"type": "object", "properties": {"replicas": {"type": "integer"}}}
+        }
+    });
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"], "categories": ["all"]},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": schema},
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [
+                    {"name": "Image", "type": "string", "jsonPath": ".spec.image"},
+                    {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"}
+                ]
+            }]
+        }
+    })
+}
+
+fn condition(crd: &Value, t: &str) -> Option<String> {
+    crd["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+        .and_then(|c| c["status"].as_str())
+        .map(str::to_string)
+}
+
+async fn setup(store: Arc<dyn Storage>) -> Api {
+    let api = Api::over(store).await;
+    let ns = api
+        .send(
+            "POST",
+            "/api/v1/namespaces",
+            r#"{"metadata":{"name":"shop"}}"#,
+        )
+        .await;
+    assert_eq!(ns.code, 201, "{}", ns.body);
+    let created = api.send("POST", CRDS, &widget_crd().to_string()).await;
+    assert_eq!(created.code, 201, "{}", created.body);
+    assert!(
+        created.body["metadata"]["finalizers"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("customresourcecleanup.apiextensions.k8s.io"))
+    );
+    api.until(&format!("{CRDS}/widgets.example.com"), |a| {
+        condition(&a.body, "Established").as_deref() == Some("True")
+    })
+    .await;
+    api
+}
+
+#[tokio::test]
+async fn a_definition_is_served_at_once_and_its_objects_follow_its_schema() {
+    let api = setup(Arc::new(MemoryStore::new())).await;
+    let crd = api
+        .send("GET", &format!("{CRDS}/widgets.example.com"), "")
+        .await;
+    assert_eq!(
+        condition(&crd.body, "NamesAccepted").as_deref(),
+        Some("True")
+    );
+    assert_eq!(crd.body["status"]["acceptedNames"]["kind"], "Widget");
+    assert_eq!(crd.body["status"]["storedVersions"], json!(["v1"]));
+
+    // Discovery.
+    let groups = api.send("GET", "/apis", "").await;
+    assert!(contains(&groups.raw, b"example.com"));
+    let resources = api.send("GET", "/apis/example.com/v1", "").await;
+    assert_eq!(resources.code, 200);
+    let widgets = &resources.body["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "widgets")
+        .cloned()
+        .expect("widgets listed");
+    assert_eq!(widgets["shortNames"], json!(["wd"]));
+    assert_eq!(widgets["namespaced"], true);
+
+    // OpenAPI v2 (JSON and protobuf) and v3 describe the kind.
+    let v2 = api.send("GET", "/openapi/v2", "").await;
+    assert_eq!(
+        v2.body["definitions"]["com.example.v1.Widget"]["properties"]["spec"]["properties"]["image"]
+            ["description"],
+        "The image to run."
+    );
+    let proto = api
+        .send_as(
+            "GET",
+            "/openapi/v2",
+            JSON,
+            crate::openapi::proto_v2::ACCEPT,
+            "",
+        )
+        .await;
+    assert_eq!(proto.code, 200);
+    assert!(contains(&proto.raw, b"com.example.v1.Widget"));
+    let v3 = api.send("GET", "/openapi/v3/apis/example.com/v1", "").await;
+    assert_eq!(v3.code, 200);
+    assert!(v3.body["components"]["schemas"]["com.example.v1.Widget"].is_object());
+
+    // A valid object: unknown fields pruned (with a warning), defaults filled.
+    let ok = api
+        .send(
+            "POST",
+            WIDGETS,
+            r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"a"},"spec":{"image":"nginx","size":3,"bogus":true}}"#,
+        )
+        .await;
+    assert_eq!(ok.code, 201, "{}", ok.body);
+    assert_eq!(ok.body["spec"]["replicas"], 1);
+    assert!(ok.body["spec"].get("bogus").is_none());
+    assert_eq!(ok.body["metadata"]["generation"], 1);
+
+    // Invalid objects: 422 naming the field as kube-apiserver does.
+    let bad = api
+        .send(
+            "POST",
+            WIDGETS,
+            r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"b"},"spec":{"image":"nginx","size":20}}"#,
+        )
+        .await;
+    assert_eq!(bad.code, 422, "{}", bad.body);
+    assert_eq!(bad.body["details"]["causes"][0]["field"], "spec.size");
+    assert_eq!(
+        bad.body["message"],
+        "Widget.example.com \"b\" is invalid: spec.size: Invalid value: 20: spec.size in body should be less than or equal to 10"
+    );
+    let ruled = api
+        .send(
+            "POST",
+            WIDGETS,
+            r#"{"metadata":{"name":"c"},"spec":{"image":"nginx","limits":{"min":1,"max":2}}}"#,
+        )
+        .await;
+    assert_eq!(ruled.code, 422, "{}", ruled.body);
+    assert_eq!(ruled.body["details"]["causes"][0]["field"], "spec.limits");
+    assert!(
+        ruled.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("self.min <= self.max")
+    );
+
+    // Printer columns.
+    let table = api.send_as("GET", WIDGETS, JSON, TABLE, "").await;
+    let names: Vec<&str> = table.body["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Name", "Image", "Replicas"]);
+    assert_eq!(table.body["rows"][0]["cells"], json!(["a", "nginx", 1]));
+
+    // A custom object is replaced only at a named resourceVersion, as upstream.
+    let put = api
+        .send(
+            "PUT",
+            &format!("{WIDGETS}/a"),
+            r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"a"},"spec":{"image":"redis"}}"#,
+        )
+        .await;
+    assert_eq!(put.code, 422, "{}", put.body);
+
+    // The status subresource.
+    let status = api
+        .send_as(
+            "PATCH",
+            &format!("{WIDGETS}/a/status"),
+            "application/merge-patch+json",
+            JSON,
+            r#"{"status":{"replicas":1}}"#,
+        )
+        .await;
+    assert_eq!(status.code, 200, "{}", status.body);
+    assert_eq!(status.body["status"]["replicas"], 1);
+
+    // Server-side apply records managedFields on custom objects.
+    let applied = api
+        .send_as(
+            "PATCH",
+            &format!("{WIDGETS}/d?fieldManager=tester"),
+            APPLY,
+            JSON,
+            "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: d\nspec:\n  image: redis\n",
+        )
+        .await;
+    assert_eq!(applied.code, 201, "{}", applied.body);
+    assert_eq!(
+        applied.body["metadata"]["managedFields"][0]["manager"],
+        "tester"
+    );
+}
+
+#[tokio::test]
+async fn definitions_are_served_again_after_a_restart_and_deleting_one_deletes_its_objects() {
+    let store: Arc<dyn Storage> = Arc::new(MemoryStore::new());
+    let api = setup(store.clone()).await;
+    let ok = api
+        .send(
+            "POST",
+            WIDGETS,
+            r#"{"metadata":{"name":"a"},"spec":{"image":"nginx"}}"#,
+        )
+        .await;
+    assert_eq!(ok.code, 201, "{}", ok.body);
+    drop(api);
+
+    // A new server over the same store serves the kind before it loads the object.
+    let api = Api::over(store.clone()).await;
+    let list = api.send("GET", WIDGETS, "").await;
+    assert_eq!(list.code, 200, "{}", list.body);
+    assert_eq!(list.body["items"][0]["metadata"]["name"], "a");
+
+    let del = api
+        .send("DELETE", &format!("{CRDS}/widgets.example.com"), "")
+        .await;
+    assert_eq!(del.code, 200, "{}", del.body);
+    api.until(&format!("{CRDS}/widgets.example.com"), |a| a.code == 404)
+        .await;
+    api.until("/apis/example.com/v1", |a| a.code == 404).await;
+    let left = store.list("/example.com/").await.expect("list");
+    assert!(left.items.is_empty(), "objects left: {}", left.items.len());
+}
