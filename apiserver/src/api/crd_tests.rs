@@ -253,17 +253,24 @@ async fn a_definition_is_served_at_once_and_its_objects_follow_its_schema() {
         .send(
             "POST",
             WIDGETS,
-            r#"{"metadata":{"name":"c"},"spec":{"image":"nginx","limits":{"min":1,"max":2}}}"#,
+            r#"{"metadata":{"name":"c"},"spec":{"image":"nginx","limits":{"min":3,"max":2}}}"#,
         )
         .await;
     assert_eq!(ruled.code, 422, "{}", ruled.body);
     assert_eq!(ruled.body["details"]["causes"][0]["field"], "spec.limits");
-    assert!(
-        ruled.body["message"]
-            .as_str()
-            .unwrap()
-            .contains("self.min <= self.max")
+    assert_eq!(
+        ruled.body["details"]["causes"][0]["message"],
+        "Invalid value: \"object\": failed rule: self.min <= self.max"
     );
+    // The rule holds: stored.
+    let held = api
+        .send(
+            "POST",
+            WIDGETS,
+            r#"{"metadata":{"name":"e"},"spec":{"image":"nginx","limits":{"min":1,"max":2}}}"#,
+        )
+        .await;
+    assert_eq!(held.code, 201, "{}", held.body);
 
     // Printer columns.
     let table = api.send_as("GET", WIDGETS, JSON, TABLE, "").await;
@@ -275,6 +282,7 @@ async fn a_definition_is_served_at_once_and_its_objects_follow_its_schema() {
         .collect();
     assert_eq!(names, ["Name", "Image", "Replicas"]);
     assert_eq!(table.body["rows"][0]["cells"], json!(["a", "nginx", 1]));
+    assert_eq!(table.body["rows"].as_array().unwrap().len(), 2);
 
     // A custom object is replaced only at a named resourceVersion, as upstream.
     let put = api
