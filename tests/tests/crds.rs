@@ -323,3 +323,106 @@ async fn kube_rs_dynamic_objects_round_trip() {
         other => panic!("expected 422, got {other:?}"),
     }
 }
+
+/// The vendored prometheus-operator data (see its README.md and LICENSE).
+const PROMETHEUS_OPERATOR: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/prometheus-operator");
+
+#[test]
+fn prometheus_operator_definitions_and_objects_apply() {
+    let env = Env::start(&["--clusters=1", "--nodes=1", "--ready-delay=0s"]);
+    let federation = ok(&env, "", &["config", "current-context"]);
+    let ctx = federation.trim();
+    let crds = format!("{PROMETHEUS_OPERATOR}/crds");
+    let examples = format!("{PROMETHEUS_OPERATOR}/examples");
+
+    // kubectl create, then server-side apply over them (hundreds of KiB of schema each).
+    ok(&env, ctx, &["create", "-f", &crds]);
+    ok(&env, ctx, &["apply", "--server-side", "-f", &crds]);
+    ok(
+        &env,
+        ctx,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/prometheuses.monitoring.coreos.com",
+            "crd/servicemonitors.monitoring.coreos.com",
+            "crd/podmonitors.monitoring.coreos.com",
+            "crd/prometheusrules.monitoring.coreos.com",
+            "--timeout=60s",
+        ],
+    );
+    // Client-side apply of the biggest fails as upstream: its last-applied annotation
+    // would be larger than annotations may be.
+    let big = format!("{crds}/monitoring.coreos.com_prometheuses.yaml");
+    let (success, _, err) = kubectl(&env, ctx, &["apply", "-f", &big]);
+    assert!(!success);
+    assert!(
+        err.contains("metadata.annotations: Too long: must have at most 262144 bytes"),
+        "{err}"
+    );
+
+    // The getting-started objects apply (validated client-side against the published
+    // schemas, then by the server, CEL rules included), and list with their columns.
+    ok(&env, ctx, &["apply", "-n", "default", "-f", &examples]);
+    let table = ok(&env, ctx, &["get", "prometheus", "-n", "default"]);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "VERSION",
+            "DESIRED",
+            "READY",
+            "RECONCILED",
+            "AVAILABLE",
+            "AGE"
+        ],
+        "{table}"
+    );
+    let monitors = ok(
+        &env,
+        ctx,
+        &[
+            "get",
+            "servicemonitors,podmonitors",
+            "-n",
+            "default",
+            "-o",
+            "name",
+        ],
+    );
+    assert!(
+        monitors.contains("servicemonitor.monitoring.coreos.com/example-app"),
+        "{monitors}"
+    );
+    assert!(
+        monitors.contains("podmonitor.monitoring.coreos.com/example-app"),
+        "{monitors}"
+    );
+    let explained = ok(
+        &env,
+        ctx,
+        &["explain", "prometheus.spec.serviceAccountName"],
+    );
+    assert!(explained.contains("serviceAccountName"), "{explained}");
+
+    // Deleting the definitions deletes the objects.
+    ok(&env, ctx, &["delete", "-f", &crds, "--timeout=60s"]);
+    eventually(
+        &env,
+        ctx,
+        &[
+            "api-resources",
+            "--api-group=monitoring.coreos.com",
+            "-o",
+            "name",
+        ],
+        |s, out| s && out.trim().is_empty(),
+    );
+}
