@@ -109,18 +109,22 @@ impl ColumnPath {
     }
 
     /// The cell of a column of `type_`: the first value found, printed as kube-apiserver
-    /// prints it (strings as text, other types as their JSON value); null when absent.
+    /// prints it (strings as text, a `date` as its age the way kubectl prints AGE, other
+    /// types as their JSON value); null when absent.
     pub fn cell(&self, obj: &Value, type_: &str) -> Value {
         let Some(v) = self.find(obj).into_iter().next() else {
             return Value::Null;
         };
-        if type_ == "string" {
-            return match v {
-                Value::String(s) => Value::from(s.as_str()),
-                other => Value::from(other.to_string()),
-            };
+        match (type_, v) {
+            ("string", Value::String(s)) => Value::from(s.as_str()),
+            ("string", other) => Value::from(other.to_string()),
+            ("date", Value::String(s)) => Value::from(match s.parse::<jiff::Timestamp>() {
+                Ok(_) => crate::object::age(s),
+                Err(_) => "<invalid>".to_string(),
+            }),
+            ("date", _) => Value::Null,
+            _ => v.clone(),
         }
-        v.clone()
     }
 }
 
@@ -214,6 +218,16 @@ mod tests {
             let p = ColumnPath::parse(path).unwrap();
             assert_eq!(p.cell(&obj, ty), want, "{path}");
         }
+        let dated = json!({"metadata": {"creationTimestamp": "2020-01-01T00:00:00Z"}, "spec": {"at": "soon"}});
+        let age = ColumnPath::parse(".metadata.creationTimestamp")
+            .unwrap()
+            .cell(&dated, "date");
+        assert!(
+            age.as_str().is_some_and(|a| a.ends_with('y')),
+            "a date prints as its age: {age}"
+        );
+        let bad = ColumnPath::parse(".spec.at").unwrap().cell(&dated, "date");
+        assert_eq!(bad, json!("<invalid>"));
         assert!(ColumnPath::parse("spec.replicas").is_err());
         assert!(ColumnPath::parse(".spec[?(@.a>1)]").is_err());
         assert!(ColumnPath::parse(".spec[0").is_err());
