@@ -1,6 +1,7 @@
 //! Helm 4 and Helm 3 against Meridian: the `helm create` scaffold installed, upgraded with a
 //! changed value, rolled back and uninstalled, leaving nothing behind, into the federation
-//! and into a cluster-sim cluster (there with `--wait`, which waits for the simulated pods).
+//! and into a cluster-sim cluster (there with `--wait`, which waits for the simulated pods, and
+//! `helm test`, whose hook pod the simulated kubelet runs to completion).
 
 use std::time::{Duration, Instant};
 
@@ -156,6 +157,29 @@ fn release_lifecycle(env: &Env, helm: &Helm, chart: &str, context: &str, ns: &st
         ["superseded", "superseded", "deployed"],
         "{history:#}"
     );
+
+    if wait {
+        // The scaffold's test hook is a run-to-completion pod: cluster-sim runs it to
+        // Succeeded, which is what `helm test` waits for.
+        let out = helm_in(&["test", "demo", "--timeout=120s"]);
+        assert!(
+            out.contains("demo-test-connection") && out.contains("Succeeded"),
+            "{out}"
+        );
+        // Helm does not track what hooks create, so uninstall leaves the test pod (as on any
+        // cluster): remove it as a user would.
+        env.ok(
+            "kubectl",
+            &[
+                "--context",
+                context,
+                "delete",
+                "pod/demo-test-connection",
+                "-n",
+                ns,
+            ],
+        );
+    }
 
     helm_in(&["uninstall", "demo"]);
     // No release record is left in any state.

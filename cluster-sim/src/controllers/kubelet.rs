@@ -6,6 +6,10 @@
 //! With `serve_pods`, a pod's listeners are started (see [`super::containers`]) before its
 //! `Ready=True` is written, so the API never reports a Ready pod that does not answer.
 //!
+//! A pod that runs to completion (`restartPolicy` `Never` or `OnFailure`, as a Job's or a
+//! `helm test` hook's) is simulated as containers that exit 0 once started: after `Running`
+//! it turns `Succeeded` and its address is freed.
+//!
 //! Pods on a node that turns NotReady get `Ready=False` (as the node lifecycle controller
 //! marks them) and `True` again when it recovers. Pods being deleted are left to the engine.
 //! The index holds per node only its CIDR index, address, readiness and a 256-bit map of
@@ -184,9 +188,10 @@ impl Kubelet {
                 let key = ns_key(obj.namespace(), obj.name());
                 st.starts.remove(&key);
                 let pod = obj.value();
+                // A finished pod's address was freed when it finished (and may be another's now).
                 if let (Some(node), Some(ip)) = (
                     str_at(&pod, "/spec/nodeName"),
-                    str_at(&pod, "/status/podIP"),
+                    str_at(&pod, "/status/podIP").filter(|_| !is_finished(&pod)),
                 ) && let Some(n) = st.nodes.get_mut(node)
                 {
                     n.mark(ip, false);
@@ -197,7 +202,8 @@ impl Kubelet {
                 let Some(node) = str_at(&pod, "/spec/nodeName").filter(|n| !n.is_empty()) else {
                     return;
                 };
-                let ip = str_at(&pod, "/status/podIP");
+                let finished = is_finished(&pod);
+                let ip = str_at(&pod, "/status/podIP").filter(|_| !finished);
                 let node_ready = match st.nodes.get_mut(node) {
                     Some(n) => {
                         if let Some(ip) = ip {
@@ -207,11 +213,13 @@ impl Kubelet {
                     }
                     None => None,
                 };
-                if util::is_deleting(&pod) {
+                if util::is_deleting(&pod) || finished {
                     return;
                 }
                 let running = str_at(&pod, "/status/phase") == Some("Running") && ip.is_some();
-                let settled = running && node_ready == Some(condition_true(&pod, "Ready"));
+                let settled = running
+                    && node_ready == Some(condition_true(&pod, "Ready"))
+                    && !runs_to_completion(&pod);
                 if !settled {
                     self.queue.add(ns_key(obj.namespace(), obj.name()));
                 }
@@ -224,6 +232,54 @@ impl Kubelet {
             n.mark(ip, false);
         }
     }
+}
+
+/// Whether the pod's containers are not restarted when they exit (a Job's, a test hook's).
+fn runs_to_completion(pod: &Value) -> bool {
+    matches!(
+        str_at(pod, "/spec/restartPolicy"),
+        Some("Never" | "OnFailure")
+    )
+}
+
+/// Whether the pod has finished for good.
+fn is_finished(pod: &Value) -> bool {
+    matches!(str_at(pod, "/status/phase"), Some("Succeeded" | "Failed"))
+}
+
+/// The `status` of a pod whose containers all exited 0, from its running status: not ready
+/// (reason `PodCompleted`, as the kubelet writes), each container terminated `Completed`.
+fn succeeded_status(pod: &Value, now: &str) -> Value {
+    let mut status = pod.get("status").cloned().unwrap_or_else(|| json!({}));
+    status["phase"] = Value::from("Succeeded");
+    let started = str_at(pod, "/status/startTime").unwrap_or(now).to_string();
+    for t in ["Ready", "ContainersReady"] {
+        let c = merge_condition(
+            condition(pod, t),
+            t,
+            "False",
+            Some("PodCompleted"),
+            None,
+            now,
+            false,
+        );
+        if let Some(list) = status["conditions"].as_array_mut() {
+            list.retain(|c| c.get("type").and_then(Value::as_str) != Some(t));
+            list.push(c);
+        }
+    }
+    if let Some(list) = status["containerStatuses"].as_array_mut() {
+        for c in list {
+            let id = c.get("containerID").cloned().unwrap_or(Value::Null);
+            c["ready"] = Value::from(false);
+            c["started"] = Value::from(false);
+            c["state"] = json!({"terminated": {
+                "exitCode": 0, "reason": "Completed", "startedAt": started,
+                "finishedAt": now, "containerID": id,
+            }});
+        }
+    }
+    status
 }
 
 /// The `status` of a running pod on a node of the given readiness.
@@ -288,6 +344,41 @@ fn running_status(pod: &Value, ip: &str, host_ip: &str, ready: bool, now: &str) 
     status
 }
 
+impl Kubelet {
+    /// Reports a started run-to-completion pod `Succeeded` and frees its address.
+    async fn complete(
+        &self,
+        key: &str,
+        pod: &Value,
+        node: &str,
+        ip: &str,
+    ) -> Result<Requeue, SimError> {
+        let (ns, name) = split_key(key);
+        let patch = json!({ "status": succeeded_status(pod, &self.sim.now_rfc3339()) });
+        let written = self
+            .sim
+            .engine
+            .patch(
+                &self.sim.kinds.pods,
+                ns,
+                name,
+                PatchType::Merge,
+                &patch,
+                Target::Status,
+                &WriteOptions::by(super::KUBELET),
+            )
+            .await;
+        match written {
+            Ok(_) => {
+                self.release(node, ip);
+                Ok(Requeue::No)
+            }
+            Err(e) if e.code == 404 => Ok(Requeue::No),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
 impl Reconciler<String> for Kubelet {
     const NAME: &'static str = "kubelet";
 
@@ -307,6 +398,12 @@ impl Reconciler<String> for Kubelet {
             return Ok(Requeue::No);
         }
         let existing_ip = str_at(&pod, "/status/podIP").map(str::to_string);
+        if phase == "Running"
+            && runs_to_completion(&pod)
+            && let Some(ip) = &existing_ip
+        {
+            return self.complete(key, &pod, node, ip).await;
+        }
         let (ip, host_ip, ready, fresh) = {
             let mut st = lock(&self.state);
             let started = phase == "Running" && existing_ip.is_some();

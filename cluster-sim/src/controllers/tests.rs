@@ -909,3 +909,37 @@ async fn same_scenario_same_names_nodes_and_addresses() {
     );
     assert_eq!(first, second);
 }
+
+#[tokio::test]
+async fn run_to_completion_pods_succeed_and_others_keep_running() {
+    let sim = cluster(Duration::ZERO, &[]).await;
+    two_nodes(&sim).await;
+    let pod = |name: &str, restart: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": restart, "containers": [{"name": "main", "image": "busybox"}]}})
+    };
+    create(&sim, &sim.kinds.pods, "default", pod("test-hook", "Never")).await;
+    create(&sim, &sim.kinds.pods, "default", pod("server", "Always")).await;
+    let phase = |name: &str| {
+        get(&sim, &sim.kinds.pods, "default", name)
+            .and_then(|p| str_at(&p, "/status/phase").map(str::to_string))
+    };
+    until(&sim, "the hook pod succeeded", || {
+        phase("test-hook").as_deref() == Some("Succeeded")
+    })
+    .await;
+    until(&sim, "the server pod running", || {
+        phase("server").as_deref() == Some("Running")
+    })
+    .await;
+    let done = get(&sim, &sim.kinds.pods, "default", "test-hook").expect("hook pod");
+    assert!(!condition_true(&done, "Ready"));
+    assert_eq!(
+        done["status"]["containerStatuses"][0]["state"]["terminated"]["reason"],
+        "Completed"
+    );
+    // A pod that restarts its containers stays Running.
+    let server = get(&sim, &sim.kinds.pods, "default", "server").expect("server pod");
+    assert!(server["status"]["containerStatuses"][0]["state"]["running"].is_object());
+    assert!(condition_true(&server, "Ready"));
+}
