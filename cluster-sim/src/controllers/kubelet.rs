@@ -345,6 +345,27 @@ fn running_status(pod: &Value, ip: &str, host_ip: &str, ready: bool, now: &str) 
 }
 
 impl Kubelet {
+    /// Writes a pod's whole `status`, as the kubelet does, through the status subresource.
+    async fn write_status(
+        &self,
+        key: &str,
+        status: Value,
+    ) -> Result<meridian_apiserver::engine::Written, meridian_apiserver::status::ApiError> {
+        let (ns, name) = split_key(key);
+        self.sim
+            .engine
+            .patch(
+                &self.sim.kinds.pods,
+                ns,
+                name,
+                PatchType::Merge,
+                &json!({ "status": status }),
+                Target::Status,
+                &WriteOptions::by(super::KUBELET),
+            )
+            .await
+    }
+
     /// Reports a started run-to-completion pod `Succeeded` and frees its address.
     async fn complete(
         &self,
@@ -353,22 +374,8 @@ impl Kubelet {
         node: &str,
         ip: &str,
     ) -> Result<Requeue, SimError> {
-        let (ns, name) = split_key(key);
-        let patch = json!({ "status": succeeded_status(pod, &self.sim.now_rfc3339()) });
-        let written = self
-            .sim
-            .engine
-            .patch(
-                &self.sim.kinds.pods,
-                ns,
-                name,
-                PatchType::Merge,
-                &patch,
-                Target::Status,
-                &WriteOptions::by(super::KUBELET),
-            )
-            .await;
-        match written {
+        let status = succeeded_status(pod, &self.sim.now_rfc3339());
+        match self.write_status(key, status).await {
             Ok(_) => {
                 self.release(node, ip);
                 Ok(Requeue::No)
@@ -461,21 +468,7 @@ impl Reconciler<String> for Kubelet {
             tracing::warn!(pod = %key, error = %e, "cannot start the pod's server; retrying");
             return Ok(Requeue::After(START_RETRY));
         }
-        let patch = json!({ "status": status });
-        match self
-            .sim
-            .engine
-            .patch(
-                def,
-                ns,
-                name,
-                PatchType::Merge,
-                &patch,
-                Target::Status,
-                &WriteOptions::by(super::KUBELET),
-            )
-            .await
-        {
+        match self.write_status(key, status).await {
             Ok(_) => {
                 lock(&self.state).starts.remove(key);
                 Ok(Requeue::No)
