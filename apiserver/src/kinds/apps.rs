@@ -372,14 +372,7 @@ pub fn deployments() -> ResourceDef {
             format: "",
             description: "Number of ready pods over desired",
             priority: 0,
-            cell: |o| {
-                let ready = o
-                    .at("/status/readyReplicas")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0);
-                let want = o.at("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
-                Value::from(format!("{ready}/{want}"))
-            },
+            cell: super::workloads::ready_over_desired,
         },
         Column {
             name: "Up-to-date",

@@ -218,13 +218,7 @@ pub fn services() -> ResourceDef {
                 description: "Load-balancer addresses of the service",
                 priority: 0,
                 cell: |o| {
-                    let ips: Vec<&str> = o
-                        .at("/status/loadBalancer/ingress")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|i| i.get("ip").or(i.get("hostname")).and_then(Value::as_str))
-                        .collect();
+                    let ips = super::load_balancer_addresses(o);
                     let ty = o.at("/spec/type").and_then(Value::as_str).unwrap_or("");
                     Value::from(match (ips.is_empty(), ty) {
                         (false, _) => ips.join(","),

@@ -64,6 +64,17 @@ pub fn typed<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<(), String> 
     T::deserialize(obj).map(|_| ()).map_err(|e| e.to_string())
 }
 
+/// The addresses (IP, else hostname) of `status.loadBalancer.ingress`, as Services and
+/// Ingresses report them.
+pub fn load_balancer_addresses(obj: &Value) -> Vec<&str> {
+    obj.at("/status/loadBalancer/ingress")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i.get("ip").or(i.get("hostname")).and_then(Value::as_str))
+        .collect()
+}
+
 /// A string cell from a JSON pointer (empty when absent).
 pub fn str_at(obj: &Value, pointer: &str) -> Value {
     Value::from(obj.at(pointer).and_then(Value::as_str).unwrap_or(""))

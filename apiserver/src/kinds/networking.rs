@@ -162,14 +162,7 @@ fn ingress_hosts(o: &Value) -> Value {
 }
 
 fn ingress_address(o: &Value) -> Value {
-    let addrs: Vec<&str> = o
-        .at("/status/loadBalancer/ingress")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|i| i.get("ip").or(i.get("hostname")).and_then(Value::as_str))
-        .collect();
-    Value::from(addrs.join(","))
+    Value::from(super::load_balancer_addresses(o).join(","))
 }
 
 fn ingress_ports(o: &Value) -> Value {

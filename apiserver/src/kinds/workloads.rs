@@ -165,7 +165,8 @@ fn validate_daemonset(o: &Value, old: Option<&Value>) -> Vec<Cause> {
     errs
 }
 
-fn ready_over_desired(o: &Value) -> Value {
+/// The READY cell of a replicated workload: ready replicas over desired.
+pub(crate) fn ready_over_desired(o: &Value) -> Value {
     let ready = o
         .at("/status/readyReplicas")
         .and_then(Value::as_i64)
