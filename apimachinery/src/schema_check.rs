@@ -87,7 +87,8 @@ fn run(obj: &Value, defs: &Definitions, root: &str, checks: Checks) -> Vec<Schem
     out
 }
 
-fn json_type(v: &Value) -> &'static str {
+/// The JSON type name kube-openapi reports for a value (`integer` for whole numbers).
+pub fn json_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",

@@ -155,19 +155,6 @@ fn check_required(schema: &Value, map: &Map<String, Value>, path: &str, out: &mu
     }
 }
 
-/// The JSON type name kube-openapi reports for a value.
-fn type_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
 fn type_matches(want: &str, v: &Value) -> bool {
     match (want, v) {
         ("integer", Value::Number(n)) => n.is_i64() || n.is_u64(),
@@ -210,14 +197,14 @@ fn walk(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
         .and_then(Value::as_bool)
         .unwrap_or(false);
     if int_or_string {
-        if !matches!(v, Value::String(_)) && type_of(v) != "integer" {
+        if !matches!(v, Value::String(_)) && apimachinery::schema_check::json_type(v) != "integer" {
             out.push(cause(
                 "FieldValueTypeInvalid",
                 path,
                 format!(
                     "Invalid value: {}: {path} in body must be of type integer,string: {}",
                     shown(v),
-                    shown(&Value::from(type_of(v)))
+                    shown(&Value::from(apimachinery::schema_check::json_type(v)))
                 ),
             ));
             return;
@@ -231,7 +218,7 @@ fn walk(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
             format!(
                 "Invalid value: {}: {path} in body must be of type {want}: {}",
                 shown(v),
-                shown(&Value::from(type_of(v)))
+                shown(&Value::from(apimachinery::schema_check::json_type(v)))
             ),
         ));
         return;
