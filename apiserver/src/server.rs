@@ -175,7 +175,7 @@ pub fn api_server(
         engine,
         tokens,
         token_sources: Vec::new(),
-        authorizer: Some(authorizer),
+        authorizer,
         metrics,
         advertise,
         max_body: DEFAULT_MAX_BODY,

@@ -140,9 +140,9 @@ impl SimCluster {
             engine: engine.clone(),
             tokens,
             token_sources: vec![Arc::new(SimTokens(sim.clone()))],
-            authorizer: Some(Arc::new(meridian_apiserver::rbac::RbacAuthorizer::new(
+            authorizer: Arc::new(meridian_apiserver::rbac::RbacAuthorizer::new(
                 engine.cache.clone(),
-            ))),
+            )),
             metrics: Arc::default(),
             advertise: addr.to_string(),
             max_body: meridian_apiserver::api::DEFAULT_MAX_BODY,

@@ -38,8 +38,8 @@ pub struct ApiServer {
     pub tokens: TokenAuthenticator,
     /// Further token sources (e.g. service-account tokens), tried in order.
     pub token_sources: Vec<Arc<dyn crate::auth::TokenSource>>,
-    /// Authorization; `None` lets every authenticated user do everything.
-    pub authorizer: Option<Arc<dyn crate::auth::Authorizer>>,
+    /// Authorization of every request (a server cannot be built without one).
+    pub authorizer: Arc<dyn crate::auth::Authorizer>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Address advertised in `/api`.
@@ -164,13 +164,13 @@ impl ApiServer {
     {
         let get = req.method() == Method::GET;
         let is_resource = matches!(segs, ["api", "v1", _, ..] | ["apis", _, _, _, ..]);
-        if !is_resource && let Some(authz) = &self.authorizer {
+        if !is_resource {
             let attrs = crate::auth::Attributes {
                 verb: req.method().as_str().to_lowercase(),
                 path: req.uri().path().to_string(),
                 ..Default::default()
             };
-            if let Err(msg) = authz.authorize(user, &attrs) {
+            if let Err(msg) = self.authorizer.authorize(user, &attrs) {
                 return (
                     error_response(&ApiError::forbidden(msg)),
                     "get",
@@ -286,25 +286,23 @@ impl ApiServer {
         };
         let verb = verb_of(req.method(), &rp, q);
         let resource = rp.def.plural.to_string();
-        if let Some(authz) = &self.authorizer {
-            let attrs = crate::auth::Attributes {
-                verb: verb.to_string(),
-                group: rp.def.group.to_string(),
-                resource: resource.clone(),
-                subresource: rp.sub.unwrap_or("").to_string(),
-                namespace: rp.namespace.unwrap_or("").to_string(),
-                name: rp.name.unwrap_or("").to_string(),
-                path: String::new(),
-            };
-            if let Err(msg) = authz.authorize(user, &attrs) {
-                // As upstream, the refusal names the resource it was about in `details`.
-                let refusal = ApiError::forbidden(msg).with_target(
-                    &resource,
-                    rp.def.group,
-                    rp.name.unwrap_or(""),
-                );
-                return (error_response(&refusal), verb, resource);
-            }
+        let attrs = crate::auth::Attributes {
+            verb: verb.to_string(),
+            group: rp.def.group.to_string(),
+            resource: resource.clone(),
+            subresource: rp.sub.unwrap_or("").to_string(),
+            namespace: rp.namespace.unwrap_or("").to_string(),
+            name: rp.name.unwrap_or("").to_string(),
+            path: String::new(),
+        };
+        if let Err(msg) = self.authorizer.authorize(user, &attrs) {
+            // As upstream, the refusal names the resource it was about in `details`.
+            let refusal = ApiError::forbidden(msg).with_target(
+                &resource,
+                rp.def.group,
+                rp.name.unwrap_or(""),
+            );
+            return (error_response(&refusal), verb, resource);
         }
         let resp = match self.dispatch(req, &rp, q).await {
             Ok(r) => r,
