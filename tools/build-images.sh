@@ -8,7 +8,7 @@
 #
 #   --out DIR         where the images go (default: target/images)
 #   --binaries-only   only compile the static binaries and print their paths (the
-#                     Containerfiles' build stage runs this)
+#                     build stage of images/Containerfile runs this)
 #   IMAGE             federation-apiserver fed-scheduler fed-controllers lb-agent fedctl
 #                     (default: all)
 #

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Checks that an image's Containerfile says what tools/build-images.sh put in that image.
+"""Checks that one target of images/Containerfile says what tools/build-images.sh put in that image.
 
-Reads the Containerfile's final stage (after the last FROM) and the image's config as
-`skopeo inspect --config` prints it, and reports every difference: the base, user, environment,
-working directory, entrypoint, labels (with the Containerfile's ARGs given --build-arg values,
-as `podman build --build-arg` would), the files copied in, and that the build stage compiles
-with tools/build-images.sh. Exits 1 on any difference.
+Reads the named target's stage and the stages it is built FROM (back to `scratch`), and the
+image's config as `skopeo inspect --config` prints it, and reports every difference: the base,
+user, environment, working directory, entrypoint, labels (with the Containerfile's ARGs given
+--build-arg values, as `podman build --build-arg` would), the files copied in, and that the stage
+the binary is copied from (`build`) compiles it with tools/build-images.sh. Exits 1 on any
+difference.
 
-    check_containerfile.py CONTAINERFILE NAME CONFIG.json [--build-arg K=V ...]
+    check_containerfile.py CONTAINERFILE TARGET CONFIG.json [--build-arg K=V ...]
 """
 
 import argparse
@@ -45,20 +46,56 @@ def key_values(rest, args):
     return pairs
 
 
+def stages(instrs):
+    """(base, alias, instructions after FROM) per stage, in the file's order."""
+    out = []
+    for keyword, rest in instrs:
+        if keyword == "FROM":
+            words = rest.split()
+            alias = words[2] if len(words) == 3 and words[1].upper() == "AS" else None
+            out.append((words[0], alias, []))
+        elif out:
+            out[-1][2].append((keyword, rest))
+    return out
+
+
+def chain(all_stages, target):
+    """The instructions of TARGET's stage and of the stages it is built on, the root first,
+    and the root's base image; None when no stage is called TARGET."""
+    by_alias = {alias: (base, body) for base, alias, body in all_stages if alias}
+    if target not in by_alias:
+        return None
+    bodies, name = [], target
+    while name in by_alias and len(bodies) <= len(by_alias):
+        base, body = by_alias[name]
+        bodies.insert(0, body)
+        name = base
+    return name, [instr for body in bodies for instr in body]
+
+
+def compiles(body, name):
+    """Whether a build stage's RUN compiles NAME with tools/build-images.sh (no names: all)."""
+    for keyword, rest in body:
+        if keyword != "RUN":
+            continue
+        m = re.search(r"tools/build-images\.sh --binaries-only((?:[ \t]+[\w-]+)*)", rest)
+        if m and (not m.group(1).split() or name in m.group(1).split()):
+            return True
+    return False
+
+
 def check(containerfile, name, config, build_args):
-    instrs = instructions(containerfile)
-    froms = [i for i, (k, _) in enumerate(instrs) if k == "FROM"]
-    if not froms:
-        return ["no FROM"]
-    build, final = instrs[: froms[-1]], instrs[froms[-1]:]
+    all_stages = stages(instructions(containerfile))
+    found = chain(all_stages, name)
+    if found is None:
+        return [f"no stage called {name} (build it with --target {name})"]
+    root, final = found
     problems = []
-    if final[0][1] != "scratch":
-        problems.append(f"final stage is FROM {final[0][1]}, not scratch")
-    if not any(k == "RUN" and f"tools/build-images.sh --binaries-only {name}" in r for k, r in build):
-        problems.append(f"the build stage does not run tools/build-images.sh --binaries-only {name}")
+    if root != "scratch":
+        problems.append(f"the stage {name} is built on {root}, not scratch")
 
     args, env, labels, user, workdir, entrypoint, copies = {}, [], {}, None, None, None, []
-    for keyword, rest in final[1:]:
+    for keyword, rest in final:
         if keyword == "ARG":
             key, _, default = rest.partition("=")
             args[key] = build_args.get(key, default)
@@ -75,7 +112,7 @@ def check(containerfile, name, config, build_args):
         elif keyword == "COPY":
             copies.append(shlex.split(rest))
         else:
-            problems.append(f"unexpected {keyword} in the final stage")
+            problems.append(f"unexpected {keyword} in the stage {name} or its base")
 
     cfg = config.get("config", {})
     for what, want, got in [
@@ -92,16 +129,19 @@ def check(containerfile, name, config, build_args):
         default = next((r.partition("=")[2] for k, r in final if k == "ARG" and r.startswith(arg + "=")), None)
         if default != cfg.get("Labels", {}).get(label):
             problems.append(f"ARG {arg} defaults to {default!r}, the image's {label} is {cfg.get('Labels', {}).get(label)!r}")
-    want_copies = [["images/rootfs/", "/"], ["--from=build", f"/{name}", f"/usr/local/bin/{name}"]]
+    want_copies = [["images/rootfs/", "/"], ["--from=build", f"/out/{name}", f"/usr/local/bin/{name}"]]
     if copies != want_copies:
         problems.append(f"COPY: the Containerfile copies {copies}, the image is built from {want_copies}")
+    build = next((body for _, alias, body in all_stages if alias == "build"), [])
+    if not compiles(build, name):
+        problems.append(f"the build stage does not compile {name} with tools/build-images.sh --binaries-only")
     return problems
 
 
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("containerfile")
-    p.add_argument("name")
+    p.add_argument("target")
     p.add_argument("config")
     p.add_argument("--build-arg", action="append", default=[])
     a = p.parse_args(argv)
@@ -110,7 +150,7 @@ def main(argv):
         text = f.read()
     with open(a.config) as f:
         config = json.load(f)
-    problems = check(text, a.name, config, build_args)
+    problems = check(text, a.target, config, build_args)
     for problem in problems:
         print(f"{a.containerfile}: {problem}", file=sys.stderr)
     sys.exit(1 if problems else 0)

@@ -30,7 +30,7 @@ MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
 # The user every image runs as: distroless' "nonroot", so a Pod's runAsNonRoot holds and a
 # numeric runAsUser matches what the image says.
 USER = "65532:65532"
-# Docker sets this PATH on images that name none; naming it keeps the Containerfiles' images
+# Docker sets this PATH on images that name none; naming it keeps the Containerfile's images
 # and these the same.
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CA_FILE = "/etc/ssl/certs/ca-certificates.crt"

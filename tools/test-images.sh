@@ -3,7 +3,7 @@
 # them with tools other than the one that wrote them: skopeo reads each OCI archive and the
 # layout, umoci unpacks each image into a runtime bundle, runc runs it. Checked per image:
 # user 65532:65532, entrypoint, OCI labels, compressed size within the budget, no build
-# path inside the binary, the Containerfile says the same, `<binary> --help` runs on the empty
+# path inside the binary, the Containerfile's target of that name says the same, `<binary> --help` runs on the empty
 # base as 65532 from a read-only root; the API server image also serves (HTTPS, kubectl) as
 # 65532. A second build must give the same digests. Prints one line per check and a count.
 #
@@ -128,7 +128,7 @@ within_budget() {
 
 containerfile_agrees() {
   local n="$1"
-  python3 "$root/tools/check_containerfile.py" "$root/images/$n/Containerfile" "$n" "$work/$n.config.json" \
+  python3 "$root/tools/check_containerfile.py" "$root/images/Containerfile" "$n" "$work/$n.config.json" \
     --build-arg "VERSION=$want_version" --build-arg "REVISION=$want_revision" \
     --build-arg "SOURCE=${MERIDIAN_IMAGE_SOURCE:-$default_source}"
 }
@@ -169,7 +169,7 @@ for n in "${names[@]}"; do
   check "$n: user $uid, entrypoint and labels" config_and_labels "$n"
   check "$n: skopeo reads the same digest from the layout and the archive" digests_agree "$n"
   check "$n: compressed size within $((budget / 1000000)) MB" within_budget "$n"
-  check "$n: the Containerfile says the same" containerfile_agrees "$n"
+  check "$n: the Containerfile's target $n says the same" containerfile_agrees "$n"
   check "$n: umoci unpacks a bundle that runs it as $uid" unpack "$n"
   check "$n: no build path in the binary" no_build_paths "$n"
   check "$n: --help runs on the empty base (runc, read-only root)" runs_help "$n"
