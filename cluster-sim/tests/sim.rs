@@ -3,6 +3,8 @@
 // Tests fail on the first unexpected error: unwrapping is how they report it.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -505,8 +507,8 @@ async fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(u1
 
 #[tokio::test]
 async fn loopback_fleet_from_flags_serves_pods_and_places_lb_agents() {
-    // A port of its own: other tests' fleets hand out the same pod addresses.
-    const PORT: u16 = 18_083;
+    // A port from the OS: other tests' fleets hand out the same pod addresses.
+    let [port] = support::free_ports();
     let f = Fleet::start(&[
         "--clusters=2",
         "--nodes=1",
@@ -523,7 +525,7 @@ async fn loopback_fleet_from_flags_serves_pods_and_places_lb_agents() {
         "deployment",
         "echo",
         "--image=echo",
-        &format!("--port={PORT}"),
+        &format!("--port={port}"),
     ]);
     let pods: Api<Pod> = Api::namespaced(f.client("sim-1").await, "default");
     let mut w = Box::pin(
@@ -547,7 +549,7 @@ async fn loopback_fleet_from_flags_serves_pods_and_places_lb_agents() {
         }
     };
     assert!(ip.starts_with("127.10.0."), "{ip}");
-    let addr = std::net::SocketAddr::new(ip.parse().unwrap(), PORT);
+    let addr = std::net::SocketAddr::new(ip.parse().unwrap(), port);
     let (code, text) = http_get(addr, "/x").await.unwrap();
     assert_eq!(code, 200, "{text}");
     assert!(text.contains(&format!("x-sim-pod: {name}")), "{text}");

@@ -2,11 +2,13 @@
 //! on their own `127.x` addresses, stop with their pods and with cluster faults, and the
 //! endpoint slices list exactly the answering pods. Real sockets on loopback.
 //!
-//! Tests of this crate run in parallel processes that may hand out the same pod addresses,
-//! so every test uses its own container port.
+//! Tests of this crate run in parallel processes (and other checkouts' tests beside them) that
+//! may hand out the same pod addresses, so every test takes its container ports from the OS.
 
 // Tests fail on the first unexpected error: unwrapping is how they report it.
 #![allow(clippy::unwrap_used)]
+
+mod support;
 
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -220,11 +222,11 @@ async fn refused(addr: SocketAddr) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_serve_follow_scaling_and_faults() {
-    const PORT: u16 = 18_081;
+    let [port] = support::free_ports();
     let fleet = loopback_fleet(&["east", "west"]).await;
     let (east, west) = (fleet.clusters[0].clone(), fleet.clusters[1].clone());
     for c in [&east, &west] {
-        create(c, &c.sim.kinds.deployments, deployment("web", 3, PORT)).await;
+        create(c, &c.sim.kinds.deployments, deployment("web", 3, port)).await;
         create(
             c,
             &c.sim.kinds.services,
@@ -246,7 +248,7 @@ async fn pods_serve_follow_scaling_and_faults() {
 
     // A Ready pod answers at once, with its own name, over one kept-alive connection.
     for (name, ip) in &pods {
-        let mut s = connect(SocketAddr::new((*ip).into(), PORT)).await.unwrap();
+        let mut s = connect(SocketAddr::new((*ip).into(), port)).await.unwrap();
         for (method, path) in [("GET", "/hello?x=1"), ("POST", "/retry/me")] {
             let a = send(&mut s, method, path).await.unwrap();
             assert_eq!(a.status, 200);
@@ -256,7 +258,7 @@ async fn pods_serve_follow_scaling_and_faults() {
             assert_eq!(a.body, format!("east default/{name}\n"));
         }
     }
-    let a = get(SocketAddr::new(west_pods[0].1.into(), PORT), "/")
+    let a = get(SocketAddr::new(west_pods[0].1.into(), port), "/")
         .await
         .unwrap();
     assert_eq!(
@@ -288,14 +290,14 @@ async fn pods_serve_follow_scaling_and_faults() {
     let left = until(&east, "1 pod left", || ready_pods(&east, "web", 1)).await;
     let (kept_name, kept_ip) = left[0].clone();
     for (_, ip) in pods.iter().filter(|(n, _)| *n != kept_name) {
-        let addr = SocketAddr::new((*ip).into(), PORT);
+        let addr = SocketAddr::new((*ip).into(), port);
         eventually("a removed pod to stop listening", || refused(addr)).await;
     }
     until(&east, "slices with the kept pod only", || {
         (slice_addresses(&east, "web") == BTreeSet::from([kept_ip])).then_some(())
     })
     .await;
-    let kept = SocketAddr::new(kept_ip.into(), PORT);
+    let kept = SocketAddr::new(kept_ip.into(), port);
     assert_eq!(get(kept, "/").await.unwrap().pod, kept_name);
 
     // Down: refused, open connections dropped; up: answering again.
@@ -308,7 +310,7 @@ async fn pods_serve_follow_scaling_and_faults() {
         "a connection outlived the cluster going down"
     );
     // The other cluster never noticed.
-    get(SocketAddr::new(west_pods[0].1.into(), PORT), "/")
+    get(SocketAddr::new(west_pods[0].1.into(), port), "/")
         .await
         .unwrap();
     east.faults.set(Fault::None);
@@ -343,10 +345,10 @@ async fn pods_serve_follow_scaling_and_faults() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ready_pod_is_already_listening() {
-    const PORT: u16 = 18_082;
+    let [port] = support::free_ports();
     let fleet = loopback_fleet(&["solo"]).await;
     let c: Arc<SimCluster> = fleet.clusters[0].clone();
-    create(&c, &c.sim.kinds.deployments, deployment("api", 4, PORT)).await;
+    create(&c, &c.sim.kinds.deployments, deployment("api", 4, port)).await;
     // Checked in the same instant the cache first shows each pod Ready: no waiting allowed.
     let rt = c.sim.containers.clone().expect("serving pods");
     let mut seen = BTreeSet::new();
@@ -356,7 +358,7 @@ async fn a_ready_pod_is_already_listening() {
                 let listening = rt.listening(&format!("default/{name}"));
                 assert_eq!(
                     listening,
-                    vec![SocketAddr::new(ip.into(), PORT)],
+                    vec![SocketAddr::new(ip.into(), port)],
                     "pod {name} is Ready but not listening"
                 );
             }
@@ -369,14 +371,14 @@ async fn a_ready_pod_is_already_listening() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_answer_tls_websocket_h2c_streams_and_udp() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    const PORT: u16 = 18_083;
+    let [http, https, dns] = support::free_ports();
     let fleet = loopback_fleet(&["multi"]).await;
     let c: Arc<SimCluster> = fleet.clusters[0].clone();
-    let mut d = deployment("multi", 1, PORT);
+    let mut d = deployment("multi", 1, http);
     d["spec"]["template"]["spec"]["containers"][0]["ports"] = json!([
-        {"name": "http", "containerPort": PORT},
-        {"name": "https", "containerPort": PORT + 1},
-        {"name": "dns", "containerPort": PORT + 2, "protocol": "UDP"},
+        {"name": "http", "containerPort": http},
+        {"name": "https", "containerPort": https},
+        {"name": "dns", "containerPort": dns, "protocol": "UDP"},
     ]);
     create(&c, &c.sim.kinds.deployments, d).await;
     let pods = until(&c, "the pod Ready", || ready_pods(&c, "multi", 1)).await;
@@ -384,7 +386,7 @@ async fn pods_answer_tls_websocket_h2c_streams_and_udp() {
 
     // TLS (ALPN h2) with the cluster's self-signed certificate.
     let tls = meridian_e2e::wire::any_cert_tls_config(&[b"h2"]);
-    let tcp = TcpStream::connect(SocketAddr::new(ip.into(), PORT + 1))
+    let tcp = TcpStream::connect(SocketAddr::new(ip.into(), https))
         .await
         .unwrap();
     let stream = tokio_rustls::TlsConnector::from(Arc::new(tls))
@@ -414,7 +416,7 @@ async fn pods_answer_tls_websocket_h2c_streams_and_udp() {
     assert_eq!(resp.headers()[POD_HEADER], pod.as_str());
 
     // h2c with prior knowledge on the plain port, and a long streamed answer.
-    let tcp = TcpStream::connect(SocketAddr::new(ip.into(), PORT))
+    let tcp = TcpStream::connect(SocketAddr::new(ip.into(), http))
         .await
         .unwrap();
     let (mut h2c, conn) = hyper::client::conn::http2::handshake(
@@ -445,7 +447,7 @@ async fn pods_answer_tls_websocket_h2c_streams_and_udp() {
     );
 
     // WebSocket: the handshake answer, a greeting naming the pod, then an echo.
-    let mut ws = TcpStream::connect(SocketAddr::new(ip.into(), PORT))
+    let mut ws = TcpStream::connect(SocketAddr::new(ip.into(), http))
         .await
         .unwrap();
     ws.write_all(b"GET /ws HTTP/1.1\r\nhost: web\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n").await.unwrap();
@@ -478,7 +480,7 @@ async fn pods_answer_tls_websocket_h2c_streams_and_udp() {
 
     // UDP: the datagram back behind a line naming the pod.
     let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    udp.send_to(b"hello", SocketAddr::new(ip.into(), PORT + 2))
+    udp.send_to(b"hello", SocketAddr::new(ip.into(), dns))
         .await
         .unwrap();
     let mut buf = [0u8; 256];
