@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::agent::Shared;
-use crate::backend::Backend;
+use crate::backend::{Backend, now_ms};
 use crate::table::PortRoute;
 
 /// Backends already tried for one request (a retry goes elsewhere), by address: only
@@ -36,6 +36,80 @@ impl Tried {
     fn has(&self, b: &Arc<Backend>) -> bool {
         let p = Arc::as_ptr(b) as usize;
         self.inline[..self.len].contains(&p) || self.more.contains(&p)
+    }
+}
+
+/// One request's tries so far, kept alike by the HTTP/1 and the hyper request paths: where it
+/// went, how often it failed after being sent, the last error, and whether a remote agent
+/// said it reached no backend.
+#[derive(Debug, Default)]
+pub struct Attempts {
+    /// Backends already tried.
+    pub tried: Tried,
+    /// Failures after the request was sent (these count against the retry budget).
+    pub sent_failures: u32,
+    /// Why the last try failed.
+    pub last_error: Option<String>,
+    /// A remote agent answered that its cluster had no backend.
+    pub unserved: bool,
+}
+
+/// The agent's own answer when no backend is left to try.
+#[derive(Debug, PartialEq, Eq)]
+pub struct GiveUp {
+    /// 502 when a backend failed, 503 when none was reachable.
+    pub status: http::StatusCode,
+    /// The body.
+    pub text: String,
+    /// The `x-meridian-error` value: `unserved` when nothing reached a backend.
+    pub kind: &'static str,
+}
+
+impl Attempts {
+    /// The next backend for the request (remembered as tried, a retry counted), or the
+    /// answer to give when there is none.
+    pub fn next<'a>(
+        &mut self,
+        shared: &Shared,
+        route: &'a PortRoute,
+        local_only: bool,
+    ) -> Result<Choice<'a>, GiveUp> {
+        let Some(choice) = pick(route, local_only, &self.tried, now_ms()) else {
+            return Err(self.give_up(&route.service_key));
+        };
+        self.tried.add(choice.backend);
+        if self.last_error.is_some() {
+            shared.metrics.retries.inc();
+        }
+        Ok(choice)
+    }
+
+    /// A remote agent reached no backend: not that agent's failure, another cluster may
+    /// take the request.
+    pub fn remote_unserved(&mut self) {
+        self.unserved = true;
+        self.last_error
+            .get_or_insert_with(|| "no backend in the other clusters".into());
+    }
+
+    fn give_up(&self, service_key: &str) -> GiveUp {
+        // Nothing reached a backend unless an attempt failed after sending.
+        let kind = if self.sent_failures == 0 {
+            "unserved"
+        } else {
+            "failed"
+        };
+        let (status, text) = match &self.last_error {
+            Some(e) if !self.unserved || self.sent_failures > 0 => (
+                http::StatusCode::BAD_GATEWAY,
+                format!("{service_key}: upstream failed: {e}\n"),
+            ),
+            _ => (
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                format!("no healthy backend for {service_key}\n"),
+            ),
+        };
+        GiveUp { status, text, kind }
     }
 }
 
@@ -202,17 +276,23 @@ mod tests {
     use super::*;
     use crate::backend::{BackendKey, now_ms};
     use crate::inputs::{Inputs, LocalEndpoints};
-    use crate::metrics::Metrics;
-    use crate::table::{Registry, build};
-    use std::time::Duration;
+    use crate::table::Registry;
 
-    fn route(locals: &[&str]) -> (crate::table::Table, Registry) {
+    /// The table of `config` (an `LbConfig` as JSON) with `locals` as shop/web's local
+    /// endpoints.
+    fn table(config: serde_json::Value, locals: &[&str]) -> (crate::table::Table, Registry) {
         let mut local = LocalEndpoints::new();
         local.insert(
             ("shop".into(), "web".into(), "http".into()),
             locals.iter().map(|a| a.parse().unwrap()).collect(),
         );
-        let config: fed_api::lbconfig::LbConfig = serde_json::from_value(serde_json::json!({
+        let config: fed_api::lbconfig::LbConfig = serde_json::from_value(config).unwrap();
+        crate::table::build_fresh(&Inputs::fixed(config, local))
+    }
+
+    fn route(locals: &[&str]) -> (crate::table::Table, Registry) {
+        table(
+            serde_json::json!({
             "dnsZone": "g.test", "cluster": "a",
             "clusters": [
                 {"name": "a", "address": "127.0.1.1", "httpPort": 80, "peerPort": 81, "dnsPort": 53, "ready": true},
@@ -222,23 +302,9 @@ mod tests {
             "services": [{"namespace": "shop", "name": "web",
                 "ports": [{"name": "http", "port": 80, "protocol": "http", "listenPort": 30000}],
                 "backends": {"b": 1, "c": 3}}]
-        }))
-        .unwrap();
-        let inputs = Inputs {
-            config: Some(Arc::new(config)),
-            local: Arc::new(local),
-            config_error: None,
-            synced: true,
-            tls: Arc::default(),
-        };
-        let mut reg = Registry::default();
-        let (t, _) = build(
-            &inputs,
-            &mut reg,
-            &Metrics::default(),
-            Duration::from_secs(3),
-        );
-        (t, reg)
+            }),
+            locals,
+        )
     }
 
     #[test]
@@ -317,12 +383,8 @@ mod tests {
     }
 
     fn routed(policy: serde_json::Value, locals: &[&str]) -> (crate::table::Table, Registry) {
-        let mut local = LocalEndpoints::new();
-        local.insert(
-            ("shop".into(), "web".into(), "http".into()),
-            locals.iter().map(|a| a.parse().unwrap()).collect(),
-        );
-        let config: fed_api::lbconfig::LbConfig = serde_json::from_value(serde_json::json!({
+        table(
+            serde_json::json!({
             "dnsZone": "g.test", "cluster": "a",
             "clusters": [
                 {"name": "a", "region": "eu", "zone": "eu-1", "address": "127.0.1.1", "httpPort": 80, "peerPort": 81, "dnsPort": 53, "ready": true},
@@ -332,23 +394,9 @@ mod tests {
             "services": [{"namespace": "shop", "name": "web",
                 "ports": [{"name": "http", "port": 80, "protocol": "http", "listenPort": 30000}],
                 "backends": {"a": 1, "b": 1, "c": 1}, "policy": policy}]
-        }))
-        .unwrap();
-        let inputs = Inputs {
-            config: Some(Arc::new(config)),
-            local: Arc::new(local),
-            config_error: None,
-            synced: true,
-            tls: Arc::default(),
-        };
-        let mut reg = Registry::default();
-        let (t, _) = build(
-            &inputs,
-            &mut reg,
-            &Metrics::default(),
-            Duration::from_secs(3),
-        );
-        (t, reg)
+            }),
+            locals,
+        )
     }
 
     /// The clusters a request tries in turn while each one fails (`-` for local).

@@ -21,8 +21,8 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use crate::agent::{BindKey, Shared};
-use crate::backend::{Backend, now_ms};
-use crate::balance::{Tried, failed, pick};
+use crate::backend::Backend;
+use crate::balance::{Attempts, failed};
 use crate::h1::codec::MERIDIAN_ERROR_HEADER;
 use crate::table::{PortRoute, Proto};
 use crate::upstream::{PooledBody, Sender, UpBody, checkout};
@@ -179,42 +179,20 @@ async fn forward(
     };
     let mut pending = Some(Request::from_parts(parts, up_body));
     let h2 = route.proto == Proto::H2c;
-    let mut tried = Tried::default();
-    let mut sent_failures = 0u32;
-    let mut last_error: Option<String> = None;
-    let mut unserved = false;
+    let mut tries = Attempts::default();
     loop {
-        let Some(choice) = pick(route, local_only, &tried, now_ms()) else {
-            let kind = if sent_failures == 0 {
-                "unserved"
-            } else {
-                "failed"
-            };
-            return match last_error {
-                Some(e) if !unserved || sent_failures > 0 => plain(
-                    StatusCode::BAD_GATEWAY,
-                    format!("{}: upstream failed: {e}\n", route.service_key),
-                    Some(kind),
-                ),
-                _ => plain(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!("no healthy backend for {}\n", route.service_key),
-                    Some(kind),
-                ),
-            };
+        let choice = match tries.next(shared, route, local_only) {
+            Ok(choice) => choice,
+            Err(g) => return plain(g.status, g.text, Some(g.kind)),
         };
         let backend = choice.backend.clone();
         let remote = choice.remote;
-        tried.add(&backend);
-        if last_error.is_some() {
-            shared.metrics.retries.inc();
-        }
         let sender = match checkout(&backend, h2, shared.settings.connect_timeout).await {
             Ok(s) => s,
             Err(e) => {
                 // Nothing was sent: any request may go to another backend.
                 failed(shared, route, &backend);
-                last_error = Some(e.to_string());
+                tries.last_error = Some(e.to_string());
                 continue;
             }
         };
@@ -227,7 +205,7 @@ async fn forward(
                 format!(
                     "{}: upstream failed after the request was sent: {}\n",
                     route.service_key,
-                    last_error.unwrap_or_default()
+                    tries.last_error.unwrap_or_default()
                 ),
                 Some("failed"),
             );
@@ -263,15 +241,16 @@ async fn forward(
                             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(kind))
                 };
                 if agent_error(b"unserved") {
-                    // The remote agent reached no backend: another cluster may take it.
-                    unserved = true;
-                    last_error.get_or_insert_with(|| "no backend in the other clusters".into());
+                    tries.remote_unserved();
                     continue;
                 }
-                if agent_error(b"failed") && idempotent && sent_failures < shared.settings.retries {
+                if agent_error(b"failed")
+                    && idempotent
+                    && tries.sent_failures < shared.settings.retries
+                {
                     // Its backends failed an idempotent request: another cluster may answer.
-                    sent_failures += 1;
-                    last_error = Some("the other cluster's backends failed".into());
+                    tries.sent_failures += 1;
+                    tries.last_error = Some("the other cluster's backends failed".into());
                     continue;
                 }
                 if resp.status().is_server_error() {
@@ -288,15 +267,15 @@ async fn forward(
             }
             Err((unsent, error)) => {
                 failed(shared, route, &backend);
-                last_error = Some(error.to_string());
+                tries.last_error = Some(error.to_string());
                 match unsent {
                     // Never written: safe to send elsewhere whatever the method.
                     Some(r) => pending = Some(r),
                     None => {
-                        sent_failures += 1;
+                        tries.sent_failures += 1;
                         if replay.is_none()
                             || !idempotent
-                            || sent_failures > shared.settings.retries
+                            || tries.sent_failures > shared.settings.retries
                         {
                             return plain(
                                 StatusCode::BAD_GATEWAY,

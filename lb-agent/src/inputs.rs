@@ -73,6 +73,19 @@ pub struct Inputs {
     pub synced: bool,
 }
 
+impl Inputs {
+    /// Inputs known in full at once (a static file, a test): listed already, no TLS Secrets.
+    pub fn fixed(config: LbConfig, local: LocalEndpoints) -> Self {
+        Self {
+            config: Some(Arc::new(config)),
+            config_error: None,
+            local: Arc::new(local),
+            tls: Arc::default(),
+            synced: true,
+        }
+    }
+}
+
 /// Why a configuration is rejected.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {

@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use anyhow::Context as _;
 use fed_api::lbconfig::LbConfig;
@@ -35,11 +34,5 @@ pub fn load(path: &std::path::Path, me: &str) -> anyhow::Result<Inputs> {
             addrs.into_iter().collect(),
         );
     }
-    Ok(Inputs {
-        config: Some(Arc::new(file.config)),
-        config_error: None,
-        local: Arc::new(local),
-        synced: true,
-        tls: Arc::default(),
-    })
+    Ok(Inputs::fixed(file.config, local))
 }

@@ -484,6 +484,19 @@ pub fn apply_peer_counts(table: &Table, backend: &Arc<Backend>, fresh: Duration)
     }
 }
 
+/// The table of `inputs` built with a fresh registry, as tests of several modules want it.
+#[cfg(test)]
+pub(crate) fn build_fresh(inputs: &Inputs) -> (Table, Registry) {
+    let mut reg = Registry::default();
+    let (t, _) = build(
+        inputs,
+        &mut reg,
+        &Metrics::default(),
+        Duration::from_secs(3),
+    );
+    (t, reg)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,24 +525,12 @@ mod tests {
             ("shop".into(), "web".into(), "http".into()),
             ["10.0.0.1:8080".parse().unwrap()].into(),
         );
-        Inputs {
-            config: Some(Arc::new(config())),
-            local: Arc::new(local),
-            config_error: None,
-            synced: true,
-            tls: Arc::default(),
-        }
+        Inputs::fixed(config(), local)
     }
 
     #[test]
     fn host_names_route_to_the_http_port() {
-        let mut reg = Registry::default();
-        let (t, _) = build(
-            &inputs(),
-            &mut reg,
-            &Metrics::default(),
-            Duration::from_secs(3),
-        );
+        let (t, _) = build_fresh(&inputs());
         for host in [
             "web.shop.global.test",
             "WEB.shop.global.test:8080",
@@ -560,13 +561,7 @@ mod tests {
 
     #[test]
     fn remotes_are_ready_other_clusters_with_backends() {
-        let mut reg = Registry::default();
-        let (t, _) = build(
-            &inputs(),
-            &mut reg,
-            &Metrics::default(),
-            Duration::from_secs(3),
-        );
+        let (t, _) = build_fresh(&inputs());
         let r = &t.listen[&30000];
         assert_eq!(r.local.len(), 1);
         let remotes: Vec<_> = r.remote.iter().map(|e| e.backend.cluster()).collect();

@@ -20,8 +20,8 @@ use super::chunked::Chunked;
 use super::codec::{self, Framing, ParsedResponse};
 use super::{Conn, Window};
 use crate::agent::Shared;
-use crate::backend::{Backend, now_ms};
-use crate::balance::{Tried, failed, pick};
+use crate::backend::Backend;
+use crate::balance::{Attempts, failed};
 use crate::metrics::RouteMetrics;
 use crate::table::PortRoute;
 use crate::upstream::{checkin_raw, checkout_raw};
@@ -59,35 +59,16 @@ pub(super) async fn forward(
     // Loop prevention: a request another agent forwarded is served by local endpoints only.
     let local_only = conn.head.forwarded;
     let replayable = conn.head.idempotent && conn.head.framing == Framing::Empty;
-    let mut tried = Tried::default();
-    let mut sent_failures = 0u32;
-    let mut last_error: Option<String> = None;
-    let mut unserved = false;
+    let mut tries = Attempts::default();
     loop {
-        let Some(choice) = pick(route, local_only, &tried, now_ms()) else {
-            let (code, text) = match last_error {
-                Some(e) if !unserved || sent_failures > 0 => (
-                    502,
-                    format!("{}: upstream failed: {e}\n", route.service_key),
-                ),
-                _ => (
-                    503,
-                    format!("no healthy backend for {}\n", route.service_key),
-                ),
-            };
-            // Nothing reached a backend unless an attempt failed after sending.
-            let kind = if sent_failures == 0 {
-                "unserved"
-            } else {
-                "failed"
-            };
-            return own_answer(conn, &route.metrics, started, code, &text, kind).await;
+        let choice = match tries.next(shared, route, local_only) {
+            Ok(choice) => choice,
+            Err(g) => {
+                let (metrics, status) = (&route.metrics, g.status.as_u16());
+                return own_answer(conn, metrics, started, status, &g.text, g.kind).await;
+            }
         };
         let backend = choice.backend;
-        tried.add(backend);
-        if last_error.is_some() {
-            shared.metrics.retries.inc();
-        }
         let fwd = if choice.remote {
             forwarded_by.map(HeaderValue::as_bytes)
         } else {
@@ -128,37 +109,36 @@ pub(super) async fn forward(
             Ok(keep) => return keep,
             Err(Failure::Connect(e)) => {
                 failed(shared, route, backend);
-                last_error = Some(e.to_string());
+                tries.last_error = Some(e.to_string());
             }
             Err(Failure::Unsent(e)) => {
                 failed(shared, route, backend);
-                last_error = Some(e.to_string());
+                tries.last_error = Some(e.to_string());
             }
             Err(Failure::Unserved) => {
-                // Its HEALTH answer will say so too; not a failure of that agent.
-                unserved = true;
-                last_error.get_or_insert_with(|| "no backend in the other clusters".into());
+                // Its HEALTH answer will say so too.
+                tries.remote_unserved();
             }
             Err(Failure::RemoteFailed) => {
                 // That cluster's trouble, not its agent's: counted as a try, not a failure.
-                sent_failures += 1;
-                if sent_failures > shared.settings.retries {
+                tries.sent_failures += 1;
+                if tries.sent_failures > shared.settings.retries {
                     let text = format!(
                         "{}: upstream failed in every cluster tried\n",
                         route.service_key
                     );
                     return own_answer(conn, &route.metrics, started, 502, &text, "failed").await;
                 }
-                last_error = Some("the other cluster's backends failed".into());
+                tries.last_error = Some("the other cluster's backends failed".into());
             }
             Err(Failure::Sent { error, .. }) => {
                 failed(shared, route, backend);
-                sent_failures += 1;
-                if !replayable || sent_failures > shared.settings.retries {
+                tries.sent_failures += 1;
+                if !replayable || tries.sent_failures > shared.settings.retries {
                     let text = format!("{}: upstream failed: {error}\n", route.service_key);
                     return own_answer(conn, &route.metrics, started, 502, &text, "failed").await;
                 }
-                last_error = Some(error.to_string());
+                tries.last_error = Some(error.to_string());
             }
             Err(Failure::BadBody) => {
                 conn.head.keep_alive = false;
