@@ -6,8 +6,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use meridian_apiserver::kinds::apps::default_pod_spec;
 use meridian_apiserver::kinds::core::def;
 use meridian_apiserver::kinds::validate::{self, NameRule, required};
-use meridian_apiserver::kinds::{self, FnHooks, no_default, no_prepare, str_at, typed};
-use meridian_apiserver::registry::{Column, Registry, ResourceDef};
+use meridian_apiserver::kinds::{self, FnHooks, column, no_default, no_prepare, str_at, typed};
+use meridian_apiserver::registry::{Registry, ResourceDef};
 use meridian_apiserver::status::Cause;
 use serde_json::{Value, json};
 
@@ -42,13 +42,12 @@ pub fn nodes() -> ResourceDef {
             prepare_create: no_prepare,
         },
         vec![
-            Column {
-                name: "Status",
-                type_: "string",
-                format: "",
-                description: "Ready, NotReady or Unknown",
-                priority: 0,
-                cell: |o| {
+            column(
+                "Status",
+                "string",
+                "Ready, NotReady or Unknown",
+                false,
+                |o| {
                     let mut s = match condition(o, "Ready")
                         .and_then(|c| c.get("status"))
                         .and_then(Value::as_str)
@@ -62,33 +61,21 @@ pub fn nodes() -> ResourceDef {
                     }
                     Value::from(s)
                 },
-            },
-            Column {
-                name: "Version",
-                type_: "string",
-                format: "",
-                description: "Kubelet version",
-                priority: 0,
-                cell: |o| str_at(o, "/status/nodeInfo/kubeletVersion"),
-            },
-            Column {
-                name: "Internal-IP",
-                type_: "string",
-                format: "",
-                description: "Internal address",
-                priority: 1,
-                cell: |o| {
-                    let ip = o
-                        .at("/status/addresses")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .find(|a| a.get("type").and_then(Value::as_str) == Some("InternalIP"))
-                        .and_then(|a| a.get("address").and_then(Value::as_str))
-                        .unwrap_or("<none>");
-                    Value::from(ip)
-                },
-            },
+            ),
+            column("Version", "string", "Kubelet version", false, |o| {
+                str_at(o, "/status/nodeInfo/kubeletVersion")
+            }),
+            column("Internal-IP", "string", "Internal address", true, |o| {
+                let ip = o
+                    .at("/status/addresses")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .find(|a| a.get("type").and_then(Value::as_str) == Some("InternalIP"))
+                    .and_then(|a| a.get("address").and_then(Value::as_str))
+                    .unwrap_or("<none>");
+                Value::from(ip)
+            }),
         ],
     );
     d.definition = "io.k8s.api.core.v1.Node";
@@ -154,13 +141,12 @@ pub fn pods() -> ResourceDef {
             },
         },
         vec![
-            Column {
-                name: "Ready",
-                type_: "string",
-                format: "",
-                description: "Ready containers over all containers",
-                priority: 0,
-                cell: |o| {
+            column(
+                "Ready",
+                "string",
+                "Ready containers over all containers",
+                false,
+                |o| {
                     let total = o
                         .at("/spec/containers")
                         .and_then(Value::as_array)
@@ -174,65 +160,37 @@ pub fn pods() -> ResourceDef {
                         .count();
                     Value::from(format!("{ready}/{total}"))
                 },
-            },
-            Column {
-                name: "Status",
-                type_: "string",
-                format: "",
-                description: "The pod's phase",
-                priority: 0,
-                cell: |o| {
-                    if meridian_apiserver::object::is_deleting(o) {
-                        return Value::from("Terminating");
-                    }
-                    str_at(o, "/status/phase")
-                },
-            },
-            Column {
-                name: "Restarts",
-                type_: "integer",
-                format: "",
-                description: "Container restarts",
-                priority: 0,
-                cell: |o| {
-                    let n: i64 = o
-                        .at("/status/containerStatuses")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
-                        .sum();
-                    Value::from(n)
-                },
-            },
-            Column {
-                name: "IP",
-                type_: "string",
-                format: "",
-                description: "Pod IP",
-                priority: 1,
-                cell: |o| {
-                    Value::from(
-                        o.at("/status/podIP")
-                            .and_then(Value::as_str)
-                            .unwrap_or("<none>"),
-                    )
-                },
-            },
-            Column {
-                name: "Node",
-                type_: "string",
-                format: "",
-                description: "Node the pod is bound to",
-                priority: 1,
-                cell: |o| {
-                    Value::from(
-                        o.at("/spec/nodeName")
-                            .and_then(Value::as_str)
-                            .unwrap_or("<none>"),
-                    )
-                },
-            },
+            ),
+            column("Status", "string", "The pod's phase", false, |o| {
+                if meridian_apiserver::object::is_deleting(o) {
+                    return Value::from("Terminating");
+                }
+                str_at(o, "/status/phase")
+            }),
+            column("Restarts", "integer", "Container restarts", false, |o| {
+                let n: i64 = o
+                    .at("/status/containerStatuses")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
+                    .sum();
+                Value::from(n)
+            }),
+            column("IP", "string", "Pod IP", true, |o| {
+                Value::from(
+                    o.at("/status/podIP")
+                        .and_then(Value::as_str)
+                        .unwrap_or("<none>"),
+                )
+            }),
+            column("Node", "string", "Node the pod is bound to", true, |o| {
+                Value::from(
+                    o.at("/spec/nodeName")
+                        .and_then(Value::as_str)
+                        .unwrap_or("<none>"),
+                )
+            }),
         ],
     );
     d.definition = "io.k8s.api.core.v1.Pod";

@@ -7,7 +7,7 @@ use apimachinery::JsonPointer;
 use kube::CustomResourceExt;
 use meridian_apiserver::kinds::validate::{self, NameRule, invalid, not_supported, required};
 use meridian_apiserver::kinds::{
-    self, FnHooks, int_at, no_default, no_prepare, reference_at, str_at,
+    self, FnHooks, column, int_at, no_default, no_prepare, reference_at, str_at,
 };
 use meridian_apiserver::openapi::merge_lists_by_key;
 use meridian_apiserver::registry::{Column, Registry, ResourceDef};
@@ -206,45 +206,32 @@ pub fn clusters() -> ResourceDef {
             prepare_create: no_prepare,
         },
         vec![
-            Column {
-                name: "Ready",
-                type_: "string",
-                format: "",
-                description: "Whether the cluster answers its health probes",
-                priority: 0,
-                cell: ready_cell,
-            },
-            Column {
-                name: "Region",
-                type_: "string",
-                format: "",
-                description: "Region of the cluster",
-                priority: 0,
-                cell: |o| str_at(o, "/spec/region"),
-            },
-            Column {
-                name: "Zone",
-                type_: "string",
-                format: "",
-                description: "Zone of the cluster",
-                priority: 0,
-                cell: |o| str_at(o, "/spec/zone"),
-            },
-            Column {
-                name: "Version",
-                type_: "string",
-                format: "",
-                description: "Kubernetes version of the member",
-                priority: 0,
-                cell: |o| str_at(o, "/status/kubernetesVersion"),
-            },
-            Column {
-                name: "Nodes",
-                type_: "string",
-                format: "",
-                description: "Ready nodes over all nodes",
-                priority: 0,
-                cell: |o| {
+            column(
+                "Ready",
+                "string",
+                "Whether the cluster answers its health probes",
+                false,
+                ready_cell,
+            ),
+            column("Region", "string", "Region of the cluster", false, |o| {
+                str_at(o, "/spec/region")
+            }),
+            column("Zone", "string", "Zone of the cluster", false, |o| {
+                str_at(o, "/spec/zone")
+            }),
+            column(
+                "Version",
+                "string",
+                "Kubernetes version of the member",
+                false,
+                |o| str_at(o, "/status/kubernetesVersion"),
+            ),
+            column(
+                "Nodes",
+                "string",
+                "Ready nodes over all nodes",
+                false,
+                |o| {
                     if o.at("/status/nodes").is_none() {
                         return Value::from("");
                     }
@@ -252,31 +239,28 @@ pub fn clusters() -> ResourceDef {
                     let t = int_at(o, "/status/nodes/total");
                     Value::from(format!("{r}/{t}"))
                 },
-            },
-            Column {
-                name: "CPU(avail/alloc)",
-                type_: "string",
-                format: "",
-                description: "Available over allocatable CPU of Ready nodes",
-                priority: 0,
-                cell: |o| capacity_cell(o, "cpu"),
-            },
-            Column {
-                name: "Mem(avail/alloc)",
-                type_: "string",
-                format: "",
-                description: "Available over allocatable memory of Ready nodes",
-                priority: 0,
-                cell: |o| capacity_cell(o, "memory"),
-            },
-            Column {
-                name: "Endpoint",
-                type_: "string",
-                format: "",
-                description: "API endpoint of the member",
-                priority: 1,
-                cell: |o| str_at(o, "/spec/apiEndpoint"),
-            },
+            ),
+            column(
+                "CPU(avail/alloc)",
+                "string",
+                "Available over allocatable CPU of Ready nodes",
+                false,
+                |o| capacity_cell(o, "cpu"),
+            ),
+            column(
+                "Mem(avail/alloc)",
+                "string",
+                "Available over allocatable memory of Ready nodes",
+                false,
+                |o| capacity_cell(o, "memory"),
+            ),
+            column(
+                "Endpoint",
+                "string",
+                "API endpoint of the member",
+                true,
+                |o| str_at(o, "/spec/apiEndpoint"),
+            ),
         ],
     );
     d.definition = "dev.meridian.federation.v1alpha1.Cluster";
@@ -476,21 +460,19 @@ pub fn propagation_policies() -> ResourceDef {
             prepare_create: no_prepare,
         },
         vec![
-            Column {
-                name: "Priority",
-                type_: "integer",
-                format: "",
-                description: "Priority among matching policies",
-                priority: 0,
-                cell: |o| int_at(o, "/spec/priority"),
-            },
-            Column {
-                name: "Scheduling",
-                type_: "string",
-                format: "",
-                description: "Duplicated or Divided (and how)",
-                priority: 0,
-                cell: |o| {
+            column(
+                "Priority",
+                "integer",
+                "Priority among matching policies",
+                false,
+                |o| int_at(o, "/spec/priority"),
+            ),
+            column(
+                "Scheduling",
+                "string",
+                "Duplicated or Divided (and how)",
+                false,
+                |o| {
                     let ty = o
                         .at("/spec/placement/replicaScheduling/type")
                         .and_then(Value::as_str);
@@ -503,7 +485,7 @@ pub fn propagation_policies() -> ResourceDef {
                         _ => "Duplicated".into(),
                     })
                 },
-            },
+            ),
         ],
     );
     d.definition = "dev.meridian.federation.v1alpha1.PropagationPolicy";
@@ -578,21 +560,15 @@ pub fn placements() -> ResourceDef {
             prepare_create: no_prepare,
         },
         vec![
-            Column {
-                name: "Workload",
-                type_: "string",
-                format: "",
-                description: "The federated workload",
-                priority: 0,
-                cell: |o| reference_at(o, "/spec/resource"),
-            },
-            Column {
-                name: "Clusters",
-                type_: "string",
-                format: "",
-                description: "Replicas per destination cluster",
-                priority: 0,
-                cell: |o| {
+            column("Workload", "string", "The federated workload", false, |o| {
+                reference_at(o, "/spec/resource")
+            }),
+            column(
+                "Clusters",
+                "string",
+                "Replicas per destination cluster",
+                false,
+                |o| {
                     let parts: Vec<String> = o
                         .at("/spec/destClusters")
                         .and_then(Value::as_array)
@@ -612,14 +588,13 @@ pub fn placements() -> ResourceDef {
                         parts.join(",")
                     })
                 },
-            },
-            Column {
-                name: "Scheduled",
-                type_: "string",
-                format: "",
-                description: "The Scheduled condition",
-                priority: 0,
-                cell: |o| {
+            ),
+            column(
+                "Scheduled",
+                "string",
+                "The Scheduled condition",
+                false,
+                |o| {
                     let s = o
                         .at("/status/conditions")
                         .and_then(Value::as_array)
@@ -630,7 +605,7 @@ pub fn placements() -> ResourceDef {
                         .unwrap_or("Unknown");
                     Value::from(s)
                 },
-            },
+            ),
         ],
     );
     d.definition = "dev.meridian.federation.v1alpha1.Placement";
@@ -709,31 +684,21 @@ mod tests {
     #[test]
     fn discovery_lists_meridian_kinds_in_their_category() {
         let reg = federation_registry();
-        let list = meridian_apiserver::discovery::api_group_list(&reg);
-        let names: Vec<&str> = list["groups"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|g| g["name"].as_str())
-            .collect();
-        // The engine's built-in groups, then Meridian's.
-        assert_eq!(
-            names,
-            [
-                "apps",
-                "discovery.k8s.io",
-                "coordination.k8s.io",
-                "rbac.authorization.k8s.io",
-                "batch",
-                "networking.k8s.io",
-                "policy",
-                "autoscaling",
-                "scheduling.k8s.io",
-                "storage.k8s.io",
-                "apiextensions.k8s.io",
-                "federation.meridian.dev"
-            ]
-        );
+        let names = |reg: &meridian_apiserver::registry::Registry| -> Vec<String> {
+            meridian_apiserver::discovery::api_group_list(reg)["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|g| Some(g["name"].as_str()?.to_owned()))
+                .collect()
+        };
+        // The engine's built-in groups (the engine's own tests name them), then Meridian's.
+        let mut want = names(&meridian_apiserver::registry::Registry::new(
+            meridian_apiserver::kinds::builtin(),
+        ));
+        assert!(want.contains(&"apps".to_owned()), "{want:?}");
+        want.push("federation.meridian.dev".to_owned());
+        assert_eq!(names(&reg), want);
         let fed = meridian_apiserver::discovery::resource_list(
             &reg,
             "federation.meridian.dev",

@@ -8,8 +8,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use serde_json::{Value, json};
 
 use super::validate::{self, NameRule, duplicate, forbidden, invalid, not_supported, required};
-use super::{default_at, typed};
-use crate::registry::{Column, KindHooks, ResourceDef};
+use super::{column, default_at, typed};
+use crate::registry::{KindHooks, ResourceDef};
 use crate::status::Cause;
 
 /// The API group of custom resource definitions.
@@ -34,20 +34,19 @@ pub fn custom_resource_definitions() -> ResourceDef {
         "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition";
     d.status_subresource = true;
     d.tracks_generation = true;
-    d.columns = vec![Column {
-        name: "Created At",
-        type_: "date",
-        format: "",
-        description: "When the definition was created.",
-        priority: 0,
-        cell: |o| {
+    d.columns = vec![column(
+        "Created At",
+        "date",
+        "When the definition was created.",
+        false,
+        |o| {
             Value::from(
                 o.at("/metadata/creationTimestamp")
                     .and_then(Value::as_str)
                     .unwrap_or(""),
             )
         },
-    }];
+    )];
     d
 }
 

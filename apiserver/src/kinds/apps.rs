@@ -7,7 +7,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use serde_json::{Value, json};
 
 use super::validate::{self, NameRule, invalid, not_supported, required};
-use super::{FnHooks, default_at, int_at, no_prepare, typed};
+use super::{FnHooks, column, default_at, int_at, no_prepare, typed};
 use crate::registry::{Column, ResourceDef};
 use crate::status::Cause;
 
@@ -318,30 +318,27 @@ pub fn selector_string(o: &Value) -> Value {
 /// The `-o wide` columns of a workload: containers, images, selector.
 pub fn wide_columns() -> Vec<Column> {
     vec![
-        Column {
-            name: "Containers",
-            type_: "string",
-            format: "",
-            description: "Names of each container in the template",
-            priority: 1,
-            cell: |o| images(o, "name"),
-        },
-        Column {
-            name: "Images",
-            type_: "string",
-            format: "",
-            description: "Images referenced by each container in the template",
-            priority: 1,
-            cell: |o| images(o, "image"),
-        },
-        Column {
-            name: "Selector",
-            type_: "string",
-            format: "",
-            description: "Label selector for pods",
-            priority: 1,
-            cell: selector_string,
-        },
+        column(
+            "Containers",
+            "string",
+            "Names of each container in the template",
+            true,
+            |o| images(o, "name"),
+        ),
+        column(
+            "Images",
+            "string",
+            "Images referenced by each container in the template",
+            true,
+            |o| images(o, "image"),
+        ),
+        column(
+            "Selector",
+            "string",
+            "Label selector for pods",
+            true,
+            selector_string,
+        ),
     ]
 }
 
@@ -366,30 +363,27 @@ fn workload(
 /// `apps/v1` Deployment.
 pub fn deployments() -> ResourceDef {
     let mut columns = vec![
-        Column {
-            name: "Ready",
-            type_: "string",
-            format: "",
-            description: "Number of ready pods over desired",
-            priority: 0,
-            cell: super::workloads::ready_over_desired,
-        },
-        Column {
-            name: "Up-to-date",
-            type_: "integer",
-            format: "",
-            description: "Replicas updated to the current template",
-            priority: 0,
-            cell: |o| int_at(o, "/status/updatedReplicas"),
-        },
-        Column {
-            name: "Available",
-            type_: "integer",
-            format: "",
-            description: "Replicas available to users",
-            priority: 0,
-            cell: |o| int_at(o, "/status/availableReplicas"),
-        },
+        column(
+            "Ready",
+            "string",
+            "Number of ready pods over desired",
+            false,
+            super::workloads::ready_over_desired,
+        ),
+        column(
+            "Up-to-date",
+            "integer",
+            "Replicas updated to the current template",
+            false,
+            |o| int_at(o, "/status/updatedReplicas"),
+        ),
+        column(
+            "Available",
+            "integer",
+            "Replicas available to users",
+            false,
+            |o| int_at(o, "/status/availableReplicas"),
+        ),
     ];
     columns.extend(wide_columns());
     let hooks = FnHooks {
@@ -407,30 +401,15 @@ pub fn deployments() -> ResourceDef {
 /// `apps/v1` ReplicaSet.
 pub fn replicasets() -> ResourceDef {
     let mut columns = vec![
-        Column {
-            name: "Desired",
-            type_: "integer",
-            format: "",
-            description: "Desired replicas",
-            priority: 0,
-            cell: |o| int_at(o, "/spec/replicas"),
-        },
-        Column {
-            name: "Current",
-            type_: "integer",
-            format: "",
-            description: "Observed replicas",
-            priority: 0,
-            cell: |o| int_at(o, "/status/replicas"),
-        },
-        Column {
-            name: "Ready",
-            type_: "integer",
-            format: "",
-            description: "Ready replicas",
-            priority: 0,
-            cell: |o| int_at(o, "/status/readyReplicas"),
-        },
+        column("Desired", "integer", "Desired replicas", false, |o| {
+            int_at(o, "/spec/replicas")
+        }),
+        column("Current", "integer", "Observed replicas", false, |o| {
+            int_at(o, "/status/replicas")
+        }),
+        column("Ready", "integer", "Ready replicas", false, |o| {
+            int_at(o, "/status/readyReplicas")
+        }),
     ];
     columns.extend(wide_columns());
     let hooks = FnHooks {

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret, Service, S
 use serde_json::{Value, json};
 
 use super::validate::{self, NameRule, invalid, not_supported, required};
-use super::{FnHooks, default_at, int_at, no_default, no_prepare, str_at, typed};
+use super::{FnHooks, column, default_at, int_at, no_default, no_prepare, str_at, typed};
 use crate::registry::{Column, ResourceDef};
 use crate::status::Cause;
 
@@ -50,14 +50,13 @@ pub fn namespaces() -> ResourceDef {
                 }
             },
         },
-        vec![Column {
-            name: "Status",
-            type_: "string",
-            format: "",
-            description: "The phase of the namespace",
-            priority: 0,
-            cell: |o| str_at(o, "/status/phase"),
-        }],
+        vec![column(
+            "Status",
+            "string",
+            "The phase of the namespace",
+            false,
+            |o| str_at(o, "/status/phase"),
+        )],
     );
     d.definition = "io.k8s.api.core.v1.Namespace";
     d.status_subresource = true;
@@ -189,35 +188,28 @@ pub fn services() -> ResourceDef {
             prepare_create: no_prepare,
         },
         vec![
-            Column {
-                name: "Type",
-                type_: "string",
-                format: "",
-                description: "The type of the service",
-                priority: 0,
-                cell: |o| str_at(o, "/spec/type"),
-            },
-            Column {
-                name: "Cluster-IP",
-                type_: "string",
-                format: "",
-                description: "The cluster IP of the service",
-                priority: 0,
-                cell: |o| {
+            column("Type", "string", "The type of the service", false, |o| {
+                str_at(o, "/spec/type")
+            }),
+            column(
+                "Cluster-IP",
+                "string",
+                "The cluster IP of the service",
+                false,
+                |o| {
                     let ip = o
                         .at("/spec/clusterIP")
                         .and_then(Value::as_str)
                         .unwrap_or("<none>");
                     Value::from(ip)
                 },
-            },
-            Column {
-                name: "External-IP",
-                type_: "string",
-                format: "",
-                description: "Load-balancer addresses of the service",
-                priority: 0,
-                cell: |o| {
+            ),
+            column(
+                "External-IP",
+                "string",
+                "Load-balancer addresses of the service",
+                false,
+                |o| {
                     let ips = super::load_balancer_addresses(o);
                     let ty = o.at("/spec/type").and_then(Value::as_str).unwrap_or("");
                     Value::from(match (ips.is_empty(), ty) {
@@ -226,23 +218,17 @@ pub fn services() -> ResourceDef {
                         _ => "<none>".into(),
                     })
                 },
-            },
-            Column {
-                name: "Port(s)",
-                type_: "string",
-                format: "",
-                description: "The ports of the service",
-                priority: 0,
-                cell: ports_cell,
-            },
-            Column {
-                name: "Selector",
-                type_: "string",
-                format: "",
-                description: "The pod selector",
-                priority: 1,
-                cell: |o| selector_cell(o.at("/spec/selector")),
-            },
+            ),
+            column(
+                "Port(s)",
+                "string",
+                "The ports of the service",
+                false,
+                ports_cell,
+            ),
+            column("Selector", "string", "The pod selector", true, |o| {
+                selector_cell(o.at("/spec/selector"))
+            }),
         ],
     );
     d.definition = "io.k8s.api.core.v1.Service";
@@ -312,14 +298,13 @@ pub fn configmaps() -> ResourceDef {
             check_types: typed::<ConfigMap>,
             prepare_create: no_prepare,
         },
-        vec![Column {
-            name: "Data",
-            type_: "integer",
-            format: "",
-            description: "Number of data keys",
-            priority: 0,
-            cell: count_data,
-        }],
+        vec![column(
+            "Data",
+            "integer",
+            "Number of data keys",
+            false,
+            count_data,
+        )],
     );
     d.definition = "io.k8s.api.core.v1.ConfigMap";
     d
@@ -387,22 +372,10 @@ pub fn secrets() -> ResourceDef {
             prepare_create: no_prepare,
         },
         vec![
-            Column {
-                name: "Type",
-                type_: "string",
-                format: "",
-                description: "The type of the secret",
-                priority: 0,
-                cell: |o| str_at(o, "/type"),
-            },
-            Column {
-                name: "Data",
-                type_: "integer",
-                format: "",
-                description: "Number of data keys",
-                priority: 0,
-                cell: count_data,
-            },
+            column("Type", "string", "The type of the secret", false, |o| {
+                str_at(o, "/type")
+            }),
+            column("Data", "integer", "Number of data keys", false, count_data),
         ],
     );
     d.definition = "io.k8s.api.core.v1.Secret";
@@ -454,46 +427,25 @@ pub fn events() -> ResourceDef {
             prepare_create: no_prepare,
         },
         vec![
-            Column {
-                name: "Type",
-                type_: "string",
-                format: "",
-                description: "Normal or Warning",
-                priority: 0,
-                cell: |o| str_at(o, "/type"),
-            },
-            Column {
-                name: "Reason",
-                type_: "string",
-                format: "",
-                description: "Why the event happened",
-                priority: 0,
-                cell: |o| str_at(o, "/reason"),
-            },
-            Column {
-                name: "Object",
-                type_: "string",
-                format: "",
-                description: "The object the event is about",
-                priority: 0,
-                cell: |o| super::reference_at(o, "/involvedObject"),
-            },
-            Column {
-                name: "Count",
-                type_: "integer",
-                format: "",
-                description: "How often it happened",
-                priority: 1,
-                cell: |o| int_at(o, "/count"),
-            },
-            Column {
-                name: "Message",
-                type_: "string",
-                format: "",
-                description: "What happened",
-                priority: 0,
-                cell: |o| str_at(o, "/message"),
-            },
+            column("Type", "string", "Normal or Warning", false, |o| {
+                str_at(o, "/type")
+            }),
+            column("Reason", "string", "Why the event happened", false, |o| {
+                str_at(o, "/reason")
+            }),
+            column(
+                "Object",
+                "string",
+                "The object the event is about",
+                false,
+                |o| super::reference_at(o, "/involvedObject"),
+            ),
+            column("Count", "integer", "How often it happened", true, |o| {
+                int_at(o, "/count")
+            }),
+            column("Message", "string", "What happened", false, |o| {
+                str_at(o, "/message")
+            }),
         ],
     );
     d.definition = "io.k8s.api.core.v1.Event";
@@ -531,14 +483,13 @@ pub fn leases() -> ResourceDef {
             check_types: typed::<Lease>,
             prepare_create: no_prepare,
         },
-        vec![Column {
-            name: "Holder",
-            type_: "string",
-            format: "",
-            description: "The current holder",
-            priority: 0,
-            cell: |o| str_at(o, "/spec/holderIdentity"),
-        }],
+        vec![column(
+            "Holder",
+            "string",
+            "The current holder",
+            false,
+            |o| str_at(o, "/spec/holderIdentity"),
+        )],
     );
     d.group = "coordination.k8s.io";
     d.definition = "io.k8s.api.coordination.v1.Lease";

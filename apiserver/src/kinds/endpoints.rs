@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use super::core::def;
 use super::validate::{self, NameRule, required};
-use super::{FnHooks, no_default, no_prepare, str_at, typed};
-use crate::registry::{Column, ResourceDef};
+use super::{FnHooks, column, no_default, no_prepare, str_at, typed};
+use crate::registry::ResourceDef;
 
 /// `v1` Endpoints.
 pub fn endpoints() -> ResourceDef {
@@ -23,13 +23,12 @@ pub fn endpoints() -> ResourceDef {
             check_types: typed::<Endpoints>,
             prepare_create: no_prepare,
         },
-        vec![Column {
-            name: "Endpoints",
-            type_: "string",
-            format: "",
-            description: "Ready addresses and ports",
-            priority: 0,
-            cell: |o| {
+        vec![column(
+            "Endpoints",
+            "string",
+            "Ready addresses and ports",
+            false,
+            |o| {
                 let mut out = Vec::new();
                 for s in o
                     .get("subsets")
@@ -62,7 +61,7 @@ pub fn endpoints() -> ResourceDef {
                     out.join(",")
                 })
             },
-        }],
+        )],
     );
     d.definition = "io.k8s.api.core.v1.Endpoints";
     d
@@ -89,21 +88,15 @@ pub fn endpoint_slices() -> ResourceDef {
             prepare_create: no_prepare,
         },
         vec![
-            Column {
-                name: "AddressType",
-                type_: "string",
-                format: "",
-                description: "IPv4, IPv6 or FQDN",
-                priority: 0,
-                cell: |o| str_at(o, "/addressType"),
-            },
-            Column {
-                name: "Endpoints",
-                type_: "string",
-                format: "",
-                description: "Addresses of the endpoints",
-                priority: 0,
-                cell: |o| {
+            column("AddressType", "string", "IPv4, IPv6 or FQDN", false, |o| {
+                str_at(o, "/addressType")
+            }),
+            column(
+                "Endpoints",
+                "string",
+                "Addresses of the endpoints",
+                false,
+                |o| {
                     let addrs: Vec<&str> = o
                         .get("endpoints")
                         .and_then(Value::as_array)
@@ -123,7 +116,7 @@ pub fn endpoint_slices() -> ResourceDef {
                         addrs.join(",")
                     })
                 },
-            },
+            ),
         ],
     );
     d.group = "discovery.k8s.io";

@@ -101,14 +101,13 @@ pub fn reference_at(obj: &Value, pointer: &str) -> Value {
 
 /// The AGE column at the place a kind's upstream table has it (by default it comes last).
 pub fn age_column() -> crate::registry::Column {
-    crate::registry::Column {
-        name: crate::table::AGE,
-        type_: "string",
-        format: "",
-        description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
-        priority: 0,
-        cell: crate::table::age_cell,
-    }
+    column(
+        crate::table::AGE,
+        "string",
+        "CreationTimestamp is a timestamp representing the server time when this object was created.",
+        false,
+        crate::table::age_cell,
+    )
 }
 
 /// A column of `kubectl get` output at priority 0 (`wide` false) or 1 (`wide` true).

@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use super::core::def;
 use super::validate::{self, NameRule};
-use super::{FnHooks, no_default, no_prepare, typed};
-use crate::registry::{Column, ResourceDef};
+use super::{FnHooks, column, no_default, no_prepare, typed};
+use crate::registry::ResourceDef;
 
 fn rbac(
     kind: &'static str,
@@ -35,18 +35,11 @@ fn rbac(
             prepare_create: no_prepare,
         },
         if kind.ends_with("Binding") {
-            vec![Column {
-                name: "Role",
-                type_: "string",
-                format: "",
-                description: "The role bound",
-                priority: 0,
-                cell: |o| {
-                    let k = o.at("/roleRef/kind").and_then(Value::as_str).unwrap_or("");
-                    let n = o.at("/roleRef/name").and_then(Value::as_str).unwrap_or("");
-                    Value::from(format!("{k}/{n}"))
-                },
-            }]
+            vec![column("Role", "string", "The role bound", false, |o| {
+                let k = o.at("/roleRef/kind").and_then(Value::as_str).unwrap_or("");
+                let n = o.at("/roleRef/name").and_then(Value::as_str).unwrap_or("");
+                Value::from(format!("{k}/{n}"))
+            })]
         } else {
             vec![]
         },
