@@ -131,7 +131,9 @@ pub(crate) struct TypeModel {
 impl TypeModel {
     /// A model holding only the three built-in atoms.
     pub fn base() -> Self {
-        let untyped = Atom {
+        // Both untyped atoms take any value and hold atomic lists; they differ only in
+        // what a map holds and whether it is replaced whole.
+        let any = |map_elem: TypeId, atomic: bool| Atom {
             scalar: true,
             list: Some(ListType {
                 elem: UNTYPED_ATOMIC,
@@ -139,22 +141,12 @@ impl TypeModel {
             }),
             map: Some(MapType {
                 fields: Box::new([]),
-                elem: UNTYPED_ATOMIC,
-                atomic: true,
+                elem: map_elem,
+                atomic,
             }),
         };
-        let deduced = Atom {
-            scalar: true,
-            list: Some(ListType {
-                elem: UNTYPED_ATOMIC,
-                kind: ListKind::Atomic,
-            }),
-            map: Some(MapType {
-                fields: Box::new([]),
-                elem: DEDUCED,
-                atomic: false,
-            }),
-        };
+        let untyped = any(UNTYPED_ATOMIC, true);
+        let deduced = any(DEDUCED, false);
         let scalar = Atom {
             scalar: true,
             ..Atom::default()

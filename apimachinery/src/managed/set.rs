@@ -238,34 +238,31 @@ impl FieldSet {
     /// The paths of this set that are not members of `other`. A member of `other` removes
     /// only that exact path, not the paths below it.
     pub fn difference(&self, other: &FieldSet) -> FieldSet {
-        if other.is_empty() {
-            return self.clone();
-        }
-        let mut out = Vec::with_capacity(self.nodes.len());
-        let mut j = 0;
-        for a in &self.nodes {
-            while j < other.nodes.len() && other.nodes[j].pe < a.pe {
-                j += 1;
-            }
-            match other.nodes.get(j).filter(|b| b.pe == a.pe) {
-                None => out.push(a.clone()),
-                Some(b) => {
-                    let node = Node {
-                        pe: a.pe.clone(),
-                        member: a.member && !b.member,
-                        children: a.children.difference(&b.children),
-                    };
-                    if !node.is_empty() {
-                        out.push(node);
-                    }
-                }
-            }
-        }
-        FieldSet { nodes: out }
+        self.subtract(other, |a, b| {
+            Some(Node {
+                pe: a.pe.clone(),
+                member: a.member && !b.member,
+                children: a.children.difference(&b.children),
+            })
+        })
     }
 
     /// The paths of this set that neither are a member of `other` nor lie below one.
     pub fn recursive_difference(&self, other: &FieldSet) -> FieldSet {
+        self.subtract(other, |a, b| {
+            // A member of `other` takes away everything below it.
+            (!b.member).then(|| Node {
+                pe: a.pe.clone(),
+                member: a.member,
+                children: a.children.recursive_difference(&b.children),
+            })
+        })
+    }
+
+    /// Walks this set's nodes beside `other`'s: a node `other` does not hold is kept whole,
+    /// one both hold becomes what `rest` leaves of it (dropped when that is `None` or
+    /// empty). Both differences are this walk with their own rule for a shared node.
+    fn subtract(&self, other: &FieldSet, rest: impl Fn(&Node, &Node) -> Option<Node>) -> FieldSet {
         if other.is_empty() {
             return self.clone();
         }
@@ -277,17 +274,7 @@ impl FieldSet {
             }
             match other.nodes.get(j).filter(|b| b.pe == a.pe) {
                 None => out.push(a.clone()),
-                Some(b) if b.member => {}
-                Some(b) => {
-                    let node = Node {
-                        pe: a.pe.clone(),
-                        member: a.member,
-                        children: a.children.recursive_difference(&b.children),
-                    };
-                    if !node.is_empty() {
-                        out.push(node);
-                    }
-                }
+                Some(b) => out.extend(rest(a, b).filter(|node| !node.is_empty())),
             }
         }
         FieldSet { nodes: out }

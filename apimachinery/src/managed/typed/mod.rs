@@ -46,12 +46,19 @@ impl ItemError {
     }
 }
 
-/// The path element naming `item` of a set or list-map.
-pub(crate) fn item_element(
-    model: &TypeModel,
-    list: &ListType,
-    item: &Value,
-) -> Result<PathElement, ItemError> {
+/// What names an item of a set or list-map, borrowed from the item and its type: the key
+/// fields it has (set or defaulted, sorted by name), or the scalar a set holds.
+enum ItemName<'a> {
+    Key(Vec<(&'a str, &'a Value)>),
+    Value(&'a Value),
+}
+
+/// Reads the name of `item`, the one rule behind [`item_element`] and [`item_key`].
+fn item_name<'a>(
+    model: &'a TypeModel,
+    list: &'a ListType,
+    item: &'a Value,
+) -> Result<ItemName<'a>, ItemError> {
     match &list.kind {
         ListKind::Map { keys } => {
             let obj = match item {
@@ -60,36 +67,52 @@ pub(crate) fn item_element(
                 _ => return Err(ItemError::KeyedNotObject),
             };
             let elem = model.atom(list.elem).map.as_ref();
-            let mut fields: Vec<(Box<str>, Value)> = Vec::with_capacity(keys.len());
+            let mut fields: Vec<(&str, &Value)> = Vec::with_capacity(keys.len());
             for key in keys.iter() {
-                if let Some(v) = obj.get(key.as_ref()) {
-                    fields.push((key.clone(), v.clone()));
-                } else if let Some(d) = elem
-                    .and_then(|m| m.field(key))
-                    .and_then(|f| f.default.clone())
-                {
-                    fields.push((key.clone(), d));
-                }
+                let v = obj.get(key.as_ref()).or_else(|| {
+                    elem.and_then(|m| m.field(key))
+                        .and_then(|f| f.default.as_ref())
+                });
                 // A key neither set nor defaulted is left out: the item is named by the
                 // keys it has.
+                if let Some(v) = v {
+                    fields.push((key, v));
+                }
             }
             if fields.is_empty() {
                 return Err(ItemError::MissingKeys(
                     keys.iter().map(|k| k.to_string()).collect(),
                 ));
             }
-            fields.sort_by(|a, b| a.0.cmp(&b.0));
-            Ok(PathElement::Key(fields.into()))
+            fields.sort_by(|a, b| a.0.cmp(b.0));
+            Ok(ItemName::Key(fields))
         }
         ListKind::Set => match item {
             Value::Object(_) => Err(ItemError::SetItemNotScalar("a map type")),
             Value::Array(_) => Err(ItemError::SetItemNotScalar("a list")),
             Value::Null => Err(ItemError::SetItemNotScalar("an explicit null")),
-            v => Ok(PathElement::Value(v.clone())),
+            v => Ok(ItemName::Value(v)),
         },
         // Atomic lists are never walked item by item.
         ListKind::Atomic => Err(ItemError::KeyedNotObject),
     }
+}
+
+/// The path element naming `item` of a set or list-map.
+pub(crate) fn item_element(
+    model: &TypeModel,
+    list: &ListType,
+    item: &Value,
+) -> Result<PathElement, ItemError> {
+    Ok(match item_name(model, list, item)? {
+        ItemName::Key(fields) => PathElement::Key(
+            fields
+                .into_iter()
+                .map(|(k, v)| (Box::from(k), v.clone()))
+                .collect(),
+        ),
+        ItemName::Value(v) => PathElement::Value(v.clone()),
+    })
 }
 
 /// Two values (either may be absent) seen through one type: both maps, both lists, or
@@ -129,30 +152,8 @@ pub(crate) fn item_key(
     item: &Value,
     out: &mut String,
 ) -> Result<(), ItemError> {
-    match &list.kind {
-        ListKind::Map { keys } => {
-            let obj = match item {
-                Value::Object(m) => m,
-                Value::Null => return Err(ItemError::KeyedNull),
-                _ => return Err(ItemError::KeyedNotObject),
-            };
-            let elem = model.atom(list.elem).map.as_ref();
-            let mut fields: Vec<(&str, &Value)> = Vec::with_capacity(keys.len());
-            for key in keys.iter() {
-                let v = obj.get(key.as_ref()).or_else(|| {
-                    elem.and_then(|m| m.field(key))
-                        .and_then(|f| f.default.as_ref())
-                });
-                if let Some(v) = v {
-                    fields.push((key, v));
-                }
-            }
-            if fields.is_empty() {
-                return Err(ItemError::MissingKeys(
-                    keys.iter().map(|k| k.to_string()).collect(),
-                ));
-            }
-            fields.sort_by(|a, b| a.0.cmp(b.0));
+    match item_name(model, list, item)? {
+        ItemName::Key(fields) => {
             out.push_str("k:{");
             for (i, (name, v)) in fields.into_iter().enumerate() {
                 if i > 0 {
@@ -163,20 +164,13 @@ pub(crate) fn item_key(
                 write_go_json(out, v);
             }
             out.push('}');
-            Ok(())
         }
-        ListKind::Set => match item {
-            Value::Object(_) => Err(ItemError::SetItemNotScalar("a map type")),
-            Value::Array(_) => Err(ItemError::SetItemNotScalar("a list")),
-            Value::Null => Err(ItemError::SetItemNotScalar("an explicit null")),
-            v => {
-                out.push_str("v:");
-                write_go_json(out, v);
-                Ok(())
-            }
-        },
-        ListKind::Atomic => Err(ItemError::KeyedNotObject),
+        ItemName::Value(v) => {
+            out.push_str("v:");
+            write_go_json(out, v);
+        }
     }
+    Ok(())
 }
 
 /// Names every item, or `None` if one cannot be named (the list is then one value).
