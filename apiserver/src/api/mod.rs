@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use serde_json::{Value, json};
 
@@ -22,10 +21,14 @@ mod request;
 mod respond;
 
 pub(crate) use list::selectors;
-pub use request::{Query, decode_body};
+pub use request::{BodyError, Query, RequestBody, decode_body};
 use request::{decode_apply, delete_options, is_apply, patch_type, read_body, read_bytes};
 pub use respond::{Body, error_response, json_response};
 use respond::{add_warnings, text_response, value_response};
+
+/// A routed request's answer with what its metrics are labelled by: the verb and the
+/// resource.
+type Routed = (Response<Body>, &'static str, String);
 
 /// Default limit on request bodies (kube-apiserver uses 3 MiB).
 pub const DEFAULT_MAX_BODY: usize = 3 * 1024 * 1024;
@@ -89,15 +92,11 @@ impl ApiServer {
     }
 
     /// Serves one request from an authenticated-or-not peer (`cert_user` from TLS).
-    pub async fn handle<B>(
+    pub async fn handle<B: RequestBody>(
         self: Arc<Self>,
         req: Request<B>,
         cert_user: Option<UserInfo>,
-    ) -> Response<Body>
-    where
-        B: http_body::Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
+    ) -> Response<Body> {
         let path = req.uri().path().to_string();
         let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
         // Health and version stay open so load balancers and probes need no credentials.
@@ -151,17 +150,13 @@ impl ApiServer {
         resp
     }
 
-    async fn route<B>(
+    async fn route<B: RequestBody>(
         &self,
         req: Request<B>,
         segs: &[&str],
         q: &Query,
         user: &UserInfo,
-    ) -> (Response<Body>, &'static str, String)
-    where
-        B: http_body::Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
+    ) -> Routed {
         let get = req.method() == Method::GET;
         let is_resource = matches!(segs, ["api", "v1", _, ..] | ["apis", _, _, _, ..]);
         if !is_resource {
@@ -263,7 +258,7 @@ impl ApiServer {
         }
     }
 
-    async fn resource_request<B>(
+    async fn resource_request<B: RequestBody>(
         &self,
         req: Request<B>,
         group: &str,
@@ -271,11 +266,7 @@ impl ApiServer {
         rest: &[&str],
         q: &Query,
         user: &UserInfo,
-    ) -> (Response<Body>, &'static str, String)
-    where
-        B: http_body::Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
+    ) -> Routed {
         let Some(rp) = self.parse_resource(group, version, rest) else {
             let p = format!("/{}", rest.join("/"));
             return (
@@ -311,16 +302,12 @@ impl ApiServer {
         (resp, verb, resource)
     }
 
-    async fn dispatch<B>(
+    async fn dispatch<B: RequestBody>(
         &self,
         req: Request<B>,
         rp: &ResourcePath<'_>,
         q: &Query,
-    ) -> Result<Response<Body>, ApiError>
-    where
-        B: http_body::Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
+    ) -> Result<Response<Body>, ApiError> {
         let def = rp.def.clone();
         if rp.namespace.is_some() && !def.namespaced {
             return Err(ApiError::no_route(
@@ -519,7 +506,7 @@ impl ApiServer {
 
     /// `/scale`: an `autoscaling/v1` Scale view of `spec.replicas`.
     #[allow(clippy::too_many_arguments)]
-    async fn scale<B>(
+    async fn scale<B: RequestBody>(
         &self,
         req: Request<B>,
         def: &ResourceDef,
@@ -528,11 +515,7 @@ impl ApiServer {
         q: &Query,
         content_type: &str,
         opts: &crate::engine::WriteOptions,
-    ) -> Result<Response<Body>, ApiError>
-    where
-        B: http_body::Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
+    ) -> Result<Response<Body>, ApiError> {
         let opts = opts.clone();
         let w = match req.method().clone() {
             Method::GET => {
@@ -584,11 +567,7 @@ fn check_patch_options(apply: bool, q: &Query) -> Result<(), ApiError> {
 }
 
 /// A patch body: JSON, whatever the patch type.
-async fn read_patch<B>(req: Request<B>, max: usize) -> Result<Value, ApiError>
-where
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
+async fn read_patch<B: RequestBody>(req: Request<B>, max: usize) -> Result<Value, ApiError> {
     let raw = read_bytes(req, max).await?;
     serde_json::from_slice(&raw)
         .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))

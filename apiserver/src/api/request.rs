@@ -84,19 +84,30 @@ impl Query {
     }
 }
 
-/// The body of a request, up to `max` bytes (larger ones are a 413).
-pub async fn read_bytes<B>(req: Request<B>, max: usize) -> Result<Bytes, ApiError>
-where
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+/// What reading a request body may fail with, whatever the transport's own error type.
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A request body the server can read: frames of bytes, movable to another task. Named once
+/// so every handler that passes a request on states the same bound.
+pub trait RequestBody:
+    http_body::Body<Data = Bytes, Error: Into<BodyError>> + Send + 'static
 {
+}
+
+impl<B> RequestBody for B where
+    B: http_body::Body<Data = Bytes, Error: Into<BodyError>> + Send + 'static
+{
+}
+
+/// The body of a request, up to `max` bytes (larger ones are a 413).
+pub async fn read_bytes<B: RequestBody>(req: Request<B>, max: usize) -> Result<Bytes, ApiError> {
     let read = async move {
         let mut body = std::pin::pin!(req.into_body());
         let mut buf = bytes::BytesMut::new();
         let mut seen = 0usize;
         while let Some(frame) = body.as_mut().frame().await {
             let frame = frame.map_err(|e| {
-                let e: Box<dyn std::error::Error + Send + Sync> = e.into();
+                let e: BodyError = e.into();
                 ApiError::bad_request(format!("reading the request body: {e}"))
             })?;
             if let Ok(data) = frame.into_data() {
@@ -122,15 +133,11 @@ where
 }
 
 /// The body of a request as an object, decoded by its content type.
-pub async fn read_body<B>(
+pub async fn read_body<B: RequestBody>(
     req: Request<B>,
     max: usize,
     content_type: &str,
-) -> Result<Value, ApiError>
-where
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
+) -> Result<Value, ApiError> {
     let raw = read_bytes(req, max).await?;
     decode_body(&raw, content_type)
 }

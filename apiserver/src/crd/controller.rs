@@ -133,14 +133,32 @@ async fn write_status(
     name: &str,
     status: Value,
 ) -> Result<(), ApiError> {
+    merge_patch(
+        engine,
+        crd_def,
+        name,
+        &json!({ "status": status }),
+        Target::Status,
+    )
+    .await
+}
+
+/// Merge-patches the definition `name` (or its status) as this controller's manager.
+async fn merge_patch(
+    engine: &Engine,
+    crd_def: &ResourceDef,
+    name: &str,
+    patch: &Value,
+    target: Target,
+) -> Result<(), ApiError> {
     engine
         .patch(
             crd_def,
             "",
             name,
             PatchType::Merge,
-            &json!({ "status": status }),
-            Target::Status,
+            patch,
+            target,
             &WriteOptions::by(MANAGER),
         )
         .await
@@ -194,16 +212,6 @@ async fn clean_up(
         "finalizers": finalizers,
         "resourceVersion": object::meta_str(&current, "resourceVersion"),
     }});
-    engine
-        .patch(
-            crd_def,
-            "",
-            name,
-            PatchType::Merge,
-            &patch,
-            Target::Main,
-            &WriteOptions::by(MANAGER),
-        )
-        .await?;
+    merge_patch(engine, crd_def, name, &patch, Target::Main).await?;
     Ok(true)
 }

@@ -59,11 +59,7 @@ impl KindHooks for CrdHooks {
     fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
         let mut errs = validate::metadata(obj, NameRule::Subdomain, false);
         errs.extend(validate_spec(obj));
-        if let Some(old) = old {
-            for (ptr, field) in [("/spec/scope", "spec.scope"), ("/spec/group", "spec.group")] {
-                errs.extend(validate::immutable(obj, old, ptr, field));
-            }
-        }
+        errs.extend(validate::unchanged(obj, old, &["spec.scope", "spec.group"]));
         errs
     }
     fn check_types(&self, obj: &Value) -> Result<(), String> {

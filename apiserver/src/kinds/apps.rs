@@ -204,14 +204,7 @@ pub fn validate_workload(o: &Value, old: Option<&Value>) -> Vec<Cause> {
     ));
     validate_selector(o, &mut errs);
     validate_template(o, &mut errs);
-    if let Some(old) = old {
-        errs.extend(validate::immutable(
-            o,
-            old,
-            "/spec/selector",
-            "spec.selector",
-        ));
-    }
+    errs.extend(validate::unchanged(o, old, &["spec.selector"]));
     errs
 }
 

@@ -9,7 +9,7 @@ use super::apps::{default_pod_spec_but_restart, template_images, validate_pod_te
 use super::validate::{self, NameRule, invalid, not_supported, required};
 use super::{FnHooks, age_column, column, default_at, no_prepare, typed};
 use crate::object;
-use crate::registry::ResourceDef;
+use crate::registry::{Column, ResourceDef};
 use crate::status::Cause;
 
 /// The label a Job's generated selector matches on, with the Job's uid.
@@ -272,29 +272,45 @@ pub fn jobs() -> ResourceDef {
             job_duration,
         ),
         age_column(),
+    ];
+    d.columns.extend(wide_columns(
+        |o| template_images(o, "/spec/template", "name"),
+        |o| template_images(o, "/spec/template", "image"),
+        |o| selector_of(o, "/spec/selector"),
+    ));
+    d
+}
+
+/// The `-o wide` columns Jobs and CronJobs share (their pod template and selector stand at
+/// different paths, so each kind passes its own cells).
+fn wide_columns(
+    containers: fn(&Value) -> Value,
+    images: fn(&Value) -> Value,
+    selector: fn(&Value) -> Value,
+) -> [Column; 3] {
+    [
         column(
             "Containers",
             "string",
             "Names of each container in the template.",
             true,
-            |o| template_images(o, "/spec/template", "name"),
+            containers,
         ),
         column(
             "Images",
             "string",
             "Images referenced by each container in the template.",
             true,
-            |o| template_images(o, "/spec/template", "image"),
+            images,
         ),
         column(
             "Selector",
             "string",
             "A label query over pods that should match the pod count.",
             true,
-            |o| selector_of(o, "/spec/selector"),
+            selector,
         ),
-    ];
-    d
+    ]
 }
 
 fn default_cronjob(o: &mut Value) {
@@ -462,28 +478,12 @@ pub fn cronjobs() -> ResourceDef {
             },
         ),
         age_column(),
-        column(
-            "Containers",
-            "string",
-            "Names of each container in the template.",
-            true,
-            |o| template_images(o, TEMPLATE, "name"),
-        ),
-        column(
-            "Images",
-            "string",
-            "Images referenced by each container in the template.",
-            true,
-            |o| template_images(o, TEMPLATE, "image"),
-        ),
-        column(
-            "Selector",
-            "string",
-            "A label query over pods that should match the pod count.",
-            true,
-            |o| selector_of(o, "/spec/jobTemplate/spec/selector"),
-        ),
     ];
+    d.columns.extend(wide_columns(
+        |o| template_images(o, TEMPLATE, "name"),
+        |o| template_images(o, TEMPLATE, "image"),
+        |o| selector_of(o, "/spec/jobTemplate/spec/selector"),
+    ));
     d
 }
 

@@ -250,14 +250,7 @@ fn validate_ingress_class(o: &Value, old: Option<&Value>) -> Vec<Cause> {
             }
         }
     }
-    if let Some(old) = old {
-        errs.extend(validate::immutable(
-            o,
-            old,
-            "/spec/controller",
-            "spec.controller",
-        ));
-    }
+    errs.extend(validate::unchanged(o, old, &["spec.controller"]));
     errs
 }
 

@@ -43,15 +43,7 @@ fn validate_priority_class(o: &Value, old: Option<&Value>) -> Vec<Cause> {
             &["Never", "PreemptLowerPriority"],
         ));
     }
-    if let Some(old) = old {
-        errs.extend(validate::immutable(o, old, "/value", "value"));
-        errs.extend(validate::immutable(
-            o,
-            old,
-            "/preemptionPolicy",
-            "preemptionPolicy",
-        ));
-    }
+    errs.extend(validate::unchanged(o, old, &["value", "preemptionPolicy"]));
     errs
 }
 

@@ -220,17 +220,16 @@ fn validate_storage_class(o: &Value, old: Option<&Value>) -> Vec<Cause> {
             &["Immediate", "WaitForFirstConsumer"],
         ));
     }
-    if let Some(old) = old {
-        for f in [
+    errs.extend(validate::unchanged(
+        o,
+        old,
+        &[
             "provisioner",
             "parameters",
             "reclaimPolicy",
             "volumeBindingMode",
-        ] {
-            let p = format!("/{f}");
-            errs.extend(validate::immutable(o, old, &p, f));
-        }
-    }
+        ],
+    ));
     errs
 }
 

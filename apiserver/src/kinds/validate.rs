@@ -229,6 +229,18 @@ pub fn immutable(obj: &Value, old: &Value, pointer: &str, field: &str) -> Option
     (a != b).then(|| invalid(field, a.unwrap_or(&Value::Null), "field is immutable"))
 }
 
+/// On update (`old` is set), each of `fields` (dotted paths of plain names, such as
+/// `spec.selector`) must not change; a create has nothing to compare.
+pub fn unchanged(obj: &Value, old: Option<&Value>, fields: &[&str]) -> Vec<Cause> {
+    let Some(old) = old else {
+        return Vec::new();
+    };
+    fields
+        .iter()
+        .filter_map(|field| immutable(obj, old, &format!("/{}", field.replace('.', "/")), field))
+        .collect()
+}
+
 /// Whether the object at `pointer` differs between `obj` and `old` in any field but
 /// `mutable` (for kinds whose spec is fixed after creation but for a few fields).
 pub fn changed_except(obj: &Value, old: &Value, pointer: &str, mutable: &[&str]) -> bool {

@@ -315,9 +315,7 @@ fn validate_revision(o: &Value, old: Option<&Value>) -> Vec<Cause> {
         None => errs.push(validate::required("revision")),
         Some(_) => errs.extend(validate::min_int(o, "/revision", "revision", 0)),
     }
-    if let Some(old) = old {
-        errs.extend(validate::immutable(o, old, "/data", "data"));
-    }
+    errs.extend(validate::unchanged(o, old, &["data"]));
     errs
 }
 
