@@ -199,16 +199,7 @@ impl DeploymentController {
             patch["metadata"] = json!({ "annotations": annotations });
         }
         self.sim
-            .engine
-            .patch(
-                &self.sim.kinds.replica_sets,
-                ns,
-                rs,
-                PatchType::Merge,
-                &patch,
-                Target::Main,
-                &WriteOptions::by(super::CONTROLLER_MANAGER),
-            )
+            .merge_patch(&self.sim.kinds.replica_sets, ns, rs, &patch, Target::Main)
             .await?;
         Ok(())
     }
@@ -381,7 +372,7 @@ impl DeploymentController {
         }
         idle.sort_by(|a, b| (a.revision, &a.name).cmp(&(b.revision, &b.name)));
         for r in &idle[..idle.len() - limit] {
-            match self
+            let deleted = self
                 .sim
                 .engine
                 .delete(
@@ -390,12 +381,8 @@ impl DeploymentController {
                     &r.name,
                     &DeleteOptions::default(),
                 )
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if e.code == 404 => {}
-                Err(e) => return Err(e.into()),
-            }
+                .await;
+            super::done_unless_failed(deleted)?;
         }
         Ok(())
     }
@@ -570,16 +557,7 @@ impl Reconciler<String> for DeploymentController {
                 if current != Some(want.as_str()) {
                     let patch = json!({"metadata": {"annotations": {REVISION: want}}});
                     self.sim
-                        .engine
-                        .patch(
-                            &kinds.deployments,
-                            ns,
-                            name,
-                            PatchType::Merge,
-                            &patch,
-                            Target::Main,
-                            &WriteOptions::by(super::CONTROLLER_MANAGER),
-                        )
+                        .merge_patch(&kinds.deployments, ns, name, &patch, Target::Main)
                         .await?;
                     return Ok(Requeue::No);
                 }
@@ -589,24 +567,11 @@ impl Reconciler<String> for DeploymentController {
         let status = deployment_status(&deploy, new, &owned, &self.sim.now_rfc3339());
         if deploy.get("status") != Some(&status) {
             let patch = json!({ "status": status });
-            match self
+            let written = self
                 .sim
-                .engine
-                .patch(
-                    &kinds.deployments,
-                    ns,
-                    name,
-                    PatchType::Merge,
-                    &patch,
-                    Target::Status,
-                    &WriteOptions::by(super::CONTROLLER_MANAGER),
-                )
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if e.code == 404 => {}
-                Err(e) => return Err(e.into()),
-            }
+                .merge_patch(&kinds.deployments, ns, name, &patch, Target::Status)
+                .await;
+            super::done_unless_failed(written)?;
         }
         Ok(Requeue::No)
     }

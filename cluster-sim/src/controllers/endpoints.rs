@@ -208,16 +208,12 @@ impl EndpointsController {
                         }
                     }
                 }
-                match self
+                let written = self
                     .sim
                     .engine
                     .update(def, ns, name, cur, Target::Main, &opts)
-                    .await
-                {
-                    Ok(_) => Ok(()),
-                    Err(e) if e.code == 404 => Ok(()),
-                    Err(e) => Err(e.into()),
-                }
+                    .await;
+                super::done_unless_failed(written)
             }
         }
     }
@@ -292,16 +288,12 @@ impl Reconciler<String> for EndpointsController {
         else {
             // Slices are owned by the Service and collected with it; Endpoints are not.
             if existing_ep.is_some() {
-                match self
+                let deleted = self
                     .sim
                     .engine
                     .delete(&kinds.endpoints, ns, name, &DeleteOptions::default())
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(e) if e.code == 404 => {}
-                    Err(e) => return Err(e.into()),
-                }
+                    .await;
+                super::done_unless_failed(deleted)?;
             }
             return Ok(Requeue::No);
         };
@@ -511,16 +503,12 @@ impl Reconciler<String> for EndpointsController {
             .await?;
         }
         for c in existing.iter().filter(|c| !keep.contains(c.name())) {
-            match self
+            let deleted = self
                 .sim
                 .engine
                 .delete(slice_def, ns, c.name(), &DeleteOptions::default())
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if e.code == 404 => {}
-                Err(e) => return Err(e.into()),
-            }
+                .await;
+            super::done_unless_failed(deleted)?;
         }
         Ok(Requeue::No)
     }

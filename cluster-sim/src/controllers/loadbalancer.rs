@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-use meridian_apiserver::engine::{PatchType, Target, WriteOptions};
+use meridian_apiserver::engine::{Target, WriteOptions};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -272,24 +272,11 @@ impl LoadBalancerController {
 
     async fn write_ingress(&self, ns: &str, name: &str, ingress: Value) -> Result<(), SimError> {
         let patch = json!({"status": {"loadBalancer": ingress}});
-        match self
+        let written = self
             .sim
-            .engine
-            .patch(
-                &self.sim.kinds.services,
-                ns,
-                name,
-                PatchType::Merge,
-                &patch,
-                Target::Status,
-                &WriteOptions::by(super::CONTROLLER_MANAGER),
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if e.code == 404 => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+            .merge_patch(&self.sim.kinds.services, ns, name, &patch, Target::Status)
+            .await;
+        super::done_unless_failed(written)
     }
 }
 

@@ -40,10 +40,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use meridian_apiserver::cache::{Cached, EventType, ResourceCache};
-use meridian_apiserver::engine::Engine;
+use meridian_apiserver::engine::{Engine, PatchType, Target, WriteOptions, Written};
 use meridian_apiserver::registry::ResourceDef;
 use meridian_apiserver::status::ApiError;
 use meridian_runtime::queue::Sorted;
+use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -218,6 +219,39 @@ impl Sim {
     /// The cache of one resource.
     pub(crate) fn cache(&self, def: &ResourceDef) -> Arc<ResourceCache> {
         self.engine.cache.resource(def).clone()
+    }
+
+    /// Merge-patches an object (`Target::Main`) or its status as kube-controller-manager,
+    /// the way the controller loops write what they decided.
+    pub(crate) async fn merge_patch(
+        &self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        patch: &Value,
+        target: Target,
+    ) -> Result<Written, ApiError> {
+        self.engine
+            .patch(
+                def,
+                ns,
+                name,
+                PatchType::Merge,
+                patch,
+                target,
+                &WriteOptions::by(CONTROLLER_MANAGER),
+            )
+            .await
+    }
+}
+
+/// A write whose object is gone (404) has nothing left to do: a loop that wrote to an
+/// object deleted meanwhile treats it as done, and passes any other error on.
+pub(crate) fn done_unless_failed<T>(written: Result<T, ApiError>) -> Result<(), SimError> {
+    match written {
+        Ok(_) => Ok(()),
+        Err(e) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -18,18 +18,21 @@ pub(crate) fn accept_key(key: &str) -> String {
 /// Largest message payload echoed.
 const MAX_PAYLOAD: u64 = 1 << 20;
 
+/// The final-fragment bit of a frame's first byte.
+const FIN: u8 = 0x80;
 const TEXT: u8 = 0x1;
 const CLOSE: u8 = 0x8;
 const PING: u8 = 0x9;
 const PONG: u8 = 0xA;
 
-/// Writes one unmasked frame (server to client) with FIN set.
+/// Writes one unmasked frame (server to client) whose first byte is `fin_opcode` (the FIN
+/// bit and the opcode).
 async fn write_frame<W: AsyncWrite + Unpin>(
     w: &mut W,
-    opcode: u8,
+    fin_opcode: u8,
     payload: &[u8],
 ) -> std::io::Result<()> {
-    let mut head = vec![0x80 | opcode];
+    let mut head = vec![fin_opcode];
     match payload.len() {
         n if n < 126 => head.push(n as u8),
         n if n <= usize::from(u16::MAX) => {
@@ -52,7 +55,7 @@ pub(crate) async fn echo<S: AsyncRead + AsyncWrite + Unpin>(
     mut io: S,
     greeting: &str,
 ) -> std::io::Result<()> {
-    write_frame(&mut io, TEXT, greeting.as_bytes()).await?;
+    write_frame(&mut io, FIN | TEXT, greeting.as_bytes()).await?;
     loop {
         let mut head = [0u8; 2];
         io.read_exact(&mut head).await?;
@@ -79,29 +82,13 @@ pub(crate) async fn echo<S: AsyncRead + AsyncWrite + Unpin>(
         }
         match opcode {
             CLOSE => {
-                let _ = write_frame(&mut io, CLOSE, &payload).await;
+                let _ = write_frame(&mut io, FIN | CLOSE, &payload).await;
                 return Ok(());
             }
-            PING => write_frame(&mut io, PONG, &payload).await?,
+            PING => write_frame(&mut io, FIN | PONG, &payload).await?,
             PONG => {}
             // Data and continuation frames go back as they came, FIN included.
-            _ => {
-                let mut head = vec![fin_opcode];
-                match payload.len() {
-                    n if n < 126 => head.push(n as u8),
-                    n if n <= usize::from(u16::MAX) => {
-                        head.push(126);
-                        head.extend_from_slice(&(n as u16).to_be_bytes());
-                    }
-                    n => {
-                        head.push(127);
-                        head.extend_from_slice(&(n as u64).to_be_bytes());
-                    }
-                }
-                io.write_all(&head).await?;
-                io.write_all(&payload).await?;
-                io.flush().await?;
-            }
+            _ => write_frame(&mut io, fin_opcode, &payload).await?,
         }
     }
 }
