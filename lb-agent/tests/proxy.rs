@@ -176,10 +176,11 @@ async fn tcp_through_listen_port_locally_and_through_the_peer() {
     let echo_a = tcp_backend("127.0.0.1", "a-db").await;
     let a = TestAgent::start("a", "127.0.14.1").await;
     let b = TestAgent::start("b", "127.0.14.2").await;
+    let listen = free_port();
     let svc = service(
         "shop",
         "db",
-        vec![port("pg", "tcp", 5432, 31400)],
+        vec![port("pg", "tcp", 5432, listen)],
         &[("b", 1)],
     );
     let clusters = vec![a.cluster(), b.cluster()];
@@ -190,7 +191,7 @@ async fn tcp_through_listen_port_locally_and_through_the_peer() {
         local(&[("shop", "db", "pg", vec![echo_b])]),
     )
     .await;
-    let a_port = std::net::SocketAddr::new(a.agent.http_addr.ip(), 31400);
+    let a_port = std::net::SocketAddr::new(a.agent.http_addr.ip(), listen);
     // b must have told a (HEALTH) that it has endpoints before a can send streams to it.
     let view = a.agent.serving.clone();
     wait_for("a sees b serving", 10, || {

@@ -299,6 +299,14 @@ impl TestAgent {
     }
 }
 
+/// A TCP port that a moment ago was free on every loopback address, for a listen port:
+/// other test binaries and other checkouts' runs start agents on the same addresses, so a
+/// fixed listen port collides; the OS hands out one nobody holds.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::UNSPECIFIED, 0)).unwrap();
+    listener.local_addr().unwrap().port()
+}
+
 pub fn port(name: &str, protocol: &str, port: u16, listen_port: u16) -> LbPort {
     LbPort {
         name: name.into(),
