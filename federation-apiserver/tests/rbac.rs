@@ -31,7 +31,12 @@ fn configmap(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "b"}})
 }
 
-async fn bind(s: &Server, name: &str, role: &str) {
+/// Binds alice to `role` in `default`, then waits until the binding is in force: the
+/// authorizer reads bindings from the watch cache, which applies a write shortly after it is
+/// acknowledged (as kube-apiserver's RBAC informers do), so a request right after the create
+/// may still be refused. `probe` is a request the binding newly allows, without side effects;
+/// it is retried until it is no longer 403, within a deadline.
+async fn bind(s: &Server, name: &str, role: &str, probe: (&str, &str, Option<Value>)) {
     let binding = json!({
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
@@ -47,6 +52,20 @@ async fn bind(s: &Server, name: &str, role: &str) {
     )
     .await;
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let (method, path, body) = probe;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let r = as_alice(s, method, path, body.clone()).await;
+        if r.status != 403 {
+            assert!(r.status < 300, "{method} {path}: {}", r.status);
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "binding {name} to {role} not in force after 10s: {method} {path} still 403"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]
@@ -73,7 +92,7 @@ async fn users_get_what_their_bindings_allow() {
     );
 
     // `view` in default: read, not write, not Secrets, not other namespaces.
-    bind(&s, "alice-view", "view").await;
+    bind(&s, "alice-view", "view", ("GET", configmaps, None)).await;
     assert_eq!(as_alice(&s, "GET", configmaps, None).await.status, 200);
     assert_eq!(
         as_alice(
@@ -102,7 +121,14 @@ async fn users_get_what_their_bindings_allow() {
     );
 
     // `edit`: writes, but no RBAC of its own.
-    bind(&s, "alice-edit", "edit").await;
+    let dry_run = format!("{configmaps}?dryRun=All");
+    bind(
+        &s,
+        "alice-edit",
+        "edit",
+        ("POST", &dry_run, Some(configmap("probe"))),
+    )
+    .await;
     let create = as_alice(&s, "POST", configmaps, Some(configmap("c1"))).await;
     assert_eq!(create.status, 201, "{}", create.json());
     let escalate = as_alice(
