@@ -70,7 +70,7 @@ pub fn dest_clusters(
         .iter()
         .map(|c| TargetCluster {
             cluster: c.clone(),
-            replicas: u32::try_from(states.get(c).map_or(0, |s| s.endpoints)).unwrap_or(u32::MAX),
+            replicas: states.get(c).map_or(0, |s| s.endpoints),
         })
         .collect()
 }
