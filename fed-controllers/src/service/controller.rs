@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use tokio_util::task::AbortOnDropHandle;
 
 use fed_api::lbconfig::LbService;
 use fed_api::names::{CLIENT_SUBNETS_CONFIGMAP, LB_PORTS_CONFIGMAP, SYSTEM_NAMESPACE};
@@ -905,20 +906,12 @@ pub async fn run(
             }
         })
     };
-    let _worker = AbortOnDrop(worker);
+    let _worker = AbortOnDropHandle::new(worker);
     let mut inputs = futures::stream::select_all(streams);
     while let Some(input) = inputs.next().await {
         central.on_input(input);
     }
     Err(ReconcileError::WatchEnded)
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 #[cfg(test)]
