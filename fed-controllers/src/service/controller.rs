@@ -24,7 +24,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
 use meridian_runtime::error::Report;
 use meridian_runtime::events::{EventType, Recorder};
-use meridian_runtime::queue::{self, Backoff, WorkQueue};
+use meridian_runtime::queue::{self, WorkQueue};
 use meridian_runtime::sync::lock;
 use serde_json::{Value, json};
 use tracing::Instrument;
@@ -835,10 +835,7 @@ pub async fn run(
     );
 
     let queue = WorkQueue::new(
-        queue::Settings {
-            backoff: Backoff::jittered(settings.backoff_base, settings.backoff_max),
-            ..queue::Settings::default()
-        },
+        queue::Settings::jittered(settings.backoff_base, settings.backoff_max),
         metrics.service_queue.clone(),
     );
     let central = Arc::new(Central {

@@ -976,9 +976,8 @@ pub async fn run(
     let events = Batcher::start(recorder.clone(), settings.event_window);
     let queue = WorkQueue::new(
         queue::Settings {
-            backoff: Backoff::jittered(settings.backoff_base, settings.backoff_max),
             low_lane_bound: Some(STATUS_WAIT_BOUND),
-            ..queue::Settings::default()
+            ..queue::Settings::jittered(settings.backoff_base, settings.backoff_max)
         },
         metrics.queue.clone(),
     );
