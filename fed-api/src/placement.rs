@@ -40,13 +40,28 @@ pub struct WorkloadReference {
     pub uid: Option<String>,
 }
 
-/// One cluster's share.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// One cluster's share: an entry of `destClusters`, and what the scheduler's decision is
+/// made of. Ordered by cluster, then replicas, so a decision has one canonical order.
+#[derive(
+    Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 pub struct TargetCluster {
     /// Member cluster name.
     pub cluster: String,
-    /// Replicas that cluster runs.
-    pub replicas: i32,
+    /// Replicas that cluster runs. Unsigned, so the served schema says `minimum: 0` and no
+    /// negative share can be stored or decided; it fits a Deployment's `int32` replicas
+    /// because a workload's own replicas do.
+    pub replicas: u32,
+}
+
+impl TargetCluster {
+    /// `cluster` runs `replicas`.
+    pub fn new(cluster: impl Into<String>, replicas: u32) -> Self {
+        Self {
+            cluster: cluster.into(),
+            replicas,
+        }
+    }
 }
 
 /// Observed state of the placement.

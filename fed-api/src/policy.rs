@@ -373,13 +373,7 @@ pub struct Failover {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::selector::tests::labels;
 
     #[test]
     fn affinity_reports_the_first_failed_condition() {

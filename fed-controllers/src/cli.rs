@@ -1,13 +1,10 @@
 //! Command-line flags of `fed-controllers` and their validation (every bad flag reported at once).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use meridian_runtime::client::{ClientError, Source};
-use meridian_runtime::flags::{FlagErrors, bind_address, parse_duration};
-use meridian_runtime::leader::LeaderElectionArgs;
-use meridian_runtime::telemetry::LogArgs;
+use meridian_runtime::args::FederationArgs;
+use meridian_runtime::flags::{FlagErrors, parse_duration};
 
 use crate::cluster::ControllerConfig;
 use crate::cluster::controller::member_limits;
@@ -19,12 +16,6 @@ use crate::member_client::MemberClients;
 #[derive(Debug, clap::Parser)]
 #[command(name = "fed-controllers", version, about)]
 pub struct Args {
-    /// Kubeconfig of the federation API server (default: the pod's service account).
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Context in the kubeconfig (default: its current context).
-    #[arg(long, env = "MERIDIAN_CONTEXT")]
-    pub context: Option<String>,
     /// Time between member health probes.
     #[arg(long, env = "MERIDIAN_PROBE_PERIOD", default_value = "10s", value_parser = parse_duration)]
     pub probe_period: Duration,
@@ -88,19 +79,9 @@ pub struct Args {
     /// TTL of the lb-agents' DNS answers (whole seconds).
     #[arg(long, env = "MERIDIAN_LB_TTL", default_value = "5s", value_parser = parse_duration)]
     pub lb_ttl: Duration,
-    /// Where `/metrics`, `/healthz` and `/readyz` are served (plain HTTP); `off` disables.
-    #[arg(
-        long,
-        env = "MERIDIAN_METRICS_BIND_ADDRESS",
-        default_value = "127.0.0.1:8080"
-    )]
-    pub metrics_bind_address: String,
-    /// Leader election (several replicas, one writing).
+    /// The federation, `/metrics`, leader election, logging.
     #[command(flatten)]
-    pub leader: LeaderElectionArgs,
-    /// Logging.
-    #[command(flatten)]
-    pub log: LogArgs,
+    pub federation: FederationArgs,
 }
 
 /// The controllers' Lease (`meridian-system/fed-controllers` unless the flags say
@@ -108,11 +89,6 @@ pub struct Args {
 pub const LEASE_NAME: &str = "fed-controllers";
 
 impl Args {
-    /// Where the federation client's configuration comes from.
-    pub fn client_source(&self) -> Result<Source, ClientError> {
-        Source::from_flags(self.kubeconfig.as_deref(), self.context.as_deref())
-    }
-
     /// The workload controller's settings (valid once [`Args::validate`] passed).
     pub fn workload_settings(&self) -> crate::workload::Settings {
         crate::workload::Settings {
@@ -194,13 +170,7 @@ impl Args {
         if self.discovery_period < self.probe_period {
             errors.push("--discovery-period must be at least --probe-period");
         }
-        let metrics = bind_address(&self.metrics_bind_address).unwrap_or_else(|e| {
-            errors.push(format!(
-                "--metrics-bind-address {:?}: {e}",
-                self.metrics_bind_address
-            ));
-            None
-        });
+        let metrics = self.federation.check(&mut errors);
         if self.workload_sync_timeout.is_zero() {
             errors.push("--workload-sync-timeout must be positive");
         }
@@ -225,7 +195,6 @@ impl Args {
         if self.member_concurrent_lists == 0 {
             errors.push("--member-concurrent-lists must be at least 1");
         }
-        self.leader.check(&mut errors);
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -276,6 +245,7 @@ mod tests {
         assert_eq!(cfg.settings.concurrent_lists, 32);
         assert_eq!(metrics, Some("127.0.0.1:8080".parse().expect("addr")));
         let election = args
+            .federation
             .leader
             .settings(LEASE_NAME)
             .expect("elected by default");

@@ -10,39 +10,29 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Context as _;
-use clap::Parser;
 use fed_controllers::cli::{Args, LEASE_NAME};
 use fed_controllers::member_client::{self, Limits, MemberClients};
 use fed_controllers::metrics::Metrics;
 use fed_controllers::{cluster, service, workload};
 use meridian_runtime::endpoints::{Endpoints, Flag};
 use meridian_runtime::events::{self, Recorder};
-use meridian_runtime::leader::{Election, RunError};
 use meridian_runtime::shutdown::Shutdown;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    meridian_alloc::disable_huge_pages();
-    let args = Args::parse();
-    meridian_runtime::telemetry::init(args.log.log_format, "info");
+fn main() -> anyhow::Result<()> {
+    meridian_runtime::process::main(|a: &Args| a.federation.log.log_format, control)
+}
+
+async fn control(args: Args, shutdown: Shutdown) -> anyhow::Result<()> {
     let (mut config, metrics_addr) = args.validate()?;
     let service_settings = args.service_settings()?;
-    let client_config = args.client_source()?.config().await?;
-    // The Lease has a connection of its own, so a busy federation connection (every
-    // controller's watches and writes) never holds up a renewal.
-    let lease_client =
-        kube::Client::try_from(client_config.clone()).context("leader election client")?;
+    let client_config = args.federation.client_source()?.config().await?;
+    let metrics = Arc::new(Metrics::new());
+    let election =
+        args.federation
+            .election(&client_config, LEASE_NAME, metrics.election.clone())?;
     // One multiplexed connection to the federation, whatever the number of members.
     let fed = member_client::federation_client(client_config, Limits::federation())
         .context("federation client")?;
-    let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
-
-    let metrics = Arc::new(Metrics::new());
-    let election = Election::kube(
-        args.leader.settings(LEASE_NAME),
-        lease_client,
-        metrics.election.clone(),
-    );
     let gate = election.gate().clone();
     // Every write, to the federation (Events included) or to a member, passes the gate:
     // refused unless this replica leads.
@@ -54,8 +44,7 @@ async fn main() -> anyhow::Result<()> {
         gate.readiness(Flag::new(ready.clone(), "the federation is not listed yet")),
     )
     .spawn(metrics_addr, &shutdown)
-    .await
-    .with_context(|| format!("serving metrics on {metrics_addr:?}"))?;
+    .await?;
     // One Event buffer and writer for the three controllers (each names itself).
     let recorder = Recorder::spawn(
         fed.clone(),
@@ -95,9 +84,5 @@ async fn main() -> anyhow::Result<()> {
             r = service::run(fed, service_settings, metrics, recorder) => r.context("service controller"),
         }
     };
-    match election.run(&shutdown, controllers).await {
-        Ok(_) => Ok(()),
-        Err(RunError::Lost(lost)) => Err(lost.into()),
-        Err(RunError::Work(e)) => Err(e),
-    }
+    election.run_to_end(&shutdown, controllers).await
 }

@@ -2,7 +2,7 @@
 
 use meridian_runtime::events::EventMetrics;
 use meridian_runtime::leader::ElectionMetrics;
-use meridian_runtime::metrics::{Exposition, Registry};
+use meridian_runtime::metrics::Registry;
 use meridian_runtime::queue::{QueueFamilies, QueueMetrics};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -128,11 +128,9 @@ impl Metrics {
         let queues = QueueFamilies::register(&mut registry);
         let events = EventMetrics::register(&mut registry);
         let election = ElectionMetrics::register(&mut registry);
-        let probes = Family::<Labels, Counter>::default();
-        registry.register(
+        let probes: Family<Labels, Counter> = registry.register_default(
             "cluster_probes",
             "Member health probes by cluster and result",
-            probes.clone(),
         );
         let probe_latency = Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(
             latency_histogram as fn() -> Histogram,
@@ -142,37 +140,20 @@ impl Metrics {
             "Member probe latency by cluster",
             probe_latency.clone(),
         );
-        let status_writes = Family::<Labels, Counter>::default();
-        registry.register(
-            "cluster_status_writes",
-            "Cluster status patches by result",
-            status_writes.clone(),
-        );
-        let watch_restarts = Family::<Labels, Counter>::default();
-        registry.register(
+        let status_writes: Family<Labels, Counter> =
+            registry.register_default("cluster_status_writes", "Cluster status patches by result");
+        let watch_restarts: Family<Labels, Counter> = registry.register_default(
             "cluster_watch_restarts",
             "Member node/pod watch errors and restarts by cluster, resource and cause",
-            watch_restarts.clone(),
         );
-        let members = Gauge::default();
-        registry.register("clusters", "Member clusters known", members.clone());
-        let offline = Gauge::default();
-        registry.register(
-            "clusters_offline",
-            "Member clusters Offline",
-            offline.clone(),
-        );
-        let mass_failure = Gauge::default();
-        registry.register(
-            "mass_failure",
-            "1 while the mass-failure guard is engaged",
-            mass_failure.clone(),
-        );
-        let service_syncs = Family::<Labels, Counter>::default();
-        registry.register(
+        let members: Gauge = registry.register_default("clusters", "Member clusters known");
+        let offline: Gauge =
+            registry.register_default("clusters_offline", "Member clusters Offline");
+        let mass_failure: Gauge =
+            registry.register_default("mass_failure", "1 while the mass-failure guard is engaged");
+        let service_syncs: Family<Labels, Counter> = registry.register_default(
             "service_syncs",
             "Service controller reconciles by result (ok, error)",
-            service_syncs.clone(),
         );
         let service_sync_latency = latency_histogram();
         registry.register(
@@ -180,17 +161,13 @@ impl Metrics {
             "Service controller reconcile latency",
             service_sync_latency.clone(),
         );
-        let service_member_writes = Family::<Labels, Counter>::default();
-        registry.register(
+        let service_member_writes: Family<Labels, Counter> = registry.register_default(
             "service_member_writes",
             "Service controller writes into members by cluster, resource and operation",
-            service_member_writes.clone(),
         );
-        let service_member_errors = Family::<Labels, Counter>::default();
-        registry.register(
+        let service_member_errors: Family<Labels, Counter> = registry.register_default(
             "service_member_errors",
             "Failed service controller syncs in members by cluster",
-            service_member_errors.clone(),
         );
         let workload = WorkloadMetrics {
             queue_depth: Family::default(),
@@ -357,21 +334,18 @@ impl Metrics {
         }
         self.service_member_errors.remove(&vec![("cluster", c)]);
     }
-
-    /// The Prometheus text exposition.
-    pub fn encode(&self) -> String {
-        self.registry.encode()
-    }
 }
 
-impl Exposition for Metrics {
-    fn encode(&self) -> String {
-        Metrics::encode(self)
+impl AsRef<Registry> for Metrics {
+    fn as_ref(&self) -> &Registry {
+        &self.registry
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use meridian_runtime::metrics::Exposition as _;
+
     use super::*;
 
     #[test]

@@ -21,6 +21,7 @@ use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::await_condition;
 use meridian_runtime::events::{self, EventSpec, EventType, Recorder};
+use meridian_runtime::metrics::Exposition as _;
 
 /// A workspace binary beside this test's executable (target/<profile>/<name>), so the
 /// test works whatever the target directory is.

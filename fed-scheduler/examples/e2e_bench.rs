@@ -24,6 +24,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use meridian_e2e::{KUBECONFIG_LINE, Proc, start_federation_apiserver};
+use meridian_runtime::metrics::Exposition as _;
 use serde_json::json;
 use tokio::sync::mpsc;
 

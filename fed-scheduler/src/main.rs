@@ -10,35 +10,27 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Context as _;
-use clap::Parser;
 use fed_scheduler::runtime;
 use fed_scheduler::runtime::cli::{Args, LEASE_NAME};
 use fed_scheduler::runtime::metrics::Metrics;
 use meridian_runtime::endpoints::{Endpoints, Flag};
-use meridian_runtime::leader::{Election, RunError};
 use meridian_runtime::shutdown::Shutdown;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    meridian_alloc::disable_huge_pages();
-    let args = Args::parse();
-    meridian_runtime::telemetry::init(args.log.log_format, "info");
+fn main() -> anyhow::Result<()> {
+    meridian_runtime::process::main(|a: &Args| a.federation.log.log_format, schedule)
+}
+
+async fn schedule(args: Args, shutdown: Shutdown) -> anyhow::Result<()> {
     let (config, metrics_addr) = args.validate()?;
-    let source = args.client_source()?;
-    let client = source.client().await?;
-    // The Lease has a client of its own, so the scheduler's traffic never holds up a
-    // renewal.
-    let lease_client = source.client().await?;
-    let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
+    let client_config = args.federation.client_source()?.config().await?;
+    let client = kube::Client::try_from(client_config.clone()).context("federation client")?;
 
     let metrics = Arc::new(Metrics::new());
     // Everything but the Lease goes through the gate, which refuses writes (Placements,
     // Events) unless this replica leads.
-    let election = Election::kube(
-        args.leader.settings(LEASE_NAME),
-        lease_client,
-        metrics.election.clone(),
-    );
+    let election =
+        args.federation
+            .election(&client_config, LEASE_NAME, metrics.election.clone())?;
     let gate = election.gate().clone();
     let ready = Arc::new(AtomicBool::new(false));
     Endpoints::new(
@@ -46,8 +38,7 @@ async fn main() -> anyhow::Result<()> {
         gate.readiness(Flag::new(ready.clone(), "caches are not synced yet")),
     )
     .spawn(metrics_addr, &shutdown)
-    .await
-    .with_context(|| format!("serving metrics on {metrics_addr:?}"))?;
+    .await?;
 
     tracing::info!(
         workers = config.workers,
@@ -56,10 +47,9 @@ async fn main() -> anyhow::Result<()> {
         "scheduler starting"
     );
     let writes = gate.client(client, "federation");
-    let scheduler = runtime::run(writes, config, metrics, ready, gate);
-    match election.run(&shutdown, scheduler).await {
-        Ok(_) => Ok(()),
-        Err(RunError::Lost(lost)) => Err(lost.into()),
-        Err(RunError::Work(e)) => Err(anyhow::Error::new(e).context("scheduler")),
-    }
+    let scheduler = async {
+        let r = runtime::run(writes, config, metrics, ready, gate).await;
+        r.context("scheduler")
+    };
+    election.run_to_end(&shutdown, scheduler).await
 }

@@ -98,7 +98,7 @@ pub struct Row {
     /// Cluster name.
     pub cluster: String,
     /// Replicas (workloads) or ready endpoints (Services) the scheduler gave it.
-    pub desired: i32,
+    pub desired: u32,
     /// The member's status, when the controller has reported one.
     #[serde(flatten)]
     pub status: Option<ClusterWorkloadStatus>,

@@ -3,17 +3,14 @@
 #[global_allocator]
 static ALLOCATOR: meridian_alloc::Allocator = meridian_alloc::Allocator;
 
-use anyhow::Context;
-use clap::Parser;
 use federation_apiserver::cli::{Args, start};
 use meridian_runtime::shutdown::Shutdown;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    meridian_alloc::disable_huge_pages();
-    let args = Args::parse();
-    meridian_runtime::telemetry::init(args.log.log_format, "info");
-    let shutdown = Shutdown::on_signals().context("installing signal handlers")?;
+fn main() -> anyhow::Result<()> {
+    meridian_runtime::process::main(|a: &Args| a.log.log_format, serve)
+}
+
+async fn serve(args: Args, shutdown: Shutdown) -> anyhow::Result<()> {
     let (tx, rx) = tokio::sync::watch::channel(false);
     let (started, store) = start(&args, rx).await?;
     tracing::info!(address = %started.addr, kubeconfig = %started.kubeconfig.display(), "serving");

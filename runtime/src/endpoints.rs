@@ -28,6 +28,17 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long open connections get to finish once the process stops.
 const DRAIN: Duration = Duration::from_secs(2);
 
+/// The endpoints' address could not be listened on.
+#[derive(Debug, thiserror::Error)]
+#[error("serving /metrics on {addr}")]
+pub struct BindError {
+    /// The address asked for.
+    pub addr: SocketAddr,
+    /// Why binding (or reading back the bound address) failed.
+    #[source]
+    pub source: std::io::Error,
+}
+
 /// What `/readyz` reports.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ready {
@@ -174,12 +185,16 @@ impl Endpoints {
         self,
         addr: Option<SocketAddr>,
         shutdown: &Shutdown,
-    ) -> std::io::Result<Option<JoinHandle<()>>> {
+    ) -> Result<Option<JoinHandle<()>>, BindError> {
         let Some(addr) = addr else {
             return Ok(None);
         };
-        let listener = TcpListener::bind(addr).await?;
-        tracing::info!(addr = %listener.local_addr()?, "serving /metrics, /healthz, /livez, /readyz");
+        let bound = match TcpListener::bind(addr).await {
+            Ok(listener) => listener.local_addr().map(|a| (listener, a)),
+            Err(e) => Err(e),
+        };
+        let (listener, local) = bound.map_err(|source| BindError { addr, source })?;
+        tracing::info!(addr = %local, "serving /metrics, /healthz, /livez, /readyz");
         Ok(Some(tokio::spawn(self.serve(listener, shutdown.clone()))))
     }
 }

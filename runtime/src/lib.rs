@@ -1,5 +1,6 @@
 //! What every long-running Meridian process shares, so each binary's `main` only wires its
-//! own loops: [`telemetry`] (tracing), [`client`] (the API client from a kubeconfig or the
+//! own loops: [`process`] (the start: flags, tracing, runtime, signals), [`args`] (the
+//! flags of elected federation components), [`telemetry`] (tracing), [`client`] (the API client from a kubeconfig or the
 //! pod's service account), [`endpoints`] (`/metrics`, `/healthz`, `/livez`, `/readyz` on
 //! hyper), [`metrics`] (one prometheus-client registry per process, a prefix per
 //! component), [`flags`] (every bad flag reported at once), [`shutdown`] (SIGINT/SIGTERM
@@ -12,6 +13,7 @@
 //! beside its election ([`leader::Election::run`]), writing only while it leads, while the
 //! endpoints keep serving throughout.
 
+pub mod args;
 pub mod client;
 pub mod endpoints;
 pub mod error;
@@ -19,6 +21,7 @@ pub mod events;
 pub mod flags;
 pub mod leader;
 pub mod metrics;
+pub mod process;
 pub mod queue;
 pub mod rate;
 pub mod shutdown;

@@ -31,6 +31,13 @@ impl Registry {
         self.inner.register(name, help, metric);
     }
 
+    /// A new `M` registered as `<prefix>_<name>`: the handle to count or set it with.
+    pub fn register_default<M: Metric + Clone + Default>(&mut self, name: &str, help: &str) -> M {
+        let metric = M::default();
+        self.register(name, help, metric.clone());
+        metric
+    }
+
     /// The underlying registry, for what [`Registry::register`] does not cover.
     pub fn inner_mut(&mut self) -> &mut prometheus_client::registry::Registry {
         &mut self.inner
@@ -48,9 +55,16 @@ impl Registry {
     }
 }
 
-impl Exposition for Registry {
+impl AsRef<Registry> for Registry {
+    fn as_ref(&self) -> &Registry {
+        self
+    }
+}
+
+/// A component's metrics are exposed through the registry they were registered in.
+impl<T: AsRef<Registry> + Send + Sync> Exposition for T {
     fn encode(&self) -> String {
-        Registry::encode(self)
+        self.as_ref().encode()
     }
 }
 
@@ -59,9 +73,7 @@ pub type ResultLabels = Vec<(&'static str, &'static str)>;
 
 /// A counter family labelled by `result`, registered under `name`.
 pub fn results(registry: &mut Registry, name: &str, help: &str) -> Family<ResultLabels, Counter> {
-    let family = Family::<ResultLabels, Counter>::default();
-    registry.register(name, help, family.clone());
-    family
+    registry.register_default(name, help)
 }
 
 #[cfg(test)]

@@ -506,6 +506,8 @@ impl Ha {
             .await
             .expect("reading the Placement")
             .map_or(0, |p| p.spec.dest_clusters.iter().map(|t| t.replicas).sum())
+            .try_into()
+            .expect("a workload's replicas fit in int32")
     }
 
     /// Replicas the members' copies of `shop/web` ask for.

@@ -59,7 +59,11 @@ fn dest(p: &fed_api::Placement) -> BTreeMap<String, i32> {
     p.spec
         .dest_clusters
         .iter()
-        .map(|t| (t.cluster.clone(), t.replicas))
+        .map(|t| {
+            // In the members' Deployment terms (int32), to compare with what they hold.
+            let replicas = i32::try_from(t.replicas).expect("a share fits in int32");
+            (t.cluster.clone(), replicas)
+        })
         .collect()
 }
 

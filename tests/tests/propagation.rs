@@ -147,7 +147,7 @@ async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
 
     let fed = env.federation().await;
     let placements: Api<fed_api::Placement> = Api::namespaced(fed.clone(), "shop");
-    let dest_of = |p: &fed_api::Placement| -> Vec<(String, i32)> {
+    let dest_of = |p: &fed_api::Placement| -> Vec<(String, u32)> {
         p.spec
             .dest_clusters
             .iter()

@@ -59,7 +59,7 @@ async fn wait_event(
     panic!("watch on events in {ns} ended before a {reason} event for {kind} {name}");
 }
 
-fn dest(p: &fed_api::Placement) -> Vec<(String, i32)> {
+fn dest(p: &fed_api::Placement) -> Vec<(String, u32)> {
     p.spec
         .dest_clusters
         .iter()
@@ -67,7 +67,7 @@ fn dest(p: &fed_api::Placement) -> Vec<(String, i32)> {
         .collect()
 }
 
-fn is(p: &fed_api::Placement, want: &[(&str, i32)]) -> bool {
+fn is(p: &fed_api::Placement, want: &[(&str, u32)]) -> bool {
     dest(p)
         == want
             .iter()

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::task::AbortOnDropHandle;
 
 use fed_api::{Cluster, ClusterSpec};
 use futures::StreamExt;
@@ -311,7 +312,7 @@ pub async fn run(
         metrics,
         events,
     ));
-    let _guard = AbortOnDrop(guard_task);
+    let _guard = AbortOnDropHandle::new(guard_task);
 
     let clusters = watcher::watcher(Api::<Cluster>::all(fed.clone()), watcher::Config::default())
         .default_backoff()
@@ -351,14 +352,6 @@ pub async fn run(
         }
     }
     Err(ControllerError::WatchEnded("Cluster/Secret"))
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 #[cfg(test)]

@@ -140,7 +140,7 @@ mod tests {
         }
     }
 
-    fn targets(t: &[(&str, i32)]) -> Vec<TargetCluster> {
+    fn targets(t: &[(&str, u32)]) -> Vec<TargetCluster> {
         t.iter()
             .map(|(c, r)| TargetCluster {
                 cluster: c.to_string(),

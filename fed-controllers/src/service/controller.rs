@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use tokio_util::task::AbortOnDropHandle;
 
 use fed_api::lbconfig::LbService;
 use fed_api::names::{CLIENT_SUBNETS_CONFIGMAP, LB_PORTS_CONFIGMAP, SYSTEM_NAMESPACE};
@@ -23,7 +24,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
 use meridian_runtime::error::Report;
 use meridian_runtime::events::{EventType, Recorder};
-use meridian_runtime::queue::{self, Backoff, WorkQueue};
+use meridian_runtime::queue::{self, WorkQueue};
 use meridian_runtime::sync::lock;
 use serde_json::{Value, json};
 use tracing::Instrument;
@@ -834,10 +835,7 @@ pub async fn run(
     );
 
     let queue = WorkQueue::new(
-        queue::Settings {
-            backoff: Backoff::jittered(settings.backoff_base, settings.backoff_max),
-            ..queue::Settings::default()
-        },
+        queue::Settings::jittered(settings.backoff_base, settings.backoff_max),
         metrics.service_queue.clone(),
     );
     let central = Arc::new(Central {
@@ -905,20 +903,12 @@ pub async fn run(
             }
         })
     };
-    let _worker = AbortOnDrop(worker);
+    let _worker = AbortOnDropHandle::new(worker);
     let mut inputs = futures::stream::select_all(streams);
     while let Some(input) = inputs.next().await {
         central.on_input(input);
     }
     Err(ReconcileError::WatchEnded)
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 #[cfg(test)]

@@ -271,10 +271,7 @@ pub fn spawn(
     fingerprint: u64,
 ) -> MemberHandle {
     let queue = WorkQueue::new(
-        queue::Settings {
-            backoff: Backoff::jittered(settings.backoff_base, settings.backoff_max),
-            ..queue::Settings::default()
-        },
+        queue::Settings::jittered(settings.backoff_base, settings.backoff_max),
         metrics.service_member_queues.clone(),
     );
     let shared = Arc::new(Member {

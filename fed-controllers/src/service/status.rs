@@ -70,7 +70,7 @@ pub fn dest_clusters(
         .iter()
         .map(|c| TargetCluster {
             cluster: c.clone(),
-            replicas: i32::try_from(states.get(c).map_or(0, |s| s.endpoints)).unwrap_or(i32::MAX),
+            replicas: states.get(c).map_or(0, |s| s.endpoints),
         })
         .collect()
 }

@@ -7,6 +7,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use tokio_util::task::AbortOnDropHandle;
 
 use fed_api::names::WORKLOAD_FINALIZER;
 use fed_api::{Cluster, Placement};
@@ -975,9 +976,8 @@ pub async fn run(
     let events = Batcher::start(recorder.clone(), settings.event_window);
     let queue = WorkQueue::new(
         queue::Settings {
-            backoff: Backoff::jittered(settings.backoff_base, settings.backoff_max),
             low_lane_bound: Some(STATUS_WAIT_BOUND),
-            ..queue::Settings::default()
+            ..queue::Settings::jittered(settings.backoff_base, settings.backoff_max)
         },
         metrics.queue.clone(),
     );
@@ -1026,7 +1026,7 @@ pub async fn run(
             futures::future::join_all(workers).await;
         })
     };
-    let _worker = AbortOnDrop(worker);
+    let _worker = AbortOnDropHandle::new(worker);
     // Queue depths are sampled: a gauge update per push would cost more than it tells.
     let sampler = {
         let c = central.clone();
@@ -1039,7 +1039,7 @@ pub async fn run(
             }
         })
     };
-    let _sampler = AbortOnDrop(sampler);
+    let _sampler = AbortOnDropHandle::new(sampler);
     // Level-triggered in the end: every workload is looked at again now and then, whatever
     // its events said.
     let resync = {
@@ -1055,20 +1055,12 @@ pub async fn run(
             }
         })
     };
-    let _resync = AbortOnDrop(resync);
+    let _resync = AbortOnDropHandle::new(resync);
     let mut inputs = futures::stream::select_all(streams);
     while let Some(input) = inputs.next().await {
         central.on_input(input);
     }
     Err(ReconcileError::WatchEnded)
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 #[cfg(test)]

@@ -306,10 +306,7 @@ pub fn spawn(
     gc: bool,
 ) -> MemberHandle {
     let queue = WorkQueue::new(
-        queue::Settings {
-            backoff: Backoff::jittered(settings.backoff_base, settings.backoff_max),
-            ..queue::Settings::default()
-        },
+        queue::Settings::jittered(settings.backoff_base, settings.backoff_max),
         metrics.member_queues.clone(),
     );
     let shared = Arc::new(MemberShared {

@@ -34,7 +34,12 @@ impl PlacementView {
                 .spec
                 .dest_clusters
                 .iter()
-                .map(|t| (t.cluster.clone(), t.replicas))
+                // A member Deployment's replicas are int32; a share never exceeds its
+                // workload's own int32 replicas, so the cap only guards a hand-written one.
+                .map(|t| {
+                    let replicas = i32::try_from(t.replicas).unwrap_or(i32::MAX);
+                    (t.cluster.clone(), replicas)
+                })
                 .collect(),
             propagated: status.and_then(|s| {
                 s.conditions

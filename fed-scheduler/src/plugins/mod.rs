@@ -28,9 +28,23 @@ pub(crate) struct Ctx<'a> {
     pub duplicated: bool,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
     pub fn previous(&self, cluster: &str) -> u32 {
         self.previous.get(cluster).copied().unwrap_or(0)
+    }
+
+    /// A context for one plugin's tests: no resource, no previous decision, no guard.
+    #[cfg(test)]
+    pub fn plain(workload: &'a Workload, placement: &'a PlacementRules) -> Self {
+        Self {
+            workload,
+            placement,
+            resource: String::new(),
+            api: None,
+            previous: HashMap::new(),
+            mass_failure_guard: false,
+            duplicated: false,
+        }
     }
 }
 

@@ -67,15 +67,7 @@ mod tests {
         };
         let w = Workload::default();
         let p = PlacementRules::default();
-        let ctx = Ctx {
-            workload: &w,
-            placement: &p,
-            resource: String::new(),
-            api: None,
-            previous: Default::default(),
-            mass_failure_guard: false,
-            duplicated: false,
-        };
+        let ctx = Ctx::plain(&w, &p);
         let cand = |capacity, previous| Candidate {
             index: 0,
             cluster: &state,

@@ -200,15 +200,7 @@ mod tests {
             spread_constraints: constraints,
             ..Default::default()
         };
-        let ctx = Ctx {
-            workload: &w,
-            placement: &p,
-            resource: String::new(),
-            api: None,
-            previous: Default::default(),
-            mass_failure_guard: false,
-            duplicated: false,
-        };
+        let ctx = Ctx::plain(&w, &p);
         let cands: Vec<Candidate<'_>> = specs
             .iter()
             .enumerate()

@@ -1,27 +1,20 @@
 //! Command-line flags of `fed-scheduler` and their validation (every bad flag at once).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use meridian_runtime::client::{ClientError, Source};
-use meridian_runtime::flags::{FlagErrors, bind_address, parse_duration};
-use meridian_runtime::leader::LeaderElectionArgs;
+use meridian_runtime::args::FederationArgs;
+use meridian_runtime::flags::{FlagErrors, parse_duration};
 use meridian_runtime::rate::Rate;
-use meridian_runtime::telemetry::LogArgs;
 
 use super::controller::Config;
 
 /// `fed-scheduler`: decides where federated Deployments and ReplicaSets run.
 #[derive(Debug, clap::Parser)]
 #[command(name = "fed-scheduler", version, about)]
+// Beside fed-controllers (8080) on one host.
+#[command(mut_arg("metrics_bind_address", |a| a.default_value("127.0.0.1:8081")))]
 pub struct Args {
-    /// Kubeconfig of the federation API server (default: the pod's service account).
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Context in the kubeconfig (default: its current context).
-    #[arg(long, env = "MERIDIAN_CONTEXT")]
-    pub context: Option<String>,
     /// Workloads decided and written concurrently.
     #[arg(long, env = "MERIDIAN_SCHEDULER_WORKERS", default_value_t = 16)]
     pub workers: usize,
@@ -46,30 +39,15 @@ pub struct Args {
     /// Distinct workloads the work queue holds at most.
     #[arg(long, env = "MERIDIAN_QUEUE_CAPACITY", default_value_t = 1_000_000)]
     pub queue_capacity: usize,
-    /// Where `/metrics`, `/healthz` and `/readyz` are served (plain HTTP); `off` disables.
-    #[arg(
-        long,
-        env = "MERIDIAN_METRICS_BIND_ADDRESS",
-        default_value = "127.0.0.1:8081"
-    )]
-    pub metrics_bind_address: String,
-    /// Leader election (several replicas, one writing).
+    /// The federation, `/metrics`, leader election, logging.
     #[command(flatten)]
-    pub leader: LeaderElectionArgs,
-    /// Logging.
-    #[command(flatten)]
-    pub log: LogArgs,
+    pub federation: FederationArgs,
 }
 
 /// The scheduler's Lease (`meridian-system/fed-scheduler` unless the flags say otherwise).
 pub const LEASE_NAME: &str = "fed-scheduler";
 
 impl Args {
-    /// Where the federation client's configuration comes from.
-    pub fn client_source(&self) -> Result<Source, ClientError> {
-        Source::from_flags(self.kubeconfig.as_deref(), self.context.as_deref())
-    }
-
     /// The validated loop configuration and metrics address.
     pub fn validate(&self) -> Result<(Config, Option<SocketAddr>), FlagErrors> {
         let mut errors = FlagErrors::new();
@@ -111,14 +89,7 @@ impl Args {
         if self.queue_capacity == 0 {
             errors.push("--queue-capacity must be at least 1");
         }
-        self.leader.check(&mut errors);
-        let metrics = bind_address(&self.metrics_bind_address).unwrap_or_else(|e| {
-            errors.push(format!(
-                "--metrics-bind-address {:?}: {e}",
-                self.metrics_bind_address
-            ));
-            None
-        });
+        let metrics = self.federation.check(&mut errors);
         let Some(rate) = rate.filter(|_| errors.is_empty()) else {
             return Err(errors);
         };
@@ -158,6 +129,7 @@ mod tests {
         assert_eq!(cfg.write_timeout, Duration::from_secs(10));
         assert_eq!(metrics, Some("127.0.0.1:8081".parse().expect("addr")));
         let election = args
+            .federation
             .leader
             .settings(LEASE_NAME)
             .expect("elected by default");

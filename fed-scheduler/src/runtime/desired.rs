@@ -49,25 +49,10 @@ fn to_i32(n: u32) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
-/// Placement `destClusters` from core targets (sorted by cluster).
-pub fn dest(targets: &[TargetCluster]) -> Vec<fed_api::placement::TargetCluster> {
-    let mut v: Vec<_> = targets
-        .iter()
-        .map(|t| fed_api::placement::TargetCluster {
-            cluster: t.cluster.clone(),
-            replicas: to_i32(t.replicas),
-        })
-        .collect();
-    v.sort_by(|a, b| a.cluster.cmp(&b.cluster));
-    v
-}
-
-/// Core targets from Placement `destClusters` (negative counts read as zero).
-pub fn targets(dest: &[fed_api::placement::TargetCluster]) -> Vec<TargetCluster> {
-    let mut v: Vec<TargetCluster> = dest
-        .iter()
-        .map(|t| TargetCluster::new(t.cluster.clone(), u32::try_from(t.replicas).unwrap_or(0)))
-        .collect();
+/// `destClusters` in their one order (by cluster), whichever order the decision or the
+/// stored Placement listed them in, so equal decisions compare and serialize equal.
+pub fn dest(targets: &[TargetCluster]) -> Vec<TargetCluster> {
+    let mut v = targets.to_vec();
     v.sort();
     v
 }
@@ -397,21 +382,11 @@ mod tests {
     }
 
     #[test]
-    fn conversions() {
-        let t = targets(&[
-            fed_api::placement::TargetCluster {
-                cluster: "b".into(),
-                replicas: -1,
-            },
-            fed_api::placement::TargetCluster {
-                cluster: "a".into(),
-                replicas: 2,
-            },
-        ]);
+    fn dest_is_ordered_by_cluster() {
+        let d = dest(&[TargetCluster::new("b", 0), TargetCluster::new("a", 2)]);
         assert_eq!(
-            t,
+            d,
             vec![TargetCluster::new("a", 2), TargetCluster::new("b", 0)]
         );
-        assert_eq!(dest(&t)[1].replicas, 0);
     }
 }

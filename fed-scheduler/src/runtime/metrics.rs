@@ -2,7 +2,7 @@
 
 use meridian_runtime::events::EventMetrics;
 use meridian_runtime::leader::ElectionMetrics;
-use meridian_runtime::metrics::{Exposition, Registry};
+use meridian_runtime::metrics::Registry;
 use meridian_runtime::queue::{QueueFamilies, QueueMetrics};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -40,32 +40,24 @@ impl Metrics {
     /// A fresh registry with every metric registered.
     pub fn new() -> Self {
         let mut registry = Registry::new("meridian_scheduler");
-        let reconciles = Family::<Labels, Counter>::default();
-        registry.register(
+        let reconciles: Family<Labels, Counter> = registry.register_default(
             "reconciles",
             "Workload decisions by result (unchanged, written, requeued, error)",
-            reconciles.clone(),
         );
-        let writes = Family::<Labels, Counter>::default();
-        registry.register(
+        let writes: Family<Labels, Counter> = registry.register_default(
             "placement_writes",
             "Placement writes by operation and result",
-            writes.clone(),
         );
-        let evictions = Family::<Labels, Counter>::default();
-        registry.register(
+        let evictions: Family<Labels, Counter> = registry.register_default(
             "evictions",
             "Moves away from offline clusters: allowed or throttled by the rate limit",
-            evictions.clone(),
         );
         let events = EventMetrics::register(&mut registry);
         let queue = QueueFamilies::register(&mut registry).queue("workloads");
         let election = ElectionMetrics::register(&mut registry);
-        let watch_errors = Family::<Labels, Counter>::default();
-        registry.register(
+        let watch_errors: Family<Labels, Counter> = registry.register_default(
             "watch_errors",
             "Watch stream errors by kind (the watch backs off and resumes)",
-            watch_errors.clone(),
         );
         // 100 µs .. ~3 s: a decision is microseconds, a write round trip milliseconds.
         let reconcile_seconds = Histogram::new(exponential_buckets(0.0001, 2.5, 12));
@@ -74,17 +66,11 @@ impl Metrics {
             "Time to decide and write one workload",
             reconcile_seconds.clone(),
         );
-        let queue_depth = Gauge::default();
-        registry.register(
-            "queue_depth",
-            "Workloads waiting to be decided",
-            queue_depth.clone(),
-        );
-        let queue_dropped = Gauge::default();
-        registry.register(
+        let queue_depth: Gauge =
+            registry.register_default("queue_depth", "Workloads waiting to be decided");
+        let queue_dropped: Gauge = registry.register_default(
             "queue_dropped",
             "Workload keys dropped because the queue was full (picked up by the resync)",
-            queue_dropped.clone(),
         );
         Self {
             registry,
@@ -135,21 +121,18 @@ impl Metrics {
         self.queue_dropped
             .set(i64::try_from(dropped).unwrap_or(i64::MAX));
     }
-
-    /// The OpenMetrics text.
-    pub fn encode(&self) -> String {
-        self.registry.encode()
-    }
 }
 
-impl Exposition for Metrics {
-    fn encode(&self) -> String {
-        Metrics::encode(self)
+impl AsRef<Registry> for Metrics {
+    fn as_ref(&self) -> &Registry {
+        &self.registry
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use meridian_runtime::metrics::Exposition as _;
+
     #[test]
     fn encodes_with_prefix() {
         let m = super::Metrics::new();

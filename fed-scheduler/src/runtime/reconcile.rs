@@ -200,7 +200,7 @@ impl Reconciler {
         let (current, cached_rv) = self.current(key);
         let previous: Vec<TargetCluster> = current
             .as_ref()
-            .map(|p| desired::targets(&p.spec.dest_clusters))
+            .map(|p| desired::dest(&p.spec.dest_clusters))
             .unwrap_or_default();
 
         let mut requeue: Option<Duration> = None;

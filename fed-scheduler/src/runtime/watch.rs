@@ -367,7 +367,7 @@ pub async fn placements(client: Client, writer: Writer<Placement>, synced: Synce
         Event::Apply(p) | Event::InitApply(p) => {
             if let Some(key) = placement_key(&p) {
                 ctx.reconciler.settle(&key);
-                let dest = desired::targets(&p.spec.dest_clusters);
+                let dest = desired::dest(&p.spec.dest_clusters);
                 if ctx.index.observe_placement(&key, Some(dest)) {
                     ctx.queue.add(key);
                 }

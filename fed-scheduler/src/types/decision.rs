@@ -6,27 +6,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use fed_api::cluster::TaintEffect;
+use fed_api::placement::TargetCluster;
 use fed_api::policy::SpreadField;
-
-/// One entry of `Placement.spec.destClusters`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TargetCluster {
-    /// Cluster name.
-    pub cluster: String,
-    /// Replicas it runs.
-    pub replicas: u32,
-}
-
-impl TargetCluster {
-    /// Convenience constructor.
-    pub fn new(cluster: impl Into<String>, replicas: u32) -> Self {
-        Self {
-            cluster: cluster.into(),
-            replicas,
-        }
-    }
-}
 
 /// Why a plugin treated a cluster the way it did.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,12 +8,13 @@ mod snapshot;
 mod workload;
 
 pub use decision::{
-    ClusterOutcome, ClusterVerdict, Decision, PluginReason, Reason, Strategy, TargetCluster,
-    Unschedulable, UnschedulableCause, UnschedulableReason, UnschedulableStatus,
+    ClusterOutcome, ClusterVerdict, Decision, PluginReason, Reason, Strategy, Unschedulable,
+    UnschedulableCause, UnschedulableReason, UnschedulableStatus,
 };
 pub use fed_api::cluster::{Taint, TaintEffect};
 pub use fed_api::common::Condition;
 pub use fed_api::object::{Cluster, ObjectMeta, PropagationPolicy};
+pub use fed_api::placement::TargetCluster;
 pub use fed_api::policy::{
     ClusterAffinity, ClusterBounds, DEFAULT_TOLERATION_SECONDS, Division, Failover, PlacementRules,
     ReplicaScheduling, ReplicaSchedulingType, ResourceSelector, SpreadConstraint, SpreadField,

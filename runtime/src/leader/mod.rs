@@ -98,6 +98,20 @@ impl<S: LeaseStore> Election<S> {
         &self.gate
     }
 
+    /// [`Election::run`] for a process that ends with it: `Ok` on a clean stop or when
+    /// `work` is done, the work's error, or the lost term as one.
+    pub async fn run_to_end<T, E: From<Lost>>(
+        self,
+        shutdown: &Shutdown,
+        work: impl Future<Output = Result<T, E>>,
+    ) -> Result<(), E> {
+        match self.run(shutdown, work).await {
+            Ok(_) => Ok(()),
+            Err(RunError::Lost(lost)) => Err(lost.into()),
+            Err(RunError::Work(e)) => Err(e),
+        }
+    }
+
     /// Runs `work` (which waits for [`Gate::leading`] before it writes) beside the
     /// election until `shutdown` (`Ok(None)`, the Lease released), until `work` ends
     /// (its result; the Lease released), or until the term is lost

@@ -436,6 +436,48 @@ async fn run_stops_the_work_when_the_term_is_lost_and_releases_on_shutdown() {
     assert!(matches!(r, Ok(Some(7))));
 }
 
+#[derive(Debug, thiserror::Error)]
+enum Ended {
+    #[error("lost")]
+    Lost(#[from] Lost),
+    #[error("work failed")]
+    Work,
+}
+
+#[tokio::test(start_paused = true)]
+async fn run_to_end_gives_the_lost_term_and_the_work_error_one_type() {
+    let store = MemoryLeases::new();
+    let mine = store.handle(Duration::ZERO);
+    let election = Election::with_store(
+        Some((settings("a"), mine.clone())),
+        ElectionMetrics::default(),
+    );
+    let gate = election.gate().clone();
+    let work = async move {
+        gate.leading().await;
+        mine.partition(true);
+        std::future::pending::<Result<(), Ended>>().await
+    };
+    let r = tokio::time::timeout(S(30), election.run_to_end(&Shutdown::new(), work))
+        .await
+        .expect("ends");
+    assert!(
+        matches!(r, Err(Ended::Lost(Lost::Deadline { .. }))),
+        "{r:?}"
+    );
+
+    let election = Election::<MemoryLeases>::with_store(None, ElectionMetrics::default());
+    let r = election
+        .run_to_end(&Shutdown::new(), async { Err::<(), _>(Ended::Work) })
+        .await;
+    assert!(matches!(r, Err(Ended::Work)), "{r:?}");
+    let election = Election::<MemoryLeases>::with_store(None, ElectionMetrics::default());
+    let r = election
+        .run_to_end(&Shutdown::new(), async { Ok::<_, Ended>(7) })
+        .await;
+    assert!(r.is_ok(), "{r:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn readiness_says_whether_this_replica_leads() {
     let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));

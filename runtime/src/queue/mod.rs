@@ -62,6 +62,16 @@ impl Default for Settings {
     }
 }
 
+impl Settings {
+    /// The defaults, with retries backing off from `base` to `max` with jitter.
+    pub fn jittered(base: Duration, max: Duration) -> Self {
+        Self {
+            backoff: Backoff::jittered(base, max),
+            ..Self::default()
+        }
+    }
+}
+
 /// A key waiting to be handed out (or to be handed out again once its worker is done).
 #[derive(Debug, Clone, Copy)]
 struct Waiting {
