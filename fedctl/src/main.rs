@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+mod etcd;
 mod join;
 mod kubeutil;
 mod lbagents;
@@ -80,9 +81,18 @@ enum Cmd {
         /// Directory for state, credentials, kubeconfigs and logs (kept across restarts).
         #[arg(long, default_value = "meridian-data")]
         data_dir: PathBuf,
-        /// Port of the federation API server (0 picks a free one).
+        /// Port of the federation API server (0 picks a free one); with `--storage etcd` the
+        /// second replica serves on the next port.
         #[arg(long, default_value_t = 6443)]
         port: u16,
+        /// `embedded` (one API server) or `etcd` (a local 3-member etcd in the data directory
+        /// and two API server replicas on it).
+        #[arg(long, value_enum, default_value = "embedded")]
+        storage: UpStorage,
+        /// The etcd binary for `--storage etcd` (default: next to fedctl, else on PATH;
+        /// tools/install-etcd.sh installs one).
+        #[arg(long, env = "ETCD")]
+        etcd_binary: Option<PathBuf>,
     },
     /// Where a federated Deployment, ReplicaSet or Service runs: one row per member cluster
     /// from its Placement (e.g. `fedctl status deploy/web -n shop`).
@@ -112,6 +122,13 @@ enum Cmd {
         #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: whatif::Format,
     },
+}
+
+/// `fedctl up --storage`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum UpStorage {
+    Embedded,
+    Etcd,
 }
 
 fn parse_labels(list: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
@@ -167,6 +184,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         regions,
         data_dir,
         port,
+        storage,
+        etcd_binary,
     } = &cli.command
     {
         let o = up::UpOptions {
@@ -175,6 +194,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             nodes: *nodes,
             regions: regions.clone(),
             port: *port,
+            storage: match storage {
+                UpStorage::Embedded => up::Storage::Embedded,
+                UpStorage::Etcd => up::Storage::Etcd {
+                    binary: etcd_binary.clone(),
+                },
+            },
         };
         return up::up(&o).await;
     }
