@@ -100,35 +100,30 @@ async fn objects(client: &kube::Client) -> BTreeMap<String, (u64, Value)> {
             + serde::Serialize,
     {
         for item in api.list(&ListParams::default()).await.expect("list") {
-            let mut v = serde_json::to_value(&item).expect("json");
-            let rv = v["metadata"]["resourceVersion"]
-                .as_str()
-                .and_then(|rv| rv.parse().ok())
-                .expect("a resourceVersion");
-            v["metadata"]
-                .as_object_mut()
-                .expect("metadata")
-                .remove("resourceVersion");
-            let name = v["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            out.insert(format!("{kind}/{name}"), (rv, v));
+            insert(out, kind, &item);
         }
+    }
+    /// Adds `item` under `<kind>/<name>`: its resourceVersion, and it without one.
+    fn insert(out: &mut BTreeMap<String, (u64, Value)>, kind: &str, item: &impl serde::Serialize) {
+        let mut v = serde_json::to_value(item).expect("json");
+        let rv = v["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|rv| rv.parse().ok())
+            .expect("a resourceVersion");
+        v["metadata"]
+            .as_object_mut()
+            .expect("metadata")
+            .remove("resourceVersion");
+        let name = v["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        out.insert(format!("{kind}/{name}"), (rv, v));
     }
     let mut out = BTreeMap::new();
     let nss: Api<Namespace> = Api::all(client.clone());
     let ns = nss.get(NS).await.expect("the namespace");
-    let mut v = serde_json::to_value(&ns).expect("json");
-    let rv = v["metadata"]["resourceVersion"]
-        .as_str()
-        .and_then(|rv| rv.parse().ok())
-        .expect("a resourceVersion");
-    v["metadata"]
-        .as_object_mut()
-        .expect("metadata")
-        .remove("resourceVersion");
-    out.insert(format!("Namespace/{NS}"), (rv, v));
+    insert(&mut out, "Namespace", &ns);
     add::<ConfigMap>(&mut out, Api::namespaced(client.clone(), NS), "ConfigMap").await;
     add::<Secret>(&mut out, Api::namespaced(client.clone(), NS), "Secret").await;
     add::<ServiceAccount>(
