@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+mod backup;
+mod etcd;
 mod join;
 mod kubeutil;
 mod lbagents;
@@ -80,9 +82,48 @@ enum Cmd {
         /// Directory for state, credentials, kubeconfigs and logs (kept across restarts).
         #[arg(long, default_value = "meridian-data")]
         data_dir: PathBuf,
-        /// Port of the federation API server (0 picks a free one).
+        /// Port of the federation API server (0 picks a free one); with `--storage etcd` the
+        /// second replica serves on the next port.
         #[arg(long, default_value_t = 6443)]
         port: u16,
+        /// `embedded` (one API server) or `etcd` (a local 3-member etcd in the data directory
+        /// and two API server replicas on it).
+        #[arg(long, value_enum, default_value = "embedded")]
+        storage: UpStorage,
+        /// The etcd binary for `--storage etcd` (default: next to fedctl, else on PATH;
+        /// tools/install-etcd.sh installs one).
+        #[arg(long, env = "ETCD")]
+        etcd_binary: Option<PathBuf>,
+    },
+    /// Write every object of the federation's store to a file (the embedded store of a
+    /// stopped API server, or etcd), in the order of their writes.
+    Backup {
+        /// The backup file to write.
+        #[arg(short = 'o', long = "output")]
+        file: PathBuf,
+        #[command(flatten)]
+        store: backup::StoreArgs,
+    },
+    /// Restore a backup into an empty store (the whole file is checked first: a damaged one
+    /// writes nothing). Objects get new resourceVersions in the same order.
+    Restore {
+        /// The backup file to read.
+        #[arg(short = 'f', long = "filename")]
+        file: PathBuf,
+        #[command(flatten)]
+        store: backup::StoreArgs,
+    },
+    /// Copy the embedded store of a stopped API server (--data-dir) into an empty etcd,
+    /// keeping every object and the order of their writes.
+    Migrate {
+        /// The backend to move to.
+        #[arg(long, value_enum)]
+        to: MigrateTo,
+        /// The API server's --data-dir (`fedctl up`: `<its data dir>/federation`).
+        #[arg(long)]
+        data_dir: PathBuf,
+        #[command(flatten)]
+        etcd: backup::EtcdArgs,
     },
     /// Where a federated Deployment, ReplicaSet or Service runs: one row per member cluster
     /// from its Placement (e.g. `fedctl status deploy/web -n shop`).
@@ -112,6 +153,19 @@ enum Cmd {
         #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: whatif::Format,
     },
+}
+
+/// `fedctl migrate --to`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum MigrateTo {
+    Etcd,
+}
+
+/// `fedctl up --storage`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum UpStorage {
+    Embedded,
+    Etcd,
 }
 
 fn parse_labels(list: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
@@ -167,6 +221,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         regions,
         data_dir,
         port,
+        storage,
+        etcd_binary,
     } = &cli.command
     {
         let o = up::UpOptions {
@@ -175,8 +231,47 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             nodes: *nodes,
             regions: regions.clone(),
             port: *port,
+            storage: match storage {
+                UpStorage::Embedded => up::Storage::Embedded,
+                UpStorage::Etcd => up::Storage::Etcd {
+                    binary: etcd_binary.clone(),
+                },
+            },
         };
         return up::up(&o).await;
+    }
+    match &cli.command {
+        Cmd::Backup { file, store } => {
+            let done = backup::backup(store, file).await?;
+            println!(
+                "backed up {} objects at revision {} to {}",
+                done.keys,
+                done.revision,
+                file.display()
+            );
+            return Ok(());
+        }
+        Cmd::Restore { file, store } => {
+            let done = backup::restore(store, file).await?;
+            println!("restored {} objects; {}", done.keys, backup::RELIST_NOTE);
+            return Ok(());
+        }
+        Cmd::Migrate {
+            to: MigrateTo::Etcd,
+            data_dir,
+            etcd,
+        } => {
+            let done = backup::migrate(data_dir, etcd).await?;
+            println!(
+                "migrated {} objects to etcd; start the API server with --storage-backend etcd --etcd-servers {} --etcd-prefix {}. {}",
+                done.keys,
+                etcd.etcd_servers.join(","),
+                etcd.etcd_prefix,
+                backup::RELIST_NOTE
+            );
+            return Ok(());
+        }
+        _ => {}
     }
     let kc = kubeutil::load_kubeconfig(cli.kubeconfig.as_deref())?;
     match cli.command {
@@ -227,6 +322,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Cmd::Plan { .. } | Cmd::Up { .. } => Ok(()),
+        Cmd::Plan { .. }
+        | Cmd::Up { .. }
+        | Cmd::Backup { .. }
+        | Cmd::Restore { .. }
+        | Cmd::Migrate { .. } => Ok(()),
     }
 }

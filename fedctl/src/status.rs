@@ -437,10 +437,7 @@ mod tests {
             "deployment shop/web  Propagated=False (SyncFailed)"
         );
         assert_eq!(lines[1], "  Propagated: sim-2: timed out");
-        let cells: Vec<Vec<&str>> = lines[2..]
-            .iter()
-            .map(|l| l.split_whitespace().collect())
-            .collect();
+        let cells = cells(&lines[2..]);
         assert_eq!(
             cells[0],
             [
@@ -460,6 +457,13 @@ mod tests {
         assert_eq!(json["clusters"][0]["readyReplicas"], 3);
         assert_eq!(json["clusters"][0]["desired"], 3);
         assert_eq!(json["placement"], "deployment-web");
+    }
+
+    /// A table's rows, split into cells.
+    fn cells<'a>(rows: &[&'a str]) -> Vec<Vec<&'a str>> {
+        rows.iter()
+            .map(|l| l.split_whitespace().collect())
+            .collect()
     }
 
     #[test]
@@ -491,10 +495,7 @@ mod tests {
         let text = table(&r, now);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "service shop/web");
-        let cells: Vec<Vec<&str>> = lines[1..]
-            .iter()
-            .map(|l| l.split_whitespace().collect())
-            .collect();
+        let cells = cells(&lines[1..]);
         assert_eq!(
             cells[0],
             [

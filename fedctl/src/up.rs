@@ -1,7 +1,8 @@
-//! `fedctl up`: the whole federation on one machine — the API server (embedded store), a
-//! simulated member fleet (pods answering HTTP on loopback addresses), the controllers, the
-//! scheduler and an lb-agent per simulated cluster, with every simulated cluster joined — as
-//! child processes of the sibling binaries, until Ctrl-C.
+//! `fedctl up`: the whole federation on one machine — the API server (embedded store, or two
+//! replicas on a local 3-member etcd), a simulated member fleet (pods answering HTTP on
+//! loopback addresses), the controllers, the scheduler and an lb-agent per simulated cluster,
+//! with every simulated cluster joined — as child processes of the sibling binaries, until
+//! Ctrl-C.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -28,7 +29,24 @@ pub struct UpOptions {
     pub regions: String,
     /// Port of the federation API server (0 picks one).
     pub port: u16,
+    /// What the API server stores its objects in.
+    pub storage: Storage,
 }
+
+/// The federation's storage under `fedctl up`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Storage {
+    /// The embedded store, one API server.
+    Embedded,
+    /// A local 3-member etcd and two API server replicas on it.
+    Etcd {
+        /// The etcd binary, when given (else found next to fedctl or on `PATH`).
+        binary: Option<PathBuf>,
+    },
+}
+
+/// The second API server replica's context in the kubeconfig (the first is `meridian`).
+pub const SECOND_REPLICA_CONTEXT: &str = "meridian-b";
 
 /// The DNS zone the local lb-agents answer for.
 pub const DNS_ZONE: &str = "global.meridian.test";
@@ -51,11 +69,13 @@ fn sibling(name: &str) -> anyhow::Result<PathBuf> {
 /// output goes to a log file in the data directory).
 async fn spawn(
     name: &str,
+    log_name: &str,
     args: &[String],
     ready: &str,
     log_dir: &Path,
 ) -> anyhow::Result<(Child, Vec<String>)> {
-    let log = std::fs::File::create(log_dir.join(format!("{name}.log")))?;
+    let log_path = log_dir.join(format!("{log_name}.log"));
+    let log = std::fs::File::create(&log_path)?;
     let mut child = Command::new(sibling(name)?)
         .args(args)
         .stdout(Stdio::piped())
@@ -77,21 +97,55 @@ async fn spawn(
     };
     match tokio::time::timeout(Duration::from_secs(60), read).await {
         Ok(Ok(true)) => {}
-        _ => anyhow::bail!(
-            "{name} did not start; see {}",
-            log_dir.join(format!("{name}.log")).display()
-        ),
+        _ => anyhow::bail!("{name} did not start; see {}", log_path.display()),
     }
     // Keep draining so the child never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Ok((child, seen))
 }
 
-/// Merges kubeconfigs: clusters, contexts and users of all; the first file's current context.
-fn merge_kubeconfigs(paths: &[&Path]) -> anyhow::Result<String> {
+fn read_kubeconfig(path: &Path) -> anyhow::Result<Value> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(serde_yaml_ng::from_str(&text)?)
+}
+
+/// A kubeconfig whose one cluster, context and user are named after `name`: the API server
+/// names them all after `meridian`, and a second replica's must not collide with the first's.
+fn rename_kubeconfig(mut kc: Value, from: &str, name: &str) -> Value {
+    let rename = |v: &mut Value| {
+        if let Some(s) = v.as_str()
+            && let Some(rest) = s.strip_prefix(from)
+        {
+            *v = Value::String(format!("{name}{rest}"));
+        }
+    };
+    for list in ["clusters", "contexts", "users"] {
+        if let Some(Value::Sequence(items)) = kc.get_mut(list) {
+            for item in items {
+                if let Some(n) = item.get_mut("name") {
+                    rename(n);
+                }
+                if let Some(context) = item.get_mut("context") {
+                    for field in ["cluster", "user"] {
+                        if let Some(v) = context.get_mut(field) {
+                            rename(v);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if let Some(current) = kc.get_mut("current-context") {
+        rename(current);
+    }
+    kc
+}
+
+/// Merges kubeconfigs: clusters, contexts and users of all; the first one's current context.
+fn merge_kubeconfigs(configs: Vec<Value>) -> anyhow::Result<String> {
     let mut merged: Option<Value> = None;
-    for p in paths {
-        let v: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(p)?)?;
+    for v in configs {
         match &mut merged {
             None => merged = Some(v),
             Some(m) => {
@@ -117,24 +171,49 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
     let data = std::fs::canonicalize(&o.data_dir)?;
     let logs = data.join("logs");
     std::fs::create_dir_all(&logs)?;
-    let (apiserver, banner) = spawn(
-        "federation-apiserver",
-        &[
-            format!("--secure-port={}", o.port),
-            format!("--data-dir={}", data.join("federation").display()),
-        ],
-        "export KUBECONFIG=",
-        &logs,
-    )
-    .await?;
-    let fed_kc = PathBuf::from(
-        banner
-            .last()
-            .map(|l| l.trim_start_matches("export KUBECONFIG="))
-            .unwrap_or_default(),
-    );
+    // etcd first: both API server replicas need it to start.
+    let etcd = match &o.storage {
+        Storage::Embedded => None,
+        Storage::Etcd { binary } => {
+            let binary = crate::etcd::binary(binary.as_deref())?;
+            Some(crate::etcd::start(&data.join("etcd"), binary).await?)
+        }
+    };
+    let first = ApiServerArgs {
+        data_dir: data.join("federation"),
+        port: o.port,
+        etcd_servers: etcd.as_ref().map(|e| e.endpoints().join(",")),
+        shared_credentials: None,
+    };
+    let (apiserver, fed_kc) = spawn_apiserver("federation-apiserver", &first, &logs).await?;
+    let mut kubeconfigs = vec![read_kubeconfig(&fed_kc)?];
+    // The second replica reads the first one's CA and admin token and generates nothing: a
+    // client holding the first one's kubeconfig can use either.
+    let second = match &first.etcd_servers {
+        None => None,
+        Some(servers) => {
+            let args = ApiServerArgs {
+                data_dir: data.join("federation-b"),
+                port: if o.port == 0 {
+                    0
+                } else {
+                    o.port.saturating_add(1)
+                },
+                etcd_servers: Some(servers.clone()),
+                shared_credentials: Some(first.data_dir.join("pki")),
+            };
+            let (child, kc) = spawn_apiserver("federation-apiserver-b", &args, &logs).await?;
+            kubeconfigs.push(rename_kubeconfig(
+                read_kubeconfig(&kc)?,
+                "meridian",
+                SECOND_REPLICA_CONTEXT,
+            ));
+            Some(child)
+        }
+    };
     let sim_kc = data.join("sim.kubeconfig");
     let (sim, _) = spawn(
+        "cluster-sim",
         "cluster-sim",
         &[
             format!("--clusters={}", o.clusters),
@@ -150,7 +229,8 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
     )
     .await?;
     let kubeconfig = data.join("kubeconfig");
-    federation_write(&kubeconfig, &merge_kubeconfigs(&[&fed_kc, &sim_kc])?)?;
+    kubeconfigs.push(read_kubeconfig(&sim_kc)?);
+    federation_write(&kubeconfig, &merge_kubeconfigs(kubeconfigs)?)?;
     let fed_arg = format!("--kubeconfig={}", fed_kc.display());
     // One replica of each: no Lease to take, so a restart after an unclean stop does not
     // wait for the previous run's Lease to expire.
@@ -206,6 +286,13 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
         o.clusters,
         logs.display()
     );
+    if let Some(etcd) = &etcd {
+        println!(
+            "Storage: a 3-member etcd at {} (data in {}); two API server replicas on it, contexts meridian and {SECOND_REPLICA_CONTEXT}.",
+            etcd.endpoints().join(","),
+            data.join("etcd").display()
+        );
+    }
     println!("export KUBECONFIG={}", kubeconfig.display());
     println!(
         "Contexts: meridian (the federation, current), sim-1 ... sim-{}. Ctrl-C stops everything.",
@@ -223,7 +310,9 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
     wait_for_signal().await;
     println!("stopping");
     let mut children: Vec<Child> = agents;
-    children.extend([scheduler, controllers, sim, apiserver]);
+    children.extend([scheduler, controllers, sim]);
+    children.extend(second);
+    children.push(apiserver);
     // Ctrl-C on a terminal reaches the children too: give them a moment to exit on their own,
     // then stop the rest (the API server's store is crash-safe either way).
     let _ = tokio::time::timeout(
@@ -234,7 +323,59 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
     for c in &mut children {
         let _ = c.kill().await;
     }
+    // The API servers are gone: now etcd (its members are crash-safe, like the embedded store).
+    drop(etcd);
     Ok(())
+}
+
+/// How one API server replica runs.
+struct ApiServerArgs {
+    data_dir: PathBuf,
+    port: u16,
+    /// etcd's client URLs; `None`: the embedded store.
+    etcd_servers: Option<String>,
+    /// The first replica's credentials directory, read and never written.
+    shared_credentials: Option<PathBuf>,
+}
+
+impl ApiServerArgs {
+    fn flags(&self) -> Vec<String> {
+        let mut flags = vec![
+            format!("--secure-port={}", self.port),
+            format!("--data-dir={}", self.data_dir.display()),
+        ];
+        if let Some(servers) = &self.etcd_servers {
+            flags.push("--storage-backend=etcd".into());
+            flags.push(format!("--etcd-servers={servers}"));
+        }
+        if let Some(dir) = &self.shared_credentials {
+            flags.push(format!("--credentials-dir={}", dir.display()));
+            flags.push("--generate-credentials=false".into());
+        }
+        flags
+    }
+}
+
+/// Starts an API server replica (logging to `<log_name>.log`); returns it with the path of
+/// the admin kubeconfig it wrote.
+async fn spawn_apiserver(
+    log_name: &str,
+    args: &ApiServerArgs,
+    logs: &Path,
+) -> anyhow::Result<(Child, PathBuf)> {
+    let (child, banner) = spawn(
+        "federation-apiserver",
+        log_name,
+        &args.flags(),
+        "export KUBECONFIG=",
+        logs,
+    )
+    .await?;
+    let kubeconfig = banner
+        .last()
+        .map(|l| PathBuf::from(l.trim_start_matches("export KUBECONFIG=")))
+        .unwrap_or_default();
+    Ok((child, kubeconfig))
 }
 
 fn spawn_quiet(name: &str, args: &[String], logs: &Path, log_name: &str) -> anyhow::Result<Child> {
@@ -274,5 +415,39 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_second_replica_gets_its_own_names_in_the_merged_kubeconfig() {
+        let replica = |server: &str| -> Value {
+            serde_yaml_ng::from_str(&format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: meridian\n  cluster:\n    server: {server}\ncontexts:\n- name: meridian\n  context:\n    cluster: meridian\n    user: meridian-admin\ncurrent-context: meridian\nusers:\n- name: meridian-admin\n  user:\n    token: t\n"
+            ))
+            .unwrap()
+        };
+        let b = rename_kubeconfig(replica("https://b"), "meridian", SECOND_REPLICA_CONTEXT);
+        let merged: Value =
+            serde_yaml_ng::from_str(&merge_kubeconfigs(vec![replica("https://a"), b]).unwrap())
+                .unwrap();
+        let names = |list: &str| -> Vec<String> {
+            merged[list]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .map(|i| i["name"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(names("clusters"), ["meridian", "meridian-b"]);
+        assert_eq!(names("users"), ["meridian-admin", "meridian-b-admin"]);
+        assert_eq!(names("contexts"), ["meridian", "meridian-b"]);
+        assert_eq!(merged["contexts"][1]["context"]["cluster"], "meridian-b");
+        assert_eq!(merged["contexts"][1]["context"]["user"], "meridian-b-admin");
+        assert_eq!(merged["clusters"][1]["cluster"]["server"], "https://b");
+        assert_eq!(merged["current-context"], "meridian");
     }
 }

@@ -10,7 +10,7 @@ use clap::Parser;
 use meridian_store::Storage;
 
 use meridian_apiserver::auth::{TokenAuthenticator, UserInfo};
-use meridian_apiserver::pki::{self, Authority};
+use meridian_apiserver::pki;
 
 /// Meridian's federation API server.
 #[derive(Parser, Debug, Clone)]
@@ -40,6 +40,17 @@ pub struct Args {
     /// Serving key (default: generated in --data-dir).
     #[arg(long, requires = "tls_cert_file")]
     pub tls_private_key_file: Option<PathBuf>,
+    /// Directory holding the CA (`ca.crt`, `ca.key`) and the admin token (`admin.token`);
+    /// replicas sharing etcd share it (default: `<data-dir>/pki`).
+    #[arg(long, env = "MERIDIAN_CREDENTIALS_DIR")]
+    pub credentials_dir: Option<PathBuf>,
+    /// The admin (`system:masters`) bearer token (default: `admin.token` in --credentials-dir).
+    #[arg(long, env = "MERIDIAN_ADMIN_TOKEN_FILE")]
+    pub admin_token_file: Option<PathBuf>,
+    /// Generate a missing CA and admin token in --credentials-dir. `false`: the credentials
+    /// come from files and nothing is written there (replicas after the first, Secrets).
+    #[arg(long, env = "MERIDIAN_GENERATE_CREDENTIALS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub generate_credentials: bool,
     /// Directory for the store, credentials and admin.kubeconfig.
     #[arg(long, env = "MERIDIAN_DATA_DIR", default_value = "meridian-data")]
     pub data_dir: PathBuf,
@@ -101,82 +112,13 @@ pub struct Started {
     pub kubeconfig: PathBuf,
 }
 
-pub(crate) fn ensure_dir(p: &Path) -> anyhow::Result<()> {
+/// Creates `p` and its parents, owner-only (they hold keys and tokens).
+pub(crate) fn ensure_dir(p: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(p)
-        .with_context(|| format!("creating {}", p.display()))
-}
-
-/// Loads or generates CA, serving certificate and admin token in `data_dir/pki`.
-struct Credentials {
-    cert_pem: String,
-    key_pem: String,
-    client_ca_pem: Option<String>,
-    ca_for_clients: Option<String>,
-    admin_token: String,
-}
-
-fn credentials(args: &Args) -> anyhow::Result<Credentials> {
-    let dir = args.data_dir.join("pki");
-    ensure_dir(&dir)?;
-    let ca_crt = dir.join("ca.crt");
-    let ca_key = dir.join("ca.key");
-    let ca = if ca_crt.exists() && ca_key.exists() {
-        Authority::from_pem(&pki::read(&ca_crt)?, &pki::read(&ca_key)?)?
-    } else {
-        let ca = Authority::generate()?;
-        pki::write_private(&ca_key, &ca.key_pem())?;
-        pki::write_private(&ca_crt, &ca.cert_pem)?;
-        ca
-    };
-    let (cert_pem, key_pem, serving_ca) = match (&args.tls_cert_file, &args.tls_private_key_file) {
-        (Some(c), Some(k)) => (pki::read(c)?, pki::read(k)?, None),
-        _ => {
-            let sans: Vec<String> = args.advertise_address.iter().cloned().collect();
-            let (crt, key, sans_file) = (
-                dir.join("apiserver.crt"),
-                dir.join("apiserver.key"),
-                dir.join("apiserver.sans"),
-            );
-            let wanted = sans.join(",");
-            let current = std::fs::read_to_string(&sans_file).unwrap_or_default();
-            if !(crt.exists() && key.exists()) || current != wanted {
-                let s = ca.serving_cert(&sans)?;
-                pki::write_private(&key, &s.key_pem)?;
-                pki::write_private(&crt, &s.cert_pem)?;
-                pki::write_private(&sans_file, &wanted)?;
-            }
-            (
-                pki::read(&crt)?,
-                pki::read(&key)?,
-                Some(ca.cert_pem.clone()),
-            )
-        }
-    };
-    let client_ca_pem = match &args.client_ca_file {
-        Some(p) => Some(pki::read(p)?),
-        None => Some(ca.cert_pem.clone()),
-    };
-    let token_file = dir.join("admin.token");
-    let admin_token = match std::fs::read_to_string(&token_file) {
-        Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
-        _ => {
-            let bytes: [u8; 32] = rand::random();
-            let t: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            pki::write_private(&token_file, &t)?;
-            t
-        }
-    };
-    Ok(Credentials {
-        cert_pem,
-        key_pem,
-        client_ca_pem,
-        ca_for_clients: serving_ca,
-        admin_token,
-    })
 }
 
 /// A kubeconfig for one user of one server.
@@ -193,6 +135,23 @@ pub fn kubeconfig(server: &str, ca_pem: Option<&str>, token: &str, name: &str) -
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {server}\n{ca}contexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}-admin\ncurrent-context: {name}\nusers:\n- name: {name}-admin\n  user:\n    token: {token}\n"
     )
+}
+
+/// Where the flags say the credentials come from.
+fn credential_options(args: &Args) -> crate::credentials::CredentialOptions {
+    let own = args.data_dir.join("pki");
+    crate::credentials::CredentialOptions {
+        shared_dir: args.credentials_dir.clone().unwrap_or_else(|| own.clone()),
+        own_dir: own,
+        admin_token_file: args.admin_token_file.clone(),
+        generate: args.generate_credentials,
+        serving: args
+            .tls_cert_file
+            .clone()
+            .zip(args.tls_private_key_file.clone()),
+        serving_names: args.advertise_address.iter().cloned().collect(),
+        client_ca_file: args.client_ca_file.clone(),
+    }
 }
 
 /// How the server opens its embedded store.
@@ -218,20 +177,22 @@ pub async fn start(
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<(Started, Arc<dyn Storage>)> {
     let backend = crate::storage::Backend::from_args(args)?;
-    ensure_dir(&args.data_dir)?;
-    let creds = credentials(args)?;
+    ensure_dir(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let creds = crate::credentials::load(&credential_options(args))?;
     let mut tokens = match &args.token_auth_file {
         Some(p) => TokenAuthenticator::load(p)?,
         None => TokenAuthenticator::default(),
     };
-    tokens.add(
-        creds.admin_token.clone(),
-        UserInfo {
-            name: "admin".into(),
-            uid: "admin".into(),
-            groups: vec!["system:masters".into()],
-        },
-    );
+    if let Some(token) = &creds.admin_token {
+        tokens.add(
+            token.clone(),
+            UserInfo {
+                name: "admin".into(),
+                uid: "admin".into(),
+                groups: vec!["system:masters".into()],
+            },
+        );
+    }
     let store = crate::storage::open(backend, &args.data_dir, store_options()).await?;
     let metrics = Arc::new(meridian_apiserver::metrics::Metrics::default());
     let store: Arc<dyn Storage> = Arc::new(meridian_apiserver::metrics::InstrumentedStore::new(
@@ -270,16 +231,24 @@ pub async fn start(
         &creds.key_pem,
         creds.client_ca_pem.as_deref(),
     )?;
+    // Without an admin token (credentials from files, tokens from --token-auth-file) there
+    // is no admin kubeconfig to write.
     let kubeconfig_path = args.data_dir.join("admin.kubeconfig");
-    pki::write_private(
-        &kubeconfig_path,
-        &kubeconfig(
-            &server_url,
-            creds.ca_for_clients.as_deref(),
-            &creds.admin_token,
-            "meridian",
-        ),
-    )?;
+    if let Some(token) = &creds.admin_token {
+        pki::write_private(
+            &kubeconfig_path,
+            &kubeconfig(
+                &server_url,
+                creds.ca_for_clients.as_deref(),
+                token,
+                "meridian",
+            ),
+        )?;
+    } else if kubeconfig_path.exists() {
+        // One from an earlier run would hold a token this server no longer accepts.
+        std::fs::remove_file(&kubeconfig_path)
+            .with_context(|| format!("removing {}", kubeconfig_path.display()))?;
+    }
     if let Some(f) = &args.address_file {
         pki::write_private(f, &addr.to_string())?;
     }

@@ -2,5 +2,6 @@
 //! its credentials and CLI, on the [`meridian_apiserver`] engine.
 
 pub mod cli;
+pub mod credentials;
 pub mod kinds;
 pub mod storage;

@@ -166,7 +166,7 @@ pub async fn open(
         Backend::Memory => Arc::new(meridian_store::MemoryStore::new()),
         Backend::Embedded => {
             let dir: PathBuf = data_dir.join("store");
-            crate::cli::ensure_dir(&dir)?;
+            crate::cli::ensure_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
             let store = tokio::task::spawn_blocking(move || {
                 meridian_store::EmbeddedStore::open_with(&dir, embedded)
             })

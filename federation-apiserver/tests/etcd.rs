@@ -184,3 +184,49 @@ async fn two_servers_share_one_etcd() {
         other => panic!("expected a conflict, got {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_credentials_from_one_directory() {
+    let etcd_dir = tempfile::tempdir().unwrap();
+    let etcd = start_etcd(etcd_dir.path()).await;
+    let shared = tempfile::tempdir().unwrap();
+    let mut flags = etcd_flags(&etcd);
+    flags.push(format!("--credentials-dir={}", shared.path().display()));
+    // The first replica generates the CA and the admin token; the second only reads them.
+    let (a, _dir_a) = start_server(&flags);
+    let generated: Vec<Vec<u8>> = ["ca.crt", "ca.key", "admin.token"]
+        .iter()
+        .map(|f| std::fs::read(shared.path().join(f)).unwrap())
+        .collect();
+    flags.push("--generate-credentials=false".to_owned());
+    let (b, _dir_b) = start_server(&flags);
+    let after: Vec<Vec<u8>> = ["ca.crt", "ca.key", "admin.token"]
+        .iter()
+        .map(|f| std::fs::read(shared.path().join(f)).unwrap())
+        .collect();
+    assert_eq!(
+        after, generated,
+        "the second replica rewrote the shared files"
+    );
+
+    // A's kubeconfig (CA and admin token) pointed at B's address works there: B's serving
+    // certificate comes from the shared CA and it accepts the shared token.
+    let kc = kube::config::Kubeconfig::read_from(&a.kubeconfig).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    config.cluster_url = b.url.parse().unwrap();
+    let via_b = kube::Client::try_from(config).unwrap();
+    let nss: Api<Namespace> = Api::all(via_b);
+    nss.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "through-b"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let a_nss: Api<Namespace> = Api::all(a.client().await);
+    eventually(Duration::from_secs(10), "A serving B's write", || async {
+        a_nss.get_opt("through-b").await.unwrap().is_some()
+    })
+    .await;
+}

@@ -17,6 +17,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
+pub mod backup;
 mod embedded;
 mod error;
 pub mod etcd;

@@ -11,11 +11,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{Fixture, next_event};
+use common::{Fixture, etcd_binary, next_event};
 use etcd_client::GetOptions;
 use futures::future::BoxFuture;
 use meridian_store::etcd::local::{LocalEtcd, LocalEtcdOptions, ServerTls};
@@ -25,29 +25,6 @@ use tokio::time::Instant;
 /// etcd's periodic progress notifications come this often in these tests (10 minutes by
 /// default), so watches see progress without waiting for writes.
 const PROGRESS_NOTIFY: &str = "--experimental-watch-progress-notify-interval=250ms";
-
-/// The etcd binary: `$ETCD`, or installed once by tools/install-etcd.sh.
-fn etcd_binary() -> PathBuf {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY
-        .get_or_init(|| {
-            if let Some(path) = std::env::var_os("ETCD") {
-                return PathBuf::from(path);
-            }
-            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/install-etcd.sh");
-            let out = std::process::Command::new("bash")
-                .arg(&script)
-                .output()
-                .expect("running tools/install-etcd.sh");
-            assert!(
-                out.status.success(),
-                "etcd is required for these tests and tools/install-etcd.sh failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-        })
-        .clone()
-}
 
 /// An etcd cluster of `members` in a temporary directory.
 struct Cluster {
@@ -360,6 +337,46 @@ async fn a_three_member_cluster_keeps_serving_without_one_member() {
         Some(Err(err)) => assert!(matches!(err, StoreError::Unavailable { .. }), "{err:?}"),
         None => panic!("the watch ended without saying why"),
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_cluster_comes_back_with_its_data_on_its_ports() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LocalEtcdOptions {
+        binary: etcd_binary(),
+        dir: dir.path().to_owned(),
+        members: 3,
+        tls: None,
+        extra_args: Vec::new(),
+    };
+    let etcd = LocalEtcd::start(options.clone()).await.unwrap();
+    let ports = etcd.ports().to_vec();
+    assert_eq!(ports.len(), 6);
+    let store = EtcdStore::connect(self::options(etcd.endpoints(), "/registry"))
+        .await
+        .unwrap();
+    let written = store.create("/t/kept", val("v")).await.unwrap();
+    drop(store);
+    drop(etcd);
+
+    let etcd = LocalEtcd::restart_on(options.clone(), ports.clone())
+        .await
+        .unwrap();
+    assert_eq!(etcd.ports(), ports);
+    let store = EtcdStore::connect(self::options(etcd.endpoints(), "/registry"))
+        .await
+        .unwrap();
+    assert_eq!(store.get("/t/kept").await.unwrap(), Some(written));
+    drop(store);
+    drop(etcd);
+
+    let err = LocalEtcd::restart_on(options, ports[..4].to_vec())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("3 members need 6 ports, not 4"),
+        "{err}"
+    );
 }
 
 /// A CA, etcd's serving certificate for 127.0.0.1 and a client certificate, written to `dir`.

@@ -165,18 +165,21 @@ pub struct Up {
 impl Up {
     /// Runs `fedctl up --clusters <clusters>` until it prints its kubeconfig.
     pub fn start(clusters: usize) -> Self {
+        Self::start_with(clusters, &[])
+    }
+
+    /// Runs `fedctl up --clusters <clusters> <extra>` until it prints its kubeconfig.
+    pub fn start_with(clusters: usize, extra: &[String]) -> Self {
         let dir = tempfile::tempdir().expect("temporary directory");
         let data = dir.path().join("data");
-        let proc = spawn_until(
-            "fedctl",
-            &[
-                "up".into(),
-                format!("--clusters={clusters}"),
-                "--port=0".into(),
-                format!("--data-dir={}", data.display()),
-            ],
-            KUBECONFIG_LINE,
-        );
+        let mut args = vec![
+            "up".into(),
+            format!("--clusters={clusters}"),
+            "--port=0".into(),
+            format!("--data-dir={}", data.display()),
+        ];
+        args.extend_from_slice(extra);
+        let proc = spawn_until("fedctl", &args, KUBECONFIG_LINE);
         let kubeconfig = proc
             .ready_value()
             .expect("fedctl up's kubeconfig line")
@@ -194,6 +197,11 @@ impl Up {
     /// Runs a workspace binary, or `kubectl`, with the federation's kubeconfig.
     pub fn run(&self, bin: &str, args: &[&str]) -> Output {
         run_with(bin, &self.kubeconfig, self.dir.path(), args)
+    }
+
+    /// A kube client for `context` of the kubeconfig `fedctl up` wrote.
+    pub async fn client(&self, context: &str) -> kube::Client {
+        client(Path::new(&self.kubeconfig), Some(context)).await
     }
 
     /// Like [`Up::run`], requiring success; returns stdout.

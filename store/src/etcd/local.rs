@@ -88,6 +88,8 @@ enum Started {
 pub struct LocalEtcd {
     binary: PathBuf,
     members: Vec<Member>,
+    /// A client and a peer port per member, in member order.
+    ports: Vec<u16>,
 }
 
 impl LocalEtcd {
@@ -97,9 +99,11 @@ impl LocalEtcd {
     pub async fn start(options: LocalEtcdOptions) -> Result<Self, LocalEtcdError> {
         let mut attempt = 1;
         loop {
+            let ports = free_ports(2 * options.members)?;
             let mut cluster = LocalEtcd {
                 binary: options.binary.clone(),
-                members: plan(&options, &free_ports(2 * options.members)?),
+                members: plan(&options, &ports),
+                ports,
             };
             match cluster.start_members().await? {
                 Started::Ready => return Ok(cluster),
@@ -118,6 +122,42 @@ impl LocalEtcd {
                 Started::Exited(err) => return Err(err),
             }
         }
+    }
+
+    /// Starts the members of a cluster [`LocalEtcd::start`] made earlier in the same
+    /// directory again, on the [ports](LocalEtcd::ports) it had: a member keeps its peer
+    /// address in its data, so the same ports bring back the same cluster with its data.
+    /// Fails if a port is taken now.
+    pub async fn restart_on(
+        options: LocalEtcdOptions,
+        ports: Vec<u16>,
+    ) -> Result<Self, LocalEtcdError> {
+        if ports.len() != 2 * options.members {
+            return Err(LocalEtcdError::Start {
+                member: "m0".to_owned(),
+                detail: format!(
+                    "{} members need {} ports, not {}",
+                    options.members,
+                    2 * options.members,
+                    ports.len()
+                ),
+            });
+        }
+        let mut cluster = LocalEtcd {
+            binary: options.binary.clone(),
+            members: plan(&options, &ports),
+            ports,
+        };
+        match cluster.start_members().await? {
+            Started::Ready => Ok(cluster),
+            Started::Exited(err) => Err(err),
+        }
+    }
+
+    /// The ports of the members (a client and a peer port each, in member order), for
+    /// [`LocalEtcd::restart_on`].
+    pub fn ports(&self) -> &[u16] {
+        &self.ports
     }
 
     async fn start_members(&mut self) -> Result<Started, LocalEtcdError> {

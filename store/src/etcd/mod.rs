@@ -27,7 +27,7 @@ use crate::{
 
 mod compactor;
 mod errors;
-mod keys;
+pub(crate) mod keys;
 pub mod local;
 mod members;
 mod watcher;

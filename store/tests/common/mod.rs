@@ -689,3 +689,27 @@ pub async fn concurrent_compare_and_swap_has_one_winner(open: Open) {
     assert_eq!(winners, 1);
     assert_eq!(s.current_revision(), kv.mod_revision + 1);
 }
+
+/// The etcd binary: `$ETCD`, or installed once by tools/install-etcd.sh.
+pub fn etcd_binary() -> std::path::PathBuf {
+    static BINARY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BINARY
+        .get_or_init(|| {
+            if let Some(path) = std::env::var_os("ETCD") {
+                return std::path::PathBuf::from(path);
+            }
+            let script =
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/install-etcd.sh");
+            let out = std::process::Command::new("bash")
+                .arg(&script)
+                .output()
+                .expect("running tools/install-etcd.sh");
+            assert!(
+                out.status.success(),
+                "etcd is required for these tests and tools/install-etcd.sh failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        })
+        .clone()
+}
