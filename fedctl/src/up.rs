@@ -323,8 +323,13 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
     for c in &mut children {
         let _ = c.kill().await;
     }
-    // The API servers are gone: now etcd (its members are crash-safe, like the embedded store).
-    drop(etcd);
+    // The API servers are gone: now etcd, cleanly (its members would survive a kill too).
+    if let Some(etcd) = etcd {
+        let killed = etcd.stop(Duration::from_secs(10)).await;
+        if killed > 0 {
+            eprintln!("{killed} etcd member(s) did not stop within 10 s and were killed");
+        }
+    }
     Ok(())
 }
 

@@ -108,8 +108,9 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 pub struct Started {
     /// The bound address.
     pub addr: SocketAddr,
-    /// Path of the admin kubeconfig.
-    pub kubeconfig: PathBuf,
+    /// Path of the admin kubeconfig; `None` when there is no admin token to put in one
+    /// (credentials from files without an admin token file).
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// Creates `p` and its parents, owner-only (they hold keys and tokens).
@@ -234,7 +235,7 @@ pub async fn start(
     // Without an admin token (credentials from files, tokens from --token-auth-file) there
     // is no admin kubeconfig to write.
     let kubeconfig_path = args.data_dir.join("admin.kubeconfig");
-    if let Some(token) = &creds.admin_token {
+    let written = if let Some(token) = &creds.admin_token {
         pki::write_private(
             &kubeconfig_path,
             &kubeconfig(
@@ -244,11 +245,15 @@ pub async fn start(
                 "meridian",
             ),
         )?;
-    } else if kubeconfig_path.exists() {
-        // One from an earlier run would hold a token this server no longer accepts.
-        std::fs::remove_file(&kubeconfig_path)
-            .with_context(|| format!("removing {}", kubeconfig_path.display()))?;
-    }
+        Some(std::fs::canonicalize(&kubeconfig_path).unwrap_or(kubeconfig_path))
+    } else {
+        if kubeconfig_path.exists() {
+            // One from an earlier run would hold a token this server no longer accepts.
+            std::fs::remove_file(&kubeconfig_path)
+                .with_context(|| format!("removing {}", kubeconfig_path.display()))?;
+        }
+        None
+    };
     if let Some(f) = &args.address_file {
         pki::write_private(f, &addr.to_string())?;
     }
@@ -262,7 +267,7 @@ pub async fn start(
     Ok((
         Started {
             addr,
-            kubeconfig: std::fs::canonicalize(&kubeconfig_path).unwrap_or(kubeconfig_path),
+            kubeconfig: written,
         },
         store,
     ))

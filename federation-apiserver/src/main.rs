@@ -13,9 +13,13 @@ fn main() -> anyhow::Result<()> {
 async fn serve(args: Args, shutdown: Shutdown) -> anyhow::Result<()> {
     let (tx, rx) = tokio::sync::watch::channel(false);
     let (started, store) = start(&args, rx).await?;
-    tracing::info!(address = %started.addr, kubeconfig = %started.kubeconfig.display(), "serving");
+    tracing::info!(address = %started.addr, "serving");
     println!("federation-apiserver listening on https://{}", started.addr);
-    println!("export KUBECONFIG={}", started.kubeconfig.display());
+    match &started.kubeconfig {
+        Some(path) => println!("export KUBECONFIG={}", path.display()),
+        // Said so that nobody waits for a line that will not come.
+        None => println!("# no admin kubeconfig: no admin token (credentials from files)"),
+    }
     shutdown.triggered().await;
     let _ = tx.send(true);
     drop(store);

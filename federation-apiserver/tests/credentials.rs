@@ -45,6 +45,8 @@ async fn credentials_from_files_are_used_and_nothing_is_generated() {
         .collect();
     written.sort();
     assert_eq!(written, ["store"], "the server wrote {written:?}");
+    // And it says so, rather than pointing at a kubeconfig that does not exist.
+    assert_eq!(server.written_kubeconfig, None);
 
     // The given certificate and token serve.
     let kubeconfig = federation_apiserver::cli::kubeconfig(

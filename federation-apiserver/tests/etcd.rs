@@ -211,7 +211,7 @@ async fn replicas_share_credentials_from_one_directory() {
 
     // A's kubeconfig (CA and admin token) pointed at B's address works there: B's serving
     // certificate comes from the shared CA and it accepts the shared token.
-    let kc = kube::config::Kubeconfig::read_from(&a.kubeconfig).unwrap();
+    let kc = kube::config::Kubeconfig::read_from(a.kubeconfig()).unwrap();
     let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
         .unwrap();

@@ -59,7 +59,7 @@ fn kubectl_user_flow() {
     let (server, dir) = Server::start(&[]);
     let k = Kubectl {
         bin: meridian_e2e::kubectl_path(),
-        kubeconfig: server.kubeconfig.clone(),
+        kubeconfig: server.kubeconfig().to_owned(),
     };
 
     let resources = k.ok(&["api-resources"]);
@@ -305,7 +305,7 @@ fn an_operator_install_manifest_applies_into_the_default_namespace() {
     let (server, dir) = Server::start(&[]);
     let k = Kubectl {
         bin: meridian_e2e::kubectl_path(),
-        kubeconfig: server.kubeconfig.clone(),
+        kubeconfig: server.kubeconfig().to_owned(),
     };
 
     let namespaces = k.ok(&["get", "namespaces", "--no-headers"]);

@@ -89,7 +89,7 @@ fn start() -> (Server, tempfile::TempDir, Kubectl) {
     let (server, dir) = Server::start(&[]);
     let k = Kubectl {
         bin: meridian_e2e::kubectl_path(),
-        kubeconfig: server.kubeconfig.clone(),
+        kubeconfig: server.kubeconfig().to_owned(),
         dir: dir.path().to_path_buf(),
     };
     k.ok(&["create", "namespace", "shop"]);
@@ -281,7 +281,7 @@ fn the_example_applies_server_side_with_the_federation_kinds() {
     let (server, dir) = Server::start(&[]);
     let k = Kubectl {
         bin: meridian_e2e::kubectl_path(),
-        kubeconfig: server.kubeconfig.clone(),
+        kubeconfig: server.kubeconfig().to_owned(),
         dir: dir.path().to_path_buf(),
     };
     let web = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/web.yaml");

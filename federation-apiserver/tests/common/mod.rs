@@ -16,8 +16,8 @@ pub struct Server {
     pub dir: PathBuf,
     /// `https://127.0.0.1:PORT`.
     pub url: String,
-    /// The admin kubeconfig it wrote.
-    pub kubeconfig: PathBuf,
+    /// The admin kubeconfig it wrote; `None` when it said it has none to write.
+    pub written_kubeconfig: Option<PathBuf>,
     extra: Vec<String>,
 }
 
@@ -54,6 +54,9 @@ impl Server {
                 kubeconfig = Some(PathBuf::from(k.trim()));
                 break;
             }
+            if line.starts_with("# no admin kubeconfig") {
+                break;
+            }
         }
         // Keep draining so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
@@ -61,7 +64,7 @@ impl Server {
             child,
             dir: dir.to_path_buf(),
             url: url.expect("server did not report its address"),
-            kubeconfig: kubeconfig.expect("server did not report its kubeconfig"),
+            written_kubeconfig: kubeconfig,
             extra: extra.iter().map(|s| s.to_string()).collect(),
         }
     }
@@ -74,9 +77,16 @@ impl Server {
             .to_string()
     }
 
+    /// The admin kubeconfig (the server must have written one).
+    pub fn kubeconfig(&self) -> &Path {
+        self.written_kubeconfig
+            .as_deref()
+            .expect("server did not report its kubeconfig")
+    }
+
     /// A kube-rs client with the admin kubeconfig.
     pub async fn client(&self) -> kube::Client {
-        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("kubeconfig");
+        let kc = kube::config::Kubeconfig::read_from(self.kubeconfig()).expect("kubeconfig");
         let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
             .await
             .expect("client config");

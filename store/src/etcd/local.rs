@@ -197,6 +197,35 @@ impl LocalEtcd {
         Ok(())
     }
 
+    /// Stops every member as an operator would: SIGTERM, so each one syncs its write-ahead
+    /// log and closes its database cleanly, then SIGKILL for any still running after `grace`.
+    /// Returns how many members had to be killed.
+    pub async fn stop(mut self, grace: Duration) -> usize {
+        for member in &self.members {
+            if let Some(child) = &member.child {
+                let _ = rustix::process::kill_process(
+                    rustix::process::Pid::from_child(child),
+                    rustix::process::Signal::TERM,
+                );
+            }
+        }
+        let deadline = Instant::now() + grace;
+        for member in &mut self.members {
+            while let Some(child) = member.child.as_mut() {
+                if !matches!(child.try_wait(), Ok(None)) {
+                    member.child = None;
+                } else if Instant::now() >= deadline {
+                    break;
+                } else {
+                    // A child's exit has no future to await here (std's Child): poll it.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+        // Drop kills and reaps whatever outlived the grace period.
+        self.members.iter().filter(|m| m.child.is_some()).count()
+    }
+
     /// Starts member `index` again on its data directory and ports.
     pub async fn restart(&mut self, index: usize) -> Result<(), LocalEtcdError> {
         self.kill(index)?;
