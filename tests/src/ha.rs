@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -38,12 +39,12 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// Starts `bin` (`fed-scheduler` or `fed-controllers`) against the federation of
-    /// `env` as `identity`, with `extra` flags.
-    pub fn start(env: &Env, bin: &str, identity: &str, extra: &[&str]) -> Self {
+    /// Starts `bin` (`fed-scheduler` or `fed-controllers`) against the federation API
+    /// server `kubeconfig` points at, as `identity`, with `extra` flags.
+    pub fn start(kubeconfig: &Path, bin: &str, identity: &str, extra: &[&str]) -> Self {
         let metrics = free_addr();
         let mut args = vec![
-            format!("--kubeconfig={}", env.federation_kubeconfig.display()),
+            format!("--kubeconfig={}", kubeconfig.display()),
             format!("--metrics-bind-address={metrics}"),
             format!("--leader-elect-identity={identity}"),
         ];
@@ -291,6 +292,15 @@ pub fn quantile(samples: &[Duration], q: f64) -> Duration {
     s[rank - 1]
 }
 
+/// cluster-sim's flags for [`Ha`]'s fleet: two clusters of two roomy nodes.
+pub const SIM_ARGS: [&str; 5] = [
+    "--clusters=2",
+    "--nodes=2",
+    "--node-cpu=8",
+    "--node-memory=16Gi",
+    "--ready-delay=0s",
+];
+
 /// The clusters of [`Ha`]'s fleet.
 pub const CLUSTERS: [&str; 2] = ["sim-1", "sim-2"];
 
@@ -388,6 +398,8 @@ pub struct Ha {
     pub schedulers: Vec<Replica>,
     /// The controllers.
     pub controllers: Vec<Replica>,
+    /// The API servers' kubeconfigs: replicas take them in turn as they start.
+    kubeconfigs: Vec<PathBuf>,
     started: usize,
 }
 
@@ -416,19 +428,21 @@ impl Ha {
     /// Starts everything, `a` of each component first (so it leads), and waits until the
     /// app runs with `replicas` replicas.
     pub async fn start(replicas: i32) -> Self {
-        let env = Env::start(&[
-            "--clusters=2",
-            "--nodes=2",
-            "--node-cpu=8",
-            "--node-memory=16Gi",
-            "--ready-delay=0s",
-        ]);
+        let env = Env::start(&SIM_ARGS);
+        let kubeconfigs = vec![env.federation_kubeconfig.clone()];
+        Self::start_in(env, kubeconfigs, replicas).await
+    }
+
+    /// Like [`Ha::start`], in `env` (started with [`SIM_ARGS`]), the replicas talking to
+    /// the API servers of `kubeconfigs` in turn (the first of each component to the first).
+    pub async fn start_in(env: Env, kubeconfigs: Vec<PathBuf>, replicas: i32) -> Self {
         let fed = env.federation().await;
         let mut ha = Ha {
             env,
             fed,
             schedulers: Vec::new(),
             controllers: Vec::new(),
+            kubeconfigs,
             started: 0,
         };
         // The cluster controller must run for a join to finish.
@@ -447,9 +461,16 @@ impl Ha {
 
     /// Starts another replica of `c` (named `<c>-<n>`); returns its identity.
     pub fn spawn(&mut self, c: Component) -> String {
+        let kubeconfig = self.kubeconfigs[self.replicas(c).len() % self.kubeconfigs.len()].clone();
+        self.spawn_on(c, &kubeconfig)
+    }
+
+    /// Starts another replica of `c` against the API server of `kubeconfig`; returns its
+    /// identity.
+    pub fn spawn_on(&mut self, c: Component, kubeconfig: &Path) -> String {
         self.started += 1;
         let identity = format!("{}-{}", c.binary(), self.started);
-        let r = Replica::start(&self.env, c.binary(), &identity, c.extra());
+        let r = Replica::start(kubeconfig, c.binary(), &identity, c.extra());
         match c {
             Component::Scheduler => self.schedulers.push(r),
             Component::Controllers => self.controllers.push(r),
@@ -463,6 +484,17 @@ impl Ha {
             Component::Scheduler => &self.schedulers,
             Component::Controllers => &self.controllers,
         }
+    }
+
+    /// Takes the replica `identity` of `c` out of the list (to wait for it, or to drop and
+    /// so stop it).
+    pub fn remove(&mut self, c: Component, identity: &str) -> Replica {
+        let replicas = self.replicas_mut(c);
+        let i = replicas
+            .iter()
+            .position(|r| r.identity == identity)
+            .unwrap_or_else(|| panic!("no replica {identity} of {c:?}"));
+        replicas.remove(i)
     }
 
     fn replicas_mut(&mut self, c: Component) -> &mut Vec<Replica> {

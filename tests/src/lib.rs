@@ -54,6 +54,39 @@ pub fn start_federation_apiserver(
         .spawn()
 }
 
+/// One federation-apiserver replica on etcd, on a port of its own that it keeps across
+/// restarts (its kubeconfig names that port).
+#[derive(Debug, Clone)]
+pub struct EtcdApiServer {
+    args: Vec<String>,
+}
+
+impl EtcdApiServer {
+    /// A replica serving from `data_dir` on the etcd at `etcd_servers`; with
+    /// `shared_credentials` (another replica's `pki` directory) it generates nothing and
+    /// serves with that replica's CA and admin token, as a second replica does.
+    pub fn new(data_dir: &Path, etcd_servers: &str, shared_credentials: Option<&Path>) -> Self {
+        let port = crate::ha::free_addr().port();
+        let mut args = vec![
+            format!("--secure-port={port}"),
+            format!("--data-dir={}", data_dir.display()),
+            "--storage-backend=etcd".to_owned(),
+            format!("--etcd-servers={etcd_servers}"),
+        ];
+        if let Some(dir) = shared_credentials {
+            args.push(format!("--credentials-dir={}", dir.display()));
+            args.push("--generate-credentials=false".to_owned());
+        }
+        Self { args }
+    }
+
+    /// Starts it (again) and waits until it serves; [`Proc::ready_value`] is the path of
+    /// its admin kubeconfig.
+    pub fn spawn(&self) -> Proc {
+        spawn_until("federation-apiserver", &self.args, KUBECONFIG_LINE)
+    }
+}
+
 /// Path of a workspace binary built for this test run; fails loudly when it is missing.
 pub fn binary(name: &str) -> PathBuf {
     process::sibling_binary(name).unwrap_or_else(|e| panic!("{e}"))
@@ -261,6 +294,12 @@ impl Env {
             .ready_line(KUBECONFIG_LINE, READY_WITHIN)
             .spawn()
             .unwrap_or_else(|e| panic!("{e}"));
+        Self::start_with(dir, apiserver, sim_args)
+    }
+
+    /// A fleet with `sim_args` beside `apiserver`, already serving (it printed its
+    /// kubeconfig line) from a data directory in `dir`.
+    pub fn start_with(dir: tempfile::TempDir, apiserver: Proc, sim_args: &[&str]) -> Self {
         let federation_kubeconfig =
             PathBuf::from(apiserver.ready_value().expect("kubeconfig line"));
         let sim_kubeconfig = dir.path().join("sim.kubeconfig");

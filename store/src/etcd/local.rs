@@ -28,6 +28,9 @@ pub enum LocalEtcdError {
         #[source]
         source: std::io::Error,
     },
+    /// No running member named a leader it could be matched to.
+    #[error("no running etcd member is the leader")]
+    NoLeader,
     /// A member exited or did not answer in time.
     #[error("etcd member {member} did not start: {detail}")]
     Start {
@@ -224,6 +227,29 @@ impl LocalEtcd {
         }
         // Drop kills and reaps whatever outlived the grace period.
         self.members.iter().filter(|m| m.child.is_some()).count()
+    }
+
+    /// The index of the member that leads the cluster now, asking each running member for
+    /// its status (over plain gRPC: for clusters started without client TLS). A member that
+    /// does not answer is passed over; the leader is the one whose own id is the leader id
+    /// it reports.
+    pub async fn leader(&self) -> Result<usize, LocalEtcdError> {
+        for (index, member) in self.members.iter().enumerate() {
+            if member.child.is_none() {
+                continue;
+            }
+            let Ok(mut client) =
+                etcd_client::Client::connect([member.client_url.as_str()], None).await
+            else {
+                continue;
+            };
+            if let Ok(status) = client.status().await
+                && status.header().map(|h| h.member_id()) == Some(status.leader())
+            {
+                return Ok(index);
+            }
+        }
+        Err(LocalEtcdError::NoLeader)
     }
 
     /// Starts member `index` again on its data directory and ports.
