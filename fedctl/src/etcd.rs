@@ -52,6 +52,7 @@ pub async fn start(dir: &Path, binary: PathBuf) -> anyhow::Result<LocalEtcd> {
         members: MEMBERS,
         tls: None,
         extra_args: Vec::new(),
+        hosts: Vec::new(),
     };
     let ports_file = dir.join(PORTS_FILE);
     let previous = std::fs::read_to_string(&ports_file).ok();

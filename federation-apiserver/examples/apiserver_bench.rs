@@ -179,6 +179,7 @@ async fn main() {
                     members,
                     tls: None,
                     extra_args: Vec::new(),
+                    hosts: Vec::new(),
                 })
                 .await
                 .expect("starting etcd");

@@ -22,6 +22,7 @@ async fn start_etcd(dir: &std::path::Path) -> LocalEtcd {
         members: 1,
         tls: None,
         extra_args: Vec::new(),
+        hosts: Vec::new(),
     })
     .await
     .expect("starting etcd")

@@ -83,6 +83,7 @@ async fn etcd() -> Etcd {
         members: 1,
         tls: None,
         extra_args: Vec::new(),
+        hosts: Vec::new(),
     })
     .await
     .unwrap();

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use common::{Fixture, etcd_binary, next_event};
 use etcd_client::GetOptions;
 use futures::future::BoxFuture;
-use meridian_store::etcd::local::{LocalEtcd, LocalEtcdOptions, ServerTls};
+use meridian_store::etcd::local::{LocalEtcd, LocalEtcdOptions, MemberHost, ServerTls};
 use meridian_store::{EtcdOptions, EtcdStore, EtcdTls, ListOptions, Storage, StoreError};
 use tokio::time::Instant;
 
@@ -40,6 +40,7 @@ async fn start_cluster(members: usize, tls: Option<ServerTls>, dir: tempfile::Te
         members,
         tls,
         extra_args: vec![PROGRESS_NOTIFY.to_owned()],
+        hosts: Vec::new(),
     })
     .await
     .expect("starting etcd");
@@ -348,6 +349,7 @@ async fn a_stopped_cluster_comes_back_with_its_data_on_its_ports() {
         members: 3,
         tls: None,
         extra_args: Vec::new(),
+        hosts: Vec::new(),
     };
     let etcd = LocalEtcd::start(options.clone()).await.unwrap();
     let ports = etcd.ports().to_vec();
@@ -463,4 +465,168 @@ async fn tls_with_client_certificates() {
     })
     .await;
     assert!(refused.is_err(), "connected without a client certificate");
+}
+
+/// A network namespace joined to this one by a veth pair: a test host with an address of
+/// its own (`10.213.N.2`; this side is `10.213.N.1`) that can be cut off and healed.
+/// Needs root and `ip` (iproute2); removed, with its link, when dropped.
+struct Netns {
+    name: String,
+    link: String,
+    host: std::net::IpAddr,
+    guest: std::net::IpAddr,
+}
+
+impl Netns {
+    fn create() -> Self {
+        let pid = std::process::id();
+        let subnet = format!("10.213.{}", pid % 250);
+        let net = Netns {
+            name: format!("meridian-{pid}"),
+            link: format!("mg{pid}"),
+            host: format!("{subnet}.1").parse().unwrap(),
+            guest: format!("{subnet}.2").parse().unwrap(),
+        };
+        let outside = format!("mh{pid}");
+        ip(&["netns", "add", &net.name]);
+        ip(&[
+            "link", "add", &outside, "type", "veth", "peer", "name", &net.link,
+        ]);
+        ip(&["link", "set", &net.link, "netns", &net.name]);
+        ip(&["addr", "add", &format!("{}/24", net.host), "dev", &outside]);
+        ip(&["link", "set", &outside, "up"]);
+        net.inside(&[
+            "addr",
+            "add",
+            &format!("{}/24", net.guest),
+            "dev",
+            &net.link,
+        ]);
+        net.inside(&["link", "set", &net.link, "up"]);
+        net.inside(&["link", "set", "lo", "up"]);
+        net
+    }
+
+    /// `ip args` run inside the namespace.
+    fn inside(&self, args: &[&str]) {
+        let mut all = vec!["netns", "exec", &self.name, "ip"];
+        all.extend_from_slice(args);
+        ip(&all);
+    }
+
+    /// Cuts the namespace off: its end of the link goes down, so nothing passes either way.
+    fn cut(&self) {
+        self.inside(&["link", "set", &self.link, "down"]);
+    }
+
+    fn heal(&self) {
+        self.inside(&["link", "set", &self.link, "up"]);
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // Deleting the namespace deletes the veth pair with it.
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// `ip args`, which must succeed.
+fn ip(args: &[&str]) {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .expect("running ip (iproute2): the partition test needs it, as root");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_cut_off_by_a_partition_is_left_behind_and_catches_up_when_healed() {
+    let net = Netns::create();
+    let dir = tempfile::tempdir().unwrap();
+    let on_host = MemberHost {
+        address: net.host,
+        netns: None,
+    };
+    let etcd = LocalEtcd::start(LocalEtcdOptions {
+        binary: etcd_binary(),
+        dir: dir.path().to_owned(),
+        members: 3,
+        tls: None,
+        extra_args: vec![PROGRESS_NOTIFY.to_owned()],
+        hosts: vec![
+            on_host.clone(),
+            on_host,
+            MemberHost {
+                address: net.guest,
+                netns: Some(net.name.clone()),
+            },
+        ],
+    })
+    .await
+    .expect("starting etcd with a member in its own network namespace");
+    // The store talks to the member that will be cut off first.
+    let mut endpoints = etcd.endpoints();
+    endpoints.rotate_right(1);
+    assert!(
+        endpoints[0].contains(&net.guest.to_string()),
+        "{endpoints:?}"
+    );
+    // Pings every second, so a connection to a member that cannot answer is given up on in
+    // seconds, not kube-apiserver's 40.
+    let quick = |endpoints| EtcdOptions {
+        keep_alive: (Duration::from_secs(1), Duration::from_secs(2)),
+        ..options(endpoints, "/registry")
+    };
+    let store = EtcdStore::connect(quick(endpoints)).await.unwrap();
+    let before = store.create("/p/before", val("v")).await.unwrap();
+    let mut watch = store.watch("/p/", before.mod_revision).await.unwrap();
+
+    net.cut();
+    // The two members left are a quorum; the store leaves the cut-off one and writes go on.
+    let shared = &store;
+    eventually(
+        Duration::from_secs(60),
+        "a write with member 2 cut off",
+        || async move {
+            matches!(
+                shared.create("/p/during", val("v")).await,
+                // A retried write may have been applied by an attempt that timed out.
+                Ok(_) | Err(StoreError::AlreadyExists { .. })
+            )
+        },
+    )
+    .await;
+    for i in 0..20 {
+        store.create(&format!("/p/k{i}"), val("v")).await.unwrap();
+    }
+    let during = store.get("/p/during").await.unwrap().expect("written");
+    // The watch either carries on or says why it stopped; it never skips.
+    match common::next_item(&mut watch).await {
+        Some(Ok(event)) => assert_eq!(event.kv, during),
+        Some(Err(err)) => assert!(matches!(err, StoreError::Unavailable { .. }), "{err:?}"),
+        None => panic!("the watch ended without saying why"),
+    }
+
+    net.heal();
+    // Healed, the member catches up: a linearizable read through it alone sees every write.
+    let alone = EtcdStore::connect(quick(vec![etcd.endpoint(2).to_owned()]))
+        .await
+        .unwrap();
+    let alone = &alone;
+    eventually(
+        Duration::from_secs(60),
+        "member 2 serving every write after the heal",
+        || async move { alone.list("/p/").await.is_ok_and(|l| l.items.len() == 22) },
+    )
+    .await;
+    assert_eq!(alone.get("/p/during").await.unwrap(), Some(during));
+    drop(etcd);
 }

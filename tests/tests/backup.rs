@@ -214,6 +214,7 @@ async fn backup_restore_and_migration_keep_objects_and_their_order() {
         members: 3,
         tls: None,
         extra_args: Vec::new(),
+        hosts: Vec::new(),
     })
     .await
     .expect("starting etcd");

@@ -200,6 +200,7 @@ async fn killing_each_piece_in_turn_loses_no_write_and_keeps_converging() {
         members: 3,
         tls: None,
         extra_args: Vec::new(),
+        hosts: Vec::new(),
     })
     .await
     .expect("starting etcd");

@@ -25,13 +25,27 @@ pub(crate) fn store_error(context: &'static str, err: Error) -> StoreError {
 /// succeed once retried.
 pub(crate) fn unavailable(err: &Error) -> bool {
     match err {
-        Error::GRpcStatus(status) => matches!(
-            status.code(),
-            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Aborted
-        ),
+        Error::GRpcStatus(status) => {
+            matches!(
+                status.code(),
+                Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Aborted
+            ) || broken_connection(status)
+        }
         Error::TransportError(_) | Error::IoError(_) => true,
         _ => false,
     }
+}
+
+/// Whether `status` stands for a connection that broke under a stream, not for an answer
+/// from etcd: tonic reports that as `UNKNOWN` with the HTTP/2 or I/O error among its causes.
+fn broken_connection(status: &tonic::Status) -> bool {
+    let first: &(dyn std::error::Error + 'static) = status;
+    std::iter::successors(Some(first), |err| err.source()).any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some()
+            || cause
+                .downcast_ref::<h2::Error>()
+                .is_some_and(|e| e.is_io() || e.is_go_away())
+    })
 }
 
 /// Whether `err` certainly happened before the request reached etcd: the member refused the
@@ -75,6 +89,17 @@ mod tests {
                 "{code:?}"
             );
         }
+        // A stream whose connection broke: UNKNOWN, with the I/O error as its cause.
+        let broken = tonic::Status::from_error(Box::new(std::io::Error::new(
+            std::io::ErrorKind::BrokenPipe,
+            "stream closed",
+        )));
+        assert_eq!(broken.code(), Code::Unknown);
+        assert!(unavailable(&Error::GRpcStatus(broken)));
+        assert!(!unavailable(&Error::GRpcStatus(tonic::Status::new(
+            Code::Unknown,
+            "an answer from etcd"
+        ))));
         assert!(out_of_range(&Error::GRpcStatus(tonic::Status::new(
             Code::OutOfRange,
             "any text"

@@ -67,6 +67,19 @@ pub struct LocalEtcdOptions {
     pub tls: Option<ServerTls>,
     /// More flags for every member, e.g. `--experimental-watch-progress-notify-interval=1s`.
     pub extra_args: Vec<String>,
+    /// Where member `i` runs, for the first members; the rest (all, when empty) run on
+    /// `127.0.0.1` in this network namespace.
+    pub hosts: Vec<MemberHost>,
+}
+
+/// Where one member runs: its address, and the network namespace it runs in (as a test host
+/// of its own that can be cut off from the others).
+#[derive(Debug, Clone)]
+pub struct MemberHost {
+    /// The address its client and peer ports listen on and advertise.
+    pub address: std::net::IpAddr,
+    /// A network namespace (`ip netns`) to run it in; `None`: this one.
+    pub netns: Option<String>,
 }
 
 /// One member process.
@@ -74,6 +87,7 @@ pub struct LocalEtcdOptions {
 struct Member {
     name: String,
     client_url: String,
+    netns: Option<String>,
     args: Vec<String>,
     log: PathBuf,
     child: Option<Child>,
@@ -272,7 +286,16 @@ impl LocalEtcd {
         let err_log = log
             .try_clone()
             .map_err(io(format!("opening {}", member.log.display())))?;
-        let child = Command::new(&self.binary)
+        let mut command = match &member.netns {
+            // `ip netns exec` enters the namespace and execs etcd: the child is etcd itself.
+            Some(netns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", netns]).arg(&self.binary);
+                c
+            }
+            None => Command::new(&self.binary),
+        };
+        let child = command
             .args(&member.args)
             .stdin(Stdio::null())
             .stdout(log)
@@ -333,13 +356,20 @@ fn plan(options: &LocalEtcdOptions, ports: &[u16]) -> Vec<Member> {
         "http"
     };
     let token = format!("meridian-{}-{}", std::process::id(), ports[0]);
+    let loopback = MemberHost {
+        address: std::net::Ipv4Addr::LOCALHOST.into(),
+        netns: None,
+    };
+    let host = |i: usize| options.hosts.get(i).unwrap_or(&loopback);
+    // `SocketAddr` puts an IPv6 address in brackets, as a URL wants it.
+    let url = |scheme: &str, i: usize, port: u16| {
+        format!(
+            "{scheme}://{}",
+            std::net::SocketAddr::new(host(i).address, port)
+        )
+    };
     let peers: Vec<(String, String)> = (0..options.members)
-        .map(|i| {
-            (
-                format!("m{i}"),
-                format!("http://127.0.0.1:{}", ports[2 * i + 1]),
-            )
-        })
+        .map(|i| (format!("m{i}"), url("http", i, ports[2 * i + 1])))
         .collect();
     let initial_cluster = peers
         .iter()
@@ -348,7 +378,7 @@ fn plan(options: &LocalEtcdOptions, ports: &[u16]) -> Vec<Member> {
         .join(",");
     let mut members = Vec::with_capacity(options.members);
     for (i, (name, peer_url)) in peers.iter().enumerate() {
-        let client_url = format!("{scheme}://127.0.0.1:{}", ports[2 * i]);
+        let client_url = url(scheme, i, ports[2 * i]);
         let data_dir = options.dir.join(name);
         let mut args = vec![
             format!("--name={name}"),
@@ -377,6 +407,7 @@ fn plan(options: &LocalEtcdOptions, ports: &[u16]) -> Vec<Member> {
         members.push(Member {
             name: name.clone(),
             client_url,
+            netns: host(i).netns.clone(),
             args,
             log: options.dir.join(format!("{name}.log")),
             child: None,

@@ -66,6 +66,10 @@ pub struct EtcdOptions {
     /// How long connecting to a member may take, and how long [`EtcdStore::connect`] waits
     /// for the cluster to answer (members starting, a leader being elected).
     pub dial_timeout: Duration,
+    /// How often an HTTP/2 ping checks a member connection that has requests or watches
+    /// open, and how long its answer may take before the connection counts as dead: a
+    /// member cut off by a partition cannot say so, and its watches would stall silently.
+    pub keep_alive: (Duration, Duration),
 }
 
 impl EtcdOptions {
@@ -79,6 +83,8 @@ impl EtcdOptions {
             compaction_interval: Some(DEFAULT_COMPACTION_INTERVAL),
             request_timeout: Duration::from_secs(15),
             dial_timeout: Duration::from_secs(20),
+            // kube-apiserver's: a ping every 30 s, 10 s for the answer.
+            keep_alive: (Duration::from_secs(30), Duration::from_secs(10)),
         }
     }
 }
@@ -155,8 +161,8 @@ impl EtcdStore {
         let mut connect = ConnectOptions::new()
             .with_timeout(options.request_timeout)
             .with_connect_timeout(options.dial_timeout)
-            // kube-apiserver's keepalive: notice a dead member without waiting on TCP.
-            .with_keep_alive(Duration::from_secs(30), Duration::from_secs(10))
+            // Notice a dead or cut-off member without waiting on TCP.
+            .with_keep_alive(options.keep_alive.0, options.keep_alive.1)
             // A member cut off from the others must not serve watches that silently stall.
             .with_require_leader(true);
         if let Some(tls) = &options.tls {
