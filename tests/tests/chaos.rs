@@ -37,6 +37,8 @@ const FAILOVER: Duration = Duration::from_secs(60);
 struct Ledger {
     /// Names whose create was answered 201.
     acked: BTreeSet<String>,
+    /// When each of those answers came.
+    acked_at: Vec<Instant>,
     /// ADDED events per name.
     added: HashMap<String, usize>,
     /// Names a relist after a 410 showed (an ADDED for them may have been compacted away).
@@ -65,7 +67,9 @@ async fn write_load(clients: [kube::Client; 2], ledger: Arc<Mutex<Ledger>>, stop
         let api: Api<ConfigMap> = Api::namespaced(clients[which].clone(), LOAD);
         match api.create(&PostParams::default(), &config_map(&name)).await {
             Ok(_) => {
-                ledger.lock().unwrap().acked.insert(name);
+                let mut l = ledger.lock().unwrap();
+                l.acked.insert(name);
+                l.acked_at.push(Instant::now());
                 n += 1;
             }
             // An earlier attempt landed though its answer was lost: stored, not acked.
@@ -177,6 +181,15 @@ async fn converged(ha: &Ha, fed: &kube::Client, replicas: i32) -> Instant {
     .await
 }
 
+/// How long after `killed` the first create was acknowledged (a figure, not a check).
+fn first_ack_after(ledger: &Mutex<Ledger>, killed: Instant) -> Duration {
+    let l = ledger.lock().unwrap();
+    l.acked_at
+        .iter()
+        .find(|at| **at > killed)
+        .map_or(Duration::MAX, |at| *at - killed)
+}
+
 /// No write at `places` in `[from, to)`.
 fn quiet(log: &WriteLog, places: &[&str], from: Instant, to: Instant, what: &str) {
     let writes: Vec<_> = log
@@ -260,7 +273,11 @@ async fn killing_each_piece_in_turn_loses_no_write_and_keeps_converging() {
     let killed = Instant::now();
     scale(&fed_a, 6).await;
     let done = converged(&ha, &fed_a, 6).await;
-    eprintln!("etcd leader killed: converged after {:?}", done - killed);
+    eprintln!(
+        "etcd leader killed: first acknowledged create after {:?}, app converged after {:?}",
+        first_ack_after(&ledger, killed),
+        done - killed
+    );
     etcd.restart(leader).await.unwrap();
 
     // 2. API server A dies with the scheduler's and controllers' leaders on it: they can
@@ -275,7 +292,8 @@ async fn killing_each_piece_in_turn_loses_no_write_and_keeps_converging() {
     scale(&fed_b, 8).await;
     let done = converged(&ha, &fed_b, 8).await;
     eprintln!(
-        "API server A killed: converged through B after {:?}",
+        "API server A killed: first acknowledged create (through B) after {:?}, app converged after {:?}",
+        first_ack_after(&ledger, killed),
         done - killed
     );
     for (c, identity) in &on_a {
