@@ -98,6 +98,13 @@ fn the_rendered_flags_and_credentials_start_the_binaries() {
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
     let addr = apiserver.ready_value().expect("the address").to_string();
+    // Its credentials are the Secrets' alone: it generated no CA or admin token of its own.
+    for generated in ["data/pki", "data/admin.kubeconfig"] {
+        assert!(
+            !root.join(generated).exists(),
+            "the API server wrote {generated}"
+        );
+    }
 
     // The admin kubeconfig: its CA verifies the serving certificate, its token is admin.
     let admin = find("Secret", "meridian-admin-kubeconfig")["stringData"]["kubeconfig"]
