@@ -85,10 +85,17 @@ fn column_definitions(def: &ResourceDef) -> Vec<Value> {
 }
 
 /// Whether the kind's own columns place AGE (upstream prints it before the wide columns,
-/// or, for a ResourceQuota, right after the name); otherwise it comes last.
+/// or, for a ResourceQuota, right after the name) or show the creation time instead (as
+/// upstream's default table, which CustomResourceDefinitions use, does); otherwise AGE
+/// comes last.
 fn places_age(def: &ResourceDef) -> bool {
-    def.columns.iter().any(|c| c.name == AGE)
+    def.columns
+        .iter()
+        .any(|c| c.name == AGE || c.name == CREATED_AT)
 }
+
+/// The title of the creation-time column that stands in for AGE.
+const CREATED_AT: &str = "Created At";
 
 /// The title of the age column.
 pub const AGE: &str = "Age";
@@ -196,6 +203,11 @@ mod tests {
         assert!(age.ends_with(['d', 'y']) && age != "<unknown>", "{cells}");
         let quota = crate::kinds::quota::resource_quotas();
         assert_eq!(names(&quota), ["Name", "Age", "Request", "Limit"]);
+        // `kubectl get crd`: NAME and CREATED AT, no AGE beside them.
+        let crds = crate::kinds::apiextensions::custom_resource_definitions();
+        assert_eq!(names(&crds), ["Name", "Created At"]);
+        let cells = row(&crds, &obj, IncludeObject::None)["cells"].clone();
+        assert_eq!(cells, json!(["x", "2020-01-01T00:00:00Z"]));
     }
 
     #[test]

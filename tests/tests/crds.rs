@@ -151,6 +151,15 @@ fn walk_through(env: &Env, context: &str) {
         ],
     );
     assert_eq!(names, "Widget");
+    // As upstream's default table: the name and the creation time, no AGE beside it.
+    let crds = ok(env, context, &["get", "crd", "widgets.example.com"]);
+    let header: Vec<&str> = crds
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, ["NAME", "CREATED", "AT"], "{crds}");
 
     // Client-side apply (kubectl validates against the downloaded OpenAPI first).
     let widget = write(env, "widget.yaml", WIDGET);
