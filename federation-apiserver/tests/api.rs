@@ -699,9 +699,22 @@ async fn client_certificates_authenticate() {
         .create(&PostParams::default(), &binding)
         .await
         .unwrap();
-    nss.list(&ListParams::default())
-        .await
-        .expect("client certificate accepted");
+    // The authorizer reads bindings from its watch cache, as upstream's informers do: the
+    // binding takes effect a moment after its create returns.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match nss.list(&ListParams::default()).await {
+            Ok(_) => break,
+            Err(e) => {
+                let status = api_error(e);
+                assert!(
+                    status.code == 403 && tokio::time::Instant::now() < deadline,
+                    "client certificate not accepted: {status:?}"
+                );
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]
