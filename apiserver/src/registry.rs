@@ -40,8 +40,41 @@ pub struct Column {
     pub description: &'static str,
     /// 0 always shown, 1 with `-o wide`.
     pub priority: u8,
-    /// Computes the cell from the object.
-    pub cell: fn(&Value) -> Value,
+    /// Reads the cell from the object.
+    pub cell: Cell,
+}
+
+impl Column {
+    /// The same column shown only with `-o wide` (priority 1).
+    pub fn wide(self) -> Self {
+        Self {
+            priority: 1,
+            ..self
+        }
+    }
+}
+
+/// How a [`Column`]'s cell is read from an object. Most columns show one field as it is,
+/// so they name its JSON pointer; the rest compute their text.
+#[derive(Clone, Copy, Debug)]
+pub enum Cell {
+    /// The string at a JSON pointer (empty when absent).
+    Str(&'static str),
+    /// The integer at a JSON pointer (0 when absent).
+    Int(&'static str),
+    /// Computed from the whole object.
+    Fn(fn(&Value) -> Value),
+}
+
+impl Cell {
+    /// The cell of `obj`.
+    pub fn read(&self, obj: &Value) -> Value {
+        match self {
+            Self::Str(pointer) => crate::kinds::str_at(obj, pointer),
+            Self::Int(pointer) => crate::kinds::int_at(obj, pointer),
+            Self::Fn(f) => f(obj),
+        }
+    }
 }
 
 /// A served resource.

@@ -117,7 +117,7 @@ pub fn row(def: &ResourceDef, obj: &Value, include: IncludeObject) -> Value {
         cells.extend(custom.iter().map(|c| c.path.cell(obj, &c.type_)));
     } else {
         for c in &def.columns {
-            cells.push((c.cell)(obj));
+            cells.push(c.cell.read(obj));
         }
         if !places_age(def) {
             cells.push(age_cell(obj));

@@ -2,19 +2,18 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use crate::common::{Condition, NamespacedName};
 use crate::quantity::{self, QuantityError};
 
 /// How to reach a member cluster and where it sits.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[cfg_attr(feature = "kube", derive(kube::CustomResource))]
 #[cfg_attr(
     feature = "kube",
-    kube(group = "federation.meridian.dev", version = "v1alpha1")
-)]
-#[cfg_attr(
-    feature = "kube",
+    derive(kube::CustomResource),
+    kube(group = "federation.meridian.dev", version = "v1alpha1"),
     kube(kind = "Cluster", status = "ClusterStatus", shortname = "fc")
 )]
 #[serde(rename_all = "camelCase")]
@@ -22,16 +21,12 @@ pub struct ClusterSpec {
     /// The member's API server URL, e.g. `https://10.0.0.10:6443`.
     pub api_endpoint: String,
     /// Base64-encoded PEM bundle of the member's CA; TLS is always verified against it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_bundle: Option<String>,
     /// The Secret in the federation that holds the member's credentials (`token`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<NamespacedName>,
     /// Region of the cluster, used by affinity, spread and DNS.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
     /// Zone of the cluster, used by affinity, spread and DNS.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
     /// Taints that keep workloads away unless their policy tolerates them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -39,12 +34,12 @@ pub struct ClusterSpec {
 }
 
 /// A taint on a member cluster: policies must tolerate it, as pods tolerate node taints.
+#[skip_serializing_none]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Taint {
     /// Taint key.
     pub key: String,
     /// Taint value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
     /// What the taint does to workloads that do not tolerate it.
     pub effect: TaintEffect,
@@ -76,6 +71,7 @@ impl std::fmt::Display for TaintEffect {
 }
 
 /// What the cluster controller last observed of a member.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterStatus {
@@ -84,19 +80,15 @@ pub struct ClusterStatus {
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// The member's Kubernetes version, e.g. `v1.34.2`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes_version: Option<String>,
     /// API groups/versions and resources the member serves.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub api_enablements: Vec<ApiEnablement>,
     /// Node counts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<NodeSummary>,
     /// Capacity of the member's Ready nodes and what is already requested.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_summary: Option<ResourceSummary>,
     /// Address of the member's lb-agent, once it runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lb_agent: Option<LbAgentStatus>,
 }
 
@@ -121,16 +113,14 @@ pub struct NodeSummary {
 }
 
 /// Resource quantities (Kubernetes notation: `cpu: "500m"`, `memory: 4Gi`).
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ResourceList {
     /// CPU quantity.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<String>,
     /// Memory quantity.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
     /// Pod count.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pods: Option<String>,
 }
 
@@ -161,6 +151,7 @@ impl ResourceList {
 }
 
 /// Capacity summary of a member's Ready nodes.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceSummary {
@@ -171,24 +162,21 @@ pub struct ResourceSummary {
     #[serde(default)]
     pub allocated: ResourceList,
     /// The largest free slot on any single Ready node.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub largest_free: Option<ResourceList>,
 }
 
 /// Where a member's lb-agent answers.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LbAgentStatus {
     /// Address reachable from the other members.
     pub address: String,
     /// Port of its DNS responder (UDP and TCP).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns_port: Option<i32>,
     /// Port of its HTTP listener (Host-based routing of `<svc>.<ns>.<dnsZone>`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_port: Option<i32>,
     /// Port other lb-agents use to reach this cluster's local backends.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_port: Option<i32>,
 }
 

@@ -2,8 +2,10 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 /// A condition in the Kubernetes style (`type`, `status`, `reason`, `message`, times).
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
@@ -19,10 +21,8 @@ pub struct Condition {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
     /// When the condition was last checked (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_probe_time: Option<String>,
     /// When `status` last changed (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<String>,
 }
 

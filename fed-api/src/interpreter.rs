@@ -3,31 +3,30 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 /// How to read one custom kind.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[cfg_attr(feature = "kube", derive(kube::CustomResource))]
 #[cfg_attr(
     feature = "kube",
-    kube(group = "federation.meridian.dev", version = "v1alpha1")
+    derive(kube::CustomResource),
+    kube(group = "federation.meridian.dev", version = "v1alpha1"),
+    kube(kind = "ResourceInterpreter", shortname = "ri")
 )]
-#[cfg_attr(feature = "kube", kube(kind = "ResourceInterpreter", shortname = "ri"))]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceInterpreterSpec {
     /// The kind this interpreter is for.
     pub target: InterpreterTarget,
     /// Where the replica count is; absent: the kind is only ever `Duplicated`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<FieldRef>,
     /// Where the pod template is: its requests size capacity, its ConfigMaps and Secrets
     /// are pushed with the object.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_template: Option<FieldRef>,
     /// Status fields combined over member copies into the federated object's status.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub status_aggregation: Vec<StatusAggregation>,
     /// When a member copy counts as healthy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<HealthRule>,
 }
 

@@ -10,6 +10,9 @@
 //!
 //! Shared helpers live here too: label selectors matched by `apimachinery` ([`selector`]),
 //! the one quantity codec capacity is written and read with ([`quantity`]), conditions.
+//!
+//! Optional fields are left out of the JSON when absent and read as absent when missing:
+//! each type says so once with `#[skip_serializing_none]` rather than on every field.
 
 /// A cluster-scoped kind whose spec is a namespaced kind's spec, as it is: the newtype (so the
 /// kube wrapper gets its own kind and scope) reads and writes as the inner spec and derefs
@@ -21,12 +24,12 @@ macro_rules! cluster_wide_spec {
     ) => {
         $(#[$doc])*
         #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-        #[cfg_attr(feature = "kube", derive(kube::CustomResource))]
         #[cfg_attr(
             feature = "kube",
-            kube(group = "federation.meridian.dev", version = "v1alpha1")
+            derive(kube::CustomResource),
+            kube(group = "federation.meridian.dev", version = "v1alpha1"),
+            kube(kind = $kind, shortname = $short)
         )]
-        #[cfg_attr(feature = "kube", kube(kind = $kind, shortname = $short))]
         #[serde(transparent)]
         pub struct $name(pub $inner);
 

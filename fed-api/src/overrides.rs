@@ -6,18 +6,16 @@ use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use crate::policy::{ClusterAffinity, ResourceSelector};
 
 /// Which objects to change, and how, per cluster.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[cfg_attr(feature = "kube", derive(kube::CustomResource))]
 #[cfg_attr(
     feature = "kube",
-    kube(group = "federation.meridian.dev", version = "v1alpha1")
-)]
-#[cfg_attr(
-    feature = "kube",
+    derive(kube::CustomResource),
+    kube(group = "federation.meridian.dev", version = "v1alpha1"),
     kube(kind = "OverridePolicy", namespaced, shortname = "op")
 )]
 #[serde(rename_all = "camelCase")]
@@ -38,11 +36,11 @@ cluster_wide_spec! {
 }
 
 /// The clusters a rule applies to and what it changes there.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OverrideRule {
     /// The clusters (by names, labels, regions, zones, exclusions); absent: every cluster.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_cluster: Option<ClusterAffinity>,
     /// The changes.
     #[serde(default)]
@@ -97,18 +95,17 @@ pub enum ImageComponent {
 }
 
 /// Changes one part of container images.
+#[skip_serializing_none]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ImageOverrider {
     /// Only this container (and init container); absent: every container.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_name: Option<String>,
     /// Which part of the image.
     pub component: ImageComponent,
     /// `add`, `remove` or `replace`.
     pub operator: OverrideOperator,
     /// The new part (not for `remove`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
 }
 
@@ -137,6 +134,7 @@ pub struct MapOverrider {
 }
 
 /// One RFC 6902 operation on the member copy.
+#[skip_serializing_none]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlaintextOverrider {
@@ -145,7 +143,6 @@ pub struct PlaintextOverrider {
     /// `add`, `remove` or `replace`.
     pub operator: OverrideOperator,
     /// The value for `add` and `replace`: any JSON.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
     pub value: Option<serde_json::Value>,
 }

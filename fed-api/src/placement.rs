@@ -2,18 +2,16 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use crate::common::Condition;
 
 /// Where one federated workload runs.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[cfg_attr(feature = "kube", derive(kube::CustomResource))]
 #[cfg_attr(
     feature = "kube",
-    kube(group = "federation.meridian.dev", version = "v1alpha1")
-)]
-#[cfg_attr(
-    feature = "kube",
+    derive(kube::CustomResource),
+    kube(group = "federation.meridian.dev", version = "v1alpha1"),
     kube(kind = "Placement", namespaced, status = "PlacementStatus")
 )]
 #[serde(rename_all = "camelCase")]
@@ -26,6 +24,7 @@ pub struct PlacementSpec {
 }
 
 /// Identifies the federated workload.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadReference {
@@ -36,7 +35,6 @@ pub struct WorkloadReference {
     /// Name of the workload (same namespace as the Placement).
     pub name: String,
     /// UID of the workload.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
 }
 
@@ -65,6 +63,7 @@ impl TargetCluster {
 }
 
 /// Observed state of the placement.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlacementStatus {
@@ -77,11 +76,11 @@ pub struct PlacementStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub clusters: Vec<ClusterWorkloadStatus>,
     /// Replicas that fit nowhere, and why.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unschedulable: Option<Unschedulable>,
 }
 
 /// Status of the workload in one member cluster.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterWorkloadStatus {
@@ -100,23 +99,18 @@ pub struct ClusterWorkloadStatus {
     #[serde(default)]
     pub updated_replicas: i32,
     /// Generation of the sub-object the member has observed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// Last successful sync (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_sync_time: Option<String>,
     /// Last error, empty when in sync.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub error: String,
     /// Services only: ready endpoints of the Service in that member (its own pods).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoints: Option<i32>,
     /// Services only: address of that member's lb-agent, once known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lb_agent: Option<String>,
     /// Services only: whether the member's lb-agent receives the Service's traffic
     /// (cluster Ready, lb-agent known, ready endpoints there).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy: Option<bool>,
 }
 

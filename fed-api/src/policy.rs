@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
+use serde_with::skip_serializing_none;
 
 use crate::cluster::TaintEffect;
 use crate::selector::LabelSelector;
@@ -17,13 +18,10 @@ pub const DEFAULT_TOLERATION_SECONDS: u64 = 300;
 
 /// Selects objects and says how to place them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[cfg_attr(feature = "kube", derive(kube::CustomResource))]
 #[cfg_attr(
     feature = "kube",
-    kube(group = "federation.meridian.dev", version = "v1alpha1")
-)]
-#[cfg_attr(
-    feature = "kube",
+    derive(kube::CustomResource),
+    kube(group = "federation.meridian.dev", version = "v1alpha1"),
     kube(kind = "PropagationPolicy", namespaced, shortname = "pp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -48,6 +46,7 @@ cluster_wide_spec! {
 }
 
 /// Selects objects by apiVersion/kind and optionally name or labels.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceSelector {
@@ -56,19 +55,17 @@ pub struct ResourceSelector {
     /// e.g. `Deployment`.
     pub kind: String,
     /// Exact name; absent selects by labels or all of the kind.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Label selector over the object's labels.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<LabelSelector>,
 }
 
 /// The placement rules of a policy.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlacementRules {
     /// Which clusters are candidates.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_affinity: Option<ClusterAffinity>,
     /// Cluster taints this placement tolerates.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -77,10 +74,8 @@ pub struct PlacementRules {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spread_constraints: Vec<SpreadConstraint>,
     /// How replicas are assigned to the chosen clusters; absent means `Duplicated`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica_scheduling: Option<ReplicaScheduling>,
     /// What happens when a chosen cluster goes Offline.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failover: Option<Failover>,
 }
 
@@ -104,6 +99,7 @@ impl PlacementRules {
 }
 
 /// Candidate clusters: every condition given must hold.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterAffinity {
@@ -114,7 +110,6 @@ pub struct ClusterAffinity {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude: Vec<String>,
     /// Clusters whose labels match.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<LabelSelector>,
     /// Clusters in these regions (empty: any).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -174,23 +169,18 @@ impl ClusterAffinity {
 }
 
 /// Tolerates cluster taints, as pod tolerations do node taints.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Toleration {
     /// Taint key; absent or empty with `Exists` tolerates every taint.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     /// `Equal` (default) or `Exists`.
     #[serde(default)]
     pub operator: TolerationOperator,
     /// Value to match with `Equal`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
     /// Effect tolerated; absent or empty tolerates both, as in Kubernetes.
-    #[serde(
-        default,
-        deserialize_with = "empty_as_none",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "empty_as_none")]
     pub effect: Option<TaintEffect>,
 }
 
@@ -241,6 +231,7 @@ impl Toleration {
 }
 
 /// Spread replicas over groups of clusters.
+#[skip_serializing_none]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SpreadConstraint {
@@ -250,7 +241,6 @@ pub struct SpreadConstraint {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub min_groups: u32,
     /// At most this many groups.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_groups: Option<u32>,
 }
 
@@ -273,6 +263,7 @@ pub enum SpreadField {
 }
 
 /// How replicas are assigned to clusters.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReplicaScheduling {
@@ -280,7 +271,6 @@ pub struct ReplicaScheduling {
     #[serde(rename = "type", default)]
     pub type_: ReplicaSchedulingType,
     /// How `Divided` divides (default `StaticWeight`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub division: Option<Division>,
     /// Static weight rules; the first rule matching a cluster gives its weight.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -314,6 +304,7 @@ pub enum Division {
 }
 
 /// A static weight for the clusters a rule selects.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WeightRule {
@@ -321,7 +312,6 @@ pub struct WeightRule {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cluster_names: Vec<String>,
     /// Clusters by labels.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<LabelSelector>,
     /// Relative weight.
     pub weight: u32,
@@ -344,6 +334,7 @@ impl WeightRule {
 }
 
 /// Bounds on one cluster's replicas.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterBounds {
@@ -353,17 +344,16 @@ pub struct ClusterBounds {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub min_replicas: u32,
     /// Upper bound.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_replicas: Option<u32>,
 }
 
 /// Failover behaviour.
+#[skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Failover {
     /// How long a cluster may be Offline before its replicas move (default
     /// [`DEFAULT_TOLERATION_SECONDS`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub toleration_seconds: Option<u64>,
     /// Move replicas back when a cluster returns or a new one matches.
     #[serde(default)]

@@ -7,7 +7,7 @@ use apimachinery::JsonPointer;
 use kube::CustomResourceExt;
 use meridian_apiserver::kinds::validate::{self, NameRule, invalid, not_supported, required};
 use meridian_apiserver::kinds::{
-    self, FnHooks, column, int_at, no_default, no_prepare, reference_at, str_at,
+    self, FnHooks, column, int_at, int_column, no_default, no_prepare, reference_at, str_column,
 };
 use meridian_apiserver::openapi::merge_lists_by_key;
 use meridian_apiserver::registry::{Column, Registry, ResourceDef};
@@ -34,25 +34,13 @@ pub fn federation_registry() -> Registry {
         ])
 }
 
-/// A Meridian kind: status subresource, generation tracking, category `meridian`.
-fn def(
-    kind: &'static str,
-    plural: &'static str,
-    singular: &'static str,
-    namespaced: bool,
+/// A Meridian kind (a resource of `fed_api`'s group and version) shown with `short` names
+/// and `columns`: status subresource, generation tracking, category `meridian`.
+fn meridian(
+    mut d: ResourceDef,
     short: &'static [&'static str],
-    hooks: FnHooks,
     columns: Vec<Column>,
 ) -> ResourceDef {
-    let mut d = ResourceDef::new(
-        fed_api::GROUP,
-        fed_api::VERSION,
-        kind,
-        plural,
-        singular,
-        namespaced,
-        hooks,
-    );
     d.short_names = short;
     d.categories = &["meridian"];
     d.status_subresource = true;
@@ -187,24 +175,28 @@ fn validate_cluster(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
 
 /// `Cluster` (cluster-scoped).
 pub fn clusters() -> ResourceDef {
-    let mut d = def(
-        "Cluster",
-        "clusters",
-        "cluster",
-        false,
-        &["fc"],
-        FnHooks {
-            default: no_default,
-            validate: validate_cluster,
-            check_types: |o| {
-                after_validation(
-                    validate_cluster,
-                    typed_parts::<fed_api::ClusterSpec, fed_api::ClusterStatus>,
-                    o,
-                )
+    let mut d = meridian(
+        ResourceDef::new(
+            fed_api::GROUP,
+            fed_api::VERSION,
+            "Cluster",
+            "clusters",
+            "cluster",
+            false,
+            FnHooks {
+                default: no_default,
+                validate: validate_cluster,
+                check_types: |o| {
+                    after_validation(
+                        validate_cluster,
+                        typed_parts::<fed_api::ClusterSpec, fed_api::ClusterStatus>,
+                        o,
+                    )
+                },
+                prepare_create: no_prepare,
             },
-            prepare_create: no_prepare,
-        },
+        ),
+        &["fc"],
         vec![
             column(
                 "Ready",
@@ -213,18 +205,12 @@ pub fn clusters() -> ResourceDef {
                 false,
                 ready_cell,
             ),
-            column("Region", "string", "Region of the cluster", false, |o| {
-                str_at(o, "/spec/region")
-            }),
-            column("Zone", "string", "Zone of the cluster", false, |o| {
-                str_at(o, "/spec/zone")
-            }),
-            column(
+            str_column("Region", "Region of the cluster", "/spec/region"),
+            str_column("Zone", "Zone of the cluster", "/spec/zone"),
+            str_column(
                 "Version",
-                "string",
                 "Kubernetes version of the member",
-                false,
-                |o| str_at(o, "/status/kubernetesVersion"),
+                "/status/kubernetesVersion",
             ),
             column(
                 "Nodes",
@@ -254,13 +240,12 @@ pub fn clusters() -> ResourceDef {
                 false,
                 |o| capacity_cell(o, "memory"),
             ),
-            column(
+            str_column(
                 "Endpoint",
-                "string",
                 "API endpoint of the member",
-                true,
-                |o| str_at(o, "/spec/apiEndpoint"),
-            ),
+                "/spec/apiEndpoint",
+            )
+            .wide(),
         ],
     );
     d.definition = "dev.meridian.federation.v1alpha1.Cluster";
@@ -441,31 +426,33 @@ fn validate_policy(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
 
 /// `PropagationPolicy` (namespaced).
 pub fn propagation_policies() -> ResourceDef {
-    let mut d = def(
-        "PropagationPolicy",
-        "propagationpolicies",
-        "propagationpolicy",
-        true,
-        &["pp"],
-        FnHooks {
-            default: no_default,
-            validate: validate_policy,
-            check_types: |o| {
-                after_validation(
-                    validate_policy,
-                    typed_parts::<fed_api::PropagationPolicySpec, Value>,
-                    o,
-                )
+    let mut d = meridian(
+        ResourceDef::new(
+            fed_api::GROUP,
+            fed_api::VERSION,
+            "PropagationPolicy",
+            "propagationpolicies",
+            "propagationpolicy",
+            true,
+            FnHooks {
+                default: no_default,
+                validate: validate_policy,
+                check_types: |o| {
+                    after_validation(
+                        validate_policy,
+                        typed_parts::<fed_api::PropagationPolicySpec, Value>,
+                        o,
+                    )
+                },
+                prepare_create: no_prepare,
             },
-            prepare_create: no_prepare,
-        },
+        ),
+        &["pp"],
         vec![
-            column(
+            int_column(
                 "Priority",
-                "integer",
                 "Priority among matching policies",
-                false,
-                |o| int_at(o, "/spec/priority"),
+                "/spec/priority",
             ),
             column(
                 "Scheduling",
@@ -541,24 +528,28 @@ fn validate_placement(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
 
 /// `Placement` (namespaced).
 pub fn placements() -> ResourceDef {
-    let mut d = def(
-        "Placement",
-        "placements",
-        "placement",
-        true,
-        &["pl"],
-        FnHooks {
-            default: no_default,
-            validate: validate_placement,
-            check_types: |o| {
-                after_validation(
-                    validate_placement,
-                    typed_parts::<fed_api::PlacementSpec, fed_api::PlacementStatus>,
-                    o,
-                )
+    let mut d = meridian(
+        ResourceDef::new(
+            fed_api::GROUP,
+            fed_api::VERSION,
+            "Placement",
+            "placements",
+            "placement",
+            true,
+            FnHooks {
+                default: no_default,
+                validate: validate_placement,
+                check_types: |o| {
+                    after_validation(
+                        validate_placement,
+                        typed_parts::<fed_api::PlacementSpec, fed_api::PlacementStatus>,
+                        o,
+                    )
+                },
+                prepare_create: no_prepare,
             },
-            prepare_create: no_prepare,
-        },
+        ),
+        &["pl"],
         vec![
             column("Workload", "string", "The federated workload", false, |o| {
                 reference_at(o, "/spec/resource")

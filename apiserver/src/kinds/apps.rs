@@ -7,7 +7,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use serde_json::{Value, json};
 
 use super::validate::{self, NameRule, invalid, not_supported, required};
-use super::{FnHooks, column, default_at, int_at, no_prepare, typed};
+use super::{FnHooks, column, default_at, int_column, no_prepare, typed};
 use crate::registry::{Column, ResourceDef};
 use crate::status::Cause;
 
@@ -363,19 +363,15 @@ pub fn deployments() -> ResourceDef {
             false,
             super::workloads::ready_over_desired,
         ),
-        column(
+        int_column(
             "Up-to-date",
-            "integer",
             "Replicas updated to the current template",
-            false,
-            |o| int_at(o, "/status/updatedReplicas"),
+            "/status/updatedReplicas",
         ),
-        column(
+        int_column(
             "Available",
-            "integer",
             "Replicas available to users",
-            false,
-            |o| int_at(o, "/status/availableReplicas"),
+            "/status/availableReplicas",
         ),
     ];
     columns.extend(wide_columns());
@@ -394,15 +390,9 @@ pub fn deployments() -> ResourceDef {
 /// `apps/v1` ReplicaSet.
 pub fn replicasets() -> ResourceDef {
     let mut columns = vec![
-        column("Desired", "integer", "Desired replicas", false, |o| {
-            int_at(o, "/spec/replicas")
-        }),
-        column("Current", "integer", "Observed replicas", false, |o| {
-            int_at(o, "/status/replicas")
-        }),
-        column("Ready", "integer", "Ready replicas", false, |o| {
-            int_at(o, "/status/readyReplicas")
-        }),
+        int_column("Desired", "Desired replicas", "/spec/replicas"),
+        int_column("Current", "Observed replicas", "/status/replicas"),
+        int_column("Ready", "Ready replicas", "/status/readyReplicas"),
     ];
     columns.extend(wide_columns());
     let hooks = FnHooks {

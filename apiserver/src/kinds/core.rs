@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret, Service, S
 use serde_json::{Value, json};
 
 use super::validate::{self, NameRule, invalid, not_supported, required};
-use super::{FnHooks, column, default_at, int_at, no_default, no_prepare, str_at, typed};
+use super::{FnHooks, column, default_at, int_column, no_default, no_prepare, str_column, typed};
 use crate::registry::{Column, ResourceDef};
 use crate::status::Cause;
 
@@ -50,12 +50,10 @@ pub fn namespaces() -> ResourceDef {
                 }
             },
         },
-        vec![column(
+        vec![str_column(
             "Status",
-            "string",
             "The phase of the namespace",
-            false,
-            |o| str_at(o, "/status/phase"),
+            "/status/phase",
         )],
     );
     d.definition = "io.k8s.api.core.v1.Namespace";
@@ -188,9 +186,7 @@ pub fn services() -> ResourceDef {
             prepare_create: no_prepare,
         },
         vec![
-            column("Type", "string", "The type of the service", false, |o| {
-                str_at(o, "/spec/type")
-            }),
+            str_column("Type", "The type of the service", "/spec/type"),
             column(
                 "Cluster-IP",
                 "string",
@@ -372,9 +368,7 @@ pub fn secrets() -> ResourceDef {
             prepare_create: no_prepare,
         },
         vec![
-            column("Type", "string", "The type of the secret", false, |o| {
-                str_at(o, "/type")
-            }),
+            str_column("Type", "The type of the secret", "/type"),
             column("Data", "integer", "Number of data keys", false, count_data),
         ],
     );
@@ -427,12 +421,8 @@ pub fn events() -> ResourceDef {
             prepare_create: no_prepare,
         },
         vec![
-            column("Type", "string", "Normal or Warning", false, |o| {
-                str_at(o, "/type")
-            }),
-            column("Reason", "string", "Why the event happened", false, |o| {
-                str_at(o, "/reason")
-            }),
+            str_column("Type", "Normal or Warning", "/type"),
+            str_column("Reason", "Why the event happened", "/reason"),
             column(
                 "Object",
                 "string",
@@ -440,12 +430,8 @@ pub fn events() -> ResourceDef {
                 false,
                 |o| super::reference_at(o, "/involvedObject"),
             ),
-            column("Count", "integer", "How often it happened", true, |o| {
-                int_at(o, "/count")
-            }),
-            column("Message", "string", "What happened", false, |o| {
-                str_at(o, "/message")
-            }),
+            int_column("Count", "How often it happened", "/count").wide(),
+            str_column("Message", "What happened", "/message"),
         ],
     );
     d.definition = "io.k8s.api.core.v1.Event";
@@ -483,12 +469,10 @@ pub fn leases() -> ResourceDef {
             check_types: typed::<Lease>,
             prepare_create: no_prepare,
         },
-        vec![column(
+        vec![str_column(
             "Holder",
-            "string",
             "The current holder",
-            false,
-            |o| str_at(o, "/spec/holderIdentity"),
+            "/spec/holderIdentity",
         )],
     );
     d.group = "coordination.k8s.io";

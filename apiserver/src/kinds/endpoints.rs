@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::core::def;
 use super::validate::{self, NameRule, required};
-use super::{FnHooks, column, no_default, no_prepare, str_at, typed};
+use super::{FnHooks, column, no_default, no_prepare, str_column, typed};
 use crate::registry::ResourceDef;
 
 /// `v1` Endpoints.
@@ -88,9 +88,7 @@ pub fn endpoint_slices() -> ResourceDef {
             prepare_create: no_prepare,
         },
         vec![
-            column("AddressType", "string", "IPv4, IPv6 or FQDN", false, |o| {
-                str_at(o, "/addressType")
-            }),
+            str_column("AddressType", "IPv4, IPv6 or FQDN", "/addressType"),
             column(
                 "Endpoints",
                 "string",

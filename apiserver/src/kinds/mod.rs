@@ -20,7 +20,7 @@ pub mod workloads;
 use apimachinery::JsonPointer;
 use serde_json::Value;
 
-use crate::registry::{KindHooks, ResourceDef};
+use crate::registry::{Cell, Column, KindHooks, ResourceDef};
 
 /// Every built-in kind this engine defines, in discovery order (Namespace first).
 pub fn builtin() -> Vec<ResourceDef> {
@@ -100,7 +100,7 @@ pub fn reference_at(obj: &Value, pointer: &str) -> Value {
 }
 
 /// The AGE column at the place a kind's upstream table has it (by default it comes last).
-pub fn age_column() -> crate::registry::Column {
+pub fn age_column() -> Column {
     column(
         crate::table::AGE,
         "string",
@@ -117,13 +117,34 @@ pub fn column(
     description: &'static str,
     wide: bool,
     cell: fn(&Value) -> Value,
-) -> crate::registry::Column {
-    crate::registry::Column {
+) -> Column {
+    let c = with_cell(name, type_, description, Cell::Fn(cell));
+    if wide { c.wide() } else { c }
+}
+
+/// A `string` column showing the field at a JSON pointer (empty when absent).
+pub fn str_column(name: &'static str, description: &'static str, pointer: &'static str) -> Column {
+    with_cell(name, "string", description, Cell::Str(pointer))
+}
+
+/// An `integer` column showing the field at a JSON pointer (0 when absent).
+pub fn int_column(name: &'static str, description: &'static str, pointer: &'static str) -> Column {
+    with_cell(name, "integer", description, Cell::Int(pointer))
+}
+
+/// A column at priority 0.
+fn with_cell(
+    name: &'static str,
+    type_: &'static str,
+    description: &'static str,
+    cell: Cell,
+) -> Column {
+    Column {
         name,
         type_,
         format: "",
         description,
-        priority: u8::from(wide),
+        priority: 0,
         cell,
     }
 }
@@ -188,7 +209,20 @@ pub fn default_at(obj: &mut Value, path: &[&str], value: Value) {
 mod tests {
     use serde_json::json;
 
-    use super::reference_at;
+    use super::{int_column, reference_at, str_column};
+
+    #[test]
+    fn pointer_columns_read_their_field_or_its_zero_value() {
+        let event = json!({"type": "Warning", "count": 3});
+        let kind = str_column("Type", "Normal or Warning", "/type");
+        let count = int_column("Count", "How often it happened", "/count").wide();
+        assert_eq!((kind.type_, kind.priority), ("string", 0));
+        assert_eq!((count.type_, count.priority), ("integer", 1));
+        assert_eq!(kind.cell.read(&event), "Warning");
+        assert_eq!(count.cell.read(&event), 3);
+        assert_eq!(kind.cell.read(&json!({})), "");
+        assert_eq!(count.cell.read(&json!({"count": "many"})), 0);
+    }
 
     #[test]
     fn a_reference_reads_as_kubectl_prints_it() {

@@ -5,7 +5,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressClass, NetworkPolicy};
 use serde_json::{Value, json};
 
 use super::validate::{self, NameRule, invalid, not_supported, required};
-use super::{FnHooks, age_column, column, default_at, no_default, no_prepare, str_at, typed};
+use super::{FnHooks, age_column, column, default_at, no_default, no_prepare, str_column, typed};
 use crate::registry::ResourceDef;
 use crate::status::Cause;
 
@@ -272,12 +272,10 @@ pub fn ingress_classes() -> ResourceDef {
     );
     d.definition = "io.k8s.api.networking.v1.IngressClass";
     d.columns = vec![
-        column(
+        str_column(
             "Controller",
-            "string",
             "Controller that is responsible for handling this class",
-            false,
-            |o| str_at(o, "/spec/controller"),
+            "/spec/controller",
         ),
         column(
             "Parameters",

@@ -7,7 +7,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde_json::{Value, json};
 
 use super::validate::{self, NameRule, invalid, not_supported, required};
-use super::{FnHooks, column, default_at, int_at, no_default, no_prepare, typed};
+use super::{FnHooks, column, default_at, int_at, int_column, no_default, no_prepare, typed};
 use crate::registry::ResourceDef;
 use crate::status::Cause;
 
@@ -90,12 +90,10 @@ pub fn pod_disruption_budgets() -> ResourceDef {
             false,
             |o| int_or_string_cell(o, "/spec/maxUnavailable"),
         ),
-        column(
+        int_column(
             "Allowed Disruptions",
-            "integer",
             "Calculated number of pods that may be disrupted at this time.",
-            false,
-            |o| int_at(o, "/status/disruptionsAllowed"),
+            "/status/disruptionsAllowed",
         ),
     ];
     d
@@ -321,19 +319,15 @@ pub fn horizontal_pod_autoscalers() -> ResourceDef {
             false,
             |o| int_at(o, "/spec/minReplicas"),
         ),
-        column(
+        int_column(
             "MaxPods",
-            "integer",
             "Upper limit for the number of pods that can be set by the autoscaler.",
-            false,
-            |o| int_at(o, "/spec/maxReplicas"),
+            "/spec/maxReplicas",
         ),
-        column(
+        int_column(
             "Replicas",
-            "integer",
             "Current number of replicas of pods managed by this autoscaler.",
-            false,
-            |o| int_at(o, "/status/currentReplicas"),
+            "/status/currentReplicas",
         ),
     ];
     d

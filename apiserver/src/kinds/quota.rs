@@ -173,10 +173,7 @@ pub fn limit_ranges() -> ResourceDef {
 
 /// An AGE column at `-o wide` only: LimitRange's table has none by default.
 fn age_column_hidden() -> crate::registry::Column {
-    crate::registry::Column {
-        priority: 1,
-        ..age_column()
-    }
+    age_column().wide()
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use serde_json::{Value, json};
 
 use super::validate::{self, NameRule, invalid, not_supported, required};
-use super::{FnHooks, age_column, column, default_at, no_prepare, str_at, typed};
+use super::{FnHooks, age_column, column, default_at, no_prepare, str_column, typed};
 use crate::registry::ResourceDef;
 use crate::status::Cause;
 
@@ -130,26 +130,20 @@ pub fn persistent_volume_claims() -> ResourceDef {
     d.definition = "io.k8s.api.core.v1.PersistentVolumeClaim";
     d.status_subresource = true;
     d.columns = vec![
-        column(
+        str_column(
             "Status",
-            "string",
             "Phase represents the current phase of PersistentVolumeClaim.",
-            false,
-            |o| str_at(o, "/status/phase"),
+            "/status/phase",
         ),
-        column(
+        str_column(
             "Volume",
-            "string",
             "The binding reference to the PersistentVolume backing this claim.",
-            false,
-            |o| str_at(o, "/spec/volumeName"),
+            "/spec/volumeName",
         ),
-        column(
+        str_column(
             "Capacity",
-            "string",
             "The actual resources of the underlying volume.",
-            false,
-            |o| str_at(o, "/status/capacity/storage"),
+            "/status/capacity/storage",
         ),
         column(
             "Access Modes",
@@ -158,12 +152,10 @@ pub fn persistent_volume_claims() -> ResourceDef {
             false,
             access_modes_cell,
         ),
-        column(
+        str_column(
             "StorageClass",
-            "string",
             "The name of the StorageClass required by the claim.",
-            false,
-            |o| str_at(o, "/spec/storageClassName"),
+            "/spec/storageClassName",
         ),
         column(
             "VolumeAttributesClass",
@@ -179,13 +171,12 @@ pub fn persistent_volume_claims() -> ResourceDef {
             },
         ),
         age_column(),
-        column(
+        str_column(
             "VolumeMode",
-            "string",
             "Whether the volume is a filesystem or a raw block device.",
-            true,
-            |o| str_at(o, "/spec/volumeMode"),
-        ),
+            "/spec/volumeMode",
+        )
+        .wide(),
     ];
     d
 }
@@ -252,26 +243,20 @@ pub fn storage_classes() -> ResourceDef {
     d.short_names = &["sc"];
     d.definition = "io.k8s.api.storage.v1.StorageClass";
     d.columns = vec![
-        column(
+        str_column(
             "Provisioner",
-            "string",
             "Indicates the type of the provisioner.",
-            false,
-            |o| str_at(o, "/provisioner"),
+            "/provisioner",
         ),
-        column(
+        str_column(
             "ReclaimPolicy",
-            "string",
             "Indicates the type of the reclaim policy.",
-            false,
-            |o| str_at(o, "/reclaimPolicy"),
+            "/reclaimPolicy",
         ),
-        column(
+        str_column(
             "VolumeBindingMode",
-            "string",
             "Indicates how PersistentVolumeClaims should be provisioned and bound.",
-            false,
-            |o| str_at(o, "/volumeBindingMode"),
+            "/volumeBindingMode",
         ),
         column(
             "AllowVolumeExpansion",

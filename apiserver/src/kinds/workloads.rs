@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::apps::{self, default_pod_spec, validate_workload};
 use super::validate::{self, NameRule, invalid, not_supported};
-use super::{FnHooks, age_column, column, default_at, int_at, no_prepare, typed};
+use super::{FnHooks, age_column, column, default_at, int_column, no_prepare, typed};
 use crate::registry::ResourceDef;
 use crate::status::Cause;
 
@@ -240,40 +240,30 @@ pub fn daemonsets() -> ResourceDef {
     d.status_subresource = true;
     d.tracks_generation = true;
     let mut columns = vec![
-        column(
+        int_column(
             "Desired",
-            "integer",
             "The total number of nodes that should be running the daemon pod",
-            false,
-            |o| int_at(o, "/status/desiredNumberScheduled"),
+            "/status/desiredNumberScheduled",
         ),
-        column(
+        int_column(
             "Current",
-            "integer",
             "The number of nodes running at least one daemon pod",
-            false,
-            |o| int_at(o, "/status/currentNumberScheduled"),
+            "/status/currentNumberScheduled",
         ),
-        column(
+        int_column(
             "Ready",
-            "integer",
             "The number of nodes running a ready daemon pod",
-            false,
-            |o| int_at(o, "/status/numberReady"),
+            "/status/numberReady",
         ),
-        column(
+        int_column(
             "Up-to-date",
-            "integer",
             "The number of nodes running the updated daemon pod",
-            false,
-            |o| int_at(o, "/status/updatedNumberScheduled"),
+            "/status/updatedNumberScheduled",
         ),
-        column(
+        int_column(
             "Available",
-            "integer",
             "The number of nodes running an available daemon pod",
-            false,
-            |o| int_at(o, "/status/numberAvailable"),
+            "/status/numberAvailable",
         ),
         column(
             "Node Selector",
@@ -344,12 +334,10 @@ pub fn controller_revisions() -> ResourceDef {
             false,
             controller_cell,
         ),
-        column(
+        int_column(
             "Revision",
-            "integer",
             "Revision indicates the revision of the state represented by Data.",
-            false,
-            |o| int_at(o, "/revision"),
+            "/revision",
         ),
     ];
     d
