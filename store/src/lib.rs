@@ -18,10 +18,12 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 
 pub mod backup;
+mod backend;
 mod embedded;
 mod error;
 pub mod etcd;
 mod history;
+mod in_process;
 mod memory;
 mod op;
 mod page;
