@@ -18,8 +18,8 @@ use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
-use crate::history::History;
 use crate::backend::Backend;
+use crate::history::History;
 use crate::in_process::InProcess;
 use crate::op::{self, Applied, Op, Outcome};
 use crate::{KeyValue, ListOptions, ListResult, Result, Revision, StoreError, page, under_prefix};

@@ -17,8 +17,8 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
-pub mod backup;
 mod backend;
+pub mod backup;
 mod embedded;
 mod error;
 pub mod etcd;

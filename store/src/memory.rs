@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::history::History;
 use crate::backend::Backend;
+use crate::history::History;
 use crate::in_process::InProcess;
 use crate::op::{self, Op, Outcome};
 use crate::{KeyValue, ListOptions, ListResult, Result, Revision, StoreError, page, under_prefix};

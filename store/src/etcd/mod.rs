@@ -565,7 +565,11 @@ impl Backend for EtcdStore {
                 key,
                 value,
                 expected,
-            } => self.inner.update(key, value, expected).await.map(Outcome::Put),
+            } => self
+                .inner
+                .update(key, value, expected)
+                .await
+                .map(Outcome::Put),
             Op::Delete { key, expected } => {
                 self.inner.delete(key, expected).await.map(Outcome::Deleted)
             }
