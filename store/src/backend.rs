@@ -36,14 +36,21 @@ pub(crate) trait Backend: Send + Sync {
     fn revision(&self) -> Revision;
 }
 
+/// What a watch asks for: every event under `prefix` (already checked) with a revision
+/// greater than `after`, and a progress report whenever `progress` passes without one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WatchFrom<'a> {
+    pub prefix: &'a str,
+    pub after: Revision,
+    pub progress: Option<Duration>,
+}
+
 /// How a backend serves watches and discards history.
 pub(crate) trait Watches: Send + Sync {
-    /// A watch under `prefix` (already checked) from after `after`.
+    /// Starts the watch `from` asks for.
     fn watch_from(
         &self,
-        prefix: &str,
-        after: Revision,
-        progress: Option<Duration>,
+        from: WatchFrom<'_>,
     ) -> impl Future<Output = Result<ProgressWatchStream>> + Send;
 
     /// The newest revision of the whole store.
@@ -95,7 +102,12 @@ impl<B: Backend + Watches> Storage for B {
         progress: Option<Duration>,
     ) -> Result<ProgressWatchStream> {
         check_prefix(prefix)?;
-        self.watch_from(prefix, after, progress).await
+        let from = WatchFrom {
+            prefix,
+            after,
+            progress,
+        };
+        self.watch_from(from).await
     }
 
     fn current_revision(&self) -> Revision {

@@ -3,9 +3,8 @@
 //! side is said once here.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::backend::{Backend, Watches};
+use crate::backend::{Backend, WatchFrom, Watches};
 use crate::history::History;
 use crate::{ProgressWatchStream, Result, Revision, StoreError};
 
@@ -17,13 +16,8 @@ pub(crate) trait InProcess: Backend {
 }
 
 impl<B: InProcess> Watches for B {
-    async fn watch_from(
-        &self,
-        prefix: &str,
-        after: Revision,
-        progress: Option<Duration>,
-    ) -> Result<ProgressWatchStream> {
-        self.history().watch(prefix, after, progress)
+    async fn watch_from(&self, from: WatchFrom<'_>) -> Result<ProgressWatchStream> {
+        self.history().watch(from)
     }
 
     async fn newest_revision(&self) -> Result<Revision> {

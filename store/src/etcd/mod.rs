@@ -19,7 +19,7 @@ use etcd_client::{
 };
 use tokio::sync::watch;
 
-use crate::backend::{Backend, Watches};
+use crate::backend::{Backend, WatchFrom, Watches};
 use crate::op::{Op, Outcome};
 use crate::{
     DeleteResult, KeyValue, ListOptions, ListResult, ProgressWatchStream, Result, Revision,
@@ -582,13 +582,8 @@ impl Backend for EtcdStore {
 }
 
 impl Watches for EtcdStore {
-    async fn watch_from(
-        &self,
-        prefix: &str,
-        after: Revision,
-        progress: Option<Duration>,
-    ) -> Result<ProgressWatchStream> {
-        watcher::start(Arc::clone(&self.inner), prefix, after, progress).await
+    async fn watch_from(&self, from: WatchFrom<'_>) -> Result<ProgressWatchStream> {
+        watcher::start(Arc::clone(&self.inner), from).await
     }
 
     async fn newest_revision(&self) -> Result<Revision> {
