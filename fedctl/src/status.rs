@@ -430,40 +430,21 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["sim-1", "sim-2", "sim-3"]
         );
-        let text = table(&r, now);
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(
-            lines[0],
-            "deployment shop/web  Propagated=False (SyncFailed)"
-        );
-        assert_eq!(lines[1], "  Propagated: sim-2: timed out");
-        let cells = cells(&lines[2..]);
-        assert_eq!(
-            cells[0],
-            [
-                "CLUSTER",
-                "DESIRED",
-                "READY",
-                "AVAILABLE",
-                "UPDATED",
-                "LAST-SYNC",
-                "ERROR"
-            ]
-        );
-        assert_eq!(cells[1], ["sim-1", "3", "3", "3", "3", "12s"]);
-        assert_eq!(cells[2], ["sim-2", "7", "-", "-", "-", "-"]);
-        assert_eq!(cells[3], ["sim-3", "0", "1", "0", "0", "-"]);
+        // The whole text: the summary, the failing condition's message, and the columns
+        // aligned to their widest cell.
+        let expected = "\
+deployment shop/web  Propagated=False (SyncFailed)
+  Propagated: sim-2: timed out
+CLUSTER   DESIRED   READY   AVAILABLE   UPDATED   LAST-SYNC   ERROR
+sim-1     3         3       3           3         12s
+sim-2     7         -       -           -         -
+sim-3     0         1       0           0         -
+";
+        assert_eq!(table(&r, now), expected);
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["clusters"][0]["readyReplicas"], 3);
         assert_eq!(json["clusters"][0]["desired"], 3);
         assert_eq!(json["placement"], "deployment-web");
-    }
-
-    /// A table's rows, split into cells.
-    fn cells<'a>(rows: &[&'a str]) -> Vec<Vec<&'a str>> {
-        rows.iter()
-            .map(|l| l.split_whitespace().collect())
-            .collect()
     }
 
     #[test]
@@ -492,25 +473,13 @@ mod tests {
         });
         p.metadata.name = Some("service-web".into());
         let r = report(Kind::Service, "shop", "web", &p);
-        let text = table(&r, now);
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "service shop/web");
-        let cells = cells(&lines[1..]);
-        assert_eq!(
-            cells[0],
-            [
-                "CLUSTER",
-                "PUSHED",
-                "ENDPOINTS",
-                "LB-AGENT",
-                "HEALTHY",
-                "LAST-SYNC",
-                "ERROR"
-            ]
-        );
-        assert_eq!(cells[1], ["sim-1", "yes", "3", "127.0.1.1", "yes", "2m"]);
-        assert_eq!(cells[2][..6], ["sim-2", "no", "0", "-", "no", "2m"]);
-        assert!(lines[3].ends_with("creating Service shop/web in sim-2: timed out"));
+        let expected = "\
+service shop/web
+CLUSTER   PUSHED   ENDPOINTS   LB-AGENT    HEALTHY   LAST-SYNC   ERROR
+sim-1     yes      3           127.0.1.1   yes       2m
+sim-2     no       0           -           no        2m          creating Service shop/web in sim-2: timed out
+";
+        assert_eq!(table(&r, now), expected);
     }
 
     #[test]

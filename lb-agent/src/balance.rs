@@ -122,45 +122,104 @@ pub struct Choice<'a> {
     pub remote: bool,
 }
 
-fn local<'a>(route: &'a PortRoute, start: usize, tried: &Tried, now: u64) -> Option<Choice<'a>> {
-    least_loaded(
-        route.local.iter().map(|b| (b, 1)),
-        route.local.len(),
-        start,
-        tried,
-        now,
-    )
-    .map(|backend| Choice {
-        backend,
-        remote: false,
-    })
+/// What one choice of a backend goes by: the request's round-robin turn (where the walk over
+/// equally loaded backends starts), the backends it already tried, and the time.
+struct Turn<'t> {
+    start: usize,
+    tried: &'t Tried,
+    now: u64,
 }
 
-fn remote_in<'a>(
-    route: &'a PortRoute,
-    tier: Option<u8>,
-    start: usize,
-    tried: &Tried,
-    now: u64,
-) -> Option<Choice<'a>> {
-    least_loaded(
-        route.remote.iter().map(|e| {
+impl Turn<'_> {
+    /// The least loaded of this cluster's own endpoints.
+    fn local<'a>(&self, route: &'a PortRoute) -> Option<Choice<'a>> {
+        let local = route.local.iter().map(|b| (b, 1));
+        self.least_loaded(local, route.local.len(), false)
+    }
+
+    /// The least loaded remote agent of policy tier `tier` (of any tier when `None`).
+    fn remote_in<'a>(&self, route: &'a PortRoute, tier: Option<u8>) -> Option<Choice<'a>> {
+        let remote = route.remote.iter().map(|e| {
             let w = if tier.is_none_or(|t| t == e.tier) {
                 e.weight.load(Ordering::Relaxed)
             } else {
                 0
             };
             (&e.backend, w)
-        }),
-        route.remote.len(),
-        start,
-        tried,
-        now,
-    )
-    .map(|backend| Choice {
-        backend,
-        remote: true,
-    })
+        });
+        self.least_loaded(remote, route.remote.len(), true)
+    }
+
+    /// `weighted`: a cluster by share among those with an available backend and a share,
+    /// then a backend within it; `None` when no cluster with a share can take the request.
+    fn by_share<'a>(&self, route: &'a PortRoute) -> Option<Choice<'a>> {
+        let usable = |b: &Arc<Backend>| b.available(self.now) && !self.tried.has(b);
+        let local_share = if route.local.iter().any(usable) {
+            u64::from(route.local_share)
+        } else {
+            0
+        };
+        let share = |e: &crate::table::RemoteEntry| {
+            if e.weight.load(Ordering::Relaxed) > 0 && usable(&e.backend) {
+                u64::from(e.share)
+            } else {
+                0
+            }
+        };
+        let total = local_share + route.remote.iter().map(share).sum::<u64>();
+        if total == 0 {
+            return None;
+        }
+        let mut point = crate::policy::spread(self.start as u64, total);
+        if point < local_share {
+            return self.local(route);
+        }
+        point -= local_share;
+        for e in &route.remote {
+            let s = share(e);
+            if point < s {
+                return Some(Choice {
+                    backend: &e.backend,
+                    remote: true,
+                });
+            }
+            point -= s;
+        }
+        None
+    }
+
+    /// The available, untried candidate with the fewest in-flight requests per unit of
+    /// weight (weight 0: not a candidate), ties going to the first from this turn's start;
+    /// `remote` says whether the candidates are other clusters' agents.
+    fn least_loaded<'a>(
+        &self,
+        candidates: impl Iterator<Item = (&'a Arc<Backend>, u32)> + Clone,
+        len: usize,
+        remote: bool,
+    ) -> Option<Choice<'a>> {
+        if len == 0 {
+            return None;
+        }
+        let offset = self.start % len;
+        let rotated = candidates
+            .clone()
+            .skip(offset)
+            .chain(candidates.take(offset));
+        let mut best: Option<(&Arc<Backend>, u64, u64)> = None;
+        for (b, weight) in rotated {
+            if weight == 0 || !b.available(self.now) || self.tried.has(b) {
+                continue;
+            }
+            let load = u64::from(b.active()) + 1;
+            let weight = u64::from(weight);
+            // load/weight < best_load/best_weight without division.
+            match best {
+                Some((_, bl, bw)) if load * bw >= bl * weight => {}
+                _ => best = Some((b, load, weight)),
+            }
+        }
+        best.map(|(backend, _, _)| Choice { backend, remote })
+    }
 }
 
 /// Chooses where the next request of `route` goes; `local_only` for forwarded traffic.
@@ -170,95 +229,30 @@ pub fn pick<'a>(
     tried: &Tried,
     now: u64,
 ) -> Option<Choice<'a>> {
-    let start = route.rr.fetch_add(1, Ordering::Relaxed);
+    let turn = Turn {
+        start: route.rr.fetch_add(1, Ordering::Relaxed),
+        tried,
+        now,
+    };
     if local_only {
-        return local(route, start, tried, now);
+        return turn.local(route);
     }
     if route.weighted
-        && let Some(c) = by_share(route, start, tried, now)
+        && let Some(c) = turn.by_share(route)
     {
         return Some(c);
     }
     for &tier in &route.tiers {
         if route.local_tier == tier
-            && let Some(c) = local(route, start, tried, now)
+            && let Some(c) = turn.local(route)
         {
             return Some(c);
         }
-        if let Some(c) = remote_in(route, Some(tier), start, tried, now) {
+        if let Some(c) = turn.remote_in(route, Some(tier)) {
             return Some(c);
         }
     }
     None
-}
-
-/// `weighted`: a cluster by share among those with an available backend and a share, then
-/// a backend within it; `None` when no cluster with a share can take the request.
-fn by_share<'a>(route: &'a PortRoute, start: usize, tried: &Tried, now: u64) -> Option<Choice<'a>> {
-    let usable = |b: &Arc<Backend>| b.available(now) && !tried.has(b);
-    let local_share = if route.local.iter().any(usable) {
-        u64::from(route.local_share)
-    } else {
-        0
-    };
-    let share = |e: &crate::table::RemoteEntry| {
-        if e.weight.load(Ordering::Relaxed) > 0 && usable(&e.backend) {
-            u64::from(e.share)
-        } else {
-            0
-        }
-    };
-    let total = local_share + route.remote.iter().map(share).sum::<u64>();
-    if total == 0 {
-        return None;
-    }
-    let mut point = crate::policy::spread(start as u64, total);
-    if point < local_share {
-        return local(route, start, tried, now);
-    }
-    point -= local_share;
-    for e in &route.remote {
-        let s = share(e);
-        if point < s {
-            return Some(Choice {
-                backend: &e.backend,
-                remote: true,
-            });
-        }
-        point -= s;
-    }
-    None
-}
-
-fn least_loaded<'a>(
-    candidates: impl Iterator<Item = (&'a Arc<Backend>, u32)> + Clone,
-    len: usize,
-    start: usize,
-    tried: &Tried,
-    now: u64,
-) -> Option<&'a Arc<Backend>> {
-    if len == 0 {
-        return None;
-    }
-    let offset = start % len;
-    let rotated = candidates
-        .clone()
-        .skip(offset)
-        .chain(candidates.take(offset));
-    let mut best: Option<(&Arc<Backend>, u64, u64)> = None;
-    for (b, weight) in rotated {
-        if weight == 0 || !b.available(now) || tried.has(b) {
-            continue;
-        }
-        let load = u64::from(b.active()) + 1;
-        let weight = u64::from(weight);
-        // load/weight < best_load/best_weight without division.
-        match best {
-            Some((_, bl, bw)) if load * bw >= bl * weight => {}
-            _ => best = Some((b, load, weight)),
-        }
-    }
-    best.map(|(b, _, _)| b)
 }
 
 /// A connect failure, upstream error or 5xx of `backend` on `route`: counted towards its

@@ -84,15 +84,28 @@ impl Drop for Flow {
 
 type Flows = Arc<Mutex<HashMap<SocketAddr, Flow>>>;
 
+/// One receiving socket with its flows: what its receive loop and every flow's reader task
+/// work with. Cloning it clones three `Arc`s.
+#[derive(Clone)]
+struct Port {
+    shared: Arc<Shared>,
+    socket: Arc<UdpSocket>,
+    flows: Flows,
+}
+
 fn lock(flows: &Flows) -> std::sync::MutexGuard<'_, HashMap<SocketAddr, Flow>> {
     flows.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Relays datagrams arriving on `socket` until the task is dropped.
 pub async fn serve(socket: UdpSocket, shared: Arc<Shared>, source: Source) {
-    let socket = Arc::new(socket);
-    let flows: Flows = Arc::default();
-    let sweeper = tokio::spawn(sweep(flows.clone(), shared.settings.udp.idle_timeout));
+    let port = Port {
+        shared,
+        socket: Arc::new(socket),
+        flows: Arc::default(),
+    };
+    let (shared, socket) = (&port.shared, &port.socket);
+    let sweeper = tokio::spawn(sweep(port.flows.clone(), shared.settings.udp.idle_timeout));
     let _sweeper = AbortOnDrop(sweeper);
     let mut buf = vec![0u8; MAX_DATAGRAM];
     loop {
@@ -131,7 +144,7 @@ pub async fn serve(socket: UdpSocket, shared: Arc<Shared>, source: Source) {
             local_only,
             peer,
         };
-        if let Err(error) = relay(&shared, &socket, &flows, target, &route, payload).await {
+        if let Err(error) = relay(&port, target, &route, payload).await {
             shared.metrics.udp_dropped.inc();
             tracing::debug!(%client, %error, "udp datagram dropped");
             if peer {
@@ -188,13 +201,12 @@ fn still_good(flow: &Flow, route: &Arc<PortRoute>, now: u64) -> bool {
 }
 
 async fn relay(
-    shared: &Arc<Shared>,
-    socket: &Arc<UdpSocket>,
-    flows: &Flows,
+    port: &Port,
     target: Target,
     route: &Arc<PortRoute>,
     payload: &[u8],
 ) -> io::Result<()> {
+    let flows = &port.flows;
     let now = now_ms();
     let mut avoid = None;
     let existing = {
@@ -218,10 +230,10 @@ async fn relay(
     let (upstream, preamble) = match existing {
         Some(x) => x,
         None => {
-            if lock(flows).len() >= shared.settings.udp.max_flows {
+            if lock(flows).len() >= port.shared.settings.udp.max_flows {
                 return Err(io::Error::other("flow table full"));
             }
-            let flow = open(shared, socket, flows, target, route, avoid).await?;
+            let flow = open(port, target, route, avoid).await?;
             let x = (flow.upstream.clone(), flow.preamble.clone());
             lock(flows).insert(target.client, flow);
             x
@@ -242,9 +254,7 @@ async fn relay(
 /// A new flow for the client on `route`: a connected socket to the chosen backend (not
 /// `avoid`, which just said it has nothing) and a task relaying its answers.
 async fn open(
-    shared: &Arc<Shared>,
-    socket: &Arc<UdpSocket>,
-    flows: &Flows,
+    port: &Port,
     target: Target,
     route: &Arc<PortRoute>,
     avoid: Option<Arc<Backend>>,
@@ -267,16 +277,14 @@ async fn open(
     upstream.connect(addr).await?;
     let preamble = choice
         .remote
-        .then(|| preamble(route, &shared.settings.cluster).into_bytes());
+        .then(|| preamble(route, &port.shared.settings.cluster).into_bytes());
     let last = Arc::new(AtomicU64::new(now_ms()));
     let unserved = Arc::new(AtomicBool::new(false));
     let reader = tokio::spawn(answers(
-        shared.clone(),
+        port.clone(),
         route.clone(),
         backend.start(),
         upstream.clone(),
-        socket.clone(),
-        flows.clone(),
         Answers {
             target,
             remote: choice.remote,
@@ -309,14 +317,17 @@ struct Answers {
 /// datagram picks again), a remote agent answers [`UNSERVED`], or the backend is killed
 /// after draining. Answers to another agent carry the [`ANSWER`] byte first.
 async fn answers(
-    shared: Arc<Shared>,
+    port: Port,
     route: Arc<PortRoute>,
     flight: InFlight,
     upstream: Arc<UdpSocket>,
-    socket: Arc<UdpSocket>,
-    flows: Flows,
     a: Answers,
 ) {
+    let Port {
+        shared,
+        socket,
+        flows,
+    } = port;
     let backend = flight.0.clone();
     let killed = backend.killed();
     tokio::pin!(killed);

@@ -13,19 +13,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
-use async_trait::async_trait;
 use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
+use crate::backend::Backend;
 use crate::history::History;
-use crate::op::{self, Applied, Op, Outcome, expect_deleted, expect_put};
-use crate::{
-    DeleteResult, KeyValue, ListOptions, ListResult, ProgressWatchStream, Result, Revision,
-    Storage, StoreError, check_key, check_prefix, page, under_prefix,
-};
+use crate::in_process::InProcess;
+use crate::op::{self, Applied, Op, Outcome};
+use crate::{KeyValue, ListOptions, ListResult, Result, Revision, StoreError, page, under_prefix};
 
 /// Name of the data file inside the data directory.
 pub const DATA_FILE: &str = "meridian.redb";
@@ -62,7 +59,7 @@ impl Default for EmbeddedOptions {
     }
 }
 
-/// A durable [`Storage`] in one redb file inside a data directory.
+/// A durable [`Storage`](crate::Storage) in one redb file inside a data directory.
 ///
 /// Dropping it stops the writer thread after the requests queued so far are committed (the drop
 /// blocks for at most that one commit); [`EmbeddedStore::close`] does the same without blocking
@@ -192,17 +189,6 @@ impl EmbeddedStore {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take()
-    }
-
-    async fn submit(&self, op: Op) -> Result<Outcome> {
-        check_key(op.key())?;
-        let (reply, answer) = oneshot::channel();
-        self.requests
-            .send(Msg::Write(Request { op, reply }))
-            .map_err(|_| StoreError::Closed)?;
-        // A dropped reply means the writer stopped before reaching this request. If the
-        // caller stops waiting instead, the write may still be applied, as with etcd.
-        answer.await.map_err(|_| StoreError::Closed)?
     }
 }
 
@@ -504,18 +490,25 @@ fn short_record(key: &str) -> StoreError {
     }
 }
 
-#[async_trait]
-impl Storage for EmbeddedStore {
-    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        check_key(key)?;
+impl InProcess for EmbeddedStore {
+    fn history(&self) -> &Arc<History> {
+        &self.shared.history
+    }
+}
+
+impl Backend for EmbeddedStore {
+    fn revision(&self) -> Revision {
+        self.shared.revision.load(Ordering::Acquire)
+    }
+
+    async fn read(&self, key: &str) -> Result<Option<KeyValue>> {
         // A point read is a few page lookups, mostly cached: cheaper inline than a hop to the
         // blocking pool.
         self.shared.get(key)
     }
 
-    async fn list_page(&self, prefix: &str, options: &ListOptions) -> Result<ListResult> {
-        check_prefix(prefix)?;
-        let current = self.current_revision();
+    async fn read_page(&self, prefix: &str, options: &ListOptions) -> Result<ListResult> {
+        let current = self.revision();
         if let Some(revision) = options.revision
             && revision > current
         {
@@ -542,65 +535,15 @@ impl Storage for EmbeddedStore {
             .map_err(backend("listing keys"))?
     }
 
-    async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue> {
-        let op = Op::Create {
-            key: key.into(),
-            value,
-        };
-        expect_put(self.submit(op).await?)
-    }
-
-    async fn update(
-        &self,
-        key: &str,
-        value: Bytes,
-        expected_mod_revision: Revision,
-    ) -> Result<KeyValue> {
-        let op = Op::Update {
-            key: key.into(),
-            value,
-            expected: expected_mod_revision,
-        };
-        expect_put(self.submit(op).await?)
-    }
-
-    async fn delete(
-        &self,
-        key: &str,
-        expected_mod_revision: Option<Revision>,
-    ) -> Result<DeleteResult> {
-        let op = Op::Delete {
-            key: key.into(),
-            expected: expected_mod_revision,
-        };
-        expect_deleted(self.submit(op).await?)
-    }
-
-    async fn watch_with_progress(
-        &self,
-        prefix: &str,
-        after: Revision,
-        progress: Option<Duration>,
-    ) -> Result<ProgressWatchStream> {
-        check_prefix(prefix)?;
-        self.shared.history.watch(prefix, after, progress)
-    }
-
-    fn current_revision(&self) -> Revision {
-        self.shared.revision.load(Ordering::Acquire)
-    }
-
-    async fn latest_revision(&self) -> Result<Revision> {
-        Ok(self.current_revision())
-    }
-
-    async fn compact(&self, revision: Revision) -> Result<()> {
-        let current = self.current_revision();
-        if revision > current {
-            return Err(StoreError::FutureRevision { revision, current });
-        }
-        self.shared.history.compact(revision);
-        Ok(())
+    /// Queues `op` for the writer thread, which commits it in a batch with its neighbours.
+    async fn apply(&self, op: Op) -> Result<Outcome> {
+        let (reply, answer) = oneshot::channel();
+        self.requests
+            .send(Msg::Write(Request { op, reply }))
+            .map_err(|_| StoreError::Closed)?;
+        // A dropped reply means the writer stopped before reaching this request. If the
+        // caller stops waiting instead, the write may still be applied, as with etcd.
+        answer.await.map_err(|_| StoreError::Closed)?
     }
 }
 

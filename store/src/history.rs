@@ -16,6 +16,7 @@ use futures::StreamExt;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::backend::WatchFrom;
 use crate::{Event, ProgressWatchStream, Result, Revision, StoreError, WatchItem, under_prefix};
 
 /// How many retained events one wake-up of a watcher scans at most, so a watcher catching up
@@ -116,14 +117,14 @@ impl History {
         self.notify.send_replace(());
     }
 
-    /// Starts a watch of events under `prefix` with a revision greater than `after`, reporting
-    /// progress whenever `progress` passes without an item.
-    pub(crate) fn watch(
-        self: &Arc<Self>,
-        prefix: &str,
-        after: Revision,
-        progress: Option<Duration>,
-    ) -> Result<ProgressWatchStream> {
+    /// Starts the watch `from` asks for: events under its prefix with a revision greater than
+    /// its `after`, reporting progress whenever its `progress` passes without an item.
+    pub(crate) fn watch(self: &Arc<Self>, from: WatchFrom<'_>) -> Result<ProgressWatchStream> {
+        let WatchFrom {
+            prefix,
+            after,
+            progress,
+        } = from;
         {
             let state = self.lock();
             if after < state.floor {

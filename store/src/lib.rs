@@ -17,11 +17,13 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
+mod backend;
 pub mod backup;
 mod embedded;
 mod error;
 pub mod etcd;
 mod history;
+mod in_process;
 mod memory;
 mod op;
 mod page;

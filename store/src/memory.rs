@@ -3,22 +3,17 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
-use async_trait::async_trait;
-use bytes::Bytes;
-
+use crate::backend::Backend;
 use crate::history::History;
-use crate::op::{self, Op, Outcome, expect_deleted, expect_put};
-use crate::{
-    DeleteResult, KeyValue, ListOptions, ListResult, ProgressWatchStream, Result, Revision,
-    Storage, StoreError, check_key, check_prefix, page, under_prefix,
-};
+use crate::in_process::InProcess;
+use crate::op::{self, Op, Outcome};
+use crate::{KeyValue, ListOptions, ListResult, Result, Revision, StoreError, page, under_prefix};
 
 /// Events kept for watches by [`MemoryStore::new`].
 pub const DEFAULT_MEMORY_HISTORY: usize = 10_000;
 
-/// An in-memory [`Storage`]; nothing survives a drop.
+/// An in-memory [`Storage`](crate::Storage); nothing survives a drop.
 pub struct MemoryStore {
     inner: Mutex<Inner>,
     history: Arc<History>,
@@ -57,25 +52,6 @@ impl MemoryStore {
         // panic halfway, so a poisoned lock still guards consistent data.
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
-
-    fn write(&self, op: &Op) -> Result<Outcome> {
-        check_key(op.key())?;
-        let mut inner = self.lock();
-        let current = inner.map.get(&**op.key()).cloned();
-        let applied = op::apply(op, current, inner.revision + 1)?;
-        inner.revision += 1;
-        match &applied.outcome {
-            Outcome::Put(kv) => {
-                inner.map.insert(kv.key.clone(), kv.clone());
-            }
-            Outcome::Deleted(_) => {
-                inner.map.remove(&**op.key());
-            }
-        }
-        // Published under the map lock so events reach the history in revision order.
-        self.history.publish([applied.event]);
-        Ok(applied.outcome)
-    }
 }
 
 impl Drop for MemoryStore {
@@ -84,15 +60,22 @@ impl Drop for MemoryStore {
     }
 }
 
-#[async_trait]
-impl Storage for MemoryStore {
-    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        check_key(key)?;
+impl InProcess for MemoryStore {
+    fn history(&self) -> &Arc<History> {
+        &self.history
+    }
+}
+
+impl Backend for MemoryStore {
+    fn revision(&self) -> Revision {
+        self.lock().revision
+    }
+
+    async fn read(&self, key: &str) -> Result<Option<KeyValue>> {
         Ok(self.lock().map.get(key).cloned())
     }
 
-    async fn list_page(&self, prefix: &str, options: &ListOptions) -> Result<ListResult> {
-        check_prefix(prefix)?;
+    async fn read_page(&self, prefix: &str, options: &ListOptions) -> Result<ListResult> {
         let inner = self.lock();
         let revision = options.revision.unwrap_or(inner.revision);
         if revision > inner.revision {
@@ -128,64 +111,21 @@ impl Storage for MemoryStore {
         })
     }
 
-    async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue> {
-        let op = Op::Create {
-            key: key.into(),
-            value,
-        };
-        expect_put(self.write(&op)?)
-    }
-
-    async fn update(
-        &self,
-        key: &str,
-        value: Bytes,
-        expected_mod_revision: Revision,
-    ) -> Result<KeyValue> {
-        let op = Op::Update {
-            key: key.into(),
-            value,
-            expected: expected_mod_revision,
-        };
-        expect_put(self.write(&op)?)
-    }
-
-    async fn delete(
-        &self,
-        key: &str,
-        expected_mod_revision: Option<Revision>,
-    ) -> Result<DeleteResult> {
-        let op = Op::Delete {
-            key: key.into(),
-            expected: expected_mod_revision,
-        };
-        expect_deleted(self.write(&op)?)
-    }
-
-    async fn watch_with_progress(
-        &self,
-        prefix: &str,
-        after: Revision,
-        progress: Option<Duration>,
-    ) -> Result<ProgressWatchStream> {
-        check_prefix(prefix)?;
-        self.history.watch(prefix, after, progress)
-    }
-
-    fn current_revision(&self) -> Revision {
-        self.lock().revision
-    }
-
-    async fn latest_revision(&self) -> Result<Revision> {
-        Ok(self.current_revision())
-    }
-
-    async fn compact(&self, revision: Revision) -> Result<()> {
-        let current = self.current_revision();
-        if revision > current {
-            return Err(StoreError::FutureRevision { revision, current });
+    async fn apply(&self, op: Op) -> Result<Outcome> {
+        let mut inner = self.lock();
+        let current = inner.map.get(&**op.key()).cloned();
+        let applied = op::apply(&op, current, inner.revision + 1)?;
+        inner.revision += 1;
+        match &applied.outcome {
+            Outcome::Put(kv) => {
+                inner.map.insert(kv.key.clone(), kv.clone());
+            }
+            Outcome::Deleted(_) => {
+                inner.map.remove(&**op.key());
+            }
         }
-        self.history.compact(revision);
-        Ok(())
+        // Published under the map lock so events reach the history in revision order.
+        self.history.publish([applied.event]);
+        Ok(applied.outcome)
     }
 }

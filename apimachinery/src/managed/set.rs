@@ -191,48 +191,43 @@ impl FieldSet {
 
     /// The paths in both sets.
     pub fn intersection(&self, other: &FieldSet) -> FieldSet {
-        let mut out = Vec::new();
-        let (mut i, mut j) = (0, 0);
-        while i < self.nodes.len() && j < other.nodes.len() {
-            let (a, b) = (&self.nodes[i], &other.nodes[j]);
-            match a.pe.cmp(&b.pe) {
-                Ordering::Less => i += 1,
-                Ordering::Greater => j += 1,
-                Ordering::Equal => {
-                    let node = Node {
-                        pe: a.pe.clone(),
-                        member: a.member && b.member,
-                        children: a.children.intersection(&b.children),
-                    };
-                    if !node.is_empty() {
-                        out.push(node);
-                    }
-                    i += 1;
-                    j += 1;
-                }
-            }
-        }
-        FieldSet { nodes: out }
+        let nodes = self
+            .shared(other)
+            .map(|(a, b)| Node {
+                pe: a.pe.clone(),
+                member: a.member && b.member,
+                children: a.children.intersection(&b.children),
+            })
+            .filter(|node| !node.is_empty())
+            .collect();
+        FieldSet { nodes }
     }
 
     /// Whether the sets share a member path (without building the intersection).
     pub fn intersects(&self, other: &FieldSet) -> bool {
+        self.shared(other)
+            .any(|(a, b)| (a.member && b.member) || a.children.intersects(&b.children))
+    }
+
+    /// The nodes both sets hold, as pairs (this set's, `other`'s), found by one merge of the
+    /// two sorted lists; allocates nothing.
+    fn shared<'s>(&'s self, other: &'s FieldSet) -> impl Iterator<Item = (&'s Node, &'s Node)> {
         let (mut i, mut j) = (0, 0);
-        while i < self.nodes.len() && j < other.nodes.len() {
-            let (a, b) = (&self.nodes[i], &other.nodes[j]);
-            match a.pe.cmp(&b.pe) {
-                Ordering::Less => i += 1,
-                Ordering::Greater => j += 1,
-                Ordering::Equal => {
-                    if (a.member && b.member) || a.children.intersects(&b.children) {
-                        return true;
+        std::iter::from_fn(move || {
+            while i < self.nodes.len() && j < other.nodes.len() {
+                let (a, b) = (&self.nodes[i], &other.nodes[j]);
+                match a.pe.cmp(&b.pe) {
+                    Ordering::Less => i += 1,
+                    Ordering::Greater => j += 1,
+                    Ordering::Equal => {
+                        i += 1;
+                        j += 1;
+                        return Some((a, b));
                     }
-                    i += 1;
-                    j += 1;
                 }
             }
-        }
-        false
+            None
+        })
     }
 
     /// The paths of this set that are not members of `other`. A member of `other` removes
@@ -283,50 +278,28 @@ impl FieldSet {
     /// Whether a path of this set is a member of `other` or lies below one: whether
     /// [`FieldSet::recursive_difference`] would take anything away.
     pub(crate) fn reaches(&self, other: &FieldSet) -> bool {
-        let (mut i, mut j) = (0, 0);
-        while i < self.nodes.len() && j < other.nodes.len() {
-            let (a, b) = (&self.nodes[i], &other.nodes[j]);
-            match a.pe.cmp(&b.pe) {
-                Ordering::Less => i += 1,
-                Ordering::Greater => j += 1,
-                Ordering::Equal => {
-                    if b.member || a.children.reaches(&b.children) {
-                        return true;
-                    }
-                    i += 1;
-                    j += 1;
-                }
-            }
-        }
-        false
+        self.shared(other)
+            .any(|(a, b)| b.member || a.children.reaches(&b.children))
     }
 
     /// The paths of this set that are `prefix` or lie below it, for any prefix of
     /// `prefixes` (upstream's include filter, used for `/status` writes).
     pub fn only_under(&self, prefixes: &FieldSet) -> FieldSet {
-        let mut out = Vec::new();
-        let mut j = 0;
-        for a in &self.nodes {
-            while j < prefixes.nodes.len() && prefixes.nodes[j].pe < a.pe {
-                j += 1;
-            }
-            let Some(b) = prefixes.nodes.get(j).filter(|b| b.pe == a.pe) else {
-                continue;
-            };
-            if b.member {
-                out.push(a.clone());
-                continue;
-            }
-            let node = Node {
-                pe: a.pe.clone(),
-                member: false,
-                children: a.children.only_under(&b.children),
-            };
-            if !node.is_empty() {
-                out.push(node);
-            }
-        }
-        FieldSet { nodes: out }
+        let nodes = self
+            .shared(prefixes)
+            .filter_map(|(a, b)| {
+                if b.member {
+                    return Some(a.clone());
+                }
+                let node = Node {
+                    pe: a.pe.clone(),
+                    member: false,
+                    children: a.children.only_under(&b.children),
+                };
+                (!node.is_empty()).then_some(node)
+            })
+            .collect();
+        FieldSet { nodes }
     }
 
     /// Calls `f` with every member path, in upstream's order (preorder: a level's

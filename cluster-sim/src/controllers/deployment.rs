@@ -281,6 +281,12 @@ impl DeploymentController {
         } else {
             surge_and_unavailable(deploy, replicas)
         };
+        // A new ReplicaSet, whichever strategy makes it, is the revision after every old one.
+        let create_new = async |replicas: i64, max_replicas: i64| {
+            let revision = max_old_revision + 1;
+            self.create_rs(deploy, ns, name, hash, revision, replicas, max_replicas)
+                .await
+        };
         let desired_annotations = |revision: i64| {
             json!({
                 REVISION: revision.to_string(),
@@ -300,16 +306,7 @@ impl DeploymentController {
             }
             return match new {
                 None => {
-                    self.create_rs(
-                        deploy,
-                        ns,
-                        name,
-                        hash,
-                        max_old_revision + 1,
-                        replicas,
-                        replicas,
-                    )
-                    .await?;
+                    create_new(replicas, replicas).await?;
                     Ok(true)
                 }
                 Some(n) if n.spec != replicas => {
@@ -324,16 +321,7 @@ impl DeploymentController {
         match new {
             None => {
                 let n = new_rs_replicas(replicas, surge, 0, all_pods);
-                self.create_rs(
-                    deploy,
-                    ns,
-                    name,
-                    hash,
-                    max_old_revision + 1,
-                    n,
-                    replicas + surge,
-                )
-                .await?;
+                create_new(n, replicas + surge).await?;
                 return Ok(true);
             }
             Some(n) => {

@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use bytes::Bytes;
 use etcd_client::proto::PbKeyValue;
 use etcd_client::{
@@ -20,9 +19,11 @@ use etcd_client::{
 };
 use tokio::sync::watch;
 
+use crate::backend::{Backend, WatchFrom, Watches};
+use crate::op::{Op, Outcome};
 use crate::{
     DeleteResult, KeyValue, ListOptions, ListResult, ProgressWatchStream, Result, Revision,
-    Storage, StoreError, check_key, check_prefix,
+    StoreError,
 };
 
 mod compactor;
@@ -477,10 +478,8 @@ fn exists(key: &[u8]) -> Compare {
     Compare::create_revision(key.to_vec(), CompareOp::Greater, 0)
 }
 
-#[async_trait]
-impl Storage for EtcdStore {
-    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        check_key(key)?;
+impl Backend for EtcdStore {
+    async fn read(&self, key: &str) -> Result<Option<KeyValue>> {
         let inner = &self.inner;
         let raw = inner.keys.key(key);
         let mut response = inner
@@ -505,8 +504,7 @@ impl Storage for EtcdStore {
             .transpose()
     }
 
-    async fn list_page(&self, prefix: &str, options: &ListOptions) -> Result<ListResult> {
-        check_prefix(prefix)?;
+    async fn read_page(&self, prefix: &str, options: &ListOptions) -> Result<ListResult> {
         let inner = &self.inner;
         if let Some(revision) = options.revision {
             let compacted = inner.compacted.load(Ordering::Acquire);
@@ -560,36 +558,73 @@ impl Storage for EtcdStore {
         }
     }
 
-    async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue> {
-        check_key(key)?;
-        let inner = &self.inner;
-        let raw = inner.keys.key(key);
+    async fn apply(&self, op: Op) -> Result<Outcome> {
+        match op {
+            Op::Create { key, value } => self.inner.create(key, value).await.map(Outcome::Put),
+            Op::Update {
+                key,
+                value,
+                expected,
+            } => self
+                .inner
+                .update(key, value, expected)
+                .await
+                .map(Outcome::Put),
+            Op::Delete { key, expected } => {
+                self.inner.delete(key, expected).await.map(Outcome::Deleted)
+            }
+        }
+    }
+
+    fn revision(&self) -> Revision {
+        self.inner.revision.load(Ordering::Acquire)
+    }
+}
+
+impl Watches for EtcdStore {
+    async fn watch_from(&self, from: WatchFrom<'_>) -> Result<ProgressWatchStream> {
+        watcher::start(Arc::clone(&self.inner), from).await
+    }
+
+    async fn newest_revision(&self) -> Result<Revision> {
+        self.inner.latest_revision().await
+    }
+
+    async fn discard_history(&self, revision: Revision) -> Result<()> {
+        self.inner.compact(revision).await
+    }
+}
+
+/// Writes, one etcd transaction each.
+impl Inner {
+    /// A transaction on the key not existing (`create_revision == 0`).
+    async fn create(&self, key: Arc<str>, value: Bytes) -> Result<KeyValue> {
+        let raw = self.keys.key(&key);
         let txn = Txn::new()
             .when([Compare::create_revision(raw.clone(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(raw, Vec::from(value.clone()), None)]);
-        let response = inner.txn("creating a key", txn).await?;
+        let response = self.txn("creating a key", txn).await?;
         if !response.succeeded() {
-            return Err(StoreError::AlreadyExists { key: key.into() });
+            return Err(StoreError::AlreadyExists { key });
         }
         let revision = header_revision(response.header());
-        inner.acknowledged(revision);
+        self.acknowledged(revision);
         Ok(KeyValue {
-            key: key.into(),
+            key,
             value,
             create_revision: revision,
             mod_revision: revision,
         })
     }
 
+    /// A transaction on the key's `mod_revision`; a lost race reads the current value.
     async fn update(
         &self,
-        key: &str,
+        key: Arc<str>,
         value: Bytes,
         expected_mod_revision: Revision,
     ) -> Result<KeyValue> {
-        check_key(key)?;
-        let inner = &self.inner;
-        let raw = inner.keys.key(key);
+        let raw = self.keys.key(&key);
         let txn = Txn::new()
             .when([
                 Compare::mod_revision(
@@ -605,38 +640,38 @@ impl Storage for EtcdStore {
                 TxnOp::get(raw.clone(), Some(GetOptions::new().with_keys_only())),
             ])
             .or_else([TxnOp::get(raw, None)]);
-        let response = inner.txn("updating a key", txn).await?;
+        let response = self.txn("updating a key", txn).await?;
         if !response.succeeded() {
-            return Err(match inner.current_from(&response)? {
-                None => StoreError::NotFound { key: key.into() },
+            return Err(match self.current_from(&response)? {
+                None => StoreError::NotFound { key },
                 Some(current) => StoreError::Conflict {
-                    key: key.into(),
+                    key,
                     expected: expected_mod_revision,
                     current: Some(current),
                 },
             });
         }
         let revision = header_revision(response.header());
-        inner.acknowledged(revision);
-        let create_revision = inner
+        self.acknowledged(revision);
+        let create_revision = self
             .current_from(&response)?
             .map_or(revision, |kv| kv.create_revision);
         Ok(KeyValue {
-            key: key.into(),
+            key,
             value,
             create_revision,
             mod_revision: revision,
         })
     }
 
+    /// A transaction on the key existing (and on its `mod_revision` when given), returning
+    /// the deleted value.
     async fn delete(
         &self,
-        key: &str,
+        key: Arc<str>,
         expected_mod_revision: Option<Revision>,
     ) -> Result<DeleteResult> {
-        check_key(key)?;
-        let inner = &self.inner;
-        let raw = inner.keys.key(key);
+        let raw = self.keys.key(&key);
         let mut when = vec![exists(&raw)];
         if let Some(expected) = expected_mod_revision {
             when.push(Compare::mod_revision(
@@ -652,21 +687,21 @@ impl Storage for EtcdStore {
                 Some(etcd_client::DeleteOptions::new().with_prev_key()),
             )])
             .or_else([TxnOp::get(raw, None)]);
-        let response = inner.txn("deleting a key", txn).await?;
+        let response = self.txn("deleting a key", txn).await?;
         if !response.succeeded() {
             return Err(
-                match (inner.current_from(&response)?, expected_mod_revision) {
+                match (self.current_from(&response)?, expected_mod_revision) {
                     (Some(current), Some(expected)) => StoreError::Conflict {
-                        key: key.into(),
+                        key,
                         expected,
                         current: Some(current),
                     },
-                    _ => StoreError::NotFound { key: key.into() },
+                    _ => StoreError::NotFound { key },
                 },
             );
         }
         let revision = header_revision(response.header());
-        inner.acknowledged(revision);
+        self.acknowledged(revision);
         let prev = response
             .op_responses()
             .into_iter()
@@ -678,31 +713,9 @@ impl Storage for EtcdStore {
                 detail: format!("etcd deleted {key:?} without returning its value"),
             })?;
         Ok(DeleteResult {
-            prev: inner.key_value(prev)?,
+            prev: self.key_value(prev)?,
             revision,
         })
-    }
-
-    async fn watch_with_progress(
-        &self,
-        prefix: &str,
-        after: Revision,
-        progress: Option<Duration>,
-    ) -> Result<ProgressWatchStream> {
-        check_prefix(prefix)?;
-        watcher::start(Arc::clone(&self.inner), prefix, after, progress).await
-    }
-
-    fn current_revision(&self) -> Revision {
-        self.inner.revision.load(Ordering::Acquire)
-    }
-
-    async fn latest_revision(&self) -> Result<Revision> {
-        self.inner.latest_revision().await
-    }
-
-    async fn compact(&self, revision: Revision) -> Result<()> {
-        self.inner.compact(revision).await
     }
 }
 

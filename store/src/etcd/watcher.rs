@@ -22,6 +22,7 @@ use tokio::time::Instant;
 use super::errors::{out_of_range, store_error};
 use super::members::Retry;
 use super::{Inner, MAX_MESSAGE, header_revision, raw_revision, revision};
+use crate::backend::WatchFrom;
 use crate::{
     Event, EventKind, KeyValue, ProgressWatchStream, Result, Revision, StoreError, WatchItem,
 };
@@ -29,13 +30,14 @@ use crate::{
 /// How long a watch of a closed store keeps waiting for the store's own last writes.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
-/// Starts a watch of every change under store prefix `prefix` after revision `after`.
-pub(super) async fn start(
-    inner: Arc<Inner>,
-    prefix: &str,
-    after: Revision,
-    progress: Option<Duration>,
-) -> Result<ProgressWatchStream> {
+/// Starts a watch of every change under store prefix `from.prefix` after revision
+/// `from.after`.
+pub(super) async fn start(inner: Arc<Inner>, from: WatchFrom<'_>) -> Result<ProgressWatchStream> {
+    let WatchFrom {
+        prefix,
+        after,
+        progress,
+    } = from;
     inner.check_open()?;
     let compacted = inner.compacted.load(Ordering::Acquire);
     if after < compacted {
