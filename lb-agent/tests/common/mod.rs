@@ -491,8 +491,10 @@ pub async fn udp_backend(name: &str) -> (SocketAddr, watch::Sender<bool>) {
         let mut buf = [0u8; 2048];
         loop {
             let (n, peer) = tokio::select! {
-                r = socket.recv_from(&mut buf) => match r { Ok(x) => x, Err(_) => continue },
+                // Stop first: a datagram that arrives after the stop must go unanswered.
+                biased;
                 _ = stop_rx.wait_for(|s| *s) => return,
+                r = socket.recv_from(&mut buf) => match r { Ok(x) => x, Err(_) => continue },
             };
             let mut out = format!("{name}:").into_bytes();
             out.extend_from_slice(&buf[..n]);
