@@ -7,7 +7,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use serde_json::{Value, json};
 
 use super::validate::{self, NameRule, invalid, not_supported, required};
-use super::{FnHooks, column, default_at, int_column, no_prepare, typed};
+use super::{FnHooks, column, default_at, int_column};
 use crate::registry::{Column, ResourceDef};
 use crate::status::Cause;
 
@@ -375,12 +375,7 @@ pub fn deployments() -> ResourceDef {
         ),
     ];
     columns.extend(wide_columns());
-    let hooks = FnHooks {
-        default: default_deployment,
-        validate: validate_deployment,
-        check_types: typed::<Deployment>,
-        prepare_create: no_prepare,
-    };
+    let hooks = FnHooks::typed::<Deployment>(default_deployment, validate_deployment);
     let mut d = workload("Deployment", "deployments", "deployment", hooks, columns);
     d.short_names = &["deploy"];
     d.definition = "io.k8s.api.apps.v1.Deployment";
@@ -395,12 +390,7 @@ pub fn replicasets() -> ResourceDef {
         int_column("Ready", "Ready replicas", "/status/readyReplicas"),
     ];
     columns.extend(wide_columns());
-    let hooks = FnHooks {
-        default: default_replicaset,
-        validate: validate_workload,
-        check_types: typed::<ReplicaSet>,
-        prepare_create: no_prepare,
-    };
+    let hooks = FnHooks::typed::<ReplicaSet>(default_replicaset, validate_workload);
     let mut d = workload("ReplicaSet", "replicasets", "replicaset", hooks, columns);
     d.short_names = &["rs"];
     d.definition = "io.k8s.api.apps.v1.ReplicaSet";

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::apps::{default_pod_spec_but_restart, template_images, validate_pod_template};
 use super::validate::{self, NameRule, invalid, not_supported, required};
-use super::{FnHooks, age_column, column, default_at, no_prepare, typed};
+use super::{FnHooks, age_column, column, default_at, typed};
 use crate::object;
 use crate::registry::{Column, ResourceDef};
 use crate::status::Cause;
@@ -402,12 +402,7 @@ pub fn cronjobs() -> ResourceDef {
         "cronjobs",
         "cronjob",
         true,
-        FnHooks {
-            default: default_cronjob,
-            validate: validate_cronjob,
-            check_types: typed::<CronJob>,
-            prepare_create: no_prepare,
-        },
+        FnHooks::typed::<CronJob>(default_cronjob, validate_cronjob),
     );
     d.short_names = &["cj"];
     d.categories = &["all"];

@@ -179,12 +179,7 @@ pub fn services() -> ResourceDef {
         "service",
         true,
         &["svc"],
-        FnHooks {
-            default: default_service,
-            validate: validate_service,
-            check_types: typed::<Service>,
-            prepare_create: no_prepare,
-        },
+        FnHooks::typed::<Service>(default_service, validate_service),
         vec![
             str_column("Type", "The type of the service", "/spec/type"),
             column(
@@ -385,12 +380,9 @@ pub fn service_accounts() -> ResourceDef {
         "serviceaccount",
         true,
         &["sa"],
-        FnHooks {
-            default: no_default,
-            validate: |o, _| validate::metadata(o, NameRule::Subdomain, true),
-            check_types: typed::<ServiceAccount>,
-            prepare_create: no_prepare,
-        },
+        FnHooks::typed::<ServiceAccount>(no_default, |o, _| {
+            validate::metadata(o, NameRule::Subdomain, true)
+        }),
         vec![],
     );
     d.definition = "io.k8s.api.core.v1.ServiceAccount";
@@ -463,12 +455,9 @@ pub fn leases() -> ResourceDef {
         "lease",
         true,
         &[],
-        FnHooks {
-            default: no_default,
-            validate: |o, _| validate::metadata(o, NameRule::Subdomain, true),
-            check_types: typed::<Lease>,
-            prepare_create: no_prepare,
-        },
+        FnHooks::typed::<Lease>(no_default, |o, _| {
+            validate::metadata(o, NameRule::Subdomain, true)
+        }),
         vec![str_column(
             "Holder",
             "The current holder",

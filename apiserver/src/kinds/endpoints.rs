@@ -17,12 +17,9 @@ pub fn endpoints() -> ResourceDef {
         "endpoints",
         true,
         &["ep"],
-        FnHooks {
-            default: no_default,
-            validate: |o, _| validate::metadata(o, NameRule::Subdomain, true),
-            check_types: typed::<Endpoints>,
-            prepare_create: no_prepare,
-        },
+        FnHooks::typed::<Endpoints>(no_default, |o, _| {
+            validate::metadata(o, NameRule::Subdomain, true)
+        }),
         vec![column(
             "Endpoints",
             "string",

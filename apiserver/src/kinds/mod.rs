@@ -161,6 +161,22 @@ pub struct FnHooks {
     pub prepare_create: fn(&mut Value),
 }
 
+impl FnHooks {
+    /// The hooks of a kind whose objects are checked against the typed `T` and need no
+    /// create-time preparation: most built-in kinds.
+    pub fn typed<T: serde::de::DeserializeOwned>(
+        default: fn(&mut Value),
+        validate: fn(&Value, Option<&Value>) -> Vec<crate::status::Cause>,
+    ) -> Self {
+        Self {
+            default,
+            validate,
+            check_types: typed::<T>,
+            prepare_create: no_prepare,
+        }
+    }
+}
+
 impl KindHooks for FnHooks {
     fn default(&self, obj: &mut Value) {
         (self.default)(obj)

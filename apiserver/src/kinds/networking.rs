@@ -5,7 +5,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressClass, NetworkPolicy};
 use serde_json::{Value, json};
 
 use super::validate::{self, NameRule, invalid, not_supported, required};
-use super::{FnHooks, age_column, column, default_at, no_default, no_prepare, str_column, typed};
+use super::{FnHooks, age_column, column, default_at, no_default, str_column};
 use crate::registry::ResourceDef;
 use crate::status::Cause;
 
@@ -182,12 +182,7 @@ pub fn ingresses() -> ResourceDef {
         "ingresses",
         "ingress",
         true,
-        FnHooks {
-            default: no_default,
-            validate: validate_ingress,
-            check_types: typed::<Ingress>,
-            prepare_create: no_prepare,
-        },
+        FnHooks::typed::<Ingress>(no_default, validate_ingress),
     );
     d.short_names = &["ing"];
     d.definition = "io.k8s.api.networking.v1.Ingress";
@@ -263,12 +258,7 @@ pub fn ingress_classes() -> ResourceDef {
         "ingressclasses",
         "ingressclass",
         false,
-        FnHooks {
-            default: no_default,
-            validate: validate_ingress_class,
-            check_types: typed::<IngressClass>,
-            prepare_create: no_prepare,
-        },
+        FnHooks::typed::<IngressClass>(no_default, validate_ingress_class),
     );
     d.definition = "io.k8s.api.networking.v1.IngressClass";
     d.columns = vec![
@@ -431,12 +421,7 @@ pub fn network_policies() -> ResourceDef {
         "networkpolicies",
         "networkpolicy",
         true,
-        FnHooks {
-            default: default_network_policy,
-            validate: validate_network_policy,
-            check_types: typed::<NetworkPolicy>,
-            prepare_create: no_prepare,
-        },
+        FnHooks::typed::<NetworkPolicy>(default_network_policy, validate_network_policy),
     );
     d.short_names = &["netpol"];
     d.definition = "io.k8s.api.networking.v1.NetworkPolicy";

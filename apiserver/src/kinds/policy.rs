@@ -7,7 +7,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde_json::{Value, json};
 
 use super::validate::{self, NameRule, invalid, not_supported, required};
-use super::{FnHooks, column, default_at, int_at, int_column, no_default, no_prepare, typed};
+use super::{FnHooks, column, default_at, int_at, int_column, no_default};
 use crate::registry::ResourceDef;
 use crate::status::Cause;
 
@@ -64,12 +64,7 @@ pub fn pod_disruption_budgets() -> ResourceDef {
         "poddisruptionbudgets",
         "poddisruptionbudget",
         true,
-        FnHooks {
-            default: no_default,
-            validate: validate_pdb,
-            check_types: typed::<PodDisruptionBudget>,
-            prepare_create: no_prepare,
-        },
+        FnHooks::typed::<PodDisruptionBudget>(no_default, validate_pdb),
     );
     d.short_names = &["pdb"];
     d.definition = "io.k8s.api.policy.v1.PodDisruptionBudget";
@@ -277,12 +272,7 @@ pub fn horizontal_pod_autoscalers() -> ResourceDef {
         "horizontalpodautoscalers",
         "horizontalpodautoscaler",
         true,
-        FnHooks {
-            default: default_hpa,
-            validate: validate_hpa,
-            check_types: typed::<HorizontalPodAutoscaler>,
-            prepare_create: no_prepare,
-        },
+        FnHooks::typed::<HorizontalPodAutoscaler>(default_hpa, validate_hpa),
     );
     d.short_names = &["hpa"];
     d.categories = &["all"];

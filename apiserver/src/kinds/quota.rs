@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
 use serde_json::Value;
 
 use super::validate::{self, NameRule, not_supported, required};
-use super::{FnHooks, age_column, column, no_default, no_prepare, typed};
+use super::{FnHooks, age_column, column, no_default};
 use crate::registry::ResourceDef;
 use crate::status::Cause;
 
@@ -73,12 +73,7 @@ pub fn resource_quotas() -> ResourceDef {
         "resourcequotas",
         "resourcequota",
         true,
-        FnHooks {
-            default: no_default,
-            validate: validate_quota,
-            check_types: typed::<ResourceQuota>,
-            prepare_create: no_prepare,
-        },
+        FnHooks::typed::<ResourceQuota>(no_default, validate_quota),
     );
     d.short_names = &["quota"];
     d.definition = "io.k8s.api.core.v1.ResourceQuota";
@@ -148,12 +143,7 @@ pub fn limit_ranges() -> ResourceDef {
         "limitranges",
         "limitrange",
         true,
-        FnHooks {
-            default: no_default,
-            validate: validate_limit_range,
-            check_types: typed::<LimitRange>,
-            prepare_create: no_prepare,
-        },
+        FnHooks::typed::<LimitRange>(no_default, validate_limit_range),
     );
     d.short_names = &["limits"];
     d.definition = "io.k8s.api.core.v1.LimitRange";

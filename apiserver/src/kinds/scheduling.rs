@@ -4,7 +4,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde_json::{Value, json};
 
 use super::validate::{self, NameRule, invalid, not_supported, required};
-use super::{FnHooks, column, default_at, no_prepare, typed};
+use super::{FnHooks, column, default_at};
 use crate::registry::ResourceDef;
 use crate::status::Cause;
 
@@ -56,12 +56,10 @@ pub fn priority_classes() -> ResourceDef {
         "priorityclasses",
         "priorityclass",
         false,
-        FnHooks {
-            default: |o| default_at(o, &["preemptionPolicy"], json!("PreemptLowerPriority")),
-            validate: validate_priority_class,
-            check_types: typed::<PriorityClass>,
-            prepare_create: no_prepare,
-        },
+        FnHooks::typed::<PriorityClass>(
+            |o| default_at(o, &["preemptionPolicy"], json!("PreemptLowerPriority")),
+            validate_priority_class,
+        ),
     );
     d.short_names = &["pc"];
     d.definition = "io.k8s.api.scheduling.v1.PriorityClass";

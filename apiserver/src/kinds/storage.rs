@@ -6,7 +6,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use serde_json::{Value, json};
 
 use super::validate::{self, NameRule, invalid, not_supported, required};
-use super::{FnHooks, age_column, column, default_at, no_prepare, str_column, typed};
+use super::{FnHooks, age_column, column, default_at, str_column, typed};
 use crate::registry::ResourceDef;
 use crate::status::Cause;
 
@@ -233,12 +233,7 @@ pub fn storage_classes() -> ResourceDef {
         "storageclasses",
         "storageclass",
         false,
-        FnHooks {
-            default: default_storage_class,
-            validate: validate_storage_class,
-            check_types: typed::<StorageClass>,
-            prepare_create: no_prepare,
-        },
+        FnHooks::typed::<StorageClass>(default_storage_class, validate_storage_class),
     );
     d.short_names = &["sc"];
     d.definition = "io.k8s.api.storage.v1.StorageClass";

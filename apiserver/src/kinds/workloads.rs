@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::apps::{self, default_pod_spec, validate_workload};
 use super::validate::{self, NameRule, invalid, not_supported};
-use super::{FnHooks, age_column, column, default_at, int_column, no_prepare, typed};
+use super::{FnHooks, age_column, column, default_at, int_column};
 use crate::registry::ResourceDef;
 use crate::status::Cause;
 
@@ -184,12 +184,7 @@ pub fn statefulsets() -> ResourceDef {
         "statefulsets",
         "statefulset",
         true,
-        FnHooks {
-            default: default_statefulset,
-            validate: validate_statefulset,
-            check_types: typed::<StatefulSet>,
-            prepare_create: no_prepare,
-        },
+        FnHooks::typed::<StatefulSet>(default_statefulset, validate_statefulset),
     );
     d.short_names = &["sts"];
     d.categories = &["all"];
@@ -227,12 +222,7 @@ pub fn daemonsets() -> ResourceDef {
         "daemonsets",
         "daemonset",
         true,
-        FnHooks {
-            default: default_daemonset,
-            validate: validate_daemonset,
-            check_types: typed::<DaemonSet>,
-            prepare_create: no_prepare,
-        },
+        FnHooks::typed::<DaemonSet>(default_daemonset, validate_daemonset),
     );
     d.short_names = &["ds"];
     d.categories = &["all"];
@@ -318,12 +308,7 @@ pub fn controller_revisions() -> ResourceDef {
         "controllerrevisions",
         "controllerrevision",
         true,
-        FnHooks {
-            default: super::no_default,
-            validate: validate_revision,
-            check_types: typed::<ControllerRevision>,
-            prepare_create: no_prepare,
-        },
+        FnHooks::typed::<ControllerRevision>(super::no_default, validate_revision),
     );
     d.definition = "io.k8s.api.apps.v1.ControllerRevision";
     d.columns = vec![
