@@ -89,11 +89,19 @@ pub struct Args {
 pub const LEASE_NAME: &str = "fed-controllers";
 
 impl Args {
+    /// What the workload and service controllers' member fleets share.
+    fn fleet_settings(&self) -> crate::fleet::Settings {
+        crate::fleet::Settings {
+            sync_timeout: self.workload_sync_timeout,
+            backoff_max: self.workload_backoff_max,
+            ..Default::default()
+        }
+    }
+
     /// The workload controller's settings (valid once [`Args::validate`] passed).
     pub fn workload_settings(&self) -> crate::workload::Settings {
         crate::workload::Settings {
-            sync_timeout: self.workload_sync_timeout,
-            backoff_max: self.workload_backoff_max,
+            fleet: self.fleet_settings(),
             status_delay: self.workload_status_delay,
             event_window: self.workload_event_window,
             placement_status_interval: self.placement_status_interval,
@@ -134,9 +142,7 @@ impl Args {
             dns_zone: zone.to_string(),
             port_range,
             ttl_seconds: secs as u32,
-            sync_timeout: self.workload_sync_timeout,
-            backoff_max: self.workload_backoff_max,
-            ..Default::default()
+            fleet: self.fleet_settings(),
         })
     }
 

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod cluster;
 pub mod credentials;
 pub mod dynamic;
+pub mod fleet;
 pub mod member_client;
 pub mod member_sync;
 pub mod member_watch;

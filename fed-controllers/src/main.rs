@@ -65,14 +65,10 @@ async fn control(args: Args, shutdown: Shutdown) -> anyhow::Result<()> {
         "cluster controller starting"
     );
     // One set of member clients for all controllers: one connection per member.
-    let workload_settings = workload::Settings {
-        clients: config.clients.clone(),
-        ..args.workload_settings()
-    };
-    let service_settings = service::Settings {
-        clients: config.clients.clone(),
-        ..service_settings
-    };
+    let mut workload_settings = args.workload_settings();
+    workload_settings.fleet.clients = config.clients.clone();
+    let mut service_settings = service_settings;
+    service_settings.fleet.clients = config.clients.clone();
     // The controllers start when this replica leads (a standby lists nothing: its
     // member connections and caches would double the load on every member).
     let controllers = async {

@@ -363,15 +363,7 @@ async fn discovery_loop(m: Arc<Member>, client: Client) {
 }
 
 /// A member kind whose watch feeds the capacity tracker (one generic watch loop for both).
-trait Watched:
-    kube::Resource<DynamicType = ()>
-    + Clone
-    + serde::de::DeserializeOwned
-    + std::fmt::Debug
-    + Send
-    + Sync
-    + 'static
-{
+trait Watched: crate::fleet::Object + kube::Resource<DynamicType = ()> {
     /// Resource name, for logs and metrics.
     const RESOURCE: &'static str;
     /// A (re-)list begins.

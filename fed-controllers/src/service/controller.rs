@@ -18,25 +18,25 @@ use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
 use meridian_runtime::error::Report;
 use meridian_runtime::events::{EventType, Recorder};
-use meridian_runtime::queue::{self, WorkQueue};
+use meridian_runtime::queue::WorkQueue;
 use meridian_runtime::sync::lock;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::backends::{self, WorkloadView};
-use super::member::{self, Intent, Member, MemberHandle, Want};
+use super::member::{self, Intent, Member, Want};
 use super::status::{self, MemberState};
 use super::{
     ClusterView, FINALIZER, IGNORED_NAMESPACES, ServiceKey, Settings, desired, lbconf, ports,
     traffic,
 };
-use crate::cluster::controller::{fingerprint, token_digest};
+use crate::cluster::controller::token_digest;
+use crate::fleet::{self, FedError, Fleet, reflect};
 use crate::metrics::Metrics;
 use crate::slim_cache::SlimCache;
 
@@ -54,30 +54,21 @@ pub enum CentralKey {
 /// Why a reconcile failed (it is retried).
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
-    /// A federation request failed.
-    #[error("{op}")]
-    Api {
-        /// What was attempted.
-        op: String,
-        /// The client error.
-        #[source]
-        source: kube::Error,
-    },
-    /// A federation request timed out.
-    #[error("{0}: timed out")]
-    Timeout(String),
-    /// An object could not be converted.
-    #[error("encoding")]
-    Encode(#[from] serde_json::Error),
+    /// A federation request failed, timed out or could not be encoded, or a watch ended.
+    #[error(transparent)]
+    Fed(#[from] FedError),
     /// No listen port is left.
     #[error(transparent)]
     Exhausted(#[from] ports::Exhausted),
     /// The Placement's name is taken by another resource's Placement.
     #[error("Placement {0} exists and is not this Service's")]
     PlacementTaken(String),
-    /// A federation watch ended.
-    #[error("the federation watches ended")]
-    WatchEnded,
+}
+
+impl From<serde_json::Error> for ReconcileError {
+    fn from(e: serde_json::Error) -> Self {
+        Self::Fed(e.into())
+    }
 }
 
 #[derive(Clone)]
@@ -104,7 +95,7 @@ pub(super) struct Central {
     pub(super) queue: Arc<WorkQueue<CentralKey>>,
     /// The service controller's Events.
     pub(super) events: Recorder,
-    pub(super) members: Mutex<HashMap<String, MemberHandle>>,
+    pub(super) members: Fleet<Member>,
     /// Each Service's entry in the lb-agent configuration, as last reconciled.
     pub(super) lb_services: Mutex<BTreeMap<ServiceKey, LbService>>,
     /// What of each Cluster matters here, to skip the cluster controller's routine
@@ -161,10 +152,7 @@ pub(super) fn rfc3339_now() -> String {
 
 impl Central {
     fn members(&self) -> Vec<Arc<Member>> {
-        lock(&self.members)
-            .values()
-            .map(|h| h.shared.clone())
-            .collect()
+        self.members.shared()
     }
 
     fn service_keys(&self, namespace: Option<&str>) -> Vec<ServiceKey> {
@@ -188,34 +176,26 @@ impl Central {
 
     /// Starts, restarts or stops member tasks to match the Clusters and their credentials.
     fn sync_members(&self) {
-        let clusters = self.caches.clusters.state();
-        let mut members = lock(&self.members);
-        members.retain(|name, _| clusters.iter().any(|c| c.name_any() == *name));
-        for c in clusters {
-            let digest = c.spec.secret_ref.as_ref().and_then(|r| {
-                let s = self
-                    .caches
-                    .secrets
-                    .get(&ObjectRef::new(&r.name).within(&r.namespace))?;
+        let secrets = &self.caches.secrets;
+        self.members.sync(
+            "service",
+            self.caches.clusters.state(),
+            |r| {
+                let s = secrets.get(&ObjectRef::new(&r.name).within(&r.namespace))?;
                 Some(token_digest(&s))
-            });
-            let fp = fingerprint(&c.spec, digest);
-            let name = c.name_any();
-            if members.get(&name).is_some_and(|h| h.fingerprint == fp) {
-                continue;
-            }
-            tracing::info!(cluster = %name, "service member task (re)started");
-            let h = member::spawn(
-                self.fed.clone(),
-                self.settings.clone(),
-                self.metrics.clone(),
-                self.queue.clone(),
-                self.events.clone(),
-                c,
-                fp,
-            );
-            members.insert(name, h);
-        }
+            },
+            |c, fp| {
+                member::spawn(
+                    self.fed.clone(),
+                    self.settings.clone(),
+                    self.metrics.clone(),
+                    self.queue.clone(),
+                    self.events.clone(),
+                    c,
+                    fp,
+                )
+            },
+        );
     }
 
     fn on_input(&self, input: Input) {
@@ -286,14 +266,7 @@ impl Central {
         op: &str,
         f: impl Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, ReconcileError> {
-        match tokio::time::timeout(self.settings.sync_timeout, f).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(source)) => Err(ReconcileError::Api {
-                op: op.into(),
-                source,
-            }),
-            Err(_) => Err(ReconcileError::Timeout(op.into())),
-        }
+        Ok(fleet::timed(self.settings.fleet.sync_timeout, op, f).await?)
     }
 
     /// The clusters as the service controller sees them: Ready from the Cluster's
@@ -581,21 +554,15 @@ impl Central {
             return Ok(());
         }
         let orphan = fins.iter().any(|f| f == "orphan");
-        let mut pending = Vec::new();
-        if !orphan {
-            for (name, m) in members {
-                if m.holds(key, uid) != Some(false) {
-                    m.set_intent(
-                        key,
-                        Intent {
-                            uid: uid.to_string(),
-                            want: Want::Absent,
-                        },
-                    );
-                    pending.push(name.clone());
-                }
-            }
-        }
+        let pending = if orphan {
+            Vec::new()
+        } else {
+            fleet::members::remove_copies(
+                members.iter().map(|(name, m)| (name.as_str(), &**m)),
+                |m| m.holds(key, uid),
+                |m| m.set_intent(key, Intent::new(uid, Want::Absent)),
+            )
+        };
         if !pending.is_empty() {
             tracing::info!(%key, clusters = ?pending, "waiting for member copies to be removed");
             return Ok(());
@@ -610,14 +577,8 @@ impl Central {
         for m in members.values() {
             m.forget(key);
         }
-        let (reason, message) = if orphan {
-            (
-                "Orphaned",
-                "member copies left in place (propagationPolicy=Orphan)",
-            )
-        } else {
-            ("MembersCleaned", "member copies and EndpointSlices removed")
-        };
+        let (reason, message) =
+            fleet::members::cleaned(orphan, "member copies and EndpointSlices removed");
         self.events
             .record(super::event(key, uid, EventType::Normal, reason, message));
         Ok(())
@@ -693,31 +654,6 @@ impl Central {
             }
         }
     }
-}
-
-fn reflect<K>(
-    api: Api<K>,
-    cfg: watcher::Config,
-) -> (
-    Store<K>,
-    BoxStream<'static, Result<Event<K>, watcher::Error>>,
-)
-where
-    K: kube::Resource
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
-{
-    let (reader, writer) = reflector::store();
-    let s = watcher::watcher(api, cfg)
-        .default_backoff()
-        .reflect(writer)
-        .boxed();
-    (reader, s)
 }
 
 /// A pod template's labels: all [`Central::backends`] reads of a workload.
@@ -834,10 +770,7 @@ pub async fn run(
         .boxed(),
     );
 
-    let queue = WorkQueue::new(
-        queue::Settings::jittered(settings.backoff_base, settings.backoff_max),
-        metrics.service_queue.clone(),
-    );
+    let queue = WorkQueue::new(settings.fleet.queue(), metrics.service_queue.clone());
     let central = Arc::new(Central {
         fed,
         settings: Arc::new(settings),
@@ -855,7 +788,7 @@ pub async fn run(
             subnets: subnet_store,
         },
         queue: Arc::new(queue),
-        members: Mutex::default(),
+        members: Fleet::default(),
         lb_services: Mutex::default(),
         cluster_digests: Mutex::default(),
         policy_errors: Mutex::default(),
@@ -908,7 +841,7 @@ pub async fn run(
     while let Some(input) = inputs.next().await {
         central.on_input(input);
     }
-    Err(ReconcileError::WatchEnded)
+    Err(FedError::WatchEnded.into())
 }
 
 #[cfg(test)]

@@ -68,10 +68,8 @@ impl Central {
             )
             .await
         {
-            Err(ReconcileError::Api {
-                source: kube::Error::Api(s),
-                ..
-            }) if s.code == 409 => Ok(()),
+            // Already there: created by an earlier pass or by hand.
+            Err(ReconcileError::Fed(e)) if e.is_conflict() => Ok(()),
             r => r.map(|_| ()),
         }
     }

@@ -25,16 +25,17 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
 use meridian_runtime::error::{Report, report};
 use meridian_runtime::events::{EventType, Recorder};
-use meridian_runtime::queue::{self, Backoff, WorkQueue};
+use meridian_runtime::queue::WorkQueue;
 use meridian_runtime::sync::lock;
 use serde_json::{Value, json};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use super::controller::CentralKey;
 use super::desired::{self, SERVICE_NAME_LABEL};
 use super::status::MemberState;
 use super::{ServiceKey, Settings};
+use crate::fleet;
 use crate::member_sync::{self, Applied, SyncError, now, to_dynamic};
 use crate::member_watch;
 use crate::metrics::Metrics;
@@ -55,13 +56,7 @@ pub enum Want {
 }
 
 /// The intent for one Service in one member.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Intent {
-    /// The federated Service's uid (owner-uid of the copies).
-    pub uid: String,
-    /// What to hold.
-    pub want: Want,
-}
+pub type Intent = fleet::Intent<Want>;
 
 /// A unit of work of the member's worker.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -71,16 +66,7 @@ enum Work {
 }
 
 /// Per-work bookkeeping of syncs.
-#[derive(Clone, Debug, Default)]
-struct Record {
-    /// The last sync's error ("" when fine), with its sources.
-    error: String,
-    /// Whether that error is a name conflict.
-    conflict: bool,
-    last_sync_time: Option<String>,
-    /// The intent last converged, to tell a drift revert from a spec change.
-    converged: Option<Intent>,
-}
+type Record = fleet::Record<Intent>;
 
 /// The member's caches.
 #[derive(Clone)]
@@ -110,7 +96,7 @@ pub struct Member {
     config: Mutex<Option<String>>,
     records: Mutex<HashMap<Work, Record>>,
     caches: Mutex<Option<Caches>>,
-    connect_error: Mutex<Option<String>>,
+    connection: fleet::Connection,
     namespaces: Mutex<HashSet<String>>,
 }
 
@@ -206,10 +192,7 @@ impl Member {
             .get(&Work::Service(key.clone()))
             .cloned()
             .unwrap_or_default();
-        let error = match (&*lock(&self.connect_error), r.error.is_empty()) {
-            (Some(e), true) => e.clone(),
-            _ => r.error,
-        };
+        let error = self.connection.error_or(r.error);
         MemberState {
             endpoints: self.endpoints(key),
             holds: Self::owned_copy(self, key, uid),
@@ -245,20 +228,8 @@ impl Member {
     }
 }
 
-/// A running member. Dropping it stops its task and everything the task started.
-pub struct MemberHandle {
-    task: JoinHandle<()>,
-    /// Shared state.
-    pub shared: Arc<Member>,
-    /// Fingerprint of the connection settings it was started with.
-    pub fingerprint: u64,
-}
-
-impl Drop for MemberHandle {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
+/// A running member.
+pub type MemberHandle = fleet::Handle<Member>;
 
 /// Starts a member.
 pub fn spawn(
@@ -271,7 +242,7 @@ pub fn spawn(
     fingerprint: u64,
 ) -> MemberHandle {
     let queue = WorkQueue::new(
-        queue::Settings::jittered(settings.backoff_base, settings.backoff_max),
+        settings.fleet.queue(),
         metrics.service_member_queues.clone(),
     );
     let shared = Arc::new(Member {
@@ -286,16 +257,12 @@ pub fn spawn(
         config: Mutex::default(),
         records: Mutex::default(),
         caches: Mutex::default(),
-        connect_error: Mutex::default(),
+        connection: fleet::Connection::default(),
         namespaces: Mutex::default(),
     });
     let span = tracing::info_span!("service-member", cluster = %shared.name);
     let task = tokio::spawn(run(shared.clone(), cluster).instrument(span));
-    MemberHandle {
-        task,
-        shared,
-        fingerprint,
-    }
+    MemberHandle::new(task, shared, fingerprint)
 }
 
 fn key_of<K: Resource>(o: &K, name: Option<&str>) -> ServiceKey {
@@ -306,26 +273,10 @@ fn key_of<K: Resource>(o: &K, name: Option<&str>) -> ServiceKey {
 }
 
 async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
-    let backoff = Backoff::jittered(m.settings.backoff_base, m.settings.backoff_max);
-    let mut attempt = 0;
-    let client = loop {
-        match m
-            .settings
-            .clients
-            .connect(&m.fed, &cluster.spec, m.settings.sync_timeout)
-            .await
-        {
-            Ok(c) => break c,
-            Err(e) => {
-                attempt += 1;
-                tracing::warn!(error = %Report(&e), "member client not configured; retrying");
-                *lock(&m.connect_error) = Some(format!("not connected: {}", Report(&e)));
-                m.notify_all();
-                tokio::time::sleep(backoff.delay(attempt)).await;
-            }
-        }
-    };
-    *lock(&m.connect_error) = None;
+    let client = m
+        .connection
+        .connect(&m.settings.fleet, &m.fed, &cluster, || m.notify_all())
+        .await;
     let mut tasks = JoinSet::new();
     let managed_cfg =
         watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
@@ -430,13 +381,7 @@ fn watch<K>(
     on_change: impl Fn(&Member, &K) + Send + 'static,
 ) -> Store<K>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    K: fleet::Object + Resource<DynamicType = ()>,
 {
     let (reader, writer) = reflector::store();
     let stream = watcher::watcher(api, cfg)
@@ -463,7 +408,7 @@ async fn timed<T>(
     op: &str,
     f: impl Future<Output = Result<T, kube::Error>>,
 ) -> Result<T, SyncError> {
-    member_sync::timed(&m.name, m.settings.sync_timeout, op, f).await
+    member_sync::timed(&m.name, m.settings.fleet.sync_timeout, op, f).await
 }
 
 /// How drift of one kind is judged and reverted.
@@ -564,7 +509,14 @@ async fn ensure_namespace(m: &Member, client: &Client, ns: &str) -> Result<(), S
     if lock(&m.namespaces).contains(ns) {
         return Ok(());
     }
-    member_sync::ensure_namespace(client, &m.name, m.settings.sync_timeout, ns, |_, _| {}).await?;
+    member_sync::ensure_namespace(
+        client,
+        &m.name,
+        m.settings.fleet.sync_timeout,
+        ns,
+        |_, _| {},
+    )
+    .await?;
     lock(&m.namespaces).insert(ns.to_string());
     Ok(())
 }

@@ -23,7 +23,6 @@ pub mod status;
 pub mod traffic;
 
 use std::fmt;
-use std::time::Duration;
 
 pub use controller::run;
 pub use ports::PortRange;
@@ -45,14 +44,8 @@ pub struct Settings {
     pub port_range: PortRange,
     /// TTL of the lb-agents' DNS answers, seconds.
     pub ttl_seconds: u32,
-    /// Deadline of one member or federation request.
-    pub sync_timeout: Duration,
-    /// First retry delay after a failure.
-    pub backoff_base: Duration,
-    /// Longest retry delay.
-    pub backoff_max: Duration,
-    /// Member clients (shared with the other controllers: one connection per member).
-    pub clients: std::sync::Arc<crate::member_client::MemberClients>,
+    /// Request deadline, retry backoff and member clients.
+    pub fleet: crate::fleet::Settings,
 }
 
 impl Default for Settings {
@@ -64,12 +57,7 @@ impl Default for Settings {
                 last: 32767,
             },
             ttl_seconds: 5,
-            sync_timeout: Duration::from_secs(10),
-            backoff_base: Duration::from_millis(500),
-            backoff_max: Duration::from_secs(30),
-            clients: crate::member_client::MemberClients::new(
-                crate::member_client::Limits::default(),
-            ),
+            fleet: crate::fleet::Settings::default(),
         }
     }
 }

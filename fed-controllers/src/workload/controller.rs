@@ -27,45 +27,16 @@ use tracing::Instrument;
 use super::compact::Compact;
 use super::events::{self, Batcher};
 use super::kinds::{DepKind, Kind, WorkloadKey};
-use super::member::{self, Dependency, Intent, Look, MemberHandle, MemberShared, Want};
+use super::member::{self, Dependency, Intent, Look, MemberShared, Want};
 use super::objects::ObjectCache;
 use super::pacing::Pacer;
 use super::placements::{self, PlacementCache, PlacementView};
 use super::plan::{self, MemberPlan};
 use super::status_spacing::StatusSpacing;
 use super::{Settings, deps, desired, status};
-use crate::cluster::controller::{fingerprint, token_digest};
+use crate::cluster::controller::token_digest;
+use crate::fleet::{self, FedError, Fleet, reflect};
 use crate::metrics::WorkloadMetrics;
-
-/// Why a reconcile of one workload failed (it is retried).
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    /// A federation write failed.
-    #[error("{op}")]
-    Api {
-        /// What was attempted.
-        op: String,
-        /// The client error.
-        #[source]
-        source: kube::Error,
-    },
-    /// A federation write timed out.
-    #[error("{0}: timed out")]
-    Timeout(String),
-    /// An object could not be converted.
-    #[error("encoding")]
-    Encode(#[from] serde_json::Error),
-    /// A federation watch ended.
-    #[error("the federation watches ended")]
-    WatchEnded,
-}
-
-impl ReconcileError {
-    /// Whether a write lost a race with a newer version of its object (HTTP 409).
-    fn is_conflict(&self) -> bool {
-        matches!(self, ReconcileError::Api { source: kube::Error::Api(s), .. } if s.code == 409)
-    }
-}
 
 /// First retry delay after a write conflict.
 const CONFLICT_RETRY_BASE: std::time::Duration = std::time::Duration::from_millis(20);
@@ -88,7 +59,7 @@ struct Central {
     settings: Arc<Settings>,
     caches: Caches,
     queue: Arc<WorkQueue<WorkloadKey>>,
-    members: Mutex<HashMap<String, MemberHandle>>,
+    members: Fleet<MemberShared>,
     metrics: Arc<WorkloadMetrics>,
     /// Members' outcomes, gathered into one Event per change.
     events: Arc<Batcher>,
@@ -172,10 +143,7 @@ fn ready_status(c: &Cluster) -> Option<String> {
 
 impl Central {
     fn members(&self) -> Vec<Arc<MemberShared>> {
-        lock(&self.members)
-            .values()
-            .map(|h| h.shared.clone())
-            .collect()
+        self.members.shared()
     }
 
     /// A member's status entry. A cluster the cluster controller reports not Ready counts no
@@ -229,14 +197,11 @@ impl Central {
     /// says whether any member changed.
     fn sync_members(&self) -> bool {
         let secrets = &self.caches.deps[&DepKind::Secret];
-        let clusters = self.caches.clusters.state();
         let gc = self.initial_pass_done.load(Ordering::Acquire);
-        let mut members = lock(&self.members);
-        let before = members.len();
-        members.retain(|name, _| clusters.iter().any(|c| c.name_any() == *name));
-        let mut changed = members.len() != before;
-        for c in clusters {
-            let digest = c.spec.secret_ref.as_ref().and_then(|r| {
+        self.members.sync(
+            "workload",
+            self.caches.clusters.state(),
+            |r| {
                 let s = secrets.get(&dyn_ref(
                     &DepKind::Secret.api_resource(),
                     &r.namespace,
@@ -246,28 +211,21 @@ impl Central {
                     .ok()
                     .and_then(|v| serde_json::from_value(v).ok())?;
                 Some(token_digest(&typed))
-            });
-            let fp = fingerprint(&c.spec, digest);
-            let name = c.name_any();
-            if members.get(&name).is_some_and(|h| h.fingerprint == fp) {
-                continue;
-            }
-            tracing::info!(cluster = %name, "workload member task (re)started");
-            let h = member::spawn(
-                self.fed.clone(),
-                self.settings.clone(),
-                self.queue.clone(),
-                self.status_spacing.clone(),
-                self.metrics.clone(),
-                self.events.clone(),
-                c,
-                fp,
-                gc,
-            );
-            members.insert(name, h);
-            changed = true;
-        }
-        changed
+            },
+            |c, fp| {
+                member::spawn(
+                    self.fed.clone(),
+                    self.settings.clone(),
+                    self.queue.clone(),
+                    self.status_spacing.clone(),
+                    self.metrics.clone(),
+                    self.events.clone(),
+                    c,
+                    fp,
+                    gc,
+                )
+            },
+        )
     }
 
     /// Queues `key` if what it wants changed since last seen. Other changes are status
@@ -363,8 +321,8 @@ impl Central {
                     }
                     // Reachable again: what failed there (removing a copy it lost after a
                     // failover, say) is retried now rather than when its backoff ends.
-                    if back && let Some(h) = lock(&self.members).get(&name) {
-                        h.shared.retry_now();
+                    if back && let Some(m) = self.members.get(&name) {
+                        m.retry_now();
                     }
                 }
                 Ok(Event::InitApply(c)) => {
@@ -392,15 +350,8 @@ impl Central {
         &self,
         op: &str,
         f: impl Future<Output = Result<T, kube::Error>>,
-    ) -> Result<T, ReconcileError> {
-        match tokio::time::timeout(self.settings.sync_timeout, f).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(source)) => Err(ReconcileError::Api {
-                op: op.into(),
-                source,
-            }),
-            Err(_) => Err(ReconcileError::Timeout(op.into())),
-        }
+    ) -> Result<T, FedError> {
+        fleet::timed(self.settings.fleet.sync_timeout, op, f).await
     }
 
     async fn set_finalizers(
@@ -408,7 +359,7 @@ impl Central {
         key: &WorkloadKey,
         fed: &Value,
         list: Vec<String>,
-    ) -> Result<DynamicObject, ReconcileError> {
+    ) -> Result<DynamicObject, FedError> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.fed.clone(), &key.namespace, &key.kind.api_resource());
         // resourceVersion makes it a compare-and-swap: a concurrent change is retried.
@@ -421,7 +372,7 @@ impl Central {
     }
 
     /// Converges one workload; `Ok(true)` when it wrote a status (Placement or workload).
-    async fn reconcile(&self, key: &WorkloadKey) -> Result<bool, ReconcileError> {
+    async fn reconcile(&self, key: &WorkloadKey) -> Result<bool, FedError> {
         let members = self.members();
         let obj = self.caches.workloads[&key.kind].get(&key.namespace, &key.name);
         let Some(obj) = obj else {
@@ -504,7 +455,7 @@ impl Central {
             h.finish()
         };
         let mut dep_copies: Option<Vec<Dependency>> = None;
-        let mut build_dep_copies = || -> Result<Vec<Dependency>, ReconcileError> {
+        let mut build_dep_copies = || -> Result<Vec<Dependency>, FedError> {
             if let Some(d) = &dep_copies {
                 return Ok(d.clone());
             }
@@ -716,7 +667,7 @@ impl Central {
         all_observed: bool,
         missing: &[String],
         now: &str,
-    ) -> Result<bool, ReconcileError> {
+    ) -> Result<bool, FedError> {
         let (st, reason, mut message) = status::propagated(entries, conflict, all_observed);
         if !missing.is_empty() {
             message = format!(
@@ -790,11 +741,11 @@ impl Central {
                         CONFLICT_RETRY_BASE
                     } else {
                         tracing::warn!(%key, error = %Report(&error), "reconcile failed; retrying");
-                        self.settings.backoff_base
+                        self.settings.fleet.backoff_base
                     };
                     self.queue.retry_with(
                         key.clone(),
-                        Backoff::jittered(base, self.settings.backoff_max),
+                        Backoff::jittered(base, self.settings.fleet.backoff_max),
                     );
                 }
             }
@@ -811,11 +762,7 @@ impl Central {
     /// handles `propagationPolicy=Orphan` by dropping dependents' owner references and then
     /// the `orphan` finalizer, possibly before this controller sees that finalizer. Read live,
     /// not from the cache, so the answer is not older than the workload's deletion.
-    async fn placement_orphaned(
-        &self,
-        key: &WorkloadKey,
-        uid: &str,
-    ) -> Result<bool, ReconcileError> {
+    async fn placement_orphaned(&self, key: &WorkloadKey, uid: &str) -> Result<bool, FedError> {
         let api: Api<Placement> = Api::namespaced(self.fed.clone(), &key.namespace);
         let p = self
             .timed(
@@ -834,28 +781,23 @@ impl Central {
         uid: &str,
         fins: &[String],
         members: &[Arc<MemberShared>],
-    ) -> Result<(), ReconcileError> {
+    ) -> Result<(), FedError> {
         if !fins.iter().any(|f| f == WORKLOAD_FINALIZER) {
             return Ok(());
         }
         let orphan =
             fins.iter().any(|f| f == "orphan") || self.placement_orphaned(key, uid).await?;
-        let mut pending = Vec::new();
-        if !orphan {
-            for m in members {
-                if m.holds(key, uid) != Some(false) {
-                    m.set_intent(
-                        key,
-                        Intent {
-                            uid: uid.to_string(),
-                            want: Want::Absent,
-                        },
-                        None,
-                    );
-                    pending.push(m.name.clone());
-                }
-            }
-        }
+        let pending = if orphan {
+            Vec::new()
+        } else {
+            fleet::members::remove_copies(
+                members.iter().map(|m| (m.name.as_str(), &**m)),
+                |m| m.holds(key, uid),
+                |m| {
+                    m.set_intent(key, Intent::new(uid, Want::Absent), None);
+                },
+            )
+        };
         if !pending.is_empty() {
             tracing::info!(%key, clusters = ?pending, "waiting for member copies to be removed");
             return Ok(());
@@ -869,14 +811,7 @@ impl Central {
         for m in members {
             m.forget(key);
         }
-        let (reason, message) = if orphan {
-            (
-                "Orphaned",
-                "member copies left in place (propagationPolicy=Orphan)",
-            )
-        } else {
-            ("MembersCleaned", "member copies removed")
-        };
+        let (reason, message) = fleet::members::cleaned(orphan, "member copies removed");
         self.recorder
             .record(events::build(key, uid, EventType::Normal, reason, message));
         Ok(())
@@ -887,30 +822,6 @@ impl Central {
 /// `pinned` to: that write has not come back through the watch yet.
 fn finalizer_write_pending(pinned: Option<&str>, cached_rv: Option<&str>) -> bool {
     pinned.is_some() && pinned == cached_rv
-}
-
-fn reflect<K>(
-    api: Api<K>,
-) -> (
-    Store<K>,
-    BoxStream<'static, Result<Event<K>, watcher::Error>>,
-)
-where
-    K: kube::Resource
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
-{
-    let (reader, writer) = reflector::store();
-    let s = watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .boxed();
-    (reader, s)
 }
 
 fn reflect_dynamic(
@@ -942,7 +853,7 @@ pub async fn run(
     settings: Settings,
     metrics: Arc<WorkloadMetrics>,
     recorder: Recorder,
-) -> Result<(), ReconcileError> {
+) -> Result<(), FedError> {
     let mut streams: Vec<BoxStream<'static, Input>> = Vec::new();
     let mut workloads = HashMap::new();
     for kind in Kind::ALL {
@@ -968,7 +879,7 @@ pub async fn run(
     let placements = placements::cache();
     let s = placements.watch(Api::<Placement>::all(fed.clone()));
     streams.push(s.map(|e| Input::Placement(Box::new(e))).boxed());
-    let (clusters, s) = reflect(Api::<Cluster>::all(fed.clone()));
+    let (clusters, s) = reflect(Api::<Cluster>::all(fed.clone()), watcher::Config::default());
     let cluster_store = clusters.clone();
     streams.push(s.map(|e| Input::Cluster(Box::new(e))).boxed());
 
@@ -977,7 +888,7 @@ pub async fn run(
     let queue = WorkQueue::new(
         queue::Settings {
             low_lane_bound: Some(STATUS_WAIT_BOUND),
-            ..queue::Settings::jittered(settings.backoff_base, settings.backoff_max)
+            ..settings.fleet.queue()
         },
         metrics.queue.clone(),
     );
@@ -995,7 +906,7 @@ pub async fn run(
             clusters,
         },
         queue: Arc::new(queue),
-        members: Mutex::default(),
+        members: Fleet::default(),
         metrics,
         cluster_ready: Mutex::default(),
         wanted_seen: Mutex::default(),
@@ -1060,23 +971,12 @@ pub async fn run(
     while let Some(input) = inputs.next().await {
         central.on_input(input);
     }
-    Err(ReconcileError::WatchEnded)
+    Err(FedError::WatchEnded)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn api_error(code: u16) -> ReconcileError {
-        ReconcileError::Api {
-            op: "status of placement deployment-web".into(),
-            source: kube::Error::Api(
-                kube::core::Status::failure("the object has been modified", "Conflict")
-                    .with_code(code)
-                    .boxed(),
-            ),
-        }
-    }
 
     #[test]
     fn a_finalizer_write_is_pending_while_the_cache_shows_the_version_it_was_pinned_to() {
@@ -1084,12 +984,5 @@ mod tests {
         assert!(!finalizer_write_pending(Some("7"), Some("9")), "moved on");
         assert!(!finalizer_write_pending(None, Some("7")), "never written");
         assert!(!finalizer_write_pending(None, None));
-    }
-
-    #[test]
-    fn conflicts_are_told_from_failures() {
-        assert!(api_error(409).is_conflict());
-        assert!(!api_error(500).is_conflict());
-        assert!(!ReconcileError::Timeout("status".into()).is_conflict());
     }
 }

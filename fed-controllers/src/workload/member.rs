@@ -17,10 +17,10 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 use meridian_runtime::error::{Report, report};
 use meridian_runtime::events::EventType;
-use meridian_runtime::queue::{self, Backoff, WorkQueue};
+use meridian_runtime::queue::WorkQueue;
 use meridian_runtime::sync::lock;
 use serde_json::Value;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use super::compact::Compact;
@@ -33,8 +33,8 @@ use super::ownership::{self, Ownership};
 use super::status::MemberReport;
 use super::status_spacing::StatusSpacing;
 use super::{Settings, drift};
-use crate::credentials::CredentialsError;
 use crate::dynamic::{self, Decoded};
+use crate::fleet;
 use crate::member_sync::{self, Applied, SyncError, now};
 use crate::member_watch;
 use crate::metrics::WorkloadMetrics;
@@ -76,25 +76,10 @@ pub enum Want {
 }
 
 /// The intent for one workload in one member.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Intent {
-    /// The federated workload's uid (owner-uid of the copies).
-    pub uid: String,
-    /// What to hold.
-    pub want: Want,
-}
+pub type Intent = fleet::Intent<Want>;
 
 /// Per-key bookkeeping of syncs.
-#[derive(Clone, Debug, Default)]
-struct Record {
-    /// The last sync's error ("" when fine), with its sources.
-    error: String,
-    /// Whether that error is a name conflict.
-    conflict: bool,
-    last_sync_time: Option<String>,
-    /// The intent last converged, to tell a drift revert from a spec change.
-    converged: Option<Intent>,
-}
+type Record = fleet::Record<Intent>;
 
 /// The caches of the member's Meridian-managed objects.
 struct Caches {
@@ -132,7 +117,7 @@ pub struct MemberShared {
     sources: Mutex<HashMap<WorkloadKey, u64>>,
     records: Mutex<HashMap<WorkloadKey, Record>>,
     caches: Mutex<Option<Arc<Caches>>>,
-    connect_error: Mutex<Option<String>>,
+    connection: fleet::Connection,
     /// Unreferenced dependency copies are removed only once the central controller has
     /// handed out every intent (else a restart would delete what is still needed).
     gc: AtomicBool,
@@ -258,10 +243,7 @@ impl MemberShared {
             .get(key)
             .map(|r| (r.error.clone(), r.conflict, r.last_sync_time.clone()))
             .unwrap_or_default();
-        let error = match (&*lock(&self.connect_error), error.is_empty()) {
-            (Some(e), true) => e.clone(),
-            _ => error,
-        };
+        let error = self.connection.error_or(error);
         MemberReport {
             copy: copy.map(|e| e.status),
             error,
@@ -277,20 +259,8 @@ impl MemberShared {
     }
 }
 
-/// A running member. Dropping it stops its task and everything the task started.
-pub struct MemberHandle {
-    task: JoinHandle<()>,
-    /// Shared state.
-    pub shared: Arc<MemberShared>,
-    /// Fingerprint of the connection settings it was started with.
-    pub fingerprint: u64,
-}
-
-impl Drop for MemberHandle {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
+/// A running member.
+pub type MemberHandle = fleet::Handle<MemberShared>;
 
 /// Starts a member.
 #[allow(clippy::too_many_arguments)]
@@ -305,10 +275,7 @@ pub fn spawn(
     fingerprint: u64,
     gc: bool,
 ) -> MemberHandle {
-    let queue = WorkQueue::new(
-        queue::Settings::jittered(settings.backoff_base, settings.backoff_max),
-        metrics.member_queues.clone(),
-    );
+    let queue = WorkQueue::new(settings.fleet.queue(), metrics.member_queues.clone());
     let shared = Arc::new(MemberShared {
         name: cluster.name_any(),
         fed,
@@ -322,7 +289,7 @@ pub fn spawn(
         sources: Mutex::default(),
         records: Mutex::default(),
         caches: Mutex::default(),
-        connect_error: Mutex::default(),
+        connection: fleet::Connection::default(),
         gc: AtomicBool::new(gc),
         gc_due: AtomicBool::new(true),
         namespaces: Mutex::default(),
@@ -330,36 +297,14 @@ pub fn spawn(
     });
     let span = tracing::info_span!("workload-member", cluster = %shared.name);
     let task = tokio::spawn(run(shared.clone(), cluster).instrument(span));
-    MemberHandle {
-        task,
-        shared,
-        fingerprint,
-    }
-}
-
-async fn connect(m: &MemberShared, cluster: &Cluster) -> Result<Client, CredentialsError> {
-    m.settings
-        .clients
-        .connect(&m.fed, &cluster.spec, m.settings.sync_timeout)
-        .await
+    MemberHandle::new(task, shared, fingerprint)
 }
 
 async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
-    let backoff = Backoff::jittered(m.settings.backoff_base, m.settings.backoff_max);
-    let mut attempt = 0;
-    let client = loop {
-        match connect(&m, &cluster).await {
-            Ok(c) => break c,
-            Err(e) => {
-                attempt += 1;
-                tracing::warn!(error = %Report(&e), "member client not configured; retrying");
-                *lock(&m.connect_error) = Some(format!("not connected: {}", Report(&e)));
-                m.notify_all();
-                tokio::time::sleep(backoff.delay(attempt)).await;
-            }
-        }
-    };
-    *lock(&m.connect_error) = None;
+    let client = m
+        .connection
+        .connect(&m.settings.fleet, &m.fed, &cluster, || m.notify_all())
+        .await;
     let mut tasks = JoinSet::new();
     let synced = Arc::new(AtomicBool::new(false));
     let mut caches = Caches {
@@ -506,7 +451,7 @@ async fn timed<T>(
     op: &str,
     f: impl Future<Output = Result<T, kube::Error>>,
 ) -> Result<T, SyncError> {
-    member_sync::timed(&m.name, m.settings.sync_timeout, op, f).await
+    member_sync::timed(&m.name, m.settings.fleet.sync_timeout, op, f).await
 }
 
 /// [`timed`] for a write, counted and timed in the metrics by `verb`.
@@ -688,7 +633,7 @@ async fn ensure_namespace(m: &MemberShared, client: &Client, ns: &str) -> Result
     member_sync::ensure_namespace(
         client,
         &m.name,
-        m.settings.sync_timeout,
+        m.settings.fleet.sync_timeout,
         ns,
         |result, secs| m.metrics.member_write("create", result, secs),
     )

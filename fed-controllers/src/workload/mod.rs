@@ -26,24 +26,15 @@ pub mod plan;
 pub mod status;
 pub mod status_spacing;
 
-use std::sync::Arc;
 use std::time::Duration;
-
-use crate::member_client::{Limits, MemberClients};
 
 pub use controller::run;
 
 /// Tunables of the workload controller.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// Deadline of one member or federation request.
-    pub sync_timeout: Duration,
-    /// First retry delay after a failed member sync.
-    pub backoff_base: Duration,
-    /// Longest retry delay.
-    pub backoff_max: Duration,
-    /// Member clients (share the cluster controller's: one connection per member).
-    pub clients: Arc<MemberClients>,
+    /// Request deadline, retry backoff and member clients.
+    pub fleet: crate::fleet::Settings,
     /// Federation-side workers (reconciles of different workloads run side by side).
     pub workers: usize,
     /// Workers per member cluster (syncs of different workloads run side by side).
@@ -63,10 +54,7 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            sync_timeout: Duration::from_secs(10),
-            backoff_base: Duration::from_millis(500),
-            backoff_max: Duration::from_secs(30),
-            clients: MemberClients::new(Limits::default()),
+            fleet: crate::fleet::Settings::default(),
             workers: 32,
             member_workers: 4,
             status_delay: Duration::from_millis(100),

@@ -1,0 +1,19 @@
+//! The member-fleet runtime the workload and service controllers share: one member task
+//! per Cluster started, restarted and stopped as Clusters and their credentials change
+//! ([`members`]), the member connection retried with backoff under shared tunables
+//! ([`settings`]), the federation-side
+//! reflectors ([`watch`]), the intents central hands each member and the sync records
+//! members keep ([`intent`]), and the error a federation-side reconcile fails with
+//! ([`error`]). Each controller keeps only its decisions and what its members converge.
+
+pub mod error;
+pub mod intent;
+pub mod members;
+pub mod settings;
+pub mod watch;
+
+pub use error::{FedError, timed};
+pub use intent::{Intent, Record};
+pub use members::{Connection, Fleet, Handle};
+pub use settings::Settings;
+pub use watch::{Object, reflect};
