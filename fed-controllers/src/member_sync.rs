@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use kube::api::DynamicObject;
+use kube::api::{DeleteParams, DynamicObject, Preconditions};
 use serde_json::Value;
 
 /// Why syncing one object into one member failed.
@@ -72,6 +72,18 @@ pub enum Applied {
     Updated,
     /// It was already as wanted.
     Unchanged,
+}
+
+/// Delete options that remove only the object with this `uid` (never a same-name object
+/// created meanwhile); no precondition when the uid is unknown.
+pub fn delete_only(uid: Option<String>) -> DeleteParams {
+    DeleteParams {
+        preconditions: uid.map(|u| Preconditions {
+            uid: Some(u),
+            resource_version: None,
+        }),
+        ..Default::default()
+    }
 }
 
 /// Runs one member request with a deadline; the error names the operation and the member.

@@ -3,8 +3,9 @@
 //! connects with backoff; and the one cleanup step both controllers take when a federated
 //! object is deleted (every member that may hold a copy is told to remove it).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use fed_api::Cluster;
 use fed_api::common::NamespacedName;
@@ -15,6 +16,7 @@ use tokio::task::JoinHandle;
 
 use super::Settings;
 use crate::cluster::controller::fingerprint;
+use crate::member_sync::{self, SyncError};
 
 /// A running member task. Dropping it stops the task and everything the task started.
 pub struct Handle<M> {
@@ -100,13 +102,54 @@ impl<M> Fleet<M> {
 }
 
 /// A member's connection: made once per member task, retried with backoff until it
-/// works; until then, why not is the member's error for everything it reports.
-#[derive(Default)]
+/// works (until then, why not is the member's error for everything it reports); and the
+/// deadline every request to the member runs under.
 pub struct Connection {
+    cluster: String,
+    timeout: Duration,
     error: Mutex<Option<String>>,
+    /// Namespaces known to exist in the member (none is ever removed by Meridian).
+    namespaces: Mutex<HashSet<String>>,
 }
 
 impl Connection {
+    /// The connection to member `cluster`, not made yet.
+    pub fn new(cluster: String, settings: &Settings) -> Self {
+        Self {
+            cluster,
+            timeout: settings.sync_timeout,
+            error: Mutex::default(),
+            namespaces: Mutex::default(),
+        }
+    }
+
+    /// Makes sure namespace `ns` exists in the member (see
+    /// [`member_sync::ensure_namespace`]), asking the member only the first time.
+    pub async fn ensure_namespace(
+        &self,
+        client: &kube::Client,
+        ns: &str,
+        record_create: impl FnOnce(&str, f64),
+    ) -> Result<(), SyncError> {
+        if lock(&self.namespaces).contains(ns) {
+            return Ok(());
+        }
+        member_sync::ensure_namespace(client, &self.cluster, self.timeout, ns, record_create)
+            .await?;
+        lock(&self.namespaces).insert(ns.to_string());
+        Ok(())
+    }
+
+    /// Runs one member request with the deadline; the error names the operation and
+    /// the member.
+    pub async fn timed<T>(
+        &self,
+        op: &str,
+        f: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, SyncError> {
+        member_sync::timed(&self.cluster, self.timeout, op, f).await
+    }
+
     /// Connects to `cluster`, retrying with the settings' backoff until it works;
     /// `failed` runs after each failure (the member reports the new error).
     pub async fn connect(

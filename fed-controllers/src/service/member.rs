@@ -5,7 +5,7 @@
 //! another. The central controller hands it [`Intent`]s and the lb-agent configuration;
 //! it converges the member to them, retrying failures with backoff, and reports back.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -18,7 +18,7 @@ use fed_api::names::{
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams, Preconditions};
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
@@ -97,7 +97,6 @@ pub struct Member {
     records: Mutex<HashMap<Work, Record>>,
     caches: Mutex<Option<Caches>>,
     connection: fleet::Connection,
-    namespaces: Mutex<HashSet<String>>,
 }
 
 fn service_ar() -> ApiResource {
@@ -245,6 +244,7 @@ pub fn spawn(
         settings.fleet.queue(),
         metrics.service_member_queues.clone(),
     );
+    let connection = fleet::Connection::new(cluster.name_any(), &settings.fleet);
     let shared = Arc::new(Member {
         name: cluster.name_any(),
         fed,
@@ -257,8 +257,7 @@ pub fn spawn(
         config: Mutex::default(),
         records: Mutex::default(),
         caches: Mutex::default(),
-        connection: fleet::Connection::default(),
-        namespaces: Mutex::default(),
+        connection,
     });
     let span = tracing::info_span!("service-member", cluster = %shared.name);
     let task = tokio::spawn(run(shared.clone(), cluster).instrument(span));
@@ -403,14 +402,6 @@ where
     reader
 }
 
-async fn timed<T>(
-    m: &Member,
-    op: &str,
-    f: impl Future<Output = Result<T, kube::Error>>,
-) -> Result<T, SyncError> {
-    member_sync::timed(&m.name, m.settings.fleet.sync_timeout, op, f).await
-}
-
 /// How drift of one kind is judged and reverted.
 struct DriftRules {
     in_sync: fn(&Value, &Value) -> bool,
@@ -429,7 +420,10 @@ async fn apply(
     let name = want["metadata"]["name"].as_str().unwrap_or_default();
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
     let what = format!("{} {ns}/{name}", ar.kind);
-    let existing = timed(m, &format!("reading {what}"), api.get_opt(name)).await?;
+    let existing = m
+        .connection
+        .timed(&format!("reading {what}"), api.get_opt(name))
+        .await?;
     let existing = existing
         .map(|o| serde_json::to_value(&o).map_err(|e| SyncError::Encode(what.clone(), e)))
         .transpose()?;
@@ -442,12 +436,12 @@ async fn apply(
             cluster: m.name.clone(),
         }),
         (Ownership::Absent, _) | (_, None) => {
-            timed(
-                m,
-                &format!("creating {what}"),
-                api.create(&PostParams::default(), &to_dynamic(want)?),
-            )
-            .await?;
+            m.connection
+                .timed(
+                    &format!("creating {what}"),
+                    api.create(&PostParams::default(), &to_dynamic(want)?),
+                )
+                .await?;
             m.metrics.service_member_write(&m.name, object, "create");
             Ok(Applied::Created)
         }
@@ -456,12 +450,12 @@ async fn apply(
                 return Ok(Applied::Unchanged);
             }
             let next = to_dynamic(&(rules.merged)(&actual, want))?;
-            timed(
-                m,
-                &format!("updating {what}"),
-                api.replace(name, &PostParams::default(), &next),
-            )
-            .await?;
+            m.connection
+                .timed(
+                    &format!("updating {what}"),
+                    api.replace(name, &PostParams::default(), &next),
+                )
+                .await?;
             m.metrics.service_member_write(&m.name, object, "update");
             Ok(Applied::Updated)
         }
@@ -480,21 +474,23 @@ async fn remove(
 ) -> Result<bool, SyncError> {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, ar);
     let what = format!("{} {namespace}/{name}", ar.kind);
-    let Some(obj) = timed(m, &format!("reading {what}"), api.get_opt(name)).await? else {
+    let Some(obj) = m
+        .connection
+        .timed(&format!("reading {what}"), api.get_opt(name))
+        .await?
+    else {
         return Ok(false);
     };
     let owned = serde_json::to_value(&obj).is_ok_and(|v| ownership::owned_by(&v, uid));
     if !owned {
         return Ok(false);
     }
-    let dp = DeleteParams {
-        preconditions: obj.uid().map(|u| Preconditions {
-            uid: Some(u),
-            resource_version: None,
-        }),
-        ..Default::default()
-    };
-    match timed(m, &format!("deleting {what}"), api.delete(name, &dp)).await {
+    let dp = member_sync::delete_only(obj.uid());
+    match m
+        .connection
+        .timed(&format!("deleting {what}"), api.delete(name, &dp))
+        .await
+    {
         Ok(_) => {
             m.metrics
                 .service_member_write(&m.name, ar.plural.as_str(), "delete");
@@ -503,22 +499,6 @@ async fn remove(
         Err(e) if e.is_status(404) => Ok(false),
         Err(e) => Err(e),
     }
-}
-
-async fn ensure_namespace(m: &Member, client: &Client, ns: &str) -> Result<(), SyncError> {
-    if lock(&m.namespaces).contains(ns) {
-        return Ok(());
-    }
-    member_sync::ensure_namespace(
-        client,
-        &m.name,
-        m.settings.fleet.sync_timeout,
-        ns,
-        |_, _| {},
-    )
-    .await?;
-    lock(&m.namespaces).insert(ns.to_string());
-    Ok(())
 }
 
 /// Outcome of one sync, for the record and Events.
@@ -536,7 +516,9 @@ async fn sync_service(m: &Member, key: &ServiceKey) -> Result<Option<Synced>, Sy
     };
     match &intent.want {
         Want::Present { service, slice } => {
-            ensure_namespace(m, &caches.client, &key.namespace).await?;
+            m.connection
+                .ensure_namespace(&caches.client, &key.namespace, |_, _| {})
+                .await?;
             // The Service first: a conflict there stops before the slice would add
             // endpoints to someone else's Service.
             let s = apply(
@@ -588,12 +570,10 @@ async fn sync_config(m: &Member) -> Result<Option<Synced>, SyncError> {
     };
     let api: Api<ConfigMap> = Api::namespaced(caches.client.clone(), SYSTEM_NAMESPACE);
     let what = format!("ConfigMap {SYSTEM_NAMESPACE}/{LB_AGENT_CONFIGMAP}");
-    let current = timed(
-        m,
-        &format!("reading {what}"),
-        api.get_opt(LB_AGENT_CONFIGMAP),
-    )
-    .await?;
+    let current = m
+        .connection
+        .timed(&format!("reading {what}"), api.get_opt(LB_AGENT_CONFIGMAP))
+        .await?;
     let data = json!({ LB_AGENT_CONFIG_KEY: want });
     let labels = json!({ MANAGED_BY_LABEL: MANAGED_BY_VALUE });
     match current {
@@ -611,12 +591,12 @@ async fn sync_config(m: &Member) -> Result<Option<Synced>, SyncError> {
             next.labels_mut()
                 .insert(MANAGED_BY_LABEL.into(), MANAGED_BY_VALUE.into());
             // resourceVersion kept: a concurrent writer makes this fail and retry.
-            timed(
-                m,
-                &format!("updating {what}"),
-                api.replace(LB_AGENT_CONFIGMAP, &PostParams::default(), &next),
-            )
-            .await?;
+            m.connection
+                .timed(
+                    &format!("updating {what}"),
+                    api.replace(LB_AGENT_CONFIGMAP, &PostParams::default(), &next),
+                )
+                .await?;
             m.metrics
                 .service_member_write(&m.name, "configmaps", "update");
             Ok(None)
@@ -627,12 +607,12 @@ async fn sync_config(m: &Member) -> Result<Option<Synced>, SyncError> {
                 "data": data,
             }))
             .map_err(|e| SyncError::Encode(what.clone(), e))?;
-            timed(
-                m,
-                &format!("creating {what}"),
-                api.create(&PostParams::default(), &cm),
-            )
-            .await?;
+            m.connection
+                .timed(
+                    &format!("creating {what}"),
+                    api.create(&PostParams::default(), &cm),
+                )
+                .await?;
             m.metrics
                 .service_member_write(&m.name, "configmaps", "create");
             Ok(None)

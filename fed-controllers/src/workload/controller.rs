@@ -213,17 +213,15 @@ impl Central {
                 Some(token_digest(&typed))
             },
             |c, fp| {
-                member::spawn(
-                    self.fed.clone(),
-                    self.settings.clone(),
-                    self.queue.clone(),
-                    self.status_spacing.clone(),
-                    self.metrics.clone(),
-                    self.events.clone(),
-                    c,
-                    fp,
-                    gc,
-                )
+                let ctx = member::Context {
+                    fed: self.fed.clone(),
+                    settings: self.settings.clone(),
+                    central: self.queue.clone(),
+                    status_spacing: self.status_spacing.clone(),
+                    metrics: self.metrics.clone(),
+                    events: self.events.clone(),
+                };
+                member::spawn(ctx, c, fp, gc)
             },
         )
     }

@@ -3,14 +3,14 @@
 //! slow or dead member never delays another. The central controller hands it [`Intent`]s;
 //! it converges the member to them, retrying failures with backoff, and reports back.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use fed_api::Cluster;
 use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_UID_LABEL};
 use futures::StreamExt;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams, Preconditions};
+use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::Request;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -100,16 +100,29 @@ impl Caches {
     }
 }
 
+/// What every member task gets from the central controller.
+#[derive(Clone)]
+pub struct Context {
+    /// The federation client (credentials Secrets are read through it).
+    pub fed: Client,
+    /// The controller's tunables.
+    pub settings: Arc<Settings>,
+    /// Central's queue, told of every change of a member's copies.
+    pub central: Arc<WorkQueue<WorkloadKey>>,
+    /// How long status reports gather before central looks.
+    pub status_spacing: Arc<StatusSpacing>,
+    /// The controller's metrics.
+    pub metrics: Arc<WorkloadMetrics>,
+    /// Members' outcomes, gathered into Events.
+    pub events: Arc<Batcher>,
+}
+
 /// The state one member shares with the central controller.
 pub struct MemberShared {
     /// Cluster name.
     pub name: String,
-    fed: Client,
-    settings: Arc<Settings>,
-    central: Arc<WorkQueue<WorkloadKey>>,
-    status_spacing: Arc<StatusSpacing>,
-    metrics: Arc<WorkloadMetrics>,
-    events: Arc<Batcher>,
+    /// What it got from central.
+    ctx: Context,
     /// This member's syncs; failures are retried with the settings' back-off.
     queue: WorkQueue<WorkloadKey>,
     intents: Mutex<Intents>,
@@ -124,7 +137,6 @@ pub struct MemberShared {
     /// Whether a dependency copy may have lost its last user since the last collection
     /// (which would otherwise look at every copy after every sync).
     gc_due: AtomicBool,
-    namespaces: Mutex<HashSet<String>>,
     /// This member's writes, to tell their watch events from edits made by others.
     echo: Mutex<Echo>,
 }
@@ -182,8 +194,8 @@ impl MemberShared {
     /// Has the central controller look at the workload's status soon; reports that follow
     /// within its status delay (the settings', longer for a wide workload) share that look.
     fn status_soon(&self, key: WorkloadKey) {
-        let delay = self.status_spacing.delay(&key);
-        self.central.add_low_after(key, delay);
+        let delay = self.ctx.status_spacing.delay(&key);
+        self.ctx.central.add_low_after(key, delay);
     }
 
     /// Retries at once every sync waiting out a backoff (the member is reachable again).
@@ -254,7 +266,7 @@ impl MemberShared {
 
     fn notify_all(&self) {
         for k in lock(&self.intents).keys() {
-            self.central.add(k.clone());
+            self.ctx.central.add(k.clone());
         }
     }
 }
@@ -262,37 +274,25 @@ impl MemberShared {
 /// A running member.
 pub type MemberHandle = fleet::Handle<MemberShared>;
 
-/// Starts a member.
-#[allow(clippy::too_many_arguments)]
-pub fn spawn(
-    fed: Client,
-    settings: Arc<Settings>,
-    central: Arc<WorkQueue<WorkloadKey>>,
-    status_spacing: Arc<StatusSpacing>,
-    metrics: Arc<WorkloadMetrics>,
-    events: Arc<Batcher>,
-    cluster: Arc<Cluster>,
-    fingerprint: u64,
-    gc: bool,
-) -> MemberHandle {
-    let queue = WorkQueue::new(settings.fleet.queue(), metrics.member_queues.clone());
+/// Starts a member of `cluster`, connected with settings of this `fingerprint`;
+/// unreferenced dependency copies are collected once `gc` is set.
+pub fn spawn(ctx: Context, cluster: Arc<Cluster>, fingerprint: u64, gc: bool) -> MemberHandle {
+    let queue = WorkQueue::new(
+        ctx.settings.fleet.queue(),
+        ctx.metrics.member_queues.clone(),
+    );
+    let connection = fleet::Connection::new(cluster.name_any(), &ctx.settings.fleet);
     let shared = Arc::new(MemberShared {
         name: cluster.name_any(),
-        fed,
-        settings,
-        central,
-        status_spacing,
-        metrics,
-        events,
+        ctx,
         queue,
         intents: Mutex::default(),
         sources: Mutex::default(),
         records: Mutex::default(),
         caches: Mutex::default(),
-        connection: fleet::Connection::default(),
+        connection,
         gc: AtomicBool::new(gc),
         gc_due: AtomicBool::new(true),
-        namespaces: Mutex::default(),
         echo: Mutex::default(),
     });
     let span = tracing::info_span!("workload-member", cluster = %shared.name);
@@ -303,7 +303,9 @@ pub fn spawn(
 async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
     let client = m
         .connection
-        .connect(&m.settings.fleet, &m.fed, &cluster, || m.notify_all())
+        .connect(&m.ctx.settings.fleet, &m.ctx.fed, &cluster, || {
+            m.notify_all()
+        })
         .await;
     let mut tasks = JoinSet::new();
     let synced = Arc::new(AtomicBool::new(false));
@@ -313,56 +315,48 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
         deps: HashMap::new(),
         synced: synced.clone(),
     };
-    let mut readiness = Vec::new();
+    let mut watches = Watches {
+        m: &m,
+        client: &client,
+        tasks: &mut tasks,
+        started: Vec::new(),
+    };
     for kind in Kind::ALL {
-        let store = watch(
-            &m,
-            &client,
-            kind.api_resource(),
-            &mut tasks,
-            move |m, o, change, own_write| {
-                let key = WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
-                // Drift for this member's worker: only an edit (generation, labels,
-                // annotations) can be one; status updates are most events and never are,
-                // nor is our own write coming back.
-                if change.shape && !own_write && lock(&m.intents).contains(&key) {
-                    m.queue.add(key.clone());
-                }
-                // Status for the central controller, behind changes of what is wanted.
-                if change.shape || change.status {
-                    m.status_soon(key);
-                }
-            },
-        );
-        readiness.push(store.clone());
+        let store = watches.start(kind.api_resource(), move |m, o, change, own_write| {
+            let key = WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
+            // Drift for this member's worker: only an edit (generation, labels,
+            // annotations) can be one; status updates are most events and never are,
+            // nor is our own write coming back.
+            if change.shape && !own_write && lock(&m.intents).contains(&key) {
+                m.queue.add(key.clone());
+            }
+            // Status for the central controller, behind changes of what is wanted.
+            if change.shape || change.status {
+                m.status_soon(key);
+            }
+        });
         caches.workloads.insert(kind, store);
     }
     for kind in DepKind::ALL {
-        let store = watch(
-            &m,
-            &client,
-            kind.api_resource(),
-            &mut tasks,
-            move |m, o, change, own_write| {
-                if !change.shape {
-                    return;
+        let store = watches.start(kind.api_resource(), move |m, o, change, own_write| {
+            if !change.shape {
+                return;
+            }
+            let (ns, name) = (o.namespace().unwrap_or_default(), o.name_any());
+            let users = lock(&m.intents).users_of(kind, &ns, &name);
+            if users.is_empty() {
+                // Perhaps left by an earlier run, or written just as its last user let
+                // go of it: the next sync collects it.
+                m.gc_due.store(true, Ordering::Release);
+            } else if !own_write {
+                for k in users {
+                    m.queue.add(k);
                 }
-                let (ns, name) = (o.namespace().unwrap_or_default(), o.name_any());
-                let users = lock(&m.intents).users_of(kind, &ns, &name);
-                if users.is_empty() {
-                    // Perhaps left by an earlier run, or written just as its last user let
-                    // go of it: the next sync collects it.
-                    m.gc_due.store(true, Ordering::Release);
-                } else if !own_write {
-                    for k in users {
-                        m.queue.add(k);
-                    }
-                }
-            },
-        );
-        readiness.push(store.clone());
+            }
+        });
         caches.deps.insert(kind, store);
     }
+    let readiness = watches.started;
     *lock(&m.caches) = Some(Arc::new(caches));
     let m2 = m.clone();
     tasks.spawn(async move {
@@ -376,7 +370,7 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
             m2.queue.add(k.clone());
         }
     });
-    for _ in 1..m.settings.member_workers.max(1) {
+    for _ in 1..m.ctx.settings.member_workers.max(1) {
         tasks.spawn(work(m.clone()));
     }
     work(m).await;
@@ -393,65 +387,68 @@ async fn work(m: Arc<MemberShared>) {
     }
 }
 
-/// Starts a label-selected reflector of `ar` in the member; `on_change` sees every
-/// applied or deleted object with what it changed in the cache and whether it is this
-/// member's own last write coming back.
-fn watch(
-    m: &Arc<MemberShared>,
-    client: &Client,
-    ar: kube::api::ApiResource,
-    tasks: &mut JoinSet<()>,
-    on_change: impl Fn(&MemberShared, &DynamicObject, Change, bool) + Send + 'static,
-) -> ObjectCache {
-    // Member copies are looked up by name; their pod-template references are never read.
-    let cache = ObjectCache::new(&ar.kind, false).without_status();
-    // Every copy pushed comes back through here: decoded in one pass (see `dynamic`).
-    let api: Api<Decoded> = Api::all_with(client.clone(), &ar);
-    // Copies of federated objects only: they carry their owner's uid. Other objects Meridian
-    // manages in members (the lb-agent's ConfigMap, written by the service controller) are
-    // not this controller's to look after, nor to collect as unreferenced dependencies.
-    let cfg = watcher::Config::default().labels(&format!(
-        "{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{OWNER_UID_LABEL}"
-    ));
-    let stream = watcher::watcher(api, cfg)
-        .backoff(member_watch::backoff())
-        .map(|ev| ev.map(dynamic::into_dynamic));
-    let m = m.clone();
-    let plural = ar.plural.clone();
-    let kind = ar.kind.clone();
-    let writer = cache.clone();
-    tasks.spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(ev) = stream.next().await {
-            let change = match &ev {
-                Ok(e) => writer.apply(e),
-                Err(_) => Change::default(),
-            };
-            match ev {
-                Ok(Event::Apply(o) | Event::InitApply(o)) => {
-                    let own = m.is_own_write(&kind, &o, false);
-                    on_change(&m, &o, change, own)
-                }
-                Ok(Event::Delete(o)) => {
-                    m.is_own_write(&kind, &o, true);
-                    on_change(&m, &o, change, false)
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::debug!(error = %Report(&error), resource = %plural, "member watch failed; retrying")
-                }
-            }
-        }
-    });
-    cache
+/// The member's watches while they are started: each runs on the member's task set, and
+/// the member is synced once every one has listed.
+struct Watches<'a> {
+    m: &'a Arc<MemberShared>,
+    client: &'a Client,
+    tasks: &'a mut JoinSet<()>,
+    /// The caches started so far.
+    started: Vec<ObjectCache>,
 }
 
-async fn timed<T>(
-    m: &MemberShared,
-    op: &str,
-    f: impl Future<Output = Result<T, kube::Error>>,
-) -> Result<T, SyncError> {
-    member_sync::timed(&m.name, m.settings.fleet.sync_timeout, op, f).await
+impl Watches<'_> {
+    /// Starts a label-selected reflector of `ar` in the member; `on_change` sees every
+    /// applied or deleted object with what it changed in the cache and whether it is this
+    /// member's own last write coming back.
+    fn start(
+        &mut self,
+        ar: kube::api::ApiResource,
+        on_change: impl Fn(&MemberShared, &DynamicObject, Change, bool) + Send + 'static,
+    ) -> ObjectCache {
+        // Member copies are looked up by name; their pod-template references are never read.
+        let cache = ObjectCache::new(&ar.kind, false).without_status();
+        // Every copy pushed comes back through here: decoded in one pass (see `dynamic`).
+        let api: Api<Decoded> = Api::all_with(self.client.clone(), &ar);
+        // Copies of federated objects only: they carry their owner's uid. Other objects Meridian
+        // manages in members (the lb-agent's ConfigMap, written by the service controller) are
+        // not this controller's to look after, nor to collect as unreferenced dependencies.
+        let cfg = watcher::Config::default().labels(&format!(
+            "{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{OWNER_UID_LABEL}"
+        ));
+        let stream = watcher::watcher(api, cfg)
+            .backoff(member_watch::backoff())
+            .map(|ev| ev.map(dynamic::into_dynamic));
+        let m = self.m.clone();
+        let plural = ar.plural.clone();
+        let kind = ar.kind.clone();
+        let writer = cache.clone();
+        self.tasks.spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(ev) = stream.next().await {
+                let change = match &ev {
+                    Ok(e) => writer.apply(e),
+                    Err(_) => Change::default(),
+                };
+                match ev {
+                    Ok(Event::Apply(o) | Event::InitApply(o)) => {
+                        let own = m.is_own_write(&kind, &o, false);
+                        on_change(&m, &o, change, own)
+                    }
+                    Ok(Event::Delete(o)) => {
+                        m.is_own_write(&kind, &o, true);
+                        on_change(&m, &o, change, false)
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::debug!(error = %Report(&error), resource = %plural, "member watch failed; retrying")
+                    }
+                }
+            }
+        });
+        self.started.push(cache.clone());
+        cache
+    }
 }
 
 /// [`timed`] for a write, counted and timed in the metrics by `verb`.
@@ -462,9 +459,10 @@ async fn write<T>(
     f: impl Future<Output = Result<T, kube::Error>>,
 ) -> Result<T, SyncError> {
     let start = std::time::Instant::now();
-    let r = timed(m, op, f).await;
+    let r = m.connection.timed(op, f).await;
     let result = if r.is_ok() { "ok" } else { "error" };
-    m.metrics
+    m.ctx
+        .metrics
         .member_write(verb, result, start.elapsed().as_secs_f64());
     r
 }
@@ -500,7 +498,9 @@ async fn apply(
         }
     }
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
-    let existing = timed(m, &format!("reading {}", target.what), api.get_opt(name))
+    let existing = m
+        .connection
+        .timed(&format!("reading {}", target.what), api.get_opt(name))
         .await?
         .map(|o| serde_json::to_value(&o))
         .transpose()
@@ -626,22 +626,6 @@ async fn converge(
     }
 }
 
-async fn ensure_namespace(m: &MemberShared, client: &Client, ns: &str) -> Result<(), SyncError> {
-    if lock(&m.namespaces).contains(ns) {
-        return Ok(());
-    }
-    member_sync::ensure_namespace(
-        client,
-        &m.name,
-        m.settings.fleet.sync_timeout,
-        ns,
-        |result, secs| m.metrics.member_write("create", result, secs),
-    )
-    .await?;
-    lock(&m.namespaces).insert(ns.to_string());
-    Ok(())
-}
-
 /// Outcome of one sync, for the record and Events.
 struct Synced {
     workload: Applied,
@@ -654,7 +638,11 @@ async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, Syn
     let mut out = None;
     match intent.as_ref().map(|i| (&i.want, i.uid.as_str())) {
         Some((Want::Present { deps, workload, .. }, _)) => {
-            ensure_namespace(m, &caches.client, &key.namespace).await?;
+            m.connection
+                .ensure_namespace(&caches.client, &key.namespace, |result, secs| {
+                    m.ctx.metrics.member_write("create", result, secs)
+                })
+                .await?;
             let synced = caches.synced.load(Ordering::Acquire);
             for d in deps {
                 let cache = caches.deps.get(&d.kind).filter(|_| synced);
@@ -684,7 +672,10 @@ async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, Syn
                 &key.namespace,
                 &key.kind.api_resource(),
             );
-            let current = timed(m, &format!("reading {key}"), api.get_opt(&key.name)).await?;
+            let current = m
+                .connection
+                .timed(&format!("reading {key}"), api.get_opt(&key.name))
+                .await?;
             let mut removed = false;
             // Whether the member answered that no copy is left: the cache learns it now,
             // not when the watch brings the deletion (after an outage its reconnect may
@@ -695,13 +686,7 @@ async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, Syn
                 && ownership::owned_by(&v, uid)
             {
                 // The uid precondition: never delete a same-name object created meanwhile.
-                let dp = DeleteParams {
-                    preconditions: obj.uid().map(|u| Preconditions {
-                        uid: Some(u),
-                        resource_version: None,
-                    }),
-                    ..Default::default()
-                };
+                let dp = member_sync::delete_only(obj.uid());
                 match write(
                     m,
                     "delete",
@@ -758,13 +743,7 @@ async fn collect_unreferenced(m: &MemberShared, caches: &Caches) -> Result<(), S
             }
             let api: Api<DynamicObject> =
                 Api::namespaced_with(caches.client.clone(), &ns, &kind.api_resource());
-            let dp = DeleteParams {
-                preconditions: (!obj.uid.is_empty()).then(|| Preconditions {
-                    uid: Some(obj.uid.clone()),
-                    resource_version: None,
-                }),
-                ..Default::default()
-            };
+            let dp = member_sync::delete_only((!obj.uid.is_empty()).then(|| obj.uid.clone()));
             match write(
                 m,
                 "delete",
@@ -822,7 +801,7 @@ fn finish(m: &Arc<MemberShared>, key: &WorkloadKey, result: Result<Option<Synced
             m.queue.forget(key);
             let Some(s) = synced else { return };
             let drift = prev_converged.as_ref() == Some(&intent);
-            m.metrics.sync(match (s.workload, s.removed) {
+            m.ctx.metrics.sync(match (s.workload, s.removed) {
                 (_, true) => "removed",
                 (Applied::Created, _) => "created",
                 (Applied::Updated, _) if drift => "drift_reverted",
@@ -846,7 +825,7 @@ fn finish(m: &Arc<MemberShared>, key: &WorkloadKey, result: Result<Option<Synced
                 (Applied::Unchanged, false) => return,
             };
             tracing::info!(%key, reason, "member synced");
-            m.events.note(Note {
+            m.ctx.events.note(Note {
                 key: key.clone(),
                 uid,
                 type_: EventType::Normal,
@@ -857,7 +836,9 @@ fn finish(m: &Arc<MemberShared>, key: &WorkloadKey, result: Result<Option<Synced
         }
         Err(error) => {
             let conflict = error.is_conflict();
-            m.metrics.sync(if conflict { "conflict" } else { "error" });
+            m.ctx
+                .metrics
+                .sync(if conflict { "conflict" } else { "error" });
             let msg = report(&error);
             tracing::warn!(%key, error = %msg, "member sync failed; retrying");
             {
@@ -867,7 +848,7 @@ fn finish(m: &Arc<MemberShared>, key: &WorkloadKey, result: Result<Option<Synced
                 r.conflict = conflict;
             }
             if msg != prev_error {
-                m.events.note(Note {
+                m.ctx.events.note(Note {
                     key: key.clone(),
                     uid,
                     type_: EventType::Warning,
