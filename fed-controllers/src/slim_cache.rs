@@ -152,14 +152,9 @@ impl<K: Resource, V> SlimCache<K, V> {
             .boxed()
     }
 
-    /// Whether the first list has completed.
-    pub fn is_ready(&self) -> bool {
-        self.ready.is_ready()
-    }
-
-    /// Waits for the first list to complete.
-    pub async fn wait_until_ready(&self) {
-        self.ready.wait().await;
+    /// Whether the first list has completed, and a wait for it.
+    pub fn ready(&self) -> &Ready {
+        &self.ready
     }
 }
 
@@ -191,10 +186,10 @@ mod tests {
         c.apply(&Event::Init);
         c.apply(&Event::InitApply(cm("a", "x", "1")));
         c.apply(&Event::InitApply(cm("a", "s", "skip")));
-        assert!(!c.is_ready());
+        assert!(!c.ready().is_ready());
         assert!(c.get("a", "x").is_none(), "a relist lands when done");
         c.apply(&Event::InitDone);
-        assert!(c.is_ready());
+        assert!(c.ready().is_ready());
         assert_eq!(c.get("a", "x").as_deref().map(String::as_str), Some("1"));
         assert!(c.get("a", "s").is_none(), "not of interest");
         c.apply(&Event::Apply(cm("b", "y", "2")));

@@ -1,15 +1,18 @@
 //! The member-fleet runtime the workload and service controllers share: one member task
-//! per Cluster started, restarted and stopped as Clusters and their credentials change
-//! ([`members`]), the member connection retried with backoff under shared tunables
-//! ([`settings`]), the federation-side
-//! reflectors ([`watch`]), the intents central hands each member and the sync records
-//! members keep ([`intent`]), and the error a federation-side reconcile fails with
-//! ([`error`]). Each controller keeps only its decisions and what its members converge.
+//! per Cluster started, restarted and stopped as Clusters and their credentials change,
+//! each with a connection retried with backoff ([`members`]) under shared tunables
+//! ([`settings`]); the federation-side reflectors ([`watch`]); the intents central hands
+//! each member and the sync records members keep ([`intent`]); the Events about federated
+//! objects ([`events`]); the members' errors read back from a Placement ([`status`]); and
+//! the error a federation-side reconcile fails with ([`error`]). Each controller keeps
+//! only its decisions and what its members converge.
 
 pub mod error;
+pub mod events;
 pub mod intent;
 pub mod members;
 pub mod settings;
+pub mod status;
 pub mod watch;
 
 pub use error::{FedError, timed};

@@ -799,9 +799,9 @@ pub async fn run(
         tokio::spawn(async move {
             // Decisions read the caches: wait for every initial list first.
             let k = &c.caches;
-            k.deployments.wait_until_ready().await;
-            k.replicasets.wait_until_ready().await;
-            k.placements.wait_until_ready().await;
+            k.deployments.ready().wait().await;
+            k.replicasets.ready().wait().await;
+            k.placements.ready().wait().await;
             let ready = futures::future::join_all([
                 futures::FutureExt::boxed(k.services.wait_until_ready()),
                 futures::FutureExt::boxed(k.policies.wait_until_ready()),

@@ -79,23 +79,7 @@ pub fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fed_api::cluster::LbAgentStatus;
-
-    fn view(name: &str, ready: bool, agent: Option<&str>) -> ClusterView {
-        ClusterView {
-            name: name.into(),
-            ready,
-            region: "eu".into(),
-            zone: format!("eu-{name}"),
-            lb_agent: agent.map(|a| LbAgentStatus {
-                address: a.into(),
-                http_port: Some(8080),
-                dns_port: Some(5353),
-                peer_port: Some(15001),
-            }),
-            ..Default::default()
-        }
-    }
+    use crate::service::test_view as view;
 
     #[test]
     fn config_lists_agents_and_serving_backends() {

@@ -70,19 +70,9 @@ pub fn event(
     reason: &str,
     message: &str,
 ) -> meridian_runtime::events::EventSpec {
-    meridian_runtime::events::EventSpec {
-        regarding: k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Service".into()),
-            name: Some(key.name.clone()),
-            namespace: Some(key.namespace.clone()),
-            uid: (!uid.is_empty()).then(|| uid.to_string()),
-            ..Default::default()
-        },
-        type_,
-        reason: reason.into(),
-        message: message.into(),
-    }
+    let regarding =
+        crate::fleet::events::regarding("v1", "Service", &key.namespace, &key.name, uid);
+    crate::fleet::events::event(regarding, type_, reason, message)
 }
 
 /// A federated Service: namespace and name.
@@ -135,4 +125,23 @@ pub struct ClusterView {
     pub labels: std::collections::BTreeMap<String, String>,
     /// Its lb-agent, once known.
     pub lb_agent: Option<fed_api::cluster::LbAgentStatus>,
+}
+
+/// A Ready or unready cluster in region `eu`, with an lb-agent at `agent` on the usual
+/// ports, for tests.
+#[cfg(test)]
+pub(crate) fn test_view(name: &str, ready: bool, agent: Option<&str>) -> ClusterView {
+    ClusterView {
+        name: name.into(),
+        ready,
+        region: "eu".into(),
+        zone: format!("eu-{name}"),
+        lb_agent: agent.map(|a| fed_api::cluster::LbAgentStatus {
+            address: a.into(),
+            http_port: Some(8080),
+            dns_port: Some(5353),
+            peer_port: Some(15001),
+        }),
+        ..Default::default()
+    }
 }

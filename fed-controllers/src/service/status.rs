@@ -112,11 +112,7 @@ pub fn propagated(
     entries: &[ClusterWorkloadStatus],
     states: &BTreeMap<String, MemberState>,
 ) -> (&'static str, &'static str, String) {
-    let errors: Vec<String> = entries
-        .iter()
-        .filter(|e| !e.error.is_empty())
-        .map(|e| format!("{}: {}", e.cluster, e.error))
-        .collect();
+    let errors = crate::fleet::status::member_errors(entries);
     if entries.is_empty() {
         (
             "False",
@@ -154,19 +150,7 @@ pub fn load_balancer(serving: &BTreeMap<String, Ipv4Addr>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fed_api::cluster::LbAgentStatus;
-
-    fn view(name: &str, ready: bool, agent: Option<&str>) -> ClusterView {
-        ClusterView {
-            name: name.into(),
-            ready,
-            lb_agent: agent.map(|a| LbAgentStatus {
-                address: a.into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
+    use crate::service::test_view as view;
 
     fn state(endpoints: u32, holds: bool, error: &str) -> MemberState {
         MemberState {

@@ -918,14 +918,14 @@ pub async fn run(
         tokio::spawn(async move {
             // Decisions read the caches: wait for every initial list first.
             for s in c.caches.workloads.values() {
-                s.wait_until_ready().await;
+                s.ready().wait().await;
             }
             for s in c.caches.deps.values() {
                 if s.wait_until_ready().await.is_err() {
                     return;
                 }
             }
-            c.caches.placements.wait_until_ready().await;
+            c.caches.placements.ready().wait().await;
             if cluster_store.wait_until_ready().await.is_err() {
                 return;
             }

@@ -12,12 +12,12 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ObjectReference;
 use meridian_runtime::events::{EventSpec, EventType, Recorder};
 use meridian_runtime::sync::lock;
 use tokio::sync::Notify;
 
 use super::kinds::WorkloadKey;
+use crate::fleet;
 
 /// The component name on every Event this controller writes.
 pub const COMPONENT: &str = "meridian-workload-controller";
@@ -30,19 +30,9 @@ pub fn build(
     reason: &str,
     message: &str,
 ) -> EventSpec {
-    EventSpec {
-        regarding: ObjectReference {
-            api_version: Some("apps/v1".into()),
-            kind: Some(key.kind.as_str().into()),
-            name: Some(key.name.clone()),
-            namespace: Some(key.namespace.clone()),
-            uid: (!uid.is_empty()).then(|| uid.to_string()),
-            ..Default::default()
-        },
-        type_,
-        reason: reason.into(),
-        message: message.into(),
-    }
+    let kind = key.kind.as_str();
+    let regarding = fleet::events::regarding("apps/v1", kind, &key.namespace, &key.name, uid);
+    fleet::events::event(regarding, type_, reason, message)
 }
 
 /// Clusters named in one Event at most; the rest are counted.

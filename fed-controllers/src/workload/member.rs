@@ -361,7 +361,7 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
     let m2 = m.clone();
     tasks.spawn(async move {
         for s in readiness {
-            s.wait_until_ready().await;
+            s.ready().wait().await;
         }
         synced.store(true, Ordering::Release);
         m2.gc_due.store(true, Ordering::Release);

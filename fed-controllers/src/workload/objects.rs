@@ -301,14 +301,9 @@ impl ObjectCache {
         self.read().objects.values().cloned().collect()
     }
 
-    /// Whether the first list has completed.
-    pub fn is_ready(&self) -> bool {
-        self.ready.is_ready()
-    }
-
-    /// Waits for the first list to complete.
-    pub async fn wait_until_ready(&self) {
-        self.ready.wait().await;
+    /// Whether the first list has completed, and a wait for it.
+    pub fn ready(&self) -> &Ready {
+        &self.ready
     }
 }
 
@@ -329,7 +324,7 @@ mod tests {
     #[test]
     fn relist_replaces_and_events_apply() {
         let c = ObjectCache::new("Deployment", true);
-        assert!(!c.is_ready());
+        assert!(!c.ready().is_ready());
         c.apply(&Event::Init);
         c.apply(&Event::InitApply(obj("a", json!({}))));
         c.apply(&Event::InitApply(obj("b", json!({}))));
@@ -338,7 +333,7 @@ mod tests {
             "visible before the list completed"
         );
         c.apply(&Event::InitDone);
-        assert!(c.is_ready());
+        assert!(c.ready().is_ready());
         assert_eq!(c.state().len(), 2);
         c.apply(&Event::Delete(obj("a", json!({}))));
         c.apply(&Event::Apply(obj("c", json!({}))));
@@ -453,7 +448,7 @@ mod tests {
         let c = ObjectCache::new("Deployment", false);
         let waiter = tokio::spawn({
             let c = c.clone();
-            async move { c.wait_until_ready().await }
+            async move { c.ready().wait().await }
         });
         c.apply(&Event::Init);
         c.apply(&Event::InitDone);

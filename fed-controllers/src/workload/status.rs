@@ -106,11 +106,7 @@ pub fn propagated(
     conflict: bool,
     all_observed: bool,
 ) -> (&'static str, &'static str, String) {
-    let errors: Vec<String> = entries
-        .iter()
-        .filter(|e| !e.error.is_empty())
-        .map(|e| format!("{}: {}", e.cluster, e.error))
-        .collect();
+    let errors = crate::fleet::status::member_errors(entries);
     if conflict {
         ("False", "Conflict", errors.join("; "))
     } else if !errors.is_empty() {
