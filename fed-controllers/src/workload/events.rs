@@ -239,30 +239,40 @@ mod tests {
         let t0 = Instant::now();
         let ms = |n| t0 + Duration::from_millis(n);
         let mut b = Batches::default();
-        b.add(
-            note("web", "Pushed", "created shop/web in", "sim-1 (3 replicas)"),
-            t0,
-        );
-        b.add(
-            note("web", "Pushed", "created shop/web in", "sim-2 (7 replicas)"),
-            ms(10),
-        );
-        b.add(
-            note("web", "Pushed", "created shop/web in", "sim-2 (7 replicas)"),
-            ms(11),
-        );
-        b.add(
-            note("web", "SyncFailed", "", "creating in sim-3: refused"),
-            ms(20),
-        );
-        b.add(
-            note("web", "SyncFailed", "", "creating in sim-4: refused"),
-            ms(21),
-        );
-        b.add(
-            note("db", "Pushed", "created shop/db in", "sim-1 (1 replicas)"),
-            ms(30),
-        );
+        for (name, reason, action, item, at) in [
+            (
+                "web",
+                "Pushed",
+                "created shop/web in",
+                "sim-1 (3 replicas)",
+                0,
+            ),
+            (
+                "web",
+                "Pushed",
+                "created shop/web in",
+                "sim-2 (7 replicas)",
+                10,
+            ),
+            (
+                "web",
+                "Pushed",
+                "created shop/web in",
+                "sim-2 (7 replicas)",
+                11,
+            ),
+            ("web", "SyncFailed", "", "creating in sim-3: refused", 20),
+            ("web", "SyncFailed", "", "creating in sim-4: refused", 21),
+            (
+                "db",
+                "Pushed",
+                "created shop/db in",
+                "sim-1 (1 replicas)",
+                30,
+            ),
+        ] {
+            b.add(note(name, reason, action, item), ms(at));
+        }
         assert_eq!(b.oldest(), Some(t0));
         assert!(b.take_due(t0 - Duration::from_millis(1)).is_empty());
         let first = b.take_due(ms(25));
