@@ -54,6 +54,7 @@ pub mod placement;
 pub mod policy;
 pub mod quantity;
 pub mod selector;
+pub mod workload;
 
 #[cfg(feature = "kube")]
 pub use cluster::Cluster;

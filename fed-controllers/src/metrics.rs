@@ -115,12 +115,6 @@ pub struct Metrics {
     pub workload: std::sync::Arc<WorkloadMetrics>,
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Metrics {
     /// A fresh registry with every metric registered.
     pub fn new() -> Self {
@@ -336,11 +330,7 @@ impl Metrics {
     }
 }
 
-impl AsRef<Registry> for Metrics {
-    fn as_ref(&self) -> &Registry {
-        &self.registry
-    }
-}
+meridian_runtime::component_metrics!(Metrics);
 
 #[cfg(test)]
 mod tests {

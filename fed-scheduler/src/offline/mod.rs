@@ -159,9 +159,7 @@ pub struct PlanReport {
 }
 
 /// `{kind-lowercase}-{name}`: the Placement the scheduler writes for a workload.
-pub fn placement_name(kind: &str, name: &str) -> String {
-    format!("{}-{name}", kind.to_ascii_lowercase())
-}
+pub use fed_api::workload::placement_name;
 
 fn str_at<'a>(v: &'a serde_json::Value, ptr: &str) -> &'a str {
     v.pointer(ptr)

@@ -30,12 +30,6 @@ pub struct Metrics {
     queue_dropped: Gauge,
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Metrics {
     /// A fresh registry with every metric registered.
     pub fn new() -> Self {
@@ -123,11 +117,7 @@ impl Metrics {
     }
 }
 
-impl AsRef<Registry> for Metrics {
-    fn as_ref(&self) -> &Registry {
-        &self.registry
-    }
-}
+meridian_runtime::component_metrics!(Metrics);
 
 #[cfg(test)]
 mod tests {
