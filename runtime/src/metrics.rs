@@ -68,6 +68,25 @@ impl<T: AsRef<Registry> + Send + Sync> Exposition for T {
     }
 }
 
+/// Declares a component's metrics type: exposed through the [`Registry`] in its `registry`
+/// field, and `Default` as its `new()` (a fresh registry with every metric registered).
+#[macro_export]
+macro_rules! component_metrics {
+    ($metrics:ty) => {
+        impl ::std::convert::AsRef<$crate::metrics::Registry> for $metrics {
+            fn as_ref(&self) -> &$crate::metrics::Registry {
+                &self.registry
+            }
+        }
+
+        impl ::std::default::Default for $metrics {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+    };
+}
+
 /// Labels of a counter counted by outcome (`result="sent"`).
 pub type ResultLabels = Vec<(&'static str, &'static str)>;
 
@@ -90,5 +109,28 @@ mod tests {
             text.contains("meridian_test_things_total{result=\"ok\"} 1"),
             "{text}"
         );
+    }
+
+    struct Component {
+        registry: Registry,
+        hits: Counter,
+    }
+
+    impl Component {
+        fn new() -> Self {
+            let mut registry = Registry::new("meridian_component");
+            let hits = registry.register_default("hits", "Hits");
+            Self { registry, hits }
+        }
+    }
+
+    crate::component_metrics!(Component);
+
+    #[test]
+    fn a_component_is_exposed_through_its_registry_and_defaults_to_new() {
+        let c = Component::default();
+        c.hits.inc();
+        let text = Exposition::encode(&c);
+        assert!(text.contains("meridian_component_hits_total 1"), "{text}");
     }
 }
