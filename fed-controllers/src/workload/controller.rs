@@ -18,7 +18,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 use meridian_runtime::error::Report;
-use meridian_runtime::events::{EventType, Recorder};
+use meridian_runtime::events::Recorder;
 use meridian_runtime::queue::{self, Backoff, WorkQueue};
 use meridian_runtime::sync::lock;
 use serde_json::{Value, json};
@@ -26,6 +26,7 @@ use tracing::Instrument;
 
 use super::compact::Compact;
 use super::events::{self, Batcher};
+use super::finalize::finalizer_write_pending;
 use super::kinds::{DepKind, Kind, WorkloadKey};
 use super::member::{self, Dependency, Intent, Look, MemberShared, Want};
 use super::objects::ObjectCache;
@@ -54,9 +55,9 @@ struct Caches {
     clusters: Store<Cluster>,
 }
 
-struct Central {
-    fed: Client,
-    settings: Arc<Settings>,
+pub(super) struct Central {
+    pub(super) fed: Client,
+    pub(super) settings: Arc<Settings>,
     caches: Caches,
     queue: Arc<WorkQueue<WorkloadKey>>,
     members: Fleet<MemberShared>,
@@ -64,7 +65,7 @@ struct Central {
     /// Members' outcomes, gathered into one Event per change.
     events: Arc<Batcher>,
     /// This controller's own Events.
-    recorder: Recorder,
+    pub(super) recorder: Recorder,
     /// Each cluster's Ready status as last seen, to tell a readiness change (every workload
     /// is looked at again) from a routine status update (nothing to do).
     cluster_ready: Mutex<HashMap<String, Option<String>>>,
@@ -344,29 +345,12 @@ impl Central {
         }
     }
 
-    async fn timed<T>(
+    pub(super) async fn timed<T>(
         &self,
         op: &str,
         f: impl Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, FedError> {
         fleet::timed(self.settings.fleet.sync_timeout, op, f).await
-    }
-
-    async fn set_finalizers(
-        &self,
-        key: &WorkloadKey,
-        fed: &Value,
-        list: Vec<String>,
-    ) -> Result<DynamicObject, FedError> {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.fed.clone(), &key.namespace, &key.kind.api_resource());
-        // resourceVersion makes it a compare-and-swap: a concurrent change is retried.
-        let patch = json!({"metadata": {"finalizers": list, "resourceVersion": fed["metadata"]["resourceVersion"]}});
-        self.timed(
-            &format!("finalizers of {key}"),
-            api.patch(&key.name, &PatchParams::default(), &Patch::Merge(patch)),
-        )
-        .await
     }
 
     /// Converges one workload; `Ok(true)` when it wrote a status (Placement or workload).
@@ -755,71 +739,6 @@ impl Central {
             }
         }
     }
-
-    /// Whether the workload's Placement was orphaned: the API server's garbage collector
-    /// handles `propagationPolicy=Orphan` by dropping dependents' owner references and then
-    /// the `orphan` finalizer, possibly before this controller sees that finalizer. Read live,
-    /// not from the cache, so the answer is not older than the workload's deletion.
-    async fn placement_orphaned(&self, key: &WorkloadKey, uid: &str) -> Result<bool, FedError> {
-        let api: Api<Placement> = Api::namespaced(self.fed.clone(), &key.namespace);
-        let p = self
-            .timed(
-                &format!("reading placement {}", key.placement_name()),
-                api.get_opt(&key.placement_name()),
-            )
-            .await?;
-        Ok(p.is_some_and(|p| !p.owner_references().iter().any(|r| r.uid == uid)))
-    }
-
-    /// A deleting workload: orphaned → let go; else remove member copies, then the finalizer.
-    async fn finalize(
-        &self,
-        key: &WorkloadKey,
-        fed: &Value,
-        uid: &str,
-        fins: &[String],
-        members: &[Arc<MemberShared>],
-    ) -> Result<(), FedError> {
-        if !fins.iter().any(|f| f == WORKLOAD_FINALIZER) {
-            return Ok(());
-        }
-        let orphan =
-            fins.iter().any(|f| f == "orphan") || self.placement_orphaned(key, uid).await?;
-        let pending = if orphan {
-            Vec::new()
-        } else {
-            fleet::members::remove_copies(
-                members.iter().map(|m| (m.name.as_str(), &**m)),
-                |m| m.holds(key, uid),
-                |m| {
-                    m.set_intent(key, Intent::new(uid, Want::Absent), None);
-                },
-            )
-        };
-        if !pending.is_empty() {
-            tracing::info!(%key, clusters = ?pending, "waiting for member copies to be removed");
-            return Ok(());
-        }
-        let rest: Vec<String> = fins
-            .iter()
-            .filter(|f| *f != WORKLOAD_FINALIZER)
-            .cloned()
-            .collect();
-        self.set_finalizers(key, fed, rest).await?;
-        for m in members {
-            m.forget(key);
-        }
-        let (reason, message) = fleet::members::cleaned(orphan, "member copies removed");
-        self.recorder
-            .record(events::build(key, uid, EventType::Normal, reason, message));
-        Ok(())
-    }
-}
-
-/// Whether the cached workload (at `cached_rv`) is the version our finalizer write was
-/// `pinned` to: that write has not come back through the watch yet.
-fn finalizer_write_pending(pinned: Option<&str>, cached_rv: Option<&str>) -> bool {
-    pinned.is_some() && pinned == cached_rv
 }
 
 fn reflect_dynamic(
@@ -970,17 +889,4 @@ pub async fn run(
         central.on_input(input);
     }
     Err(FedError::WatchEnded)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_finalizer_write_is_pending_while_the_cache_shows_the_version_it_was_pinned_to() {
-        assert!(finalizer_write_pending(Some("7"), Some("7")));
-        assert!(!finalizer_write_pending(Some("7"), Some("9")), "moved on");
-        assert!(!finalizer_write_pending(None, Some("7")), "never written");
-        assert!(!finalizer_write_pending(None, None));
-    }
 }

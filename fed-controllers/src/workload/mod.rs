@@ -15,6 +15,7 @@ pub mod desired;
 pub mod drift;
 pub mod echo;
 pub mod events;
+mod finalize;
 pub mod intents;
 pub mod kinds;
 pub mod member;
