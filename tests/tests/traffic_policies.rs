@@ -21,13 +21,20 @@ fn agent(n: u8, port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 1, n], port))
 }
 
-fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+fn wait_for<T>(limit: Duration, what: &str, f: impl FnMut() -> Option<T>) -> T {
+    wait_for_or(limit, f).unwrap_or_else(|| panic!("timed out waiting for {what}"))
+}
+
+/// `f`'s first `Some` within `limit`, polling every 200 ms; `None` when time ran out.
+fn wait_for_or<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(v) = f() {
-            return v;
+            return Some(v);
         }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        if Instant::now() >= deadline {
+            return None;
+        }
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -63,11 +70,16 @@ fn traffic_policies_change_dns_answers_and_proxy_choices() {
     let up = Up::start(3);
     up.apply_example();
     let both = vec!["127.0.1.1".to_string(), "127.0.1.2".to_string()];
-    wait_for(Duration::from_secs(60), "both clusters in DNS", || {
-        let mut a = a_records(3, None, 1);
-        a.sort();
-        (a == both).then_some(())
+    let mut last = Vec::new();
+    let answered = wait_for_or(Duration::from_secs(60), || {
+        last = a_records(3, None, 1);
+        last.sort();
+        (last == both).then_some(())
     });
+    assert!(
+        answered.is_some(),
+        "timed out waiting for both clusters in DNS; sim-3's agent answers {last:?}"
+    );
 
     // failover: sim-2 first, then sim-1 — even sim-1's own agent sends its traffic there.
     annotate(
