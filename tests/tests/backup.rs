@@ -208,14 +208,11 @@ async fn backup_restore_and_migration_keep_objects_and_their_order() {
 
     // Migration into a 3-member etcd.
     let etcd_dir = tempfile::tempdir().expect("tempdir");
-    let etcd = LocalEtcd::start(LocalEtcdOptions {
-        binary: meridian_e2e::etcd_path(),
-        dir: etcd_dir.path().to_owned(),
-        members: 3,
-        tls: None,
-        extra_args: Vec::new(),
-        hosts: Vec::new(),
-    })
+    let etcd = LocalEtcd::start(LocalEtcdOptions::new(
+        meridian_e2e::etcd_path(),
+        etcd_dir.path().to_owned(),
+        3,
+    ))
     .await
     .expect("starting etcd");
     let servers = format!("--etcd-servers={}", etcd.endpoints().join(","));

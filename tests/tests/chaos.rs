@@ -207,14 +207,11 @@ fn quiet(log: &WriteLog, places: &[&str], from: Instant, to: Instant, what: &str
 async fn killing_each_piece_in_turn_loses_no_write_and_keeps_converging() {
     // Declared first, dropped last: the members die before their directory goes.
     let etcd_dir = tempfile::tempdir().unwrap();
-    let mut etcd = LocalEtcd::start(LocalEtcdOptions {
-        binary: etcd_path(),
-        dir: etcd_dir.path().to_owned(),
-        members: 3,
-        tls: None,
-        extra_args: Vec::new(),
-        hosts: Vec::new(),
-    })
+    let mut etcd = LocalEtcd::start(LocalEtcdOptions::new(
+        etcd_path(),
+        etcd_dir.path().to_owned(),
+        3,
+    ))
     .await
     .expect("starting etcd");
     let servers = etcd.endpoints().join(",");

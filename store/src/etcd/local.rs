@@ -72,6 +72,20 @@ pub struct LocalEtcdOptions {
     pub hosts: Vec<MemberHost>,
 }
 
+impl LocalEtcdOptions {
+    /// `members` members of `binary` in `dir` on loopback: no TLS, no extra flags.
+    pub fn new(binary: PathBuf, dir: PathBuf, members: usize) -> Self {
+        LocalEtcdOptions {
+            binary,
+            dir,
+            members,
+            tls: None,
+            extra_args: Vec::new(),
+            hosts: Vec::new(),
+        }
+    }
+}
+
 /// Where one member runs: its address, and the network namespace it runs in (as a test host
 /// of its own that can be cut off from the others).
 #[derive(Debug, Clone)]
