@@ -538,7 +538,9 @@ impl Reconciler<PodKey> for Scheduler {
 }
 
 impl Scheduler {
-    /// Merge-patches a pod's status.
+    /// Patches a pod's status with a strategic merge patch, as kube-scheduler does: its
+    /// conditions merge by `type`, so a `PodScheduled` written after the kubelet reported
+    /// the pod Ready keeps the kubelet's conditions (a merge patch would replace the list).
     async fn patch_status(
         &self,
         def: &meridian_apiserver::registry::ResourceDef,
@@ -553,7 +555,7 @@ impl Scheduler {
                 def,
                 ns,
                 name,
-                PatchType::Merge,
+                PatchType::Strategic,
                 status,
                 Target::Status,
                 opts,
