@@ -2,7 +2,7 @@
 //! a cluster-sim cluster: a definition applied, its objects applied (client-side and
 //! server-side), listed with their printer columns, explained, validated (a bad object
 //! gets 422 naming the field) and deleted with their definition; and a kube-rs
-//! `DynamicObject` client on the same kind.
+//! `DynamicObject` client and the official Python client on the same kind.
 
 use std::time::{Duration, Instant};
 
@@ -330,6 +330,57 @@ async fn kube_rs_dynamic_objects_round_trip() {
             assert!(status.message.contains("spec.size"), "{}", status.message);
         }
         other => panic!("expected 422, got {other:?}"),
+    }
+}
+
+/// The official Python client (installed by tools/install-python-client.sh) drives the
+/// kind through CustomObjectsApi in the federation and in a member; the script's asserts
+/// are the checks (tests/testdata/python-client/custom_objects.py).
+#[test]
+fn python_client_drives_custom_objects_in_the_federation_and_a_member() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let install = std::process::Command::new("bash")
+        .arg(format!("{root}/tools/install-python-client.sh"))
+        .output()
+        .expect("running install-python-client.sh");
+    assert!(
+        install.status.success(),
+        "the Python client is required: {}",
+        String::from_utf8_lossy(&install.stderr)
+    );
+    let python = String::from_utf8_lossy(&install.stdout).trim().to_string();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/testdata/python-client/custom_objects.py"
+    );
+    let env = Env::start(&["--clusters=1", "--nodes=1", "--ready-delay=0s"]);
+    let federation = ok(&env, "", &["config", "current-context"]);
+    let crd = write(&env, "crd.yaml", CRD);
+    for context in [federation.trim(), "sim-1"] {
+        ok(&env, context, &["apply", "-f", &crd]);
+        ok(
+            &env,
+            context,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "crd/widgets.example.com",
+                "--timeout=30s",
+            ],
+        );
+        let out = std::process::Command::new(&python)
+            .arg(script)
+            .arg(context)
+            .env("KUBECONFIG", &env.merged)
+            .env("HOME", env.dir.path())
+            .output()
+            .expect("running python");
+        assert!(
+            out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok",
+            "the Python client in {context}:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
