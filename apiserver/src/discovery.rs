@@ -1,5 +1,7 @@
-//! Discovery documents (`/api`, `/apis`, `/apis/{group}` and per-group-version
-//! resource lists) in the unaggregated form kubectl falls back to.
+//! Discovery documents: `/api`, `/apis`, `/apis/{group}` and per-group-version resource
+//! lists in the unaggregated form, and `/api` and `/apis` in the aggregated form
+//! (`apidiscovery.k8s.io` `APIGroupDiscoveryList`) that kubectl and client-go ask for first,
+//! which describes every resource in one answer instead of one request per group version.
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -82,15 +84,8 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
     let mut resources = Vec::new();
     for d in defs {
         resources.push(resource(d));
-        if d.status_subresource {
-            resources.push(subresource(d, "status", None));
-        }
-        if d.scale_subresource {
-            resources.push(subresource(
-                d,
-                "scale",
-                Some(("autoscaling", "v1", "Scale")),
-            ));
+        for (name, gvk) in subresources(d) {
+            resources.push(subresource(d, name, gvk));
         }
     }
     let group_version = if group.is_empty() {
@@ -104,6 +99,137 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
         "groupVersion": group_version,
         "resources": resources,
     }))
+}
+
+/// The subresources `d` serves, each with the group, version and kind of its body when that
+/// is not `d`'s own kind.
+fn subresources(d: &ResourceDef) -> Vec<(&'static str, Option<Gvk>)> {
+    let mut out = Vec::new();
+    if d.status_subresource {
+        out.push(("status", None));
+    }
+    if d.scale_subresource {
+        out.push(("scale", Some(("autoscaling", "v1", "Scale"))));
+    }
+    out
+}
+
+/// A group, version and kind.
+type Gvk = (&'static str, &'static str, &'static str);
+
+/// The media type parameters that ask for aggregated discovery.
+const AGGREGATED_GROUP: &str = "apidiscovery.k8s.io";
+const AGGREGATED_AS: &str = "APIGroupDiscoveryList";
+/// The aggregated discovery versions served (the same document in both).
+const AGGREGATED_VERSIONS: [&str; 2] = ["v2", "v2beta1"];
+
+/// The aggregated discovery version an `Accept` header asks for first, if any (clients list
+/// it before plain JSON, which they take as the fallback). Parameters are matched as
+/// upstream does: `g`, `v` and `as` on an `application/json` range.
+pub fn aggregated_version(accept: &str) -> Option<&'static str> {
+    accept.split(',').find_map(|range| {
+        let mut parts = range.split(';').map(str::trim);
+        if !parts.next()?.eq_ignore_ascii_case("application/json") {
+            return None;
+        }
+        let (mut g, mut v, mut as_) = (None, None, None);
+        for p in parts {
+            match p.split_once('=') {
+                Some(("g", x)) => g = Some(x),
+                Some(("v", x)) => v = Some(x),
+                Some(("as", x)) => as_ = Some(x),
+                _ => {}
+            }
+        }
+        if g != Some(AGGREGATED_GROUP) || as_ != Some(AGGREGATED_AS) {
+            return None;
+        }
+        AGGREGATED_VERSIONS
+            .into_iter()
+            .find(|known| Some(*known) == v)
+    })
+}
+
+/// The `Content-Type` of an aggregated discovery answer in `version`.
+pub fn aggregated_content_type(version: &str) -> String {
+    format!("application/json;g={AGGREGATED_GROUP};v={version};as={AGGREGATED_AS}")
+}
+
+/// Aggregated discovery of `/api` (`core`: the core group only) or `/apis` (every named
+/// group), in `version` (`v2` or `v2beta1`). Versions are listed preferred first.
+pub fn aggregated(registry: &Registry, core: bool, version: &str) -> Value {
+    let items: Vec<Value> = registry
+        .groups()
+        .into_iter()
+        .filter(|(g, _)| g.is_empty() == core)
+        .map(|(g, versions)| {
+            let versions: Vec<Value> = versions
+                .iter()
+                .map(|v| {
+                    let resources: Vec<Value> = registry
+                        .all()
+                        .iter()
+                        .filter(|d| d.group == g && d.version == *v)
+                        .map(|d| resource_discovery(d))
+                        .collect();
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
+                .collect();
+            // The core group's entry has no name, as upstream's.
+            let metadata = if core {
+                json!({"creationTimestamp": null})
+            } else {
+                json!({"name": g, "creationTimestamp": null})
+            };
+            json!({"metadata": metadata, "versions": versions})
+        })
+        .collect();
+    json!({
+        "kind": AGGREGATED_AS,
+        "apiVersion": format!("{AGGREGATED_GROUP}/{version}"),
+        "metadata": {},
+        "items": items,
+    })
+}
+
+/// One resource of an aggregated discovery document (`APIResourceDiscovery`).
+fn resource_discovery(d: &ResourceDef) -> Value {
+    let kind =
+        |(group, version, kind): Gvk| json!({"group": group, "version": version, "kind": kind});
+    let mut r = Map::new();
+    r.insert("resource".into(), d.plural.into());
+    r.insert("responseKind".into(), kind((d.group, d.version, d.kind)));
+    r.insert(
+        "scope".into(),
+        if d.namespaced {
+            "Namespaced"
+        } else {
+            "Cluster"
+        }
+        .into(),
+    );
+    r.insert("singularResource".into(), d.singular.into());
+    r.insert("verbs".into(), json!(VERBS));
+    if !d.short_names.is_empty() {
+        r.insert("shortNames".into(), json!(d.short_names));
+    }
+    if !d.categories.is_empty() {
+        r.insert("categories".into(), json!(d.categories));
+    }
+    let subs: Vec<Value> = subresources(d)
+        .into_iter()
+        .map(|(name, gvk)| {
+            json!({
+                "subresource": name,
+                "responseKind": kind(gvk.unwrap_or((d.group, d.version, d.kind))),
+                "verbs": SUBRESOURCE_VERBS,
+            })
+        })
+        .collect();
+    if !subs.is_empty() {
+        r.insert("subresources".into(), subs.into());
+    }
+    Value::Object(r)
 }
 
 fn resource(d: &ResourceDef) -> Value {
@@ -125,7 +251,7 @@ fn resource(d: &ResourceDef) -> Value {
 }
 
 /// A subresource entry; `gvk` is set when its body is of another group's kind.
-fn subresource(d: &ResourceDef, name: &str, gvk: Option<(&str, &str, &str)>) -> Value {
+fn subresource(d: &ResourceDef, name: &str, gvk: Option<Gvk>) -> Value {
     let mut r = Map::new();
     r.insert("name".into(), format!("{}/{name}", d.plural).into());
     r.insert("singularName".into(), "".into());
@@ -200,6 +326,105 @@ mod tests {
             api["serverAddressByClientCIDRs"][0]["serverAddress"],
             "10.0.0.1:6443"
         );
+    }
+
+    #[test]
+    fn aggregated_discovery_is_chosen_by_the_accept_header() {
+        let kubectl = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+        assert_eq!(aggregated_version(kubectl), Some("v2"));
+        let old = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList, application/json";
+        assert_eq!(aggregated_version(old), Some("v2beta1"));
+        assert_eq!(aggregated_version("application/json"), None);
+        assert_eq!(aggregated_version(""), None);
+        // Another kind, group or an unknown version is not aggregated discovery.
+        assert_eq!(
+            aggregated_version(
+                "application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList"
+            ),
+            None
+        );
+        assert_eq!(
+            aggregated_version("application/json;as=Table;v=v1;g=meta.k8s.io"),
+            None
+        );
+        assert_eq!(
+            aggregated_content_type("v2"),
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+        );
+    }
+
+    #[test]
+    fn aggregated_discovery_describes_what_the_lists_do() {
+        let reg = builtin_registry();
+        let apis = aggregated(&reg, false, "v2");
+        assert_eq!(apis["apiVersion"], "apidiscovery.k8s.io/v2");
+        let groups: Vec<&str> = apis["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["metadata"]["name"].as_str().unwrap())
+            .collect();
+        let listed = api_group_list(&reg);
+        let plain: Vec<&str> = listed["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(groups, plain);
+        let apps = &apis["items"][0]["versions"][0];
+        assert_eq!(apps["version"], "v1");
+        let res = apps["resources"].as_array().unwrap();
+        let deploy = res.iter().find(|r| r["resource"] == "deployments").unwrap();
+        assert_eq!(
+            deploy["responseKind"],
+            json!({"group": "apps", "version": "v1", "kind": "Deployment"})
+        );
+        assert_eq!(deploy["scope"], "Namespaced");
+        assert_eq!(deploy["shortNames"], json!(["deploy"]));
+        let subs: Vec<&str> = deploy["subresources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["subresource"].as_str().unwrap())
+            .collect();
+        assert_eq!(subs, ["status", "scale"]);
+        assert_eq!(deploy["subresources"][1]["responseKind"]["kind"], "Scale");
+        // Every resource of every group version, as the unaggregated lists name them.
+        for item in apis["items"].as_array().unwrap() {
+            let g = item["metadata"]["name"].as_str().unwrap();
+            for v in item["versions"].as_array().unwrap() {
+                let v_name = v["version"].as_str().unwrap();
+                let list = resource_list(&reg, g, v_name).unwrap();
+                let plain: Vec<&str> = list["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r["name"].as_str().unwrap())
+                    .filter(|n| !n.contains('/'))
+                    .collect();
+                let agg: Vec<&str> = v["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r["resource"].as_str().unwrap())
+                    .collect();
+                assert_eq!(agg, plain, "{g}/{v_name}");
+            }
+        }
+
+        let core = aggregated(&reg, true, "v2beta1");
+        assert_eq!(core["apiVersion"], "apidiscovery.k8s.io/v2beta1");
+        let items = core["items"].as_array().unwrap();
+        assert_eq!(items.len(), 1);
+        assert!(items[0]["metadata"].get("name").is_none());
+        let ns = items[0]["versions"][0]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "namespaces")
+            .unwrap();
+        assert_eq!(ns["scope"], "Cluster");
     }
 
     #[test]

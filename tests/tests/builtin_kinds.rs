@@ -1,7 +1,7 @@
 //! End-to-end: kubectl 1.37 against the federation and a cluster-sim cluster with
 //! `examples/kinds.yaml`, one object of each built-in kind beyond Deployments and
 //! Services: apply, the `kubectl get` tables, `get all`, `explain`, `scale statefulset`,
-//! `api-resources`, a 422 naming the field for a bad object of each kind, and
+//! `api-resources` (from aggregated discovery alone), a 422 naming the field for a bad object of each kind, and
 //! `delete -f`.
 
 // Tests fail on the first unexpected error: unwrapping is how they report it.
@@ -459,6 +459,27 @@ fn check(t: &Target<'_>, example: &str) {
             "{who}: api-resources lacks {row:?}\n{resources}"
         );
     }
+
+    // Aggregated discovery: kubectl learns every resource from `/api` and `/apis` alone,
+    // with no request per group version.
+    let out = t.run(&["api-resources", "-v=6"]);
+    assert!(out.status.success(), "{who}: api-resources -v=6 failed");
+    let log = String::from_utf8_lossy(&out.stderr);
+    let gets: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.split_once("verb=\"GET\" url=\""))
+        .map(|(_, rest)| rest)
+        .collect();
+    assert!(
+        gets.iter().any(|g| g.contains("/apis?")) && gets.iter().any(|g| g.contains("/api?")),
+        "{who}: no discovery requests seen\n{log}"
+    );
+    assert!(
+        !gets
+            .iter()
+            .any(|g| g.contains("/apis/") || g.contains("/api/v1?")),
+        "{who}: kubectl fell back to per-group discovery\n{log}"
+    );
 
     for (file, manifest, field) in BAD {
         let path = t.env.dir.path().join(format!("{who}-bad-{file}"));

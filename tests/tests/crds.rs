@@ -297,6 +297,44 @@ async fn kube_rs_dynamic_objects_round_trip() {
     );
 
     let client = env.federation().await;
+    // Aggregated discovery (two requests) describes what per-group discovery does.
+    let aggregated = kube::Discovery::new(client.clone())
+        .run_aggregated()
+        .await
+        .expect("aggregated discovery");
+    let plain = kube::Discovery::new(client.clone())
+        .run()
+        .await
+        .expect("per-group discovery");
+    let describe = |d: &kube::Discovery| {
+        let mut all: Vec<String> = d
+            .groups()
+            .flat_map(|g| {
+                g.versions()
+                    .flat_map(|v| g.versioned_resources(v))
+                    .map(|(ar, caps)| {
+                        // A subresource by name, kind and verbs: kube-rs reads the group of
+                        // an aggregated subresource's body from its parent, not the answer.
+                        let subs: Vec<String> = caps
+                            .subresources
+                            .iter()
+                            .map(|(s, c)| format!("{}:{}:{:?}", s.plural, s.kind, c.operations))
+                            .collect();
+                        format!("{ar:?} {:?} {:?} {subs:?}", caps.scope, caps.operations)
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        all.sort();
+        all
+    };
+    let described = describe(&aggregated);
+    assert!(
+        described.iter().any(|r| r.contains("\"Widget\"")),
+        "the custom kind is in aggregated discovery: {described:?}"
+    );
+    assert_eq!(described, describe(&plain));
+
     let ar = ApiResource {
         group: "example.com".into(),
         version: "v1".into(),

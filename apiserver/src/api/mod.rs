@@ -202,14 +202,34 @@ impl ApiServer {
                     None => not_found(segs),
                 })
             }
-            ["api"] if get => non_resource(value_response(
-                StatusCode::OK,
-                &discovery::api_versions(&self.advertise),
-            )),
-            ["apis"] if get => non_resource(value_response(
-                StatusCode::OK,
-                &discovery::api_group_list(reg),
-            )),
+            ["api"] | ["apis"] if get => {
+                let core = segs == ["api"];
+                let accept = req
+                    .headers()
+                    .get(header::ACCEPT)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("");
+                let mut resp = match discovery::aggregated_version(accept) {
+                    Some(v) => {
+                        let mut r =
+                            value_response(StatusCode::OK, &discovery::aggregated(reg, core, v));
+                        if let Ok(ct) =
+                            HeaderValue::from_str(&discovery::aggregated_content_type(v))
+                        {
+                            r.headers_mut().insert(header::CONTENT_TYPE, ct);
+                        }
+                        r
+                    }
+                    None if core => {
+                        value_response(StatusCode::OK, &discovery::api_versions(&self.advertise))
+                    }
+                    None => value_response(StatusCode::OK, &discovery::api_group_list(reg)),
+                };
+                // Caches must keep the two forms apart.
+                resp.headers_mut()
+                    .insert(header::VARY, HeaderValue::from_static("Accept"));
+                non_resource(resp)
+            }
             ["api", "v1"] if get => non_resource(match discovery::resource_list(reg, "", "v1") {
                 Some(v) => value_response(StatusCode::OK, &v),
                 None => not_found(segs),
