@@ -168,6 +168,15 @@ impl ResourceDef {
         }
     }
 
+    /// The apiVersion its objects are stored at when it differs from the one it serves
+    /// (a custom kind's version that is not the storage version); `None` otherwise.
+    pub fn stored_api_version(&self) -> Option<&str> {
+        self.custom
+            .as_ref()
+            .filter(|c| !c.storage)
+            .map(|c| c.storage_api_version.as_str())
+    }
+
     /// The storage key prefix of every object of this resource.
     pub fn prefix(&self) -> String {
         let g = if self.group.is_empty() {

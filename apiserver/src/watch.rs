@@ -49,7 +49,7 @@ impl Encoder {
             let t = table::single(&self.def, &obj.value(), false, include);
             watch_frame(kind.as_str(), t.to_string().as_bytes())
         } else {
-            obj.frame_as(kind)
+            crate::convert::served_frame(&self.def, kind, obj)
         }
     }
 
@@ -66,7 +66,11 @@ impl Encoder {
             EventType::Deleted if now || before => EventType::Deleted,
             _ => return None,
         };
-        if self.table.is_none() && kind == ev.kind && filter.selectors.label.is_none() {
+        if self.table.is_none()
+            && kind == ev.kind
+            && filter.selectors.label.is_none()
+            && self.def.stored_api_version().is_none()
+        {
             return Some(ev.frame());
         }
         Some(self.frame(kind, &ev.obj))

@@ -83,7 +83,11 @@ impl ApiServer {
             if i > 0 {
                 out.push(b',');
             }
-            c.append_json(&mut out);
+            if def.stored_api_version().is_some() {
+                out.extend_from_slice(&crate::convert::served_json(def, c));
+            } else {
+                c.append_json(&mut out);
+            }
         }
         out.extend_from_slice(b"]}");
         Ok(json_response(StatusCode::OK, Bytes::from(out)))

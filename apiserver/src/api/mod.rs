@@ -420,7 +420,10 @@ impl ApiServer {
                         &table::single(&def, &c.value(), true, include),
                     ));
                 }
-                Ok(json_response(StatusCode::OK, c.json()))
+                Ok(json_response(
+                    StatusCode::OK,
+                    crate::convert::served_json(&def, &c),
+                ))
             }
             (Method::POST, None) => {
                 if def.namespaced && rp.namespace.is_none() {

@@ -35,6 +35,8 @@ pub struct CustomKind {
     pub columns: Vec<PrinterColumn>,
     /// Whether this is the version objects are stored in.
     pub storage: bool,
+    /// The apiVersion objects are stored at (`example.com/v1`): the storage version's.
+    pub storage_api_version: String,
 }
 
 /// One `additionalPrinterColumns` entry.

@@ -66,6 +66,7 @@ pub fn resource_defs(crd: &Value) -> Vec<Arc<ResourceDef>> {
         .map(|a| a.iter().collect())
         .unwrap_or_default();
     versions.sort_by_key(|v| v.get("storage").and_then(Value::as_bool) != Some(true));
+    let storage_api_version = format!("{group}/{}", versions.first().map_or("", |v| s(v, "/name")));
     versions
         .into_iter()
         .filter(|v| v.get("served").and_then(Value::as_bool) == Some(true))
@@ -118,6 +119,7 @@ pub fn resource_defs(crd: &Value) -> Vec<Arc<ResourceDef>> {
                 schema,
                 columns,
                 storage: v.get("storage").and_then(Value::as_bool) == Some(true),
+                storage_api_version: storage_api_version.clone(),
             }));
             Arc::new(d)
         })

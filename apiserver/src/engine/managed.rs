@@ -51,7 +51,9 @@ impl FieldManagers {
         defs: &Definitions,
         endpoint: Endpoint,
     ) -> Arc<FieldManager> {
-        let key = (def.prefix(), endpoint);
+        // By version too: a custom kind's versions share a storage prefix, but each records
+        // and checks its own apiVersion.
+        let key = (format!("{}{}", def.prefix(), def.version), endpoint);
         let mut built = self.built.lock().expect("field managers");
         if let Some(m) = built.get(&key) {
             return m.clone();

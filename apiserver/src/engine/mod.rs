@@ -184,6 +184,13 @@ fn store_error(def: &ResourceDef, name: &str, e: StoreError) -> ApiError {
 }
 
 /// Five random characters from Kubernetes' `generateName` alphabet.
+/// A cached object as `def` serves it (its stored apiVersion may be another version's).
+fn served(def: &ResourceDef, c: &Cached) -> Value {
+    let mut v = c.value();
+    crate::convert::to_served(def, &mut v);
+    v
+}
+
 fn random_suffix() -> String {
     use rand::Rng;
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -482,7 +489,7 @@ impl Engine {
         }
         let kv = self
             .store
-            .create(&def.key(namespace, &name), encode(&obj)?)
+            .create(&def.key(namespace, &name), encode(def, &obj)?)
             .await
             .map_err(|e| store_error(def, &name, e))?;
         object::set_resource_version(&mut obj, kv.mod_revision);
@@ -651,7 +658,7 @@ impl Engine {
         }
         let kv = self
             .store
-            .update(&old.key, encode(&new)?, old.rv)
+            .update(&old.key, encode(def, &new)?, old.rv)
             .await
             .map_err(|e| store_error(def, old.name(), e))?;
         object::set_resource_version(&mut new, kv.mod_revision);
@@ -710,7 +717,7 @@ impl Engine {
         if rv != old.rv {
             return Err(ApiError::stale(def.plural, def.group, name));
         }
-        let old_value = old.value();
+        let old_value = served(def, &old);
         let new = self.merge_update(def, target, &old_value, body)?;
         let endpoint = Some(endpoint_of(target));
         let obj = self
@@ -759,7 +766,7 @@ impl Engine {
         loop {
             attempt += 1;
             let old = self.current(def, namespace, name).await?;
-            let old_value = old.value();
+            let old_value = served(def, &old);
             let built = build(&old_value)?;
             let warnings = self.check_fields(def, &built, opts.field_validation)?;
             let pinned = object::meta_str(&built, "resourceVersion")
@@ -804,7 +811,7 @@ impl Engine {
         loop {
             attempt += 1;
             let old = self.current(def, namespace, name).await?;
-            let mut obj = old.value();
+            let mut obj = served(def, &old);
             if let Some(uid) = &opts.uid
                 && **uid != *old.uid
             {
@@ -876,7 +883,11 @@ impl Engine {
                 if opts.dry_run {
                     return Ok(Deleted { obj, gone: false });
                 }
-                match self.store.update(&old.key, encode(&obj)?, old.rv).await {
+                match self
+                    .store
+                    .update(&old.key, encode(def, &obj)?, old.rv)
+                    .await
+                {
                     Ok(kv) => {
                         object::set_resource_version(&mut obj, kv.mod_revision);
                         if is_namespace {

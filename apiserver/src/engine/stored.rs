@@ -4,11 +4,17 @@
 use bytes::Bytes;
 use serde_json::Value;
 
+use crate::registry::ResourceDef;
 use crate::status::ApiError;
 
-/// The bytes stored for `obj`.
-pub(super) fn encode(obj: &Value) -> Result<Bytes, ApiError> {
-    serde_json::to_vec(&WithoutResourceVersion(obj))
+/// The bytes stored for `obj`, written through `def`: at the storage version's apiVersion
+/// when `def` serves another.
+pub(super) fn encode(def: &ResourceDef, obj: &Value) -> Result<Bytes, ApiError> {
+    encode_at(obj, def.stored_api_version())
+}
+
+fn encode_at(obj: &Value, api_version: Option<&str>) -> Result<Bytes, ApiError> {
+    serde_json::to_vec(&WithoutResourceVersion(obj, api_version))
         .map(|mut v| {
             // The store's watch history keeps this buffer: without the growth slack.
             v.shrink_to_fit();
@@ -18,8 +24,9 @@ pub(super) fn encode(obj: &Value) -> Result<Bytes, ApiError> {
 }
 
 /// An object written without `metadata.resourceVersion`: the revision is the resourceVersion,
-/// so the store never keeps a (soon stale) copy of it. Written as is, not copied first.
-struct WithoutResourceVersion<'a>(&'a Value);
+/// so the store never keeps a (soon stale) copy of it. Written as is, not copied first, with
+/// its apiVersion replaced when one is given.
+struct WithoutResourceVersion<'a>(&'a Value, Option<&'a str>);
 
 impl serde::Serialize for WithoutResourceVersion<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -33,6 +40,9 @@ impl serde::Serialize for WithoutResourceVersion<'_> {
                 Value::Object(meta) if k == "metadata" => {
                     let fields = meta.iter().filter(|(f, _)| *f != "resourceVersion");
                     out.serialize_entry(k, &MapOf(fields))?;
+                }
+                _ if k == "apiVersion" && self.1.is_some() => {
+                    out.serialize_entry(k, &self.1)?;
                 }
                 _ => out.serialize_entry(k, v)?,
             }
@@ -63,7 +73,7 @@ mod tests {
         let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "a", "resourceVersion": "12", "labels": {"resourceVersion": "kept"}},
             "data": {"resourceVersion": "kept too"}});
-        let stored: Value = serde_json::from_slice(&encode(&obj).unwrap()).unwrap();
+        let stored: Value = serde_json::from_slice(&encode_at(&obj, None).unwrap()).unwrap();
         let mut want = obj.clone();
         want["metadata"]
             .as_object_mut()
@@ -72,9 +82,9 @@ mod tests {
         assert_eq!(stored, want);
         // The same bytes a copy without it would give.
         assert_eq!(
-            &encode(&obj).unwrap()[..],
+            &encode_at(&obj, None).unwrap()[..],
             &serde_json::to_vec(&want).unwrap()[..]
         );
-        assert_eq!(&encode(&json!([1])).unwrap()[..], b"[1]");
+        assert_eq!(&encode_at(&json!([1]), None).unwrap()[..], b"[1]");
     }
 }
