@@ -7,21 +7,12 @@ use std::process::{Command, Output};
 /// Helm `major` (4 or 3): `$HELM` (4) or `$HELM3` (3), else installed by tools/install-helm.sh.
 pub fn helm_path(major: u8) -> PathBuf {
     let var = if major == 3 { "HELM3" } else { "HELM" };
-    if let Some(p) = std::env::var_os(var) {
-        return PathBuf::from(p);
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/install-helm.sh");
-    let out = Command::new("bash")
-        .arg(script)
-        .arg(major.to_string())
-        .output()
-        .expect("running install-helm.sh");
-    assert!(
-        out.status.success(),
-        "Helm {major} is required: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    crate::tool_path(
+        var,
+        "install-helm.sh",
+        &[&major.to_string()],
+        &format!("Helm {major}"),
+    )
 }
 
 /// One Helm major against one kubeconfig, with its own XDG directories.

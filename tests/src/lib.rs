@@ -113,40 +113,48 @@ fn spawn_until(bin: &str, args: &[String], ready_prefix: &str) -> Proc {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// kubectl: `$KUBECTL`, or installed by tools/install-kubectl.sh.
-pub fn kubectl_path() -> PathBuf {
-    if let Ok(p) = std::env::var("KUBECTL") {
+/// A tool: the path in `$var` if set, else what the project's `tools/<script>` (run with
+/// `args`) installs and prints. A test that needs it fails here, naming it, if it cannot be
+/// installed.
+pub fn tool_path(var: &str, script: &str, args: &[&str], what: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(var) {
         return PathBuf::from(p);
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/install-kubectl.sh");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tools")
+        .join(script);
     let out = Command::new("bash")
-        .arg(script)
+        .arg(path)
+        .args(args)
         .output()
-        .expect("running install-kubectl.sh");
+        .unwrap_or_else(|e| panic!("running {script}: {e}"));
     assert!(
         out.status.success(),
-        "kubectl is required: {}",
+        "{what} is required: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
+/// kubectl: `$KUBECTL`, or installed by tools/install-kubectl.sh.
+pub fn kubectl_path() -> PathBuf {
+    tool_path("KUBECTL", "install-kubectl.sh", &[], "kubectl")
+}
+
 /// etcd: `$ETCD`, or installed by tools/install-etcd.sh (etcdctl sits beside it).
 pub fn etcd_path() -> PathBuf {
-    if let Some(p) = std::env::var_os("ETCD") {
-        return PathBuf::from(p);
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/install-etcd.sh");
-    let out = Command::new("bash")
-        .arg(script)
-        .output()
-        .expect("running install-etcd.sh");
-    assert!(
-        out.status.success(),
-        "etcd is required: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    tool_path("ETCD", "install-etcd.sh", &[], "etcd")
+}
+
+/// The python of a venv holding the official Kubernetes Python client: `$PYTHON_CLIENT`, or
+/// installed by tools/install-python-client.sh.
+pub fn python_client_path() -> PathBuf {
+    tool_path(
+        "PYTHON_CLIENT",
+        "install-python-client.sh",
+        &[],
+        "the Kubernetes Python client",
+    )
 }
 
 /// Runs a workspace binary, or `kubectl`, with `KUBECONFIG` and `HOME` set.

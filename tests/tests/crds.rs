@@ -376,17 +376,7 @@ async fn kube_rs_dynamic_objects_round_trip() {
 /// are the checks (tests/testdata/python-client/custom_objects.py).
 #[test]
 fn python_client_drives_custom_objects_in_the_federation_and_a_member() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let install = std::process::Command::new("bash")
-        .arg(format!("{root}/tools/install-python-client.sh"))
-        .output()
-        .expect("running install-python-client.sh");
-    assert!(
-        install.status.success(),
-        "the Python client is required: {}",
-        String::from_utf8_lossy(&install.stderr)
-    );
-    let python = String::from_utf8_lossy(&install.stdout).trim().to_string();
+    let python = meridian_e2e::python_client_path();
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/testdata/python-client/custom_objects.py"
