@@ -485,3 +485,86 @@ async fn every_served_version_reads_and_writes_the_same_objects() {
         .unwrap_or("");
     assert!(message.contains("\"alpha\""), "{message}");
 }
+
+/// A custom kind's `scale` subresource reads and writes where its definition says
+/// (`specReplicasPath`, `statusReplicasPath`, `labelSelectorPath`), as `kubectl scale` and
+/// HorizontalPodAutoscalers use it.
+#[tokio::test]
+async fn the_scale_subresource_follows_the_definitions_paths() {
+    let api = setup(Arc::new(MemoryStore::new())).await;
+    let mut crd = api
+        .send("GET", &format!("{CRDS}/widgets.example.com"), "")
+        .await
+        .body;
+    let version = &mut crd["spec"]["versions"][0];
+    version["subresources"]["scale"] = json!({
+        "specReplicasPath": ".spec.size",
+        "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.selector",
+    });
+    version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["selector"] =
+        json!({"type": "string"});
+    let updated = api
+        .send(
+            "PUT",
+            &format!("{CRDS}/widgets.example.com"),
+            &crd.to_string(),
+        )
+        .await;
+    assert_eq!(updated.code, 200, "{}", updated.body);
+    let made = api
+        .send(
+            "POST",
+            WIDGETS,
+            r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"s"},"spec":{"image":"nginx","size":2}}"#,
+        )
+        .await;
+    assert_eq!(made.code, 201, "{}", made.body);
+    let status = api
+        .send_as(
+            "PATCH",
+            &format!("{WIDGETS}/s/status"),
+            "application/merge-patch+json",
+            JSON,
+            r#"{"status":{"replicas":2,"selector":"app=s"}}"#,
+        )
+        .await;
+    assert_eq!(status.code, 200, "{}", status.body);
+
+    let scale = api
+        .until(&format!("{WIDGETS}/s/scale"), |a| a.code == 200)
+        .await
+        .body;
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["spec"]["replicas"], 2);
+    assert_eq!(scale["status"], json!({"replicas": 2, "selector": "app=s"}));
+
+    let patched = api
+        .send_as(
+            "PATCH",
+            &format!("{WIDGETS}/s/scale"),
+            "application/merge-patch+json",
+            JSON,
+            r#"{"spec":{"replicas":5}}"#,
+        )
+        .await;
+    assert_eq!(patched.code, 200, "{}", patched.body);
+    assert_eq!(patched.body["spec"]["replicas"], 5);
+    let widget = api.send("GET", &format!("{WIDGETS}/s"), "").await.body;
+    assert_eq!(widget["spec"]["size"], 5, "{widget}");
+    assert!(
+        widget["spec"].get("replicas").is_none_or(|r| r == 1),
+        "{widget}"
+    );
+    // The object's own validation still applies through /scale.
+    let too_big = api
+        .send_as(
+            "PATCH",
+            &format!("{WIDGETS}/s/scale"),
+            "application/merge-patch+json",
+            JSON,
+            r#"{"spec":{"replicas":20}}"#,
+        )
+        .await;
+    assert_eq!(too_big.code, 422, "{}", too_big.body);
+}

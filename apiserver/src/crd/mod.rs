@@ -37,6 +37,42 @@ pub struct CustomKind {
     pub storage: bool,
     /// The apiVersion objects are stored at (`example.com/v1`): the storage version's.
     pub storage_api_version: String,
+    /// Where the version's `scale` subresource reads and writes, when it has one.
+    pub scale: Option<ScalePaths>,
+}
+
+/// A custom kind's `subresources.scale`, as JSON pointers into its objects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScalePaths {
+    /// `specReplicasPath` (`/spec/replicas`).
+    pub spec_replicas: String,
+    /// `statusReplicasPath` (`/status/replicas`).
+    pub status_replicas: String,
+    /// `labelSelectorPath`: a string field holding the serialized selector, if given.
+    pub label_selector: Option<String>,
+}
+
+impl ScalePaths {
+    /// The paths of a CRD version's `subresources.scale`; `None` when a required path is
+    /// missing or not a plain `.field.field` path (kube-apiserver refuses such CRDs).
+    pub fn of(scale: &Value) -> Option<Self> {
+        let pointer = |k: &str, prefix: &str| -> Option<String> {
+            let path = scale.get(k)?.as_str()?;
+            let ok = path.starts_with(prefix)
+                && path[1..]
+                    .split('.')
+                    .all(|f| !f.is_empty() && !f.contains(['[', ']', '/', '~']));
+            ok.then(|| path.replace('.', "/"))
+        };
+        Some(Self {
+            spec_replicas: pointer("specReplicasPath", ".spec.")?,
+            status_replicas: pointer("statusReplicasPath", ".status.")?,
+            label_selector: match scale.get("labelSelectorPath") {
+                None | Some(Value::Null) => None,
+                Some(_) => Some(pointer("labelSelectorPath", ".")?),
+            },
+        })
+    }
 }
 
 /// One `additionalPrinterColumns` entry.

@@ -112,7 +112,8 @@ pub fn resource_defs(crd: &Value) -> Vec<Arc<ResourceDef>> {
             d.categories = categories;
             d.definition = intern(&definition_name(group, version, kind));
             d.status_subresource = v.at("/subresources/status").is_some();
-            d.scale_subresource = v.at("/subresources/scale").is_some();
+            let scale = v.at("/subresources/scale").and_then(super::ScalePaths::of);
+            d.scale_subresource = scale.is_some();
             d.tracks_generation = true;
             d.custom = Some(Arc::new(CustomKind {
                 crd: crate::object::name(crd).to_string(),
@@ -120,6 +121,7 @@ pub fn resource_defs(crd: &Value) -> Vec<Arc<ResourceDef>> {
                 columns,
                 storage: v.get("storage").and_then(Value::as_bool) == Some(true),
                 storage_api_version: storage_api_version.clone(),
+                scale,
             }));
             Arc::new(d)
         })

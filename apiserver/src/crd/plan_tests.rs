@@ -148,3 +148,33 @@ fn a_deleted_definition_keeps_serving_while_its_objects_go() {
     assert_eq!(p.terminating.len(), 1);
     assert_eq!(condition(&p.statuses[0].1, "Terminating")["status"], "True");
 }
+
+#[test]
+fn scale_paths_are_plain_field_paths_under_spec_and_status() {
+    use crate::crd::ScalePaths;
+    let of = |v: Value| ScalePaths::of(&v);
+    assert_eq!(
+        of(
+            json!({"specReplicasPath": ".spec.size", "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.selector"})
+        ),
+        Some(ScalePaths {
+            spec_replicas: "/spec/size".into(),
+            status_replicas: "/status/replicas".into(),
+            label_selector: Some("/status/selector".into()),
+        })
+    );
+    assert_eq!(
+        of(json!({"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}))
+            .and_then(|p| p.label_selector),
+        None
+    );
+    for bad in [
+        json!({"statusReplicasPath": ".status.replicas"}),
+        json!({"specReplicasPath": ".status.replicas", "statusReplicasPath": ".status.replicas"}),
+        json!({"specReplicasPath": ".spec.items[0]", "statusReplicasPath": ".status.replicas"}),
+        json!({"specReplicasPath": ".spec..replicas", "statusReplicasPath": ".status.replicas"}),
+        json!({"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas", "labelSelectorPath": "status.selector"}),
+    ] {
+        assert_eq!(of(bad.clone()), None, "{bad}");
+    }
+}

@@ -69,7 +69,8 @@ impl FieldManagers {
                 Arc::new(main.for_subresource("status", ResetFields::all_but(&["status"])))
             }
             Endpoint::Scale => {
-                Arc::new(main.for_subresource("scale", ResetFields::all_but(&["spec.replicas"])))
+                let field = super::subresources::scale_field(def);
+                Arc::new(main.for_subresource("scale", ResetFields::all_but(&[field.as_str()])))
             }
             Endpoint::Finalize => Arc::new(
                 main.for_subresource("finalize", ResetFields::all_but(&["spec.finalizers"])),

@@ -20,12 +20,44 @@ pub enum ScaleChange<'a> {
     Patch(PatchType, &'a Value),
 }
 
-/// The `autoscaling/v1` Scale view of an object with `spec.replicas`.
-pub fn scale_of(obj: &Value) -> Value {
-    let sel = obj.at("/spec/selector").cloned().unwrap_or(Value::Null);
-    let selector = apimachinery::selector::LabelSelector::from_json(&sel)
-        .map(|s| s.to_string())
-        .unwrap_or_default();
+/// Where a kind's replicas are: (spec replicas, status replicas) as JSON pointers.
+fn replica_paths(def: &ResourceDef) -> (&str, &str) {
+    match def.custom.as_ref().and_then(|c| c.scale.as_ref()) {
+        Some(p) => (&p.spec_replicas, &p.status_replicas),
+        None => ("/spec/replicas", "/status/replicas"),
+    }
+}
+
+/// The serialized label selector of an object's pods: a built-in kind's `spec.selector`,
+/// or the string at a custom kind's `labelSelectorPath` (empty when it has none).
+fn selector_of(def: &ResourceDef, obj: &Value) -> String {
+    match def.custom.as_ref().and_then(|c| c.scale.as_ref()) {
+        Some(p) => p
+            .label_selector
+            .as_deref()
+            .and_then(|path| obj.pointer(path))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        None => {
+            let sel = obj.at("/spec/selector").cloned().unwrap_or(Value::Null);
+            apimachinery::selector::LabelSelector::from_json(&sel)
+                .map(|s| s.to_string())
+                .unwrap_or_default()
+        }
+    }
+}
+
+/// The dotted path of the field a `/scale` write owns (`spec.replicas`).
+pub(crate) fn scale_field(def: &ResourceDef) -> String {
+    replica_paths(def).0[1..].replace('/', ".")
+}
+
+/// The `autoscaling/v1` Scale view of an object of `def` (replicas where the kind keeps
+/// them: `spec.replicas` for built-in kinds, the CRD's paths for custom ones).
+pub fn scale_of(def: &ResourceDef, obj: &Value) -> Value {
+    let selector = selector_of(def, obj);
+    let (spec, status) = replica_paths(def);
     let meta = object::meta(obj);
     json!({
         "kind": "Scale", "apiVersion": "autoscaling/v1",
@@ -33,8 +65,8 @@ pub fn scale_of(obj: &Value) -> Value {
             "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": meta.get("uid"),
             "resourceVersion": meta.get("resourceVersion"), "creationTimestamp": meta.get("creationTimestamp"),
         },
-        "spec": {"replicas": obj.at("/spec/replicas").cloned().unwrap_or(json!(0))},
-        "status": {"replicas": obj.at("/status/replicas").cloned().unwrap_or(json!(0)), "selector": selector},
+        "spec": {"replicas": obj.pointer(spec).cloned().unwrap_or(json!(0))},
+        "status": {"replicas": obj.pointer(status).cloned().unwrap_or(json!(0)), "selector": selector},
     })
 }
 
@@ -60,7 +92,7 @@ fn changed_scale(current: Value, change: ScaleChange<'_>) -> Result<Value, ApiEr
 
 /// The object with the replicas `scale` asks for, pinned to the Scale's resourceVersion
 /// (unpinned when it has none).
-fn scaled(obj: &Value, scale: &Value) -> Result<Value, ApiError> {
+fn scaled(def: &ResourceDef, obj: &Value, scale: &Value) -> Result<Value, ApiError> {
     let replicas = scale
         .at("/spec/replicas")
         .and_then(Value::as_i64)
@@ -85,9 +117,26 @@ fn scaled(obj: &Value, scale: &Value) -> Result<Value, ApiError> {
         )));
     }
     let mut out = obj.clone();
-    out["spec"]["replicas"] = Value::from(replicas);
+    set_at(&mut out, replica_paths(def).0, Value::from(replicas));
     pin(&mut out, object::meta_str(scale, "resourceVersion"));
     Ok(out)
+}
+
+/// Sets the field at JSON pointer `path` (object keys only), creating the objects above it.
+fn set_at(obj: &mut Value, path: &str, value: Value) {
+    let mut at = obj;
+    let mut keys = path.split('/').skip(1).peekable();
+    while let Some(k) = keys.next() {
+        if !at.is_object() {
+            *at = json!({});
+        }
+        let Value::Object(m) = at else { return };
+        if keys.peek().is_none() {
+            m.insert(k.to_string(), value);
+            return;
+        }
+        at = m.entry(k.to_string()).or_insert_with(|| json!({}));
+    }
 }
 
 /// Sets `obj`'s resourceVersion to the precondition a request gave, or removes it (no
@@ -119,7 +168,7 @@ impl Engine {
     ) -> Result<Value, ApiError> {
         has_scale(def)?;
         let current = self.current(def, namespace, name).await?;
-        Ok(scale_of(&current.value()))
+        Ok(scale_of(def, &current.value()))
     }
 
     /// Changes an object's replicas through its Scale; returns the Scale written. A
@@ -138,12 +187,12 @@ impl Engine {
         let scale = Some(Endpoint::Scale);
         let w = self
             .update_with(def, namespace, name, Target::Main, scale, opts, |obj| {
-                let scale = changed_scale(scale_of(obj), change)?;
-                scaled(obj, &scale)
+                let scale = changed_scale(scale_of(def, obj), change)?;
+                scaled(def, obj, &scale)
             })
             .await?;
         Ok(Written {
-            obj: scale_of(&w.obj),
+            obj: scale_of(def, &w.obj),
             warnings: w.warnings,
         })
     }
