@@ -33,7 +33,7 @@ ROOTS = [
     "io.k8s.api.batch.v1.Job", "io.k8s.api.batch.v1.CronJob",
     "io.k8s.api.networking.v1.Ingress", "io.k8s.api.networking.v1.IngressClass",
     "io.k8s.api.networking.v1.NetworkPolicy", "io.k8s.api.policy.v1.PodDisruptionBudget",
-    "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler",
+    "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler", "io.k8s.api.events.v1.Event",
     "io.k8s.api.scheduling.v1.PriorityClass", "io.k8s.api.storage.v1.StorageClass",
     "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
     "io.k8s.apimachinery.pkg.apis.meta.v1.Status",

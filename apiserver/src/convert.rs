@@ -1,7 +1,8 @@
-//! Conversion between the versions of one stored resource, as kube-apiserver does for a
-//! CustomResourceDefinition with `conversion: None`: an object is stored at the storage
-//! version and read or written through any served version, only its `apiVersion` changing.
-//! Resources served at their storage version pass through untouched (and uncopied).
+//! Conversion between the form a resource serves and the form its objects are stored in:
+//! another version of the same kind (a CustomResourceDefinition's versions, converted as
+//! kube-apiserver's `conversion: None` does: only `apiVersion` changes), or another group's
+//! kind over the same objects (`events.k8s.io/v1` Events over core Events). Resources that
+//! serve their stored form pass through untouched and uncopied.
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -9,18 +10,29 @@ use serde_json::Value;
 use crate::cache::{Cached, EventType, watch_frame};
 use crate::registry::ResourceDef;
 
-/// Sets `obj`'s apiVersion to the one `def` serves, if it is stored at another.
+/// Converts a stored object to the form `def` serves, if it serves another.
 pub fn to_served(def: &ResourceDef, obj: &mut Value) {
-    if def.stored_api_version().is_some()
-        && let Some(o) = obj.as_object_mut()
+    if let Some(c) = &def.conversion
+        && obj.is_object()
     {
-        o.insert("apiVersion".into(), def.api_version().into());
+        (c.to_served)(obj);
+        obj["apiVersion"] = def.api_version().into();
     }
 }
 
-/// The JSON of a cached (stored-version) object as `def` serves it.
+/// Converts an object in the form `def` serves to its stored form.
+pub fn to_stored(def: &ResourceDef, obj: &mut Value) {
+    if let Some(c) = &def.conversion
+        && obj.is_object()
+    {
+        (c.to_stored)(obj);
+        obj["apiVersion"] = c.stored_api_version.as_str().into();
+    }
+}
+
+/// The JSON of a cached (stored-form) object as `def` serves it.
 pub fn served_json(def: &ResourceDef, obj: &Cached) -> Bytes {
-    if def.stored_api_version().is_none() {
+    if def.conversion.is_none() {
         return obj.json();
     }
     let mut v = obj.value();
@@ -30,8 +42,20 @@ pub fn served_json(def: &ResourceDef, obj: &Cached) -> Bytes {
 
 /// A watch frame of a cached object as `def` serves it.
 pub fn served_frame(def: &ResourceDef, kind: EventType, obj: &Cached) -> Bytes {
-    if def.stored_api_version().is_none() {
+    if def.conversion.is_none() {
         return obj.frame_as(kind);
     }
     watch_frame(kind.as_str(), &served_json(def, obj))
+}
+
+/// Renames top-level fields `from` → `to` for each pair (a field absent stays absent).
+pub fn rename(obj: &mut Value, pairs: &[(&str, &str)]) {
+    let Some(m) = obj.as_object_mut() else {
+        return;
+    };
+    for (from, to) in pairs {
+        if let Some(v) = m.remove(*from) {
+            m.insert((*to).to_string(), v);
+        }
+    }
 }

@@ -303,6 +303,7 @@ mod tests {
                 "apps",
                 "discovery.k8s.io",
                 "coordination.k8s.io",
+                "events.k8s.io",
                 "rbac.authorization.k8s.io",
                 "batch",
                 "networking.k8s.io",

@@ -118,6 +118,38 @@ pub struct ResourceDef {
     /// What a custom resource's CustomResourceDefinition brings beyond the fields above
     /// (its schema, printer columns, the CRD's name); `None` for compiled-in kinds.
     pub custom: Option<Arc<crate::crd::CustomKind>>,
+    /// How objects are converted when this resource serves them in another form than the
+    /// one they are stored in (another version, or another group's kind); `None` when it
+    /// serves the stored form. The stored form's own resource must be registered first.
+    pub conversion: Option<Arc<Conversion>>,
+}
+
+/// The conversion of a resource served over objects stored as another one's: stored under
+/// `stored_group`'s storage prefix at `stored_api_version`. `apiVersion` is set by the
+/// engine; the functions move the fields that differ (none for a CRD's versions, which
+/// convert as kube-apiserver's `conversion: None` does).
+pub struct Conversion {
+    /// The group whose storage prefix holds the objects (`""` for the core group).
+    pub stored_group: &'static str,
+    /// The apiVersion objects are stored at.
+    pub stored_api_version: String,
+    /// Stored form to served form (apiVersion aside).
+    pub to_served: fn(&mut Value),
+    /// Served form to stored form (apiVersion aside).
+    pub to_stored: fn(&mut Value),
+}
+
+impl Conversion {
+    /// Objects of the same kind and group stored at `stored_api_version`: only their
+    /// apiVersion changes.
+    pub fn version_only(stored_group: &'static str, stored_api_version: String) -> Self {
+        Self {
+            stored_group,
+            stored_api_version,
+            to_served: |_| {},
+            to_stored: |_| {},
+        }
+    }
 }
 
 impl ResourceDef {
@@ -150,6 +182,7 @@ impl ResourceDef {
             columns: Vec::new(),
             hooks: Arc::new(hooks),
             custom: None,
+            conversion: None,
         }
     }
 
@@ -168,22 +201,13 @@ impl ResourceDef {
         }
     }
 
-    /// The apiVersion its objects are stored at when it differs from the one it serves
-    /// (a custom kind's version that is not the storage version); `None` otherwise.
-    pub fn stored_api_version(&self) -> Option<&str> {
-        self.custom
-            .as_ref()
-            .filter(|c| !c.storage)
-            .map(|c| c.storage_api_version.as_str())
-    }
-
     /// The storage key prefix of every object of this resource.
     pub fn prefix(&self) -> String {
-        let g = if self.group.is_empty() {
-            "core"
-        } else {
-            self.group
-        };
+        let group = self
+            .conversion
+            .as_ref()
+            .map_or(self.group, |c| c.stored_group);
+        let g = if group.is_empty() { "core" } else { group };
         format!("/{g}/{}/", self.plural)
     }
 
@@ -235,7 +259,8 @@ impl Registry {
                 (d.group.into(), d.version.into(), d.plural.into()),
                 d.clone(),
             );
-            r.by_prefix.insert(d.prefix(), d.clone());
+            // The stored form's resource (registered first) answers for the prefix.
+            r.by_prefix.entry(d.prefix()).or_insert_with(|| d.clone());
             r.defs.push(d);
         }
         r

@@ -69,7 +69,7 @@ impl Encoder {
         if self.table.is_none()
             && kind == ev.kind
             && filter.selectors.label.is_none()
-            && self.def.stored_api_version().is_none()
+            && self.def.conversion.is_none()
         {
             return Some(ev.frame());
         }

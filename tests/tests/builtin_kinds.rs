@@ -539,3 +539,82 @@ fn kubectl_drives_every_builtin_kind_on_the_federation_and_a_member() {
         example,
     );
 }
+
+/// kube-rs's event recorder writes `events.k8s.io/v1` Events (a new one, then a series
+/// patch); they are core Events too: `kubectl describe` of the object shows them, and
+/// `kubectl get events` counts the series.
+#[tokio::test]
+async fn events_from_the_kube_rs_recorder_are_core_events() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::Resource;
+    use kube::api::{Api, ListParams, PostParams};
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+    let env = Env::start(&["--clusters=1", "--nodes=1", "--ready-delay=0s"]);
+    for client in [env.federation().await, env.member("sim-1").await] {
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some("settings".into());
+        let cm = match cms.create(&PostParams::default(), &cm).await {
+            Ok(cm) => cm,
+            Err(_) => cms.get("settings").await.unwrap(),
+        };
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "settings-operator".into(),
+                instance: Some("settings-operator-0".into()),
+            },
+        );
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "Reconciled".into(),
+            note: Some("settings are current".into()),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        let reference = cm.object_ref(&());
+        recorder.publish(&event, &reference).await.unwrap();
+        recorder.publish(&event, &reference).await.unwrap();
+
+        let v1: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(client.clone(), "default");
+        let listed = v1.list(&ListParams::default()).await.unwrap();
+        let ours: Vec<_> = listed
+            .items
+            .iter()
+            .filter(|e| e.reporting_controller.as_deref() == Some("settings-operator"))
+            .collect();
+        assert_eq!(ours.len(), 1, "{:?}", listed.items);
+        assert_eq!(ours[0].note.as_deref(), Some("settings are current"));
+        assert_eq!(ours[0].series.as_ref().map(|s| s.count), Some(2));
+        assert_eq!(
+            ours[0].regarding.as_ref().and_then(|r| r.name.as_deref()),
+            Some("settings")
+        );
+
+        let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client, "default");
+        let about = core
+            .list(&ListParams::default().fields("involvedObject.name=settings"))
+            .await
+            .unwrap();
+        let core_ev = about
+            .items
+            .iter()
+            .find(|e| e.reporting_component.as_deref() == Some("settings-operator"))
+            .unwrap_or_else(|| panic!("no core Event about settings: {:?}", about.items));
+        assert_eq!(core_ev.message.as_deref(), Some("settings are current"));
+        assert_eq!(core_ev.reason.as_deref(), Some("Reconciled"));
+    }
+    for context in [None, Some("sim-1")] {
+        let mut args = vec!["describe", "configmap", "settings"];
+        if let Some(c) = context {
+            args.extend(["--context", c]);
+        }
+        let out = env.ok("kubectl", &args);
+        assert!(
+            out.contains("Reconciled") && out.contains("settings are current"),
+            "kubectl describe in {context:?}:\n{out}"
+        );
+    }
+}

@@ -83,7 +83,7 @@ impl ApiServer {
             if i > 0 {
                 out.push(b',');
             }
-            if def.stored_api_version().is_some() {
+            if def.conversion.is_some() {
                 out.extend_from_slice(&crate::convert::served_json(def, c));
             } else {
                 c.append_json(&mut out);

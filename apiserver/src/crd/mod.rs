@@ -35,8 +35,6 @@ pub struct CustomKind {
     pub columns: Vec<PrinterColumn>,
     /// Whether this is the version objects are stored in.
     pub storage: bool,
-    /// The apiVersion objects are stored at (`example.com/v1`): the storage version's.
-    pub storage_api_version: String,
     /// Where the version's `scale` subresource reads and writes, when it has one.
     pub scale: Option<ScalePaths>,
 }

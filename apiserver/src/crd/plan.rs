@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::columns::ColumnPath;
 use super::names::{intern, intern_list};
 use super::{CustomHooks, CustomKind, PrinterColumn};
-use crate::registry::{Registry, ResourceDef};
+use crate::registry::{Conversion, Registry, ResourceDef};
 
 /// The outcome of [`plan`].
 pub struct Plan {
@@ -115,12 +115,17 @@ pub fn resource_defs(crd: &Value) -> Vec<Arc<ResourceDef>> {
             let scale = v.at("/subresources/scale").and_then(super::ScalePaths::of);
             d.scale_subresource = scale.is_some();
             d.tracks_generation = true;
+            if v.get("storage").and_then(Value::as_bool) != Some(true) {
+                d.conversion = Some(Arc::new(Conversion::version_only(
+                    intern(group),
+                    storage_api_version.clone(),
+                )));
+            }
             d.custom = Some(Arc::new(CustomKind {
                 crd: crate::object::name(crd).to_string(),
                 schema,
                 columns,
                 storage: v.get("storage").and_then(Value::as_bool) == Some(true),
-                storage_api_version: storage_api_version.clone(),
                 scale,
             }));
             Arc::new(d)

@@ -7,14 +7,19 @@ use serde_json::Value;
 use crate::registry::ResourceDef;
 use crate::status::ApiError;
 
-/// The bytes stored for `obj`, written through `def`: at the storage version's apiVersion
-/// when `def` serves another.
+/// The bytes stored for `obj`, written through `def` (converted to the stored form when
+/// `def` serves another).
 pub(super) fn encode(def: &ResourceDef, obj: &Value) -> Result<Bytes, ApiError> {
-    encode_at(obj, def.stored_api_version())
+    if def.conversion.is_some() {
+        let mut stored = obj.clone();
+        crate::convert::to_stored(def, &mut stored);
+        return encode_value(&stored);
+    }
+    encode_value(obj)
 }
 
-fn encode_at(obj: &Value, api_version: Option<&str>) -> Result<Bytes, ApiError> {
-    serde_json::to_vec(&WithoutResourceVersion(obj, api_version))
+fn encode_value(obj: &Value) -> Result<Bytes, ApiError> {
+    serde_json::to_vec(&WithoutResourceVersion(obj))
         .map(|mut v| {
             // The store's watch history keeps this buffer: without the growth slack.
             v.shrink_to_fit();
@@ -24,9 +29,8 @@ fn encode_at(obj: &Value, api_version: Option<&str>) -> Result<Bytes, ApiError> 
 }
 
 /// An object written without `metadata.resourceVersion`: the revision is the resourceVersion,
-/// so the store never keeps a (soon stale) copy of it. Written as is, not copied first, with
-/// its apiVersion replaced when one is given.
-struct WithoutResourceVersion<'a>(&'a Value, Option<&'a str>);
+/// so the store never keeps a (soon stale) copy of it. Written as is, not copied first.
+struct WithoutResourceVersion<'a>(&'a Value);
 
 impl serde::Serialize for WithoutResourceVersion<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -40,9 +44,6 @@ impl serde::Serialize for WithoutResourceVersion<'_> {
                 Value::Object(meta) if k == "metadata" => {
                     let fields = meta.iter().filter(|(f, _)| *f != "resourceVersion");
                     out.serialize_entry(k, &MapOf(fields))?;
-                }
-                _ if k == "apiVersion" && self.1.is_some() => {
-                    out.serialize_entry(k, &self.1)?;
                 }
                 _ => out.serialize_entry(k, v)?,
             }
@@ -73,7 +74,7 @@ mod tests {
         let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "a", "resourceVersion": "12", "labels": {"resourceVersion": "kept"}},
             "data": {"resourceVersion": "kept too"}});
-        let stored: Value = serde_json::from_slice(&encode_at(&obj, None).unwrap()).unwrap();
+        let stored: Value = serde_json::from_slice(&encode_value(&obj).unwrap()).unwrap();
         let mut want = obj.clone();
         want["metadata"]
             .as_object_mut()
@@ -82,9 +83,9 @@ mod tests {
         assert_eq!(stored, want);
         // The same bytes a copy without it would give.
         assert_eq!(
-            &encode_at(&obj, None).unwrap()[..],
+            &encode_value(&obj).unwrap()[..],
             &serde_json::to_vec(&want).unwrap()[..]
         );
-        assert_eq!(&encode_at(&json!([1]), None).unwrap()[..], b"[1]");
+        assert_eq!(&encode_value(&json!([1])).unwrap()[..], b"[1]");
     }
 }

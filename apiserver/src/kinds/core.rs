@@ -447,6 +447,72 @@ pub fn events() -> ResourceDef {
     d
 }
 
+/// How `events.k8s.io/v1` names the fields of a core Event (served name, stored name), as
+/// upstream's conversion maps them; the others (`action`, `reason`, `type`, `eventTime`,
+/// `series`, `related`, `reportingInstance`) keep their names.
+const EVENTS_V1_FIELDS: [(&str, &str); 7] = [
+    ("regarding", "involvedObject"),
+    ("note", "message"),
+    ("reportingController", "reportingComponent"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+];
+
+/// `events.k8s.io/v1` Event: the same objects as core Events (one store, so `kubectl get
+/// events` and `kubectl describe` show what kube-rs and client-go's `events` recorders
+/// write), served with that group's field names. Its table shows the core Event columns,
+/// read from the stored form.
+pub fn events_v1() -> ResourceDef {
+    use crate::convert::rename;
+    use crate::registry::Conversion;
+    let mut d = ResourceDef::new(
+        "events.k8s.io",
+        "v1",
+        "Event",
+        "events",
+        "event",
+        true,
+        FnHooks {
+            default: no_default,
+            validate: |o, _| {
+                let mut errs = validate::metadata(o, NameRule::Subdomain, true);
+                for f in [
+                    "eventTime",
+                    "reportingController",
+                    "reportingInstance",
+                    "action",
+                ] {
+                    if o.get(f).is_none_or(|v| v.is_null() || v == "") {
+                        errs.push(required(f));
+                    }
+                }
+                match o.get("type") {
+                    Some(t) if t == "Normal" || t == "Warning" => {}
+                    Some(t) => errs.push(not_supported("type", t, &["Normal", "Warning"])),
+                    None => errs.push(required("type")),
+                }
+                errs
+            },
+            check_types: typed::<k8s_openapi::api::events::v1::Event>,
+            prepare_create: no_prepare,
+        },
+    );
+    d.definition = "io.k8s.api.events.v1.Event";
+    d.columns = events().columns;
+    d.conversion = Some(std::sync::Arc::new(Conversion {
+        stored_group: "",
+        stored_api_version: "v1".into(),
+        to_served: |o| {
+            let back: Vec<(&str, &str)> = EVENTS_V1_FIELDS.iter().map(|&(s, t)| (t, s)).collect();
+            rename(o, &back);
+        },
+        to_stored: |o| rename(o, &EVENTS_V1_FIELDS),
+    }));
+    d
+}
+
 /// `coordination.k8s.io/v1` Lease.
 pub fn leases() -> ResourceDef {
     let mut d = def(

@@ -36,6 +36,7 @@ pub fn builtin() -> Vec<ResourceDef> {
         apps::replicasets(),
         endpoints::endpoint_slices(),
         core::leases(),
+        core::events_v1(),
     ];
     defs.extend(rbac::rbac_kinds());
     defs.extend([
