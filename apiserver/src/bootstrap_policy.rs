@@ -123,11 +123,20 @@ fn role(name: &str, rules: Vec<Value>) -> Value {
 /// for auto-update up to date (on every start: a store from an older version gains the
 /// rules for kinds added since). A server without the RBAC kinds has nothing to do.
 pub async fn ensure(engine: &Engine) -> Result<(), ApiError> {
+    ensure_with(engine, Vec::new()).await
+}
+
+/// [`ensure`], with the server's own `extra` ClusterRoles and ClusterRoleBindings (such as
+/// those of the components that run against it) kept the same way.
+pub async fn ensure_with(
+    engine: &Engine,
+    extra: Vec<(&'static str, Value)>,
+) -> Result<(), ApiError> {
     let registry = engine.registry();
     // The compiled-in kinds only: custom resources reach these roles through aggregation
     // upstream, not by being served, so the policy does not change with definitions.
     let builtin = registry.with_custom(Vec::new());
-    for (plural, want) in default_policy(&builtin) {
+    for (plural, want) in default_policy(&builtin).into_iter().chain(extra) {
         let Some(def) = registry.lookup(RBAC_GROUP, "v1", plural).cloned() else {
             return Ok(());
         };

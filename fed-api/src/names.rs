@@ -50,3 +50,11 @@ pub const WEIGHTS_ANNOTATION: &str = "federation.meridian.dev/weights";
 /// in each member) whose certificate the lb-agents terminate TLS with for the Service's
 /// names, for clients that need HTTP routing of HTTPS.
 pub const TLS_SECRET_ANNOTATION: &str = "federation.meridian.dev/tls-secret";
+
+/// The user fed-scheduler authenticates as in the federation (bound to the ClusterRole of
+/// the same name, which holds exactly what it reads and writes), as kube-scheduler is
+/// `system:kube-scheduler`.
+pub const SCHEDULER_USER: &str = "system:meridian:fed-scheduler";
+/// The user fed-controllers authenticates as in the federation (bound to the ClusterRole
+/// of the same name).
+pub const CONTROLLERS_USER: &str = "system:meridian:fed-controllers";

@@ -231,14 +231,23 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
     let kubeconfig = data.join("kubeconfig");
     kubeconfigs.push(read_kubeconfig(&sim_kc)?);
     federation_write(&kubeconfig, &merge_kubeconfigs(kubeconfigs)?)?;
-    let fed_arg = format!("--kubeconfig={}", fed_kc.display());
+    // Each component as its own least-privilege user: the API server wrote their
+    // kubeconfigs beside the admin's.
+    let component_arg = |component: &str| {
+        format!(
+            "--kubeconfig={}",
+            fed_kc
+                .with_file_name(format!("{component}.kubeconfig"))
+                .display()
+        )
+    };
     // One replica of each: no Lease to take, so a restart after an unclean stop does not
     // wait for the previous run's Lease to expire.
     let no_election = "--leader-elect=false".to_string();
     let controllers = spawn_quiet(
         "fed-controllers",
         &[
-            fed_arg.clone(),
+            component_arg("fed-controllers"),
             "--metrics-bind-address=off".into(),
             format!("--dns-zone={DNS_ZONE}"),
             no_election.clone(),
@@ -248,7 +257,11 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
     )?;
     let scheduler = spawn_quiet(
         "fed-scheduler",
-        &[fed_arg, "--metrics-bind-address=off".into(), no_election],
+        &[
+            component_arg("fed-scheduler"),
+            "--metrics-bind-address=off".into(),
+            no_election,
+        ],
         &logs,
         "fed-scheduler",
     )?;

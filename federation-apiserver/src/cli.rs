@@ -122,8 +122,20 @@ pub(crate) fn ensure_dir(p: &Path) -> std::io::Result<()> {
         .create(p)
 }
 
-/// A kubeconfig for one user of one server.
+/// A kubeconfig for the admin of one server: cluster and context `name`, user `<name>-admin`.
 pub fn kubeconfig(server: &str, ca_pem: Option<&str>, token: &str, name: &str) -> String {
+    kubeconfig_for(server, ca_pem, token, name, &format!("{name}-admin"))
+}
+
+/// A kubeconfig for one user of one server: cluster and context `name`, the token's user
+/// entry `user`.
+pub fn kubeconfig_for(
+    server: &str,
+    ca_pem: Option<&str>,
+    token: &str,
+    name: &str,
+    user: &str,
+) -> String {
     use base64::Engine;
     let ca = ca_pem
         .map(|p| {
@@ -134,7 +146,7 @@ pub fn kubeconfig(server: &str, ca_pem: Option<&str>, token: &str, name: &str) -
         })
         .unwrap_or_default();
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {server}\n{ca}contexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}-admin\ncurrent-context: {name}\nusers:\n- name: {name}-admin\n  user:\n    token: {token}\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {server}\n{ca}contexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {user}\ncurrent-context: {name}\nusers:\n- name: {user}\n  user:\n    token: {token}\n"
     )
 }
 
@@ -194,6 +206,16 @@ pub async fn start(
             },
         );
     }
+    for t in &creds.component_tokens {
+        tokens.add(
+            t.token.clone(),
+            UserInfo {
+                name: t.user.into(),
+                uid: t.component.into(),
+                groups: Vec::new(),
+            },
+        );
+    }
     let store = crate::storage::open(backend, &args.data_dir, store_options()).await?;
     let metrics = Arc::new(meridian_apiserver::metrics::Metrics::default());
     let store: Arc<dyn Storage> = Arc::new(meridian_apiserver::metrics::InstrumentedStore::new(
@@ -204,7 +226,8 @@ pub async fn start(
         meridian_apiserver::server::build_engine(registry, store.clone(), args.watch_history)
             .await?;
     meridian_apiserver::system_namespaces::ensure(&engine).await?;
-    meridian_apiserver::bootstrap_policy::ensure(&engine).await?;
+    meridian_apiserver::bootstrap_policy::ensure_with(&engine, crate::component_policy::policy())
+        .await?;
     let listener =
         meridian_apiserver::server::bind(SocketAddr::new(args.bind_address, args.secure_port))
             .await?;
@@ -254,6 +277,38 @@ pub async fn start(
         }
         None
     };
+    // A component without a token here (its token is in --token-auth-file) has none; one
+    // left from an earlier run would hold a token this server no longer accepts.
+    for (component, _) in crate::credentials::COMPONENTS {
+        let path = args.data_dir.join(format!("{component}.kubeconfig"));
+        if !creds
+            .component_tokens
+            .iter()
+            .any(|t| t.component == component)
+        {
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("removing {}", path.display()));
+                }
+                _ => {}
+            }
+        }
+    }
+    // One kubeconfig per component, beside the admin's: what `fedctl up` and the tests run
+    // fed-scheduler and fed-controllers with, each as its own least-privilege user.
+    for t in &creds.component_tokens {
+        let path = args.data_dir.join(format!("{}.kubeconfig", t.component));
+        pki::write_private(
+            &path,
+            &kubeconfig_for(
+                &server_url,
+                creds.ca_for_clients.as_deref(),
+                &t.token,
+                "meridian",
+                t.component,
+            ),
+        )?;
+    }
     if let Some(f) = &args.address_file {
         pki::write_private(f, &addr.to_string())?;
     }

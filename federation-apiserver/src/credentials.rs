@@ -1,15 +1,36 @@
-//! The server's credentials: a CA and admin token that several replicas can share from one
-//! directory (generated there on first start, or only read when generation is off), and a
-//! serving certificate that is either given or issued per replica by that CA.
+//! The server's credentials: a CA, an admin token and a token for each of Meridian's
+//! components that several replicas can share from one directory (generated there on first
+//! start, or only read when generation is off), and a serving certificate that is either
+//! given or issued per replica by that CA.
 
 use std::path::{Path, PathBuf};
 
+use fed_api::names::{CONTROLLERS_USER, SCHEDULER_USER};
 use meridian_apiserver::pki::{self, Authority, PkiError};
+
+/// The components that get a credential of their own: the name of their token file
+/// (`<name>.token` in the shared directory) and kubeconfig (`<name>.kubeconfig` in the data
+/// directory), and the user they are (bound by [`crate::component_policy`]).
+pub const COMPONENTS: [(&str, &str); 2] = [
+    ("fed-scheduler", SCHEDULER_USER),
+    ("fed-controllers", CONTROLLERS_USER),
+];
+
+/// One component's bearer token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComponentToken {
+    /// The component, as in [`COMPONENTS`].
+    pub component: &'static str,
+    /// The user the token authenticates as.
+    pub user: &'static str,
+    /// The token.
+    pub token: String,
+}
 
 /// Where the credentials come from.
 #[derive(Debug, Clone)]
 pub struct CredentialOptions {
-    /// The shared directory: `ca.crt`, `ca.key` and `admin.token`.
+    /// The shared directory: `ca.crt`, `ca.key`, `admin.token` and the components' tokens.
     pub shared_dir: PathBuf,
     /// This replica's own directory, for a serving certificate it issues itself.
     pub own_dir: PathBuf,
@@ -39,6 +60,8 @@ pub struct Credentials {
     pub ca_for_clients: Option<String>,
     /// The admin (`system:masters`) bearer token, if there is one.
     pub admin_token: Option<String>,
+    /// The components' tokens that exist (all of them when generation is on).
+    pub component_tokens: Vec<ComponentToken>,
 }
 
 /// Why the credentials could not be loaded.
@@ -57,8 +80,8 @@ pub enum CredentialsError {
         /// How to provide it.
         hint: &'static str,
     },
-    /// The admin token file is empty.
-    #[error("admin token file {} is empty", .0.display())]
+    /// A token file is empty.
+    #[error("token file {} is empty", .0.display())]
     EmptyToken(PathBuf),
     /// Reading, parsing, issuing or writing failed.
     #[error(transparent)]
@@ -113,6 +136,7 @@ pub fn load(options: &CredentialOptions) -> Result<Credentials, CredentialsError
         client_ca_pem,
         ca_for_clients,
         admin_token: admin_token(options)?,
+        component_tokens: component_tokens(options)?,
     })
 }
 
@@ -190,12 +214,43 @@ fn admin_token(options: &CredentialOptions) -> Result<Option<String>, Credential
         }
         Err(_) if !options.generate => Ok(None),
         _ => {
-            let bytes: [u8; 32] = rand::random();
-            let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            let token = random_token();
             pki::write_private(&path, &token)?;
             Ok(Some(token))
         }
     }
+}
+
+/// The components' tokens: read from the shared directory, generated there when generation
+/// is on. With generation off a missing one is left out: the component's token then comes
+/// from `--token-auth-file`, as the chart gives it.
+fn component_tokens(options: &CredentialOptions) -> Result<Vec<ComponentToken>, CredentialsError> {
+    let mut tokens = Vec::new();
+    for (component, user) in COMPONENTS {
+        let path = options.shared_dir.join(format!("{component}.token"));
+        let token = match std::fs::read_to_string(&path) {
+            Ok(t) if !t.trim().is_empty() => t.trim().to_owned(),
+            Ok(_) if !options.generate => return Err(CredentialsError::EmptyToken(path)),
+            Err(_) if !options.generate => continue,
+            _ => {
+                let token = random_token();
+                pki::write_private(&path, &token)?;
+                token
+            }
+        };
+        tokens.push(ComponentToken {
+            component,
+            user,
+            token,
+        });
+    }
+    Ok(tokens)
+}
+
+/// 32 random bytes, hex.
+fn random_token() -> String {
+    let bytes: [u8; 32] = rand::random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn ensure_dir(path: &Path) -> Result<(), CredentialsError> {
@@ -240,7 +295,18 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let shared = root.path().join("shared");
         let first = load(&options(&shared, &root.path().join("a"), true)).unwrap();
-        assert_eq!(files(&shared), ["admin.token", "ca.crt", "ca.key"]);
+        assert_eq!(
+            files(&shared),
+            [
+                "admin.token",
+                "ca.crt",
+                "ca.key",
+                "fed-controllers.token",
+                "fed-scheduler.token"
+            ]
+        );
+        let users: Vec<&str> = first.component_tokens.iter().map(|t| t.user).collect();
+        assert_eq!(users, [SCHEDULER_USER, CONTROLLERS_USER]);
         let before = files(&shared)
             .iter()
             .map(|f| std::fs::read(shared.join(f)).unwrap())
@@ -248,6 +314,7 @@ mod tests {
 
         let second = load(&options(&shared, &root.path().join("b"), false)).unwrap();
         assert_eq!(second.admin_token, first.admin_token);
+        assert_eq!(second.component_tokens, first.component_tokens);
         assert_eq!(second.client_ca_pem, first.client_ca_pem);
         assert_eq!(second.ca_for_clients, first.ca_for_clients);
         assert_ne!(
@@ -325,6 +392,7 @@ mod tests {
         assert_eq!(loaded.cert_pem, serving.cert_pem);
         assert_eq!(loaded.client_ca_pem.as_deref(), Some(ca.cert_pem.as_str()));
         assert_eq!(loaded.admin_token, None);
+        assert_eq!(loaded.component_tokens, [], "none generated, none read");
         assert!(!shared.exists() && !root.path().join("own").exists());
     }
 

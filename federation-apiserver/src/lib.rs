@@ -2,6 +2,7 @@
 //! its credentials and CLI, on the [`meridian_apiserver`] engine.
 
 pub mod cli;
+pub mod component_policy;
 pub mod credentials;
 pub mod kinds;
 pub mod storage;

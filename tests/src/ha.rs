@@ -465,12 +465,14 @@ impl Ha {
         self.spawn_on(c, &kubeconfig)
     }
 
-    /// Starts another replica of `c` against the API server of `kubeconfig`; returns its
+    /// Starts another replica of `c` against the API server of `kubeconfig` (its admin
+    /// kubeconfig: the replica runs with the component's own one beside it); returns its
     /// identity.
     pub fn spawn_on(&mut self, c: Component, kubeconfig: &Path) -> String {
         self.started += 1;
         let identity = format!("{}-{}", c.binary(), self.started);
-        let r = Replica::start(kubeconfig, c.binary(), &identity, c.extra());
+        let kubeconfig = crate::component_kubeconfig(kubeconfig, c.binary());
+        let r = Replica::start(&kubeconfig, c.binary(), &identity, c.extra());
         match c {
             Component::Scheduler => self.schedulers.push(r),
             Component::Controllers => self.controllers.push(r),

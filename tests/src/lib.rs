@@ -87,6 +87,19 @@ impl EtcdApiServer {
     }
 }
 
+/// The kubeconfig federation-apiserver wrote for `component` (`fed-scheduler` or
+/// `fed-controllers`: its own least-privilege user) beside the admin kubeconfig
+/// `admin_kubeconfig`; fails loudly when it is missing.
+pub fn component_kubeconfig(admin_kubeconfig: &Path, component: &str) -> PathBuf {
+    let path = admin_kubeconfig.with_file_name(format!("{component}.kubeconfig"));
+    assert!(
+        path.exists(),
+        "federation-apiserver wrote no {}",
+        path.display()
+    );
+    path
+}
+
 /// Path of a workspace binary built for this test run; fails loudly when it is missing.
 pub fn binary(name: &str) -> PathBuf {
     process::sibling_binary(name).unwrap_or_else(|e| panic!("{e}"))
@@ -401,11 +414,11 @@ impl Env {
         }
     }
 
-    /// Starts fed-controllers against the federation with extra flags.
+    /// Starts fed-controllers against the federation, as its own user, with extra flags.
     pub fn controllers(&self, extra: &[&str]) -> Proc {
         let mut args = vec![format!(
             "--kubeconfig={}",
-            self.federation_kubeconfig.display()
+            component_kubeconfig(&self.federation_kubeconfig, "fed-controllers").display()
         )];
         args.extend(extra.iter().map(|s| s.to_string()));
         spawn("fed-controllers", &args)
@@ -413,12 +426,12 @@ impl Env {
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// Starts fed-scheduler against the federation with extra flags (metrics off unless
-    /// `extra` says otherwise).
+    /// Starts fed-scheduler against the federation, as its own user, with extra flags
+    /// (metrics off unless `extra` says otherwise).
     pub fn scheduler(&self, extra: &[&str]) -> Proc {
         let mut args = vec![format!(
             "--kubeconfig={}",
-            self.federation_kubeconfig.display()
+            component_kubeconfig(&self.federation_kubeconfig, "fed-scheduler").display()
         )];
         if !extra
             .iter()

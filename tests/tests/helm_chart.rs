@@ -221,6 +221,96 @@ fn chart_lifecycle(major: u8) {
     assert!(roles.is_empty(), "{roles}");
 }
 
+/// The bundled etcd's certificates are the chart's like the API server's: kept across an
+/// upgrade, issued again by the same CA when their expiry nears (the members roll), and gone
+/// with `helm uninstall`. One member: cluster-sim serves no PodDisruptionBudgets; no `--wait`:
+/// the StatefulSet's pods are not the point here.
+#[test]
+fn helm4_keeps_the_bundled_etcds_certificates_across_upgrades() {
+    let env = Env::start(&["--clusters=1", "--nodes=2", "--ready-delay=0s"]);
+    let helm = Helm::new(4, &env.merged);
+    let kubectl = |args: &[&str]| {
+        let mut all = vec!["--context", "sim-1"];
+        all.extend_from_slice(args);
+        env.ok("kubectl", &all)
+    };
+    let key = |name: &str, key: &str| {
+        let jsonpath = format!("jsonpath={{.data.{}}}", key.replace('.', "\\."));
+        kubectl(&["get", "secret", name, "-n", "meridian", "-o", &jsonpath])
+    };
+    let upgrade = |set: &str| {
+        helm.ok(&[
+            "--kube-context",
+            "sim-1",
+            "--namespace",
+            "meridian",
+            "upgrade",
+            "meridian",
+            CHART,
+            "--reuse-values",
+            "--set",
+            set,
+        ])
+    };
+    let checksum = || {
+        kubectl(&[
+            "get",
+            "statefulset",
+            "meridian-etcd",
+            "-n",
+            "meridian",
+            "-o",
+            "jsonpath={.spec.template.metadata.annotations.checksum/certificates}",
+        ])
+    };
+    helm.ok(&[
+        "--kube-context",
+        "sim-1",
+        "--namespace",
+        "meridian",
+        "install",
+        "meridian",
+        CHART,
+        "--create-namespace",
+        "--set",
+        "apiserver.storage.backend=bundledEtcd",
+        "--set",
+        "etcd.replicas=1",
+    ]);
+    let ca = key("meridian-etcd-pki", "ca.crt");
+    let server = key("meridian-etcd-pki", "tls.crt");
+    let client = key("meridian-etcd-client", "tls.crt");
+    assert!(!ca.is_empty() && !server.is_empty() && !client.is_empty());
+    assert_eq!(key("meridian-etcd-client", "ca.crt"), ca);
+    let before = checksum();
+
+    upgrade("controllers.dnsZone=fed.example");
+    assert_eq!(key("meridian-etcd-pki", "ca.crt"), ca);
+    assert_eq!(key("meridian-etcd-pki", "tls.crt"), server);
+    assert_eq!(key("meridian-etcd-client", "tls.crt"), client);
+    assert_eq!(checksum(), before, "the members restarted for nothing");
+
+    // Within renewBeforeDays of expiry (here: always): both issued again by the same CA.
+    upgrade("etcd.renewBeforeDays=400");
+    assert_eq!(key("meridian-etcd-pki", "ca.crt"), ca);
+    assert_ne!(key("meridian-etcd-pki", "tls.crt"), server);
+    assert_ne!(key("meridian-etcd-client", "tls.crt"), client);
+    assert_eq!(key("meridian-etcd-client", "ca.crt"), ca);
+    assert_ne!(checksum(), before);
+
+    helm.ok(&[
+        "--kube-context",
+        "sim-1",
+        "--namespace",
+        "meridian",
+        "uninstall",
+        "meridian",
+        "--wait",
+        "--timeout=120s",
+    ]);
+    assert_namespace_empty(&kubectl, "meridian");
+}
+
 /// Polls (garbage collection of ReplicaSets and pods runs in the background) until `ns`
 /// holds only what a namespace has of its own.
 fn assert_namespace_empty(kubectl: &impl Fn(&[&str]) -> String, ns: &str) {

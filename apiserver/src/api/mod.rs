@@ -166,6 +166,7 @@ impl ApiServer {
                 ..Default::default()
             };
             if let Err(msg) = self.authorizer.authorize(user, &attrs) {
+                log_refusal(&msg);
                 return (
                     error_response(&ApiError::forbidden(msg)),
                     "get",
@@ -307,6 +308,7 @@ impl ApiServer {
             path: String::new(),
         };
         if let Err(msg) = self.authorizer.authorize(user, &attrs) {
+            log_refusal(&msg);
             // As upstream, the refusal names the resource it was about in `details`.
             let refusal = ApiError::forbidden(msg).with_target(
                 &resource,
@@ -594,6 +596,14 @@ async fn read_patch<B: RequestBody>(req: Request<B>, max: usize) -> Result<Value
     let raw = read_bytes(req, max).await?;
     serde_json::from_slice(&raw)
         .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))
+}
+
+/// Logs a request the authorizer refused (the message names the user, verb and resource),
+/// under its own target so a run can follow refusals alone
+/// (`RUST_LOG=warn,meridian_apiserver::authz=debug`), as kube-apiserver logs RBAC denials
+/// at a raised verbosity.
+fn log_refusal(message: &str) {
+    tracing::debug!(target: "meridian_apiserver::authz", %message, "request refused");
 }
 
 #[cfg(test)]

@@ -227,3 +227,128 @@ spec:
       {{- include "meridian.selectorLabels" . | nindent 6 }}
 {{- end }}
 {{- end -}}
+
+{{/* The bundled etcd: StatefulSet and client Service name, and the headless Service of its
+members. */}}
+{{- define "meridian.etcd" -}}
+{{- printf "%s-etcd" (include "meridian.fullname" .) -}}
+{{- end -}}
+
+{{- define "meridian.etcdPeersService" -}}
+{{- printf "%s-etcd-peers" (include "meridian.fullname" .) -}}
+{{- end -}}
+
+{{/* The members' names (the StatefulSet's pod names), as a JSON list. */}}
+{{- define "meridian.etcdMembers" -}}
+{{- $etcd := include "meridian.etcd" . -}}
+{{- $members := list -}}
+{{- range $i := until (int .Values.etcd.replicas) -}}
+{{- $members = append $members (printf "%s-%d" $etcd $i) -}}
+{{- end -}}
+{{- $members | toJson -}}
+{{- end -}}
+
+{{/* A member's DNS name under the headless Service: (dict "root" $ "member" "x-etcd-0") */}}
+{{- define "meridian.etcdMemberHost" -}}
+{{- printf "%s.%s.%s.svc.%s" .member (include "meridian.etcdPeersService" .root) .root.Release.Namespace .root.Values.clusterDomain -}}
+{{- end -}}
+
+{{/* The URL the API servers reach etcd at: its client Service. */}}
+{{- define "meridian.etcdClientURL" -}}
+{{- printf "https://%s.%s.svc.%s:2379" (include "meridian.etcd" .) .Release.Namespace .Values.clusterDomain -}}
+{{- end -}}
+
+{{/* The names the etcd server/peer certificate holds, as a JSON list: every member under
+the headless Service, the client Service, loopback (etcdctl inside a pod). */}}
+{{- define "meridian.etcdSANs" -}}
+{{- $root := . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $etcd := include "meridian.etcd" . -}}
+{{- $peers := include "meridian.etcdPeersService" . -}}
+{{- $sans := list "localhost" "127.0.0.1" -}}
+{{- range $svc := list $etcd $peers -}}
+{{- $sans = concat $sans (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns $root.Values.clusterDomain)) -}}
+{{- end -}}
+{{- range $m := include "meridian.etcdMembers" . | fromJsonArray -}}
+{{- $sans = append $sans (include "meridian.etcdMemberHost" (dict "root" $root "member" $m)) -}}
+{{- end -}}
+{{- $sans | uniq | toJson -}}
+{{- end -}}
+
+{{- define "meridian.etcdServerSecret" -}}
+{{- printf "%s-etcd-pki" (include "meridian.fullname" .) -}}
+{{- end -}}
+
+{{- define "meridian.etcdClientSecret" -}}
+{{- printf "%s-etcd-client" (include "meridian.fullname" .) -}}
+{{- end -}}
+
+{{/*
+The bundled etcd's CA, its server/peer certificate (server and client auth, every member's
+name) and the API servers' client certificate, computed once per render and kept across
+upgrades as the API server's are: an existing CA is reused; a certificate is issued again
+when missing, expiring within etcd.renewBeforeDays, issued for other names, or issued by
+another CA.
+*/}}
+{{- define "meridian.etcdCredentials" -}}
+{{- if not (hasKey .Values "__meridianEtcd") -}}
+{{- $ns := .Release.Namespace -}}
+{{- $e := .Values.etcd -}}
+{{- $c := dict -}}
+{{- $server := lookup "v1" "Secret" $ns (include "meridian.etcdServerSecret" .) | default dict -}}
+{{- $sdata := get $server "data" | default dict -}}
+{{- $sann := (get $server "metadata" | default dict).annotations | default dict -}}
+{{- $client := lookup "v1" "Secret" $ns (include "meridian.etcdClientSecret" .) | default dict -}}
+{{- $cdata := get $client "data" | default dict -}}
+{{- $cann := (get $client "metadata" | default dict).annotations | default dict -}}
+{{- $ca := dict -}}
+{{- if and (get $sdata "ca.crt") (get $sdata "ca.key") -}}
+{{- $ca = buildCustomCert (get $sdata "ca.crt") (get $sdata "ca.key") -}}
+{{- else -}}
+{{- $ca = genCA "meridian-etcd-ca" (int $e.caValidityDays) -}}
+{{- end -}}
+{{- $now := now | unixEpoch | int64 -}}
+{{- $days := int $e.certValidityDays -}}
+{{- $renew := mul (int $e.renewBeforeDays) 86400 -}}
+{{- $sans := include "meridian.etcdSANs" . | fromJsonArray -}}
+{{- $sansKey := join "," $sans -}}
+{{- $sameCA := eq (get $sdata "ca.crt" | default "" | b64dec) $ca.Cert -}}
+{{- $serverAfter := get $sann "meridian.dev/not-after" | default "0" | int64 -}}
+{{- if and $sameCA (get $sdata "tls.crt") (get $sdata "tls.key") (eq (get $sann "meridian.dev/sans") $sansKey) (lt $now (sub $serverAfter $renew)) -}}
+{{- $_ := set $c "server.crt" (b64dec (get $sdata "tls.crt")) -}}
+{{- $_ := set $c "server.key" (b64dec (get $sdata "tls.key")) -}}
+{{- $_ := set $c "serverNotAfter" (toString $serverAfter) -}}
+{{- else -}}
+{{- $ips := list -}}
+{{- $dns := list -}}
+{{- range $sans -}}
+{{- if regexMatch "^[0-9.]+$|:" . -}}
+{{- $ips = append $ips . -}}
+{{- else -}}
+{{- $dns = append $dns . -}}
+{{- end -}}
+{{- end -}}
+{{- $cert := genSignedCert (include "meridian.etcd" .) $ips $dns $days $ca -}}
+{{- $_ := set $c "server.crt" $cert.Cert -}}
+{{- $_ := set $c "server.key" $cert.Key -}}
+{{- $_ := set $c "serverNotAfter" (toString (add $now (mul $days 86400))) -}}
+{{- end -}}
+{{- $clientAfter := get $cann "meridian.dev/not-after" | default "0" | int64 -}}
+{{- $clientCA := eq (get $cdata "ca.crt" | default "" | b64dec) $ca.Cert -}}
+{{- if and $clientCA (get $cdata "tls.crt") (get $cdata "tls.key") (lt $now (sub $clientAfter $renew)) -}}
+{{- $_ := set $c "client.crt" (b64dec (get $cdata "tls.crt")) -}}
+{{- $_ := set $c "client.key" (b64dec (get $cdata "tls.key")) -}}
+{{- $_ := set $c "clientNotAfter" (toString $clientAfter) -}}
+{{- else -}}
+{{- $cert := genSignedCert (printf "%s-apiserver" (include "meridian.fullname" .)) nil nil $days $ca -}}
+{{- $_ := set $c "client.crt" $cert.Cert -}}
+{{- $_ := set $c "client.key" $cert.Key -}}
+{{- $_ := set $c "clientNotAfter" (toString (add $now (mul $days 86400))) -}}
+{{- end -}}
+{{- $_ := set $c "ca.crt" $ca.Cert -}}
+{{- $_ := set $c "ca.key" $ca.Key -}}
+{{- $_ := set $c "sans" $sansKey -}}
+{{- $_ := set .Values "__meridianEtcd" $c -}}
+{{- end -}}
+{{- toJson (get .Values "__meridianEtcd") -}}
+{{- end -}}
