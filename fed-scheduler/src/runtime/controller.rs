@@ -238,6 +238,20 @@ pub async fn run(
     }
     // Whatever a previous leader left undone: decide everything once.
     ctx.enqueue_all();
+    // Objects of the kinds without replicas, on the same caches of clusters, policies and
+    // Placements.
+    let (c, i, p, w, m) = (
+        client.clone(),
+        index.clone(),
+        placements.clone(),
+        Writer::new(client.clone(), config.write_timeout),
+        metrics.clone(),
+    );
+    let copy_workers = config.workers;
+    tasks.spawn(async move {
+        super::copies::run(c, i, p, w, m, copy_workers).await;
+        "copied kinds"
+    });
 
     for id in 0..config.workers.max(1) {
         let (q, r, m) = (queue.clone(), reconciler.clone(), metrics.clone());

@@ -175,11 +175,22 @@ pub fn slim(p: &mut Placement) {
 
 /// The writes from `current` (the cached Placement, if any) to `want`.
 pub fn plan(key: &WorkloadKey, current: Option<&Placement>, want: &Desired, now: &str) -> Plan {
+    plan_at(&key.namespace, &key.placement_name(), current, want, now)
+}
+
+/// [`plan`] for the Placement `namespace/name` (of a workload or of a copied object).
+pub fn plan_at(
+    namespace: &str,
+    name: &str,
+    current: Option<&Placement>,
+    want: &Desired,
+    now: &str,
+) -> Plan {
     let Some(cur) = current else {
-        let mut p = Placement::new(&key.placement_name(), want.spec.clone());
+        let mut p = Placement::new(name, want.spec.clone());
         p.metadata = ObjectMeta {
-            name: Some(key.placement_name()),
-            namespace: Some(key.namespace.clone()),
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
             owner_references: Some(vec![want.owner.clone()]),
             ..Default::default()
         };

@@ -86,6 +86,17 @@ impl Writer {
         .await
     }
 
+    /// Deletes a Placement (one for an object no policy governs any more).
+    pub async fn delete(&self, namespace: &str, name: &str) -> Result<(), WriteError> {
+        let api = self.api(namespace);
+        self.run(
+            "delete",
+            api.delete(name, &kube::api::DeleteParams::default()),
+        )
+        .await
+        .map(|_| ())
+    }
+
     /// Writes the scheduler's part of `p.status`: its `Scheduled` condition,
     /// `unschedulable` and `policy`. A strategic merge patch merges conditions by type, so the workload
     /// controller's condition and per-cluster entries stay as they are whatever version

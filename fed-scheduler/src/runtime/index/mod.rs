@@ -134,6 +134,8 @@ struct Inner {
     snapshots: [Option<(u64, i64, Arc<Snapshot>)>; 2],
     mass_failure: bool,
     policies: BTreeMap<(String, String), PropagationPolicy>,
+    /// Bumped on every policy change: the copy loop re-decides everything on a change.
+    policy_generation: u64,
     by_namespace: HashMap<String, Arc<Vec<PropagationPolicy>>>,
     /// destClusters per workload: last written by us or observed on its Placement.
     placed: HashMap<WorkloadKey, Vec<TargetCluster>>,
@@ -281,6 +283,7 @@ impl Index {
             old,
             new.as_ref(),
         );
+        s.policy_generation += 1;
         match new {
             Some(p) => {
                 s.policies.insert(id, p);
@@ -302,6 +305,18 @@ impl Index {
     /// `(namespace, name)` of known policies.
     pub fn policy_ids(&self) -> Vec<(String, String)> {
         self.lock().policies.keys().cloned().collect()
+    }
+
+    /// Every known policy, of every namespace.
+    pub fn all_policies(&self) -> Vec<PropagationPolicy> {
+        self.lock().policies.values().cloned().collect()
+    }
+
+    /// `(policy, cluster)` generations: either moves when a policy or a placement-relevant
+    /// part of a cluster changed.
+    pub fn generations(&self) -> (u64, u64) {
+        let s = self.lock();
+        (s.policy_generation, s.cluster_generation)
     }
 
     /// The policies of a namespace.
