@@ -1,9 +1,10 @@
-//! Placing kinds without replicas end to end: fed-scheduler gives every ServiceAccount,
-//! Role and ConfigMap a policy selects a Placement listing every cluster the governing
-//! policy selects, shows the governing policy and the ones it overruled, re-places when
-//! policies change and removes the Placement when no policy governs the object any more.
-//!
-//! The member side (pushing the copies) is not wired yet; this covers the federation side.
+//! Kinds without replicas end to end. fed-scheduler gives every ServiceAccount, Role and
+//! ConfigMap a policy selects a Placement listing every cluster the governing policy
+//! selects, shows the governing policy and the ones it overruled, re-places when policies
+//! change and removes the Placement when no policy governs the object any more; the copy
+//! controller in fed-controllers pushes ServiceAccounts, RBAC, ConfigMaps,
+//! NetworkPolicies, Ingresses and PDBs to exactly those members, follows updates, reverts
+//! edits made in a member and removes the copies when the object or its policy goes.
 
 use std::time::Duration;
 
@@ -268,4 +269,288 @@ async fn copies_are_placed_by_the_governing_policy() {
         Option::is_none,
     )
     .await;
+}
+
+const APP: &str = r#"
+apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: app, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: v1, kind: ServiceAccount}
+  - {apiVersion: v1, kind: ConfigMap, labelSelector: {matchLabels: {app: web}}}
+  - {apiVersion: rbac.authorization.k8s.io/v1, kind: Role}
+  - {apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding}
+  - {apiVersion: networking.k8s.io/v1, kind: NetworkPolicy}
+  - {apiVersion: networking.k8s.io/v1, kind: Ingress}
+  - {apiVersion: policy/v1, kind: PodDisruptionBudget}
+  placement:
+    clusterAffinity: {labelSelector: {matchLabels: {env: prod}}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: web, namespace: shop}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: web-settings, namespace: shop, labels: {app: web}}
+data: {mode: fast}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: reader, namespace: shop}
+rules:
+- {apiGroups: [""], resources: [configmaps], verbs: [get, list]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: web-reads, namespace: shop}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}
+subjects:
+- {kind: ServiceAccount, name: web, namespace: shop}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: web-only, namespace: shop}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  policyTypes: [Ingress]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web, namespace: shop}
+spec:
+  defaultBackend:
+    service: {name: web, port: {number: 80}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: shop}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: web}}
+"#;
+
+/// `kubectl get <kind> <name> -n shop -o jsonpath=<path>` in `context`, or kubectl's error
+/// (`NotFound` when absent).
+fn member_get(
+    env: &Env,
+    context: &str,
+    kind: &str,
+    name: &str,
+    path: &str,
+) -> Result<String, String> {
+    let out = env.run(
+        "kubectl",
+        &[
+            "--context",
+            context,
+            "get",
+            kind,
+            name,
+            "-n",
+            "shop",
+            "-o",
+            &format!("jsonpath={path}"),
+        ],
+    );
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// Whether kubectl said the object does not exist.
+fn absent(r: &Result<String, String>) -> bool {
+    r.as_ref()
+        .is_err_and(|e| e.contains("NotFound") || e.contains("not found"))
+}
+
+#[tokio::test]
+async fn copies_are_pushed_to_the_members_and_removed() {
+    let env = Env::start(&["--clusters=3", "--nodes=1", "--ready-delay=0s"]);
+    let _controllers = env.controllers(&[
+        "--probe-period=1s",
+        "--probe-timeout=500ms",
+        "--metrics-bind-address=off",
+    ]);
+    let _scheduler = env.scheduler(&["--workers=4"]);
+    for (c, env_label) in [("sim-1", "prod"), ("sim-2", "dev"), ("sim-3", "prod")] {
+        let labels = format!("env={env_label}");
+        env.ok(
+            "fedctl",
+            &[
+                "join",
+                c,
+                "--cluster-context",
+                c,
+                "--labels",
+                &labels,
+                "--wait-seconds",
+                "60",
+            ],
+        );
+    }
+    env.ok("kubectl", &["create", "namespace", "shop"]);
+    env.apply("app.yaml", APP);
+    let within = Duration::from_secs(60);
+    let kinds = [
+        ("serviceaccount", "web"),
+        ("configmap", "web-settings"),
+        ("role", "reader"),
+        ("rolebinding", "web-reads"),
+        ("networkpolicy", "web-only"),
+        ("ingress", "web"),
+        ("poddisruptionbudget", "web"),
+    ];
+    // The Placement says every member is in sync (its status says why not, if not).
+    let fed = env.federation().await;
+    let placements: Api<Placement> = Api::namespaced(fed.clone(), "shop");
+    for placement in [
+        "serviceaccount-web",
+        "configmap-web-settings",
+        "role.rbac.authorization.k8s.io-reader",
+        "rolebinding.rbac.authorization.k8s.io-web-reads",
+        "networkpolicy.networking.k8s.io-web-only",
+        "ingress.networking.k8s.io-web",
+        "poddisruptionbudget.policy-web",
+    ] {
+        eventually(
+            &format!("{placement}: Propagated True"),
+            within,
+            || async { placements.get_opt(placement).await.expect("get") },
+            |p| {
+                p.as_ref().and_then(|p| p.status.as_ref()).is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Propagated" && c.status == "True")
+                        && s.clusters
+                            .iter()
+                            .map(|c| c.cluster.as_str())
+                            .eq(["sim-1", "sim-3"])
+                        && s.clusters.iter().all(|c| c.error.is_empty())
+                })
+            },
+        )
+        .await;
+    }
+
+    let managed = "{.metadata.labels.app\\.kubernetes\\.io/managed-by}";
+    for (kind, name) in kinds {
+        for member in ["sim-1", "sim-3"] {
+            let _seen = eventually(
+                &format!("{kind} {name} in {member}"),
+                within,
+                || async { member_get(&env, member, kind, name, managed) },
+                |v| v.as_deref() == Ok("meridian"),
+            )
+            .await;
+        }
+        let there = member_get(&env, "sim-2", kind, name, managed);
+        assert!(
+            absent(&there),
+            "{kind} {name} must not be in sim-2: {there:?}"
+        );
+    }
+    // What the member owns stays the member's, and no federation bookkeeping is copied.
+    let fed_uid = env.ok(
+        "kubectl",
+        &[
+            "get",
+            "sa",
+            "web",
+            "-n",
+            "shop",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ],
+    );
+    let member_uid = member_get(&env, "sim-1", "sa", "web", "{.metadata.uid}").expect("copy");
+    assert_ne!(fed_uid, member_uid);
+    assert_eq!(
+        member_get(&env, "sim-1", "sa", "web", "{.metadata.finalizers}").as_deref(),
+        Ok("")
+    );
+
+    // An update in the federation reaches the members; an edit in a member is reverted.
+    env.ok(
+        "kubectl",
+        &[
+            "patch",
+            "configmap",
+            "web-settings",
+            "-n",
+            "shop",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"mode":"safe"}}"#,
+        ],
+    );
+    for member in ["sim-1", "sim-3"] {
+        let _seen = eventually(
+            &format!("update in {member}"),
+            within,
+            || async { member_get(&env, member, "configmap", "web-settings", "{.data.mode}") },
+            |v| v.as_deref() == Ok("safe"),
+        )
+        .await;
+    }
+    env.ok(
+        "kubectl",
+        &[
+            "--context",
+            "sim-1",
+            "patch",
+            "configmap",
+            "web-settings",
+            "-n",
+            "shop",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"mode":"hacked"}}"#,
+        ],
+    );
+    let _seen = eventually(
+        "drift reverted in sim-1",
+        within,
+        || async { member_get(&env, "sim-1", "configmap", "web-settings", "{.data.mode}") },
+        |v| v.as_deref() == Ok("safe"),
+    )
+    .await;
+
+    // Deleting an object removes its copies (the federation object waits for that).
+    env.ok(
+        "kubectl",
+        &[
+            "delete",
+            "networkpolicy",
+            "web-only",
+            "-n",
+            "shop",
+            "--wait=true",
+            "--timeout=60s",
+        ],
+    );
+    for member in ["sim-1", "sim-3"] {
+        let there = member_get(&env, member, "networkpolicy", "web-only", managed);
+        assert!(absent(&there), "{member}: {there:?}");
+    }
+
+    // Deleting the policy removes every copy.
+    env.ok(
+        "kubectl",
+        &["delete", "propagationpolicy", "app", "-n", "shop"],
+    );
+    for (kind, name) in kinds {
+        for member in ["sim-1", "sim-3"] {
+            let _seen = eventually(
+                &format!("{kind} {name} removed from {member}"),
+                within,
+                || async { member_get(&env, member, kind, name, managed) },
+                absent,
+            )
+            .await;
+        }
+    }
 }

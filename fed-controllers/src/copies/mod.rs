@@ -6,8 +6,10 @@
 //! federated object (what the member owns or its server sets left out), [`drift`] whether a
 //! member's copy still says what Meridian wants and what to write over it, [`plan`] which
 //! step each member takes for each object (create, update, delete, leave, refuse), and
-//! [`report`] what the Placement's status says of the results.
+//! [`report`] what the Placement's status says of the results. [`controller`] applies them
+//! from caches of the federation and of each member.
 
+pub mod controller;
 pub mod drift;
 pub mod member_copy;
 pub mod plan;
