@@ -329,6 +329,44 @@ metadata: {name: web, namespace: shop}
 spec:
   minAvailable: 1
   selector: {matchLabels: {app: web}}
+---
+apiVersion: federation.meridian.dev/v1alpha1
+kind: ClusterPropagationPolicy
+metadata: {name: platform}
+spec:
+  resourceSelectors:
+  - {apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, name: shop-reader}
+  - {apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, labelSelector: {matchLabels: {app.kubernetes.io/part-of: shop}}}
+  placement:
+    clusterAffinity: {clusterNames: [sim-1, sim-2]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: shop-reader}
+rules:
+- {apiGroups: [""], resources: [configmaps], verbs: [get]}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+  labels: {app.kubernetes.io/part-of: shop}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
 "#;
 
 /// `kubectl get <kind> <name> -n shop -o jsonpath=<path>` in `context`, or kubectl's error
@@ -453,6 +491,40 @@ async fn copies_are_pushed_to_the_members_and_removed() {
             "{kind} {name} must not be in sim-2: {there:?}"
         );
     }
+    // Cluster-scoped kinds go through the ClusterPropagationPolicy, to sim-1 and sim-2.
+    for (kind, name) in [
+        ("clusterrole", "shop-reader"),
+        ("customresourcedefinition", "widgets.example.com"),
+    ] {
+        for member in ["sim-1", "sim-2"] {
+            let _seen = eventually(
+                &format!("{kind} {name} in {member}"),
+                within,
+                || async { member_get(&env, member, kind, name, managed) },
+                |v| v.as_deref() == Ok("meridian"),
+            )
+            .await;
+        }
+        let there = member_get(&env, "sim-3", kind, name, managed);
+        assert!(
+            absent(&there),
+            "{kind} {name} must not be in sim-3: {there:?}"
+        );
+    }
+    let system: Api<Placement> = Api::namespaced(fed.clone(), "meridian-system");
+    let crole = system
+        .get("clusterrole.rbac.authorization.k8s.io-shop-reader")
+        .await
+        .expect("the ClusterRole's Placement");
+    let choice = crole.status.and_then(|s| s.policy).expect("status.policy");
+    assert_eq!(
+        (
+            choice.governing.kind.as_str(),
+            choice.governing.name.as_str()
+        ),
+        ("ClusterPropagationPolicy", "platform")
+    );
+
     // What the member owns stays the member's, and no federation bookkeeping is copied.
     let fed_uid = env.ok(
         "kubectl",
@@ -552,5 +624,19 @@ async fn copies_are_pushed_to_the_members_and_removed() {
             )
             .await;
         }
+    }
+
+    env.ok(
+        "kubectl",
+        &["delete", "clusterpropagationpolicy", "platform"],
+    );
+    for member in ["sim-1", "sim-2"] {
+        let _seen = eventually(
+            &format!("clusterrole removed from {member}"),
+            within,
+            || async { member_get(&env, member, "clusterrole", "shop-reader", managed) },
+            absent,
+        )
+        .await;
     }
 }

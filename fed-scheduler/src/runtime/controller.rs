@@ -132,6 +132,7 @@ pub async fn run(
         replicasets,
         clusters,
         policies,
+        cluster_policies,
         status,
     ] = std::array::from_fn(|_| Synced::default());
 
@@ -194,6 +195,11 @@ pub async fn run(
         watch::policies(c, s, x).await;
         "PropagationPolicy"
     });
+    let (c, x, s) = (client.clone(), ctx.clone(), cluster_policies.clone());
+    tasks.spawn(async move {
+        watch::cluster_policies(c, s, x).await;
+        "ClusterPropagationPolicy"
+    });
     let (c, x, s) = (client.clone(), ctx.clone(), placements_synced.clone());
     tasks.spawn(async move {
         watch::placements(c, placements_w, s, x).await;
@@ -209,7 +215,14 @@ pub async fn run(
     // evict from clusters not seen yet.
     let synced = async {
         wait(&placements).await?;
-        for kind in [&deployments, &replicasets, &clusters, &policies, &status] {
+        for kind in [
+            &deployments,
+            &replicasets,
+            &clusters,
+            &policies,
+            &cluster_policies,
+            &status,
+        ] {
             kind.wait().await;
         }
         Ok(())

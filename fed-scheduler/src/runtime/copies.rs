@@ -296,11 +296,11 @@ impl Copies {
             .as_deref()
             .map(|n| self.index.policies(n))
             .unwrap_or_default();
+        let cluster_policies = self.index.cluster_policies();
         let governance = entry.as_ref().and_then(|e| {
             govern(
                 &policies,
-                // ClusterPropagationPolicies are not served yet: none to consider.
-                &[],
+                &cluster_policies,
                 &Subject {
                     api_version: &key.api_version,
                     kind: &key.kind,

@@ -220,7 +220,8 @@ impl Reconciler {
             Ok(w) => {
                 let guarded = self.index.mass_failure();
                 let policies = self.index.policies(&key.namespace);
-                let governance = govern(&policies, &[], w);
+                let cluster_policies = self.index.cluster_policies();
+                let governance = govern(&policies, &cluster_policies, w);
                 choice = governance.as_ref().map(|g| g.choice());
                 let policy = governance.map(|g| g.winner.policy);
                 let snapshot = self.index.snapshot(now_unix, guarded);

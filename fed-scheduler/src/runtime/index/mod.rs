@@ -136,6 +136,9 @@ struct Inner {
     policies: BTreeMap<(String, String), PropagationPolicy>,
     /// Bumped on every policy change: the copy loop re-decides everything on a change.
     policy_generation: u64,
+    /// ClusterPropagationPolicies by name.
+    cluster_policies: BTreeMap<String, PropagationPolicy>,
+    cluster_policy_list: Arc<Vec<PropagationPolicy>>,
     by_namespace: HashMap<String, Arc<Vec<PropagationPolicy>>>,
     /// destClusters per workload: last written by us or observed on its Placement.
     placed: HashMap<WorkloadKey, Vec<TargetCluster>>,
@@ -307,9 +310,44 @@ impl Index {
         self.lock().policies.keys().cloned().collect()
     }
 
-    /// Every known policy, of every namespace.
+    /// Every known policy, of every namespace, and every ClusterPropagationPolicy.
     pub fn all_policies(&self) -> Vec<PropagationPolicy> {
-        self.lock().policies.values().cloned().collect()
+        let s = self.lock();
+        s.policies
+            .values()
+            .chain(s.cluster_policies.values())
+            .cloned()
+            .collect()
+    }
+
+    /// Records a ClusterPropagationPolicy (or its deletion); `true` when it changed, and
+    /// then every workload is to be re-decided (it may govern any of them).
+    pub fn apply_cluster_policy(&self, name: &str, new: Option<PropagationPolicy>) -> bool {
+        let mut s = self.lock();
+        if s.cluster_policies.get(name) == new.as_ref() {
+            return false;
+        }
+        match new {
+            Some(p) => {
+                s.cluster_policies.insert(name.to_owned(), p);
+            }
+            None => {
+                s.cluster_policies.remove(name);
+            }
+        }
+        s.policy_generation += 1;
+        s.cluster_policy_list = Arc::new(s.cluster_policies.values().cloned().collect());
+        true
+    }
+
+    /// Names of known ClusterPropagationPolicies.
+    pub fn cluster_policy_names(&self) -> Vec<String> {
+        self.lock().cluster_policies.keys().cloned().collect()
+    }
+
+    /// Every ClusterPropagationPolicy.
+    pub fn cluster_policies(&self) -> Arc<Vec<PropagationPolicy>> {
+        self.lock().cluster_policy_list.clone()
     }
 
     /// `(policy, cluster)` generations: either moves when a policy or a placement-relevant
