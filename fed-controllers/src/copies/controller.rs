@@ -297,7 +297,21 @@ impl Central {
             .map(|p| p.spec.dest_clusters.clone())
             .unwrap_or_default();
 
-        // Every member that should hold a copy, and every connected one that may hold one.
+        // The finalizer goes on before the first copy, so a deletion always waits for the
+        // cleanup; its own watch event brings the object back here.
+        if let Some(o) = &fed_obj
+            && finalizer(
+                o.finalizers().iter().any(|f| f == WORKLOAD_FINALIZER),
+                o.metadata.deletion_timestamp.is_some(),
+                !dest.is_empty(),
+                false,
+            ) == Finalizer::Add
+        {
+            self.set_finalizer(&fk, key, o, true).await?;
+            return Ok("finalizer added");
+        }
+
+        // Every member that should hold a copy, and every known one that may hold one.
         let mut clusters: BTreeSet<String> = dest.iter().map(|t| t.cluster.clone()).collect();
         clusters.extend(self.clusters.state().iter().map(|c| c.name_any()));
         let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
