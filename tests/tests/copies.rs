@@ -525,6 +525,65 @@ async fn copies_are_pushed_to_the_members_and_removed() {
         ("ClusterPropagationPolicy", "platform")
     );
 
+    // A custom resource of that CRD: its Placement says why sim-1 holds no copy, either
+    // the scheduler's reason (the member's discovery, refreshed by the cluster controller,
+    // does not list the new kind yet) or, once placed, the member's refusal (fedctl join
+    // grants no rights on custom groups).
+    env.apply(
+        "widgets.yaml",
+        r#"
+apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: widgets, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: example.com/v1, kind: Widget}
+  placement:
+    clusterAffinity: {clusterNames: [sim-1]}
+---
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: small, namespace: shop}
+spec: {size: 1}
+"#,
+    );
+    let widget_status = eventually(
+        "the Widget's Placement says why sim-1 holds no copy",
+        within,
+        || async {
+            placements
+                .get_opt("widget.example.com-small")
+                .await
+                .expect("get")
+        },
+        |p| {
+            p.as_ref().and_then(|p| p.status.as_ref()).is_some_and(|s| {
+                let unserved = s.conditions.iter().any(|c| {
+                    c.type_ == "Scheduled"
+                        && c.status == "False"
+                        && c.message
+                            .contains("sim-1: APIEnablement: does not serve example.com/v1 widgets")
+                });
+                let refused = s
+                    .clusters
+                    .iter()
+                    .any(|c| c.cluster == "sim-1" && !c.error.is_empty());
+                unserved || refused
+            })
+        },
+    )
+    .await
+    .and_then(|p| p.status)
+    .expect("status");
+    let propagated = widget_status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Propagated")
+        .expect("Propagated");
+    assert_eq!(propagated.status, "False", "{propagated:?}");
+    let there = member_get(&env, "sim-1", "widget", "small", managed);
+    assert!(there.is_err(), "no Widget copy in sim-1: {there:?}");
+
     // What the member owns stays the member's, and no federation bookkeeping is copied.
     let fed_uid = env.ok(
         "kubectl",
