@@ -45,6 +45,8 @@ macro_rules! cluster_wide_spec {
 
 pub mod cluster;
 pub mod common;
+pub mod copies;
+pub mod governance;
 pub mod interpreter;
 pub mod lbconfig;
 pub mod names;

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_with::skip_serializing_none;
 
 use crate::common::Condition;
+use crate::governance::PolicyChoice;
 
 /// Where one federated workload runs.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -77,6 +78,9 @@ pub struct PlacementStatus {
     pub clusters: Vec<ClusterWorkloadStatus>,
     /// Replicas that fit nowhere, and why.
     pub unschedulable: Option<Unschedulable>,
+    /// The policy that governs the object and the matching policies it overruled
+    /// (written with `Scheduled`, by the same writer).
+    pub policy: Option<PolicyChoice>,
 }
 
 /// Status of the workload in one member cluster.

@@ -5,10 +5,11 @@
 //! reachable across members through their lb-agents. They share [`credentials`] and
 //! [`metrics`], and the process's work queues and Event recorder come from
 //! `meridian_runtime`; [`member_client`] builds member clients that multiplex everything on
-//! one connection per member.
+//! one connection per member. [`copies`] decides the copies of every other kind (Duplicated).
 
 pub mod cli;
 pub mod cluster;
+pub mod copies;
 pub mod credentials;
 pub mod dynamic;
 pub mod fleet;

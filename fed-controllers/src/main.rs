@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use fed_controllers::cli::{Args, LEASE_NAME};
 use fed_controllers::member_client::{self, Limits, MemberClients};
 use fed_controllers::metrics::Metrics;
-use fed_controllers::{cluster, service, workload};
+use fed_controllers::{cluster, copies, service, workload};
 use meridian_runtime::endpoints::{Endpoints, Flag};
 use meridian_runtime::events::{self, Recorder};
 use meridian_runtime::shutdown::Shutdown;
@@ -69,6 +69,7 @@ async fn control(args: Args, shutdown: Shutdown) -> anyhow::Result<()> {
     workload_settings.fleet.clients = config.clients.clone();
     let mut service_settings = service_settings;
     service_settings.fleet.clients = config.clients.clone();
+    let copy_settings = workload_settings.fleet.clone();
     // The controllers start when this replica leads (a standby lists nothing: its
     // member connections and caches would double the load on every member).
     let controllers = async {
@@ -77,6 +78,7 @@ async fn control(args: Args, shutdown: Shutdown) -> anyhow::Result<()> {
         tokio::select! {
             r = cluster::run(fed.clone(), config, metrics.clone(), recorder.clone(), ready) => r.context("cluster controller"),
             r = workload::run(fed.clone(), workload_settings, metrics.workload.clone(), recorder.clone()) => r.context("workload controller"),
+            r = copies::controller::run(fed.clone(), copy_settings) => r.context("copy controller"),
             r = service::run(fed, service_settings, metrics, recorder) => r.context("service controller"),
         }
     };

@@ -3,12 +3,14 @@
 //! [`schedule`] runs the pipeline filter → score → select → divide for one workload over a
 //! [`Snapshot`] of the fleet and returns a [`Decision`] with per-cluster reasons, or
 //! [`Unschedulable`] when nothing can be placed. [`select_policy`] picks the policy that
-//! applies to a workload. [`plan_offline`] runs the same decisions over objects read from
+//! applies to a workload; [`copies::place_copies`] places kinds without replicas (a copy in
+//! every selected cluster). [`plan_offline`] runs the same decisions over objects read from
 //! YAML. Nothing in the core talks to Kubernetes, the network or the clock: the caller
 //! passes `now` in the snapshot and applies the result. [`runtime`] is that caller — the
 //! watch loop and API writes of the `fed-scheduler` binary; the core never imports it.
 
 pub mod capacity;
+pub mod copies;
 pub mod explain;
 pub mod fedv1;
 pub mod offline;
@@ -44,6 +46,18 @@ pub fn schedule(
     workload: &Workload,
     policy: Option<&PropagationPolicy>,
     previous: Option<&[TargetCluster]>,
+) -> Result<Decision, Unschedulable> {
+    decide(snapshot, workload, policy, previous, false)
+}
+
+/// [`schedule`], or with `copies` the placement of an object without pods (see
+/// [`copies::place_copies`]): no cluster is filtered for capacity.
+pub(crate) fn decide(
+    snapshot: &Snapshot,
+    workload: &Workload,
+    policy: Option<&PropagationPolicy>,
+    previous: Option<&[TargetCluster]>,
+    copies: bool,
 ) -> Result<Decision, Unschedulable> {
     let fail = |reason, clusters| Err(Unschedulable { reason, clusters });
     let prefs = match workload.annotations.get(PREFERENCES_ANNOTATION) {
@@ -87,6 +101,7 @@ pub fn schedule(
         previous: prev_map,
         mass_failure_guard: snapshot.mass_failure_guard,
         duplicated: strategy == Strategy::Duplicated,
+        copies,
     };
 
     // Filter.
@@ -120,7 +135,11 @@ pub fn schedule(
         let estimate = f::ClusterCapacity::capacity(&ctx, c).ok();
         let outcome = match worst {
             None => {
-                let e = estimate.expect("capacity filter passed");
+                // Copies take no room, so an unknown capacity does not filter them.
+                let e = estimate.unwrap_or(capacity::Estimate {
+                    replicas: 0,
+                    limited_by: "unknown",
+                });
                 cands.push(Candidate {
                     index,
                     cluster: c,

@@ -1,75 +1,52 @@
-//! Chooses the PropagationPolicy for a workload: the most specific selector wins.
+//! Chooses the PropagationPolicy for a workload by the precedence every component shares
+//! ([`fed_api::governance`]): priority, then namespaced over cluster-wide, then the most
+//! specific selector, then name.
 
-use crate::types::{PropagationPolicy, ResourceSelector, Workload};
+pub use fed_api::governance::Specificity;
+use fed_api::governance::{self, Governance, PolicyKind, Subject};
 
-/// How specifically a selector names a workload; higher is more specific.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Specificity {
-    /// apiVersion/kind only.
-    Kind = 1,
-    /// apiVersion/kind and a label selector.
-    Labels = 2,
-    /// apiVersion/kind and the exact name.
-    Name = 3,
+use crate::types::{PropagationPolicy, Workload};
+
+/// The workload as policy selection reads it (workloads are namespaced).
+pub fn subject(w: &Workload) -> Subject<'_> {
+    Subject {
+        api_version: &w.api_version,
+        kind: &w.kind,
+        namespace: Some(&w.namespace),
+        name: &w.name,
+        labels: &w.labels,
+    }
 }
 
-/// How specifically `sel` matches `w`, or `None` when it does not match.
-pub fn selector_matches(sel: &ResourceSelector, w: &Workload) -> Option<Specificity> {
-    if sel.api_version != w.api_version || sel.kind != w.kind {
-        return None;
-    }
-    if let Some(name) = &sel.name
-        && name != &w.name
-    {
-        return None;
-    }
-    if let Some(ls) = &sel.label_selector
-        && !ls.matches(&w.labels)
-    {
-        return None;
-    }
-    Some(if sel.name.is_some() {
-        Specificity::Name
-    } else if sel.label_selector.is_some() {
-        Specificity::Labels
-    } else {
-        Specificity::Kind
-    })
-}
-
-/// How specifically a policy matches a workload (its best selector); policies only
-/// apply inside their own namespace.
+/// How specifically a namespaced policy matches a workload (its best selector); policies
+/// only apply inside their own namespace.
 pub fn policy_matches(p: &PropagationPolicy, w: &Workload) -> Option<Specificity> {
-    if !p.metadata.namespace.is_empty() && p.metadata.namespace != w.namespace {
-        return None;
-    }
-    p.spec
-        .resource_selectors
-        .iter()
-        .filter_map(|s| selector_matches(s, w))
-        .max()
+    governance::policy_matches(PolicyKind::PropagationPolicy, p, &subject(w))
 }
 
-/// The policy for `w`: most specific match, then higher priority, then smaller name.
+/// The policy that governs `w` among namespaced `policies` and `cluster_wide` ones, with
+/// the candidates it overruled.
+pub fn govern<'a>(
+    policies: &'a [PropagationPolicy],
+    cluster_wide: &'a [PropagationPolicy],
+    w: &Workload,
+) -> Option<Governance<'a>> {
+    governance::govern(policies, cluster_wide, &subject(w))
+}
+
+/// The policy for `w` among namespaced `policies`: higher priority, then the most specific
+/// match, then the smaller name.
 pub fn select_policy<'a>(
     policies: &'a [PropagationPolicy],
     w: &Workload,
 ) -> Option<&'a PropagationPolicy> {
-    policies
-        .iter()
-        .filter_map(|p| policy_matches(p, w).map(|s| (s, p)))
-        .min_by(|(sa, a), (sb, b)| {
-            sb.cmp(sa)
-                .then_with(|| b.spec.priority.cmp(&a.spec.priority))
-                .then_with(|| a.metadata.name.cmp(&b.metadata.name))
-        })
-        .map(|(_, p)| p)
+    govern(policies, &[], w).map(|g| g.winner.policy)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::LabelSelector;
+    use crate::types::{LabelSelector, ResourceSelector};
 
     fn workload() -> Workload {
         Workload {
@@ -113,7 +90,7 @@ mod tests {
     }
 
     #[test]
-    fn most_specific_then_priority_then_name() {
+    fn priority_then_most_specific_then_name() {
         let w = workload();
         // (policies, expected winner)
         let cases: Vec<(Vec<PropagationPolicy>, Option<&str>)> = vec![
@@ -122,14 +99,22 @@ mod tests {
             (vec![policy("a", 0, kind())], Some("a")),
             (
                 vec![
-                    policy("kind", 100, kind()),
+                    policy("kind", 0, kind()),
                     policy("labels", 0, labelled("tier", "front")),
                 ],
                 Some("labels"),
             ),
+            // Explicit priority comes before specificity.
             (
                 vec![
-                    policy("labels", 100, labelled("tier", "front")),
+                    policy("kind", 100, kind()),
+                    policy("labels", 0, labelled("tier", "front")),
+                ],
+                Some("kind"),
+            ),
+            (
+                vec![
+                    policy("labels", 0, labelled("tier", "front")),
                     policy("name", 0, named("web")),
                 ],
                 Some("name"),
@@ -187,7 +172,7 @@ mod tests {
     fn best_selector_of_a_policy_counts() {
         let mut p = policy("multi", 0, kind());
         p.spec.resource_selectors.push(named("web"));
-        let q = policy("labels", 50, labelled("tier", "front"));
+        let q = policy("labels", 0, labelled("tier", "front"));
         assert_eq!(
             select_policy(&[q, p], &workload()).unwrap().metadata.name,
             "multi"

@@ -49,6 +49,16 @@ pub fn controller_rules() -> Value {
         // Cross-cluster endpoints for the load balancers.
         {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": rw},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+        // Copies of the kinds policies propagate as they are. RBAC objects are written
+        // without `escalate` or `bind`: Meridian can copy a Role granting only what it
+        // holds itself, so joining a member never hands out more than this list.
+        {"apiGroups": [""], "resources": ["serviceaccounts", "persistentvolumeclaims"], "verbs": rw},
+        {"apiGroups": ["rbac.authorization.k8s.io"],
+         "resources": ["roles", "rolebindings", "clusterroles", "clusterrolebindings"], "verbs": rw},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses", "networkpolicies"], "verbs": rw},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": rw},
+        {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": rw},
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": rw},
         {"nonResourceURLs": ["/readyz", "/healthz", "/livez", "/version"], "verbs": ["get"]},
     ])
 }
@@ -117,9 +127,13 @@ mod tests {
     fn member_side_is_least_privilege() {
         let rules = controller_rules();
         let text = rules.to_string();
-        // Never cluster-admin-like wildcards, never RBAC or node writes.
+        // Never cluster-admin-like wildcards, never RBAC escalation, never node writes.
         assert!(!text.contains("\"*\""));
-        assert!(!text.contains("clusterroles") && !text.contains("rolebindings"));
+        assert!(
+            !text.contains("escalate")
+                && !text.contains("\"bind\"")
+                && !text.contains("impersonate")
+        );
         let node_rule = &rules[0];
         assert_eq!(node_rule["verbs"], json!(["get", "list", "watch"]));
         let objs = member_objects();

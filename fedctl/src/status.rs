@@ -421,6 +421,7 @@ mod tests {
                 },
             ],
             unschedulable: None,
+            policy: None,
         });
         let r = report(Kind::Deployment, "shop", "web", &p);
         assert_eq!(

@@ -20,7 +20,12 @@ pub fn federation_registry() -> Registry {
     // yet is stored and served like any other, so manifests holding it apply as they do
     // to one cluster.
     let mut defs = kinds::builtin();
-    defs.extend([clusters(), propagation_policies(), placements()]);
+    defs.extend([
+        clusters(),
+        propagation_policies(),
+        cluster_propagation_policies(),
+        placements(),
+    ]);
     Registry::new(defs)
         // Kinds whose objects run in member clusters. A namespace being deleted takes these
         // down first and everything else (the policies that placed them, the ConfigMaps and
@@ -259,7 +264,17 @@ pub fn clusters() -> ResourceDef {
 }
 
 fn validate_policy(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
-    let mut errs = validate::metadata(o, NameRule::Subdomain, true);
+    policy_causes(o, true)
+}
+
+fn validate_cluster_policy(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
+    policy_causes(o, false)
+}
+
+/// What is wrong with a PropagationPolicy (`namespaced`) or a ClusterPropagationPolicy:
+/// both have the same spec.
+fn policy_causes(o: &Value, namespaced: bool) -> Vec<Cause> {
+    let mut errs = validate::metadata(o, NameRule::Subdomain, namespaced);
     let sels = o.at("/spec/resourceSelectors").and_then(Value::as_array);
     if sels.is_none_or(|s| s.is_empty()) {
         errs.push(required("spec.resourceSelectors"));
@@ -448,38 +463,81 @@ pub fn propagation_policies() -> ResourceDef {
             },
         ),
         &["pp"],
-        vec![
-            int_column(
-                "Priority",
-                "Priority among matching policies",
-                "/spec/priority",
-            ),
-            column(
-                "Scheduling",
-                "string",
-                "Duplicated or Divided (and how)",
-                false,
-                |o| {
-                    let ty = o
-                        .at("/spec/placement/replicaScheduling/type")
-                        .and_then(Value::as_str);
-                    let div = o
-                        .at("/spec/placement/replicaScheduling/division")
-                        .and_then(Value::as_str);
-                    Value::from(match (ty, div) {
-                        (Some(t), Some(d)) if t == "Divided" => format!("{t}/{d}"),
-                        (Some(t), _) => t.to_string(),
-                        _ => "Duplicated".into(),
-                    })
-                },
-            ),
-        ],
+        policy_columns(),
     );
     d.definition = "dev.meridian.federation.v1alpha1.PropagationPolicy";
     d.schema = Some(|| {
         crd_schema(
             fed_api::PropagationPolicy::crd(),
             "PropagationPolicy selects workloads and says which member clusters they go to and how their replicas divide.",
+        )
+    });
+    d.status_subresource = false;
+    d
+}
+
+/// The `kubectl get` columns of both policy kinds.
+fn policy_columns() -> Vec<Column> {
+    vec![
+        int_column(
+            "Priority",
+            "Priority among matching policies",
+            "/spec/priority",
+        ),
+        column(
+            "Scheduling",
+            "string",
+            "Duplicated or Divided (and how)",
+            false,
+            |o| {
+                let ty = o
+                    .at("/spec/placement/replicaScheduling/type")
+                    .and_then(Value::as_str);
+                let div = o
+                    .at("/spec/placement/replicaScheduling/division")
+                    .and_then(Value::as_str);
+                Value::from(match (ty, div) {
+                    (Some(t), Some(d)) if t == "Divided" => format!("{t}/{d}"),
+                    (Some(t), _) => t.to_string(),
+                    _ => "Duplicated".into(),
+                })
+            },
+        ),
+    ]
+}
+
+/// `ClusterPropagationPolicy` (cluster-scoped): the same spec, for cluster-scoped kinds and
+/// namespaced kinds in every namespace.
+pub fn cluster_propagation_policies() -> ResourceDef {
+    let mut d = meridian(
+        ResourceDef::new(
+            fed_api::GROUP,
+            fed_api::VERSION,
+            "ClusterPropagationPolicy",
+            "clusterpropagationpolicies",
+            "clusterpropagationpolicy",
+            false,
+            FnHooks {
+                default: no_default,
+                validate: validate_cluster_policy,
+                check_types: |o| {
+                    after_validation(
+                        validate_cluster_policy,
+                        typed_parts::<fed_api::ClusterPropagationPolicySpec, Value>,
+                        o,
+                    )
+                },
+                prepare_create: no_prepare,
+            },
+        ),
+        &["cpp"],
+        policy_columns(),
+    );
+    d.definition = "dev.meridian.federation.v1alpha1.ClusterPropagationPolicy";
+    d.schema = Some(|| {
+        crd_schema(
+            fed_api::ClusterPropagationPolicy::crd(),
+            "ClusterPropagationPolicy selects objects of any namespace, and cluster-scoped ones, and says which member clusters they go to.",
         )
     });
     d.status_subresource = false;

@@ -164,6 +164,9 @@ impl ClusterCapacity {
 impl Filter for ClusterCapacity {
     const NAME: &'static str = "ClusterCapacity";
     fn filter(ctx: &Ctx<'_>, c: &ClusterState) -> FilterResult {
+        if ctx.copies {
+            return None;
+        }
         let e = match Self::capacity(ctx, c) {
             Ok(e) => e,
             Err(reason) => return Some((Severity::NoNew, reason)),
@@ -243,6 +246,7 @@ mod tests {
             previous: prev.iter().copied().collect(),
             mass_failure_guard: guard,
             duplicated,
+            copies: false,
         }
     }
 

@@ -26,6 +26,8 @@ pub(crate) struct Ctx<'a> {
     pub mass_failure_guard: bool,
     /// `Duplicated` needs room for all replicas in each cluster.
     pub duplicated: bool,
+    /// Placing copies of an object without pods: capacity does not matter.
+    pub copies: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -44,6 +46,7 @@ impl<'a> Ctx<'a> {
             previous: HashMap::new(),
             mass_failure_guard: false,
             duplicated: false,
+            copies: false,
         }
     }
 }

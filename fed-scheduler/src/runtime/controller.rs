@@ -132,6 +132,7 @@ pub async fn run(
         replicasets,
         clusters,
         policies,
+        cluster_policies,
         status,
     ] = std::array::from_fn(|_| Synced::default());
 
@@ -194,6 +195,11 @@ pub async fn run(
         watch::policies(c, s, x).await;
         "PropagationPolicy"
     });
+    let (c, x, s) = (client.clone(), ctx.clone(), cluster_policies.clone());
+    tasks.spawn(async move {
+        watch::cluster_policies(c, s, x).await;
+        "ClusterPropagationPolicy"
+    });
     let (c, x, s) = (client.clone(), ctx.clone(), placements_synced.clone());
     tasks.spawn(async move {
         watch::placements(c, placements_w, s, x).await;
@@ -209,7 +215,14 @@ pub async fn run(
     // evict from clusters not seen yet.
     let synced = async {
         wait(&placements).await?;
-        for kind in [&deployments, &replicasets, &clusters, &policies, &status] {
+        for kind in [
+            &deployments,
+            &replicasets,
+            &clusters,
+            &policies,
+            &cluster_policies,
+            &status,
+        ] {
             kind.wait().await;
         }
         Ok(())
@@ -238,6 +251,20 @@ pub async fn run(
     }
     // Whatever a previous leader left undone: decide everything once.
     ctx.enqueue_all();
+    // Objects of the kinds without replicas, on the same caches of clusters, policies and
+    // Placements.
+    let (c, i, p, w, m) = (
+        client.clone(),
+        index.clone(),
+        placements.clone(),
+        Writer::new(client.clone(), config.write_timeout),
+        metrics.clone(),
+    );
+    let copy_workers = config.workers;
+    tasks.spawn(async move {
+        super::copies::run(c, i, p, w, m, copy_workers).await;
+        "copied kinds"
+    });
 
     for id in 0..config.workers.max(1) {
         let (q, r, m) = (queue.clone(), reconciler.clone(), metrics.clone());

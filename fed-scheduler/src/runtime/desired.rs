@@ -6,6 +6,7 @@
 //! as they are. Nothing is written when nothing changed.
 
 use fed_api::common::Condition;
+use fed_api::governance::PolicyChoice;
 use fed_api::placement::{ClusterReason, Unschedulable, WorkloadReference};
 use fed_api::{Placement, PlacementSpec, PlacementStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -29,6 +30,8 @@ pub struct Desired {
     pub outcome: Outcome,
     /// `status.unschedulable` (`None` when everything fits).
     pub unschedulable: Option<Unschedulable>,
+    /// `status.policy`: the governing policy and the ones it overruled.
+    pub policy: Option<PolicyChoice>,
 }
 
 /// The writes that bring the cached Placement to [`Desired`].
@@ -64,6 +67,7 @@ pub fn desired(
     dest_clusters: &[TargetCluster],
     outcome: Outcome,
     unschedulable: &UnschedulableStatus,
+    policy: Option<PolicyChoice>,
 ) -> Desired {
     let owner = OwnerReference {
         api_version: "apps/v1".into(),
@@ -99,6 +103,7 @@ pub fn desired(
         spec,
         outcome,
         unschedulable,
+        policy,
     }
 }
 
@@ -130,7 +135,7 @@ pub fn status(
     let same = old.is_some_and(|c| {
         c.status == status && c.reason == want.outcome.reason && c.message == want.outcome.message
     });
-    if same && next.unschedulable == want.unschedulable {
+    if same && next.unschedulable == want.unschedulable && next.policy == want.policy {
         return None;
     }
     if !same {
@@ -153,6 +158,7 @@ pub fn status(
         }
     }
     next.unschedulable = want.unschedulable.clone();
+    next.policy = want.policy.clone();
     Some(next)
 }
 
@@ -169,11 +175,22 @@ pub fn slim(p: &mut Placement) {
 
 /// The writes from `current` (the cached Placement, if any) to `want`.
 pub fn plan(key: &WorkloadKey, current: Option<&Placement>, want: &Desired, now: &str) -> Plan {
+    plan_at(&key.namespace, &key.placement_name(), current, want, now)
+}
+
+/// [`plan`] for the Placement `namespace/name` (of a workload or of a copied object).
+pub fn plan_at(
+    namespace: &str,
+    name: &str,
+    current: Option<&Placement>,
+    want: &Desired,
+    now: &str,
+) -> Plan {
     let Some(cur) = current else {
-        let mut p = Placement::new(&key.placement_name(), want.spec.clone());
+        let mut p = Placement::new(name, want.spec.clone());
         p.metadata = ObjectMeta {
-            name: Some(key.placement_name()),
-            namespace: Some(key.namespace.clone()),
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
             owner_references: Some(vec![want.owner.clone()]),
             ..Default::default()
         };
@@ -241,7 +258,7 @@ mod tests {
             },
             message: format!("{dest:?}"),
         };
-        desired(&key(), "uid-1", &targets, outcome, &unschedulable)
+        desired(&key(), "uid-1", &targets, outcome, &unschedulable, None)
     }
 
     /// The Placement the API would hold after applying `plan` for `d`.
@@ -388,5 +405,32 @@ mod tests {
             d,
             vec![TargetCluster::new("a", 2), TargetCluster::new("b", 0)]
         );
+    }
+
+    #[test]
+    fn a_new_policy_choice_is_a_status_write() {
+        use fed_api::governance::{PolicyKind, PolicyRef, Specificity};
+        let d = want(&[("a", 3)], true, 0);
+        let p = applied(&d, NOW);
+        assert!(status(p.status.as_ref(), &d, LATER).is_none());
+        let mut chosen = d.clone();
+        chosen.policy = Some(PolicyChoice {
+            governing: PolicyRef {
+                kind: PolicyKind::PropagationPolicy,
+                namespace: Some("shop".into()),
+                name: "web".into(),
+                priority: 0,
+                matched_by: Specificity::Name,
+            },
+            overruled: Vec::new(),
+        });
+        let next = status(p.status.as_ref(), &chosen, LATER).expect("changed");
+        assert_eq!(next.policy, chosen.policy);
+        // The condition did not change, so its transition time stays.
+        assert_eq!(
+            next.conditions[0].last_transition_time.as_deref(),
+            Some(NOW)
+        );
+        assert!(status(Some(&next), &chosen, LATER).is_none());
     }
 }

@@ -6,10 +6,12 @@
 //! the work queue (`meridian_runtime::queue`); workers take keys and [`reconcile`] them,
 //! computing writes with the pure [`desired`] module and applying them through the
 //! [`writer`], with Events recorded best effort (`meridian_runtime::events`) and
-//! evictions limited by a token bucket ([`Rate`], [`TokenBucket`]).
+//! evictions limited by a token bucket ([`Rate`], [`TokenBucket`]). [`copies`] places the
+//! objects of every other kind a policy names (a copy in each selected cluster).
 
 pub mod cli;
 pub mod controller;
+pub mod copies;
 pub mod desired;
 pub mod index;
 pub mod key;

@@ -19,8 +19,9 @@ use meridian_runtime::rate::TokenBucket;
 use meridian_runtime::sync::lock;
 
 use crate::explain::{self, Outcome};
+use crate::policy_match::govern;
+use crate::schedule;
 use crate::types::{TargetCluster, UnschedulableReason, UnschedulableStatus};
-use crate::{schedule, select_policy};
 
 use super::desired::{self, Plan, SCHEDULED};
 use super::index::Index;
@@ -204,6 +205,7 @@ impl Reconciler {
             .unwrap_or_default();
 
         let mut requeue: Option<Duration> = None;
+        let mut choice = None;
         let (dest, outcome, unschedulable, wanting) = match &entry.workload {
             Err(problem) => (
                 Vec::new(),
@@ -218,7 +220,10 @@ impl Reconciler {
             Ok(w) => {
                 let guarded = self.index.mass_failure();
                 let policies = self.index.policies(&key.namespace);
-                let policy = select_policy(&policies, w);
+                let cluster_policies = self.index.cluster_policies();
+                let governance = govern(&policies, &cluster_policies, w);
+                choice = governance.as_ref().map(|g| g.choice());
+                let policy = governance.map(|g| g.winner.policy);
                 let snapshot = self.index.snapshot(now_unix, guarded);
                 let mut result = schedule(&snapshot, w, policy, Some(&previous));
                 if !guarded && !explain::evictions(&result, &previous).is_empty() {
@@ -258,7 +263,7 @@ impl Reconciler {
             }
         };
 
-        let want = desired::desired(key, &entry.uid, &dest, outcome, &unschedulable);
+        let want = desired::desired(key, &entry.uid, &dest, outcome, &unschedulable, choice);
         let stamp = jiff::Timestamp::now();
         let now_text = stamp.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
         let before_condition = current

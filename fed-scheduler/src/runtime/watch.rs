@@ -344,6 +344,52 @@ pub async fn policies(client: Client, synced: Synced, ctx: Ctx) {
     .await;
 }
 
+/// Watches ClusterPropagationPolicies, moved into the core's kube-free envelope; a change
+/// re-decides every workload (a cluster-wide policy may govern any of them).
+pub async fn cluster_policies(client: Client, synced: Synced, ctx: Ctx) {
+    let stream =
+        digest::<fed_api::ClusterPropagationPolicy>(Api::all(client), watcher::Config::default());
+    let mut seen: HashSet<String> = HashSet::new();
+    let metrics = ctx.metrics.clone();
+    drive(
+        stream,
+        "ClusterPropagationPolicy",
+        metrics,
+        synced,
+        move |ev| {
+            let mut changed = false;
+            match ev {
+                Event::Init => seen.clear(),
+                Event::InitApply(o) => {
+                    let name = o.name_any();
+                    changed |= ctx.index.apply_cluster_policy(&name, Some(o.into()));
+                    seen.insert(name);
+                }
+                Event::InitDone => {
+                    for name in ctx.index.cluster_policy_names() {
+                        if !seen.contains(&name) {
+                            changed |= ctx.index.apply_cluster_policy(&name, None);
+                        }
+                    }
+                    seen.clear();
+                }
+                Event::Apply(o) => {
+                    changed |= ctx
+                        .index
+                        .apply_cluster_policy(&o.name_any(), Some(o.into()));
+                }
+                Event::Delete(o) => {
+                    changed |= ctx.index.apply_cluster_policy(&o.name_any(), None);
+                }
+            }
+            if changed {
+                ctx.enqueue_all();
+            }
+        },
+    )
+    .await;
+}
+
 fn placement_key(p: &Placement) -> Option<WorkloadKey> {
     let kind = WorkloadKind::parse(&p.spec.resource.kind)?;
     Some(WorkloadKey::new(

@@ -86,8 +86,19 @@ impl Writer {
         .await
     }
 
-    /// Writes the scheduler's part of `p.status`: its `Scheduled` condition and
-    /// `unschedulable`. A strategic merge patch merges conditions by type, so the workload
+    /// Deletes a Placement (one for an object no policy governs any more).
+    pub async fn delete(&self, namespace: &str, name: &str) -> Result<(), WriteError> {
+        let api = self.api(namespace);
+        self.run(
+            "delete",
+            api.delete(name, &kube::api::DeleteParams::default()),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Writes the scheduler's part of `p.status`: its `Scheduled` condition,
+    /// `unschedulable` and `policy`. A strategic merge patch merges conditions by type, so the workload
     /// controller's condition and per-cluster entries stay as they are whatever version
     /// either writer last saw; nothing to pin, nothing to conflict.
     pub async fn write_status(&self, p: &Placement) -> Result<Placement, WriteError> {
@@ -103,8 +114,8 @@ impl Writer {
     }
 }
 
-/// The strategic merge patch of [`Writer::write_status`]: the `Scheduled` condition and
-/// `unschedulable` (`null` removes it), nothing else.
+/// The strategic merge patch of [`Writer::write_status`]: the `Scheduled` condition,
+/// `unschedulable` and `policy` (`null` removes them), nothing else.
 fn status_patch(p: &Placement) -> serde_json::Value {
     let status = p.status.as_ref();
     let ours: Vec<_> = status
@@ -117,8 +128,10 @@ fn status_patch(p: &Placement) -> serde_json::Value {
     let unschedulable = status
         .and_then(|s| s.unschedulable.as_ref())
         .map(|u| serde_json::json!({"replicas": u.replicas, "reasons": u.reasons}));
+    // Replaced whole (`null` removes it): the choice is recomputed on every decision.
+    let policy = status.and_then(|s| s.policy.as_ref());
     serde_json::json!({
-        "status": {"conditions": ours, "unschedulable": unschedulable},
+        "status": {"conditions": ours, "unschedulable": unschedulable, "policy": policy},
     })
 }
 

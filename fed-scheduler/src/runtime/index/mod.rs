@@ -134,6 +134,11 @@ struct Inner {
     snapshots: [Option<(u64, i64, Arc<Snapshot>)>; 2],
     mass_failure: bool,
     policies: BTreeMap<(String, String), PropagationPolicy>,
+    /// Bumped on every policy change: the copy loop re-decides everything on a change.
+    policy_generation: u64,
+    /// ClusterPropagationPolicies by name.
+    cluster_policies: BTreeMap<String, PropagationPolicy>,
+    cluster_policy_list: Arc<Vec<PropagationPolicy>>,
     by_namespace: HashMap<String, Arc<Vec<PropagationPolicy>>>,
     /// destClusters per workload: last written by us or observed on its Placement.
     placed: HashMap<WorkloadKey, Vec<TargetCluster>>,
@@ -281,6 +286,7 @@ impl Index {
             old,
             new.as_ref(),
         );
+        s.policy_generation += 1;
         match new {
             Some(p) => {
                 s.policies.insert(id, p);
@@ -302,6 +308,53 @@ impl Index {
     /// `(namespace, name)` of known policies.
     pub fn policy_ids(&self) -> Vec<(String, String)> {
         self.lock().policies.keys().cloned().collect()
+    }
+
+    /// Every known policy, of every namespace, and every ClusterPropagationPolicy.
+    pub fn all_policies(&self) -> Vec<PropagationPolicy> {
+        let s = self.lock();
+        s.policies
+            .values()
+            .chain(s.cluster_policies.values())
+            .cloned()
+            .collect()
+    }
+
+    /// Records a ClusterPropagationPolicy (or its deletion); `true` when it changed, and
+    /// then every workload is to be re-decided (it may govern any of them).
+    pub fn apply_cluster_policy(&self, name: &str, new: Option<PropagationPolicy>) -> bool {
+        let mut s = self.lock();
+        if s.cluster_policies.get(name) == new.as_ref() {
+            return false;
+        }
+        match new {
+            Some(p) => {
+                s.cluster_policies.insert(name.to_owned(), p);
+            }
+            None => {
+                s.cluster_policies.remove(name);
+            }
+        }
+        s.policy_generation += 1;
+        s.cluster_policy_list = Arc::new(s.cluster_policies.values().cloned().collect());
+        true
+    }
+
+    /// Names of known ClusterPropagationPolicies.
+    pub fn cluster_policy_names(&self) -> Vec<String> {
+        self.lock().cluster_policies.keys().cloned().collect()
+    }
+
+    /// Every ClusterPropagationPolicy.
+    pub fn cluster_policies(&self) -> Arc<Vec<PropagationPolicy>> {
+        self.lock().cluster_policy_list.clone()
+    }
+
+    /// `(policy, cluster)` generations: either moves when a policy or a placement-relevant
+    /// part of a cluster changed.
+    pub fn generations(&self) -> (u64, u64) {
+        let s = self.lock();
+        (s.policy_generation, s.cluster_generation)
     }
 
     /// The policies of a namespace.

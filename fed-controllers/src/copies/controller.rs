@@ -1,0 +1,702 @@
+//! The copy controller: pushes every placed object of a copy-path kind into the members
+//! its Placement names, reverts drift, removes copies a member should no longer hold, and
+//! reports each member's result on the Placement.
+//!
+//! It reads caches only: the Placements, the federation's objects of each kind some
+//! Placement is about (a dynamic reflector per kind, found by discovery), and in each
+//! member a reflector per kind over Meridian's copies (label `managed-by=meridian`). A
+//! member that does not serve a kind (a custom resource whose CRD it lacks) reports
+//! `KindNotServed` and is asked again with back-off. Decisions are [`super::plan`]'s; this
+//! module applies them.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use fed_api::copies::{Path, path, placement_of};
+use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_FINALIZER};
+use fed_api::{Cluster, Placement};
+use futures::StreamExt;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use kube::discovery::{ApiCapabilities, Scope};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, ResourceExt};
+use meridian_runtime::error::Report;
+use meridian_runtime::queue::WorkQueue;
+use meridian_runtime::sync::lock;
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use tracing::Instrument as _;
+
+use super::plan::{Finalizer, Step, finalizer, step, wanted};
+use super::report::{FailReason, Outcome, cluster_entries, propagated};
+use crate::fleet::{Settings, reflect};
+
+/// `(apiVersion, kind)`.
+type Kind = (String, String);
+
+/// One copied object: its kind and where its Placement lives.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CopyKey {
+    /// e.g. `rbac.authorization.k8s.io/v1`.
+    pub api_version: String,
+    /// e.g. `Role`.
+    pub kind: String,
+    /// `None` for a cluster-scoped object.
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+}
+
+/// Why one reconcile failed (it is retried with back-off).
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    /// A federation write failed.
+    #[error("writing {what} in the federation")]
+    Federation {
+        /// What was written.
+        what: &'static str,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The kind is not discovered in the federation yet.
+    #[error("{0}/{1} is not discovered in the federation yet")]
+    NotDiscovered(String, String),
+    /// A federation write did not answer within the deadline.
+    #[error("writing {0} in the federation timed out")]
+    Timeout(&'static str),
+    /// Some member did not take its step; the Placement says which and why.
+    #[error("{0} member(s) not in sync")]
+    Members(usize),
+}
+
+/// A kind as the federation serves it, with the cache of its objects.
+struct FedKind {
+    ar: ApiResource,
+    namespaced: bool,
+    store: Store<DynamicObject>,
+    _task: JoinHandle<()>,
+}
+
+/// One member's view of one kind: the cache of Meridian's copies, or why there is none.
+enum MemberKind {
+    Served {
+        ar: ApiResource,
+        store: Store<DynamicObject>,
+        _task: JoinHandle<()>,
+    },
+    NotServed(String),
+}
+
+/// One connected member.
+struct Member {
+    client: Client,
+    kinds: Mutex<HashMap<Kind, Arc<MemberKind>>>,
+}
+
+struct Central {
+    fed: Client,
+    settings: Settings,
+    placements: Store<Placement>,
+    clusters: Store<Cluster>,
+    kinds: tokio::sync::Mutex<HashMap<Kind, Arc<FedKind>>>,
+    members: tokio::sync::Mutex<HashMap<String, Arc<Member>>>,
+    /// Last result per object per member, for the Placement's status.
+    outcomes: Mutex<HashMap<CopyKey, BTreeMap<String, Outcome>>>,
+    queue: Arc<WorkQueue<CopyKey>>,
+}
+
+/// The key of the object a Placement of a copy-path kind is about: a namespaced object's
+/// Placement is beside it.
+fn key_of_placement(p: &Placement, namespaced: bool) -> CopyKey {
+    let r = &p.spec.resource;
+    CopyKey {
+        api_version: r.api_version.clone(),
+        kind: r.kind.clone(),
+        namespace: if namespaced { p.namespace() } else { None },
+        name: r.name.clone(),
+    }
+}
+
+fn split(api_version: &str) -> (&str, &str) {
+    api_version.rsplit_once('/').unwrap_or(("", api_version))
+}
+
+async fn discover(
+    client: &Client,
+    kind: &Kind,
+) -> Result<(ApiResource, ApiCapabilities), kube::Error> {
+    let (group, version) = split(&kind.0);
+    kube::discovery::pinned_kind(client, &GroupVersionKind::gvk(group, version, &kind.1)).await
+}
+
+/// A dynamic reflector of `ar` over `api` that queues `on_change` of every event.
+fn dynamic_reflector(
+    api: Api<DynamicObject>,
+    ar: &ApiResource,
+    cfg: watcher::Config,
+    mut on_change: impl FnMut(&DynamicObject) + Send + 'static,
+) -> (Store<DynamicObject>, JoinHandle<()>) {
+    let writer = reflector::store::Writer::new(ar.clone());
+    let reader = writer.as_reader();
+    let stream = watcher::watcher(api, cfg).default_backoff().reflect(writer);
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => on_change(&o),
+                Ok(Event::Init | Event::InitDone) => {}
+                Err(e) => {
+                    tracing::debug!(error = %Report(&e), "copied-kind watch failed; retrying")
+                }
+            }
+        }
+    });
+    (reader, task)
+}
+
+impl Central {
+    /// The federation's view of `kind`, its watch started on first use.
+    async fn fed_kind(self: &Arc<Self>, kind: &Kind) -> Result<Arc<FedKind>, CopyError> {
+        let mut kinds = self.kinds.lock().await;
+        if let Some(k) = kinds.get(kind) {
+            return Ok(k.clone());
+        }
+        let (ar, caps) = discover(&self.fed, kind)
+            .await
+            .map_err(|_| CopyError::NotDiscovered(kind.0.clone(), kind.1.clone()))?;
+        let namespaced = caps.scope == Scope::Namespaced;
+        let queue = self.queue.clone();
+        let k = kind.clone();
+        let (store, task) = dynamic_reflector(
+            Api::all_with(self.fed.clone(), &ar),
+            &ar,
+            watcher::Config::default(),
+            move |o| {
+                queue.add(CopyKey {
+                    api_version: k.0.clone(),
+                    kind: k.1.clone(),
+                    namespace: o.namespace(),
+                    name: o.name_any(),
+                });
+            },
+        );
+        let fk = Arc::new(FedKind {
+            ar,
+            namespaced,
+            store,
+            _task: task,
+        });
+        kinds.insert(kind.clone(), fk.clone());
+        Ok(fk)
+    }
+
+    /// The connected member `cluster`, connecting on first use.
+    async fn member(&self, cluster: &str) -> Result<Arc<Member>, String> {
+        let mut members = self.members.lock().await;
+        if let Some(m) = members.get(cluster) {
+            return Ok(m.clone());
+        }
+        let c = self
+            .clusters
+            .get(&ObjectRef::new(cluster))
+            .ok_or_else(|| format!("cluster {cluster} is not known"))?;
+        let client = self
+            .settings
+            .clients
+            .connect(&self.fed, &c.spec, self.settings.sync_timeout)
+            .await
+            .map_err(|e| format!("not connected: {}", Report(&e)))?;
+        let m = Arc::new(Member {
+            client,
+            kinds: Mutex::default(),
+        });
+        members.insert(cluster.to_owned(), m.clone());
+        Ok(m)
+    }
+
+    /// Member `m`'s view of `kind`, its watch of Meridian's copies started on first use; a
+    /// kind the member does not serve is asked again on the next reconcile.
+    async fn member_kind(&self, m: &Member, kind: &Kind) -> Arc<MemberKind> {
+        if let Some(k) = lock(&m.kinds).get(kind)
+            && matches!(**k, MemberKind::Served { .. })
+        {
+            return k.clone();
+        }
+        let mk = match discover(&m.client, kind).await {
+            Ok((ar, _)) => {
+                let queue = self.queue.clone();
+                let k = kind.clone();
+                let (store, task) = dynamic_reflector(
+                    Api::all_with(m.client.clone(), &ar),
+                    &ar,
+                    watcher::Config::default()
+                        .labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}")),
+                    move |o| {
+                        queue.add(CopyKey {
+                            api_version: k.0.clone(),
+                            kind: k.1.clone(),
+                            namespace: o.namespace(),
+                            name: o.name_any(),
+                        });
+                    },
+                );
+                MemberKind::Served {
+                    ar,
+                    store,
+                    _task: task,
+                }
+            }
+            Err(e) => MemberKind::NotServed(format!(
+                "{} {} is not served by the member: {}",
+                kind.0,
+                kind.1,
+                Report(&e)
+            )),
+        };
+        let mk = Arc::new(mk);
+        lock(&m.kinds).insert(kind.clone(), mk.clone());
+        mk
+    }
+
+    /// Forgets member `cluster` (its watches stop) and re-syncs every copy it may hold.
+    async fn drop_member(&self, cluster: &str) {
+        self.members.lock().await.remove(cluster);
+        let keys: Vec<CopyKey> = lock(&self.outcomes).keys().cloned().collect();
+        keys.into_iter().for_each(|k| self.queue.add(k));
+    }
+
+    async fn reconcile(self: &Arc<Self>, key: &CopyKey) -> Result<&'static str, CopyError> {
+        let kind: Kind = (key.api_version.clone(), key.kind.clone());
+        let fk = self.fed_kind(&kind).await?;
+        let (pns, pname) = placement_of(
+            &key.api_version,
+            &key.kind,
+            key.namespace.as_deref(),
+            &key.name,
+        );
+        let placement = self.placements.get(&ObjectRef::new(&pname).within(&pns));
+        let obj_ref = match &key.namespace {
+            Some(ns) if fk.namespaced => ObjectRef::new_with(&key.name, fk.ar.clone()).within(ns),
+            _ => ObjectRef::new_with(&key.name, fk.ar.clone()),
+        };
+        let fed_obj = fk.store.get(&obj_ref);
+        let fed_value = fed_obj
+            .as_deref()
+            .map(|o| serde_json::to_value(o).unwrap_or(Value::Null));
+        let uid = fed_obj.as_ref().and_then(|o| o.uid()).unwrap_or_default();
+        // A Placement of an earlier object of the same name is not this one's.
+        let dest = placement
+            .as_ref()
+            .filter(|p| p.spec.resource.uid.as_deref() == Some(uid.as_str()))
+            .map(|p| p.spec.dest_clusters.clone())
+            .unwrap_or_default();
+
+        // The finalizer goes on before the first copy, so a deletion always waits for the
+        // cleanup; its own watch event brings the object back here.
+        if let Some(o) = &fed_obj
+            && finalizer(
+                o.finalizers().iter().any(|f| f == WORKLOAD_FINALIZER),
+                o.metadata.deletion_timestamp.is_some(),
+                !dest.is_empty(),
+                false,
+            ) == Finalizer::Add
+        {
+            self.set_finalizer(&fk, key, o, true).await?;
+            return Ok("finalizer added");
+        }
+
+        // Every member that should hold a copy, and every known one that may hold one.
+        let mut clusters: BTreeSet<String> = dest.iter().map(|t| t.cluster.clone()).collect();
+        clusters.extend(self.clusters.state().iter().map(|c| c.name_any()));
+        let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
+        let mut held = false;
+        let mut failed = 0usize;
+        for cluster in clusters {
+            let want = wanted(fed_value.as_ref(), &dest, &cluster);
+            let m = match self.member(&cluster).await {
+                Ok(m) => m,
+                Err(message) => {
+                    if want.is_some() {
+                        failed += 1;
+                        outcomes.insert(
+                            cluster,
+                            Outcome::Failed {
+                                reason: FailReason::Unreachable,
+                                message,
+                            },
+                        );
+                    }
+                    continue;
+                }
+            };
+            let (ar, store) = match &*self.member_kind(&m, &kind).await {
+                MemberKind::Served { ar, store, .. } => (ar.clone(), store.clone()),
+                MemberKind::NotServed(message) => {
+                    if want.is_some() {
+                        failed += 1;
+                        outcomes.insert(
+                            cluster,
+                            Outcome::Failed {
+                                reason: FailReason::KindNotServed,
+                                message: message.clone(),
+                            },
+                        );
+                    }
+                    continue;
+                }
+            };
+            let actual_ref = match &key.namespace {
+                Some(ns) if fk.namespaced => ObjectRef::new_with(&key.name, ar.clone()).within(ns),
+                _ => ObjectRef::new_with(&key.name, ar.clone()),
+            };
+            let actual = store
+                .get(&actual_ref)
+                .map(|o| serde_json::to_value(&*o).unwrap_or(Value::Null));
+            let api: Api<DynamicObject> = match &key.namespace {
+                Some(ns) if fk.namespaced => Api::namespaced_with(m.client.clone(), ns, &ar),
+                _ => Api::all_with(m.client.clone(), &ar),
+            };
+            let result = self
+                .apply(
+                    &m,
+                    &api,
+                    key,
+                    fk.namespaced,
+                    step(want.as_ref(), actual.as_ref(), &uid),
+                )
+                .await;
+            match result {
+                Ok(holds) => {
+                    held |= holds;
+                    if want.is_some() {
+                        outcomes.insert(cluster, Outcome::Synced { at: now() });
+                    }
+                }
+                Err((reason, message)) => {
+                    held = true;
+                    failed += 1;
+                    outcomes.insert(cluster, Outcome::Failed { reason, message });
+                }
+            }
+        }
+        lock(&self.outcomes).insert(key.clone(), outcomes.clone());
+
+        if let Some(p) = placement
+            .as_ref()
+            .filter(|_| !dest.is_empty() || fed_obj.is_some())
+        {
+            self.write_status(p, &dest, &outcomes).await?;
+        }
+        if let Some(o) = &fed_obj {
+            let has = o.finalizers().iter().any(|f| f == WORKLOAD_FINALIZER);
+            let deleting = o.metadata.deletion_timestamp.is_some();
+            match finalizer(has, deleting, !dest.is_empty(), held) {
+                Finalizer::Add => self.set_finalizer(&fk, key, o, true).await?,
+                Finalizer::Remove => self.set_finalizer(&fk, key, o, false).await?,
+                Finalizer::Leave => {}
+            }
+        } else {
+            lock(&self.outcomes).remove(key);
+        }
+        if failed > 0 {
+            return Err(CopyError::Members(failed));
+        }
+        Ok(if dest.is_empty() {
+            "unplaced"
+        } else {
+            "synced"
+        })
+    }
+
+    /// Takes one member's step; says whether the member still holds a copy, or why the
+    /// step failed.
+    async fn apply(
+        &self,
+        m: &Member,
+        api: &Api<DynamicObject>,
+        key: &CopyKey,
+        namespaced: bool,
+        step: Step,
+    ) -> Result<bool, (FailReason, String)> {
+        let timeout = self.settings.sync_timeout;
+        match step {
+            Step::Leave => Ok(false),
+            Step::Refuse => Err((
+                FailReason::Conflict,
+                format!(
+                    "{} {} exists in the member and is not Meridian's",
+                    key.kind, key.name
+                ),
+            )),
+            Step::Delete => {
+                match tokio::time::timeout(
+                    timeout,
+                    api.delete(&key.name, &DeleteParams::background()),
+                )
+                .await
+                {
+                    Ok(Ok(_)) => Ok(false),
+                    Ok(Err(kube::Error::Api(s))) if s.code == 404 => Ok(false),
+                    Ok(Err(e)) => Err(classify(e)),
+                    Err(_) => Err((
+                        FailReason::Unreachable,
+                        format!("timed out after {timeout:?}"),
+                    )),
+                }
+            }
+            Step::Create(v) => {
+                if namespaced && let Some(ns) = &key.namespace {
+                    ensure_namespace(&m.client, ns, timeout).await?;
+                }
+                let obj: DynamicObject =
+                    serde_json::from_value(v).map_err(|e| (FailReason::Rejected, e.to_string()))?;
+                timed(timeout, api.create(&PostParams::default(), &obj))
+                    .await
+                    .map(|_| true)
+            }
+            Step::Update(v) => {
+                let obj: DynamicObject =
+                    serde_json::from_value(v).map_err(|e| (FailReason::Rejected, e.to_string()))?;
+                timed(
+                    timeout,
+                    api.replace(&key.name, &PostParams::default(), &obj),
+                )
+                .await
+                .map(|_| true)
+            }
+        }
+    }
+
+    async fn write_status(
+        &self,
+        p: &Placement,
+        dest: &[fed_api::placement::TargetCluster],
+        outcomes: &BTreeMap<String, Outcome>,
+    ) -> Result<(), CopyError> {
+        let entries = cluster_entries(dest, outcomes);
+        let mut cond = propagated(dest, outcomes);
+        let old = p
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == cond.type_));
+        // Entries without their sync times, so a resync that changed nothing writes nothing.
+        let strip = |v: &[fed_api::placement::ClusterWorkloadStatus]| {
+            v.iter()
+                .map(|e| {
+                    (
+                        e.cluster.clone(),
+                        e.error.clone(),
+                        e.last_sync_time.is_some(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        let same_entries = p
+            .status
+            .as_ref()
+            .is_some_and(|s| strip(&s.clusters) == strip(&entries));
+        let same_cond = old.is_some_and(|c| {
+            c.status == cond.status && c.reason == cond.reason && c.message == cond.message
+        });
+        if same_entries && same_cond {
+            return Ok(());
+        }
+        cond.last_transition_time = match old {
+            Some(c) if c.status == cond.status => c.last_transition_time.clone(),
+            _ => Some(now()),
+        };
+        let patch = serde_json::json!({
+            "status": {"conditions": [cond.patch_entry()], "clusters": entries}
+        });
+        let api: Api<Placement> =
+            Api::namespaced(self.fed.clone(), &p.namespace().unwrap_or_default());
+        tokio::time::timeout(
+            self.settings.sync_timeout,
+            api.patch_status(
+                &p.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(&patch),
+            ),
+        )
+        .await
+        .map_err(|_| CopyError::Timeout("Placement status"))?
+        .map_err(|source| CopyError::Federation {
+            what: "Placement status",
+            source,
+        })?;
+        Ok(())
+    }
+
+    async fn set_finalizer(
+        &self,
+        fk: &FedKind,
+        key: &CopyKey,
+        o: &DynamicObject,
+        add: bool,
+    ) -> Result<(), CopyError> {
+        let mut list: Vec<String> = o
+            .finalizers()
+            .iter()
+            .filter(|f| *f != WORKLOAD_FINALIZER)
+            .cloned()
+            .collect();
+        if add {
+            list.push(WORKLOAD_FINALIZER.to_owned());
+        }
+        // Pinned to the version read, so a finalizer someone added meanwhile is not lost.
+        let patch = serde_json::json!({
+            "metadata": {"finalizers": list, "resourceVersion": o.resource_version()}
+        });
+        let api: Api<DynamicObject> = match &key.namespace {
+            Some(ns) if fk.namespaced => Api::namespaced_with(self.fed.clone(), ns, &fk.ar),
+            _ => Api::all_with(self.fed.clone(), &fk.ar),
+        };
+        match api
+            .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(source) => Err(CopyError::Federation {
+                what: "finalizer",
+                source,
+            }),
+        }
+    }
+}
+
+/// Runs one member request under `timeout`, its failure as a reason and message.
+async fn timed<T>(
+    timeout: std::time::Duration,
+    f: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, (FailReason, String)> {
+    match tokio::time::timeout(timeout, f).await {
+        Ok(r) => r.map_err(classify),
+        Err(_) => Err((
+            FailReason::Unreachable,
+            format!("timed out after {timeout:?}"),
+        )),
+    }
+}
+
+/// The reason and message of a member's refusal.
+fn classify(e: kube::Error) -> (FailReason, String) {
+    match e {
+        kube::Error::Api(s) if s.code == 404 => (FailReason::KindNotServed, s.message),
+        kube::Error::Api(s) if s.code == 409 => (FailReason::Conflict, s.message),
+        kube::Error::Api(s) if (400..500).contains(&s.code) => (FailReason::Rejected, s.message),
+        other => (FailReason::Unreachable, Report(&other).to_string()),
+    }
+}
+
+async fn ensure_namespace(
+    client: &Client,
+    ns: &str,
+    timeout: std::time::Duration,
+) -> Result<(), (FailReason, String)> {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let obj: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": ns}
+    }))
+    .map_err(|e| (FailReason::Rejected, e.to_string()))?;
+    match tokio::time::timeout(timeout, api.create(&PostParams::default(), &obj)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(kube::Error::Api(s))) if s.code == 409 => Ok(()),
+        Ok(Err(e)) => Err(classify(e)),
+        Err(_) => Err((
+            FailReason::Unreachable,
+            format!("timed out after {timeout:?}"),
+        )),
+    }
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// Runs the copy controller until its federation watches end.
+pub async fn run(fed: Client, settings: Settings) -> Result<(), CopyError> {
+    let all = watcher::Config::default;
+    let (placements, mut placement_events) = reflect(Api::<Placement>::all(fed.clone()), all());
+    let (clusters, mut cluster_events) = reflect(Api::<Cluster>::all(fed.clone()), all());
+    let queue = Arc::new(WorkQueue::new(
+        settings.queue(),
+        meridian_runtime::queue::QueueMetrics::default(),
+    ));
+    let central = Arc::new(Central {
+        fed,
+        settings,
+        placements,
+        clusters,
+        kinds: tokio::sync::Mutex::default(),
+        members: tokio::sync::Mutex::default(),
+        outcomes: Mutex::default(),
+        queue: queue.clone(),
+    });
+    let mut specs: HashMap<String, String> = HashMap::new();
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let c = central.clone();
+        workers.spawn(async move {
+            loop {
+                let key = c.queue.next().await;
+                let started = Instant::now();
+                let span = tracing::info_span!("copy", kind = %key.kind, namespace = ?key.namespace, name = %key.name);
+                match c.reconcile(&key).instrument(span).await {
+                    Ok(result) => {
+                        c.queue.forget(&key);
+                        tracing::debug!(result, elapsed = ?started.elapsed(), kind = %key.kind, name = %key.name, "copy reconciled");
+                    }
+                    Err(e) => {
+                        let after = c.queue.retry(key.clone());
+                        tracing::info!(error = %Report(&e), retry_in = ?after, kind = %key.kind, name = %key.name, "copy not in sync");
+                    }
+                }
+                c.queue.done(&key);
+            }
+        });
+    }
+    loop {
+        tokio::select! {
+            ev = placement_events.next() => match ev {
+                Some(Ok(Event::Apply(p) | Event::Delete(p) | Event::InitApply(p))) => {
+                    let r = &p.spec.resource;
+                    if path(&r.api_version, &r.kind) != Path::Copy {
+                        continue;
+                    }
+                    // Whether the object is cluster-scoped says where its key points.
+                    match central.fed_kind(&(r.api_version.clone(), r.kind.clone())).await {
+                        Ok(k) => queue.add(key_of_placement(&p, k.namespaced)),
+                        Err(e) => tracing::warn!(error = %Report(&e), "placement of an undiscovered kind"),
+                    }
+                }
+                Some(_) => {}
+                None => return Ok(()),
+            },
+            ev = cluster_events.next() => match ev {
+                // A cluster gone or re-pointed (endpoint, CA, credentials) drops its
+                // connection and caches; its copies are re-synced over a new one.
+                Some(Ok(Event::Delete(c))) => {
+                    specs.remove(&c.name_any());
+                    central.drop_member(&c.name_any()).await;
+                }
+                Some(Ok(Event::Apply(c) | Event::InitApply(c))) => {
+                    let spec = serde_json::to_string(&c.spec).unwrap_or_default();
+                    if specs.insert(c.name_any(), spec.clone()).is_some_and(|old| old != spec) {
+                        central.drop_member(&c.name_any()).await;
+                    }
+                }
+                Some(_) => {}
+                None => return Ok(()),
+            },
+        }
+    }
+}

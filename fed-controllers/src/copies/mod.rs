@@ -1,0 +1,16 @@
+//! Copies of any kind the federation serves (ServiceAccounts, RBAC, Ingresses,
+//! NetworkPolicies, PDBs, CRDs and custom resources, ...) pushed as they are into every
+//! cluster their Placement names: `Duplicated`, no replica division.
+//!
+//! The decisions are pure and table-tested: [`member_copy`] says what a member gets of a
+//! federated object (what the member owns or its server sets left out), [`drift`] whether a
+//! member's copy still says what Meridian wants and what to write over it, [`plan`] which
+//! step each member takes for each object (create, update, delete, leave, refuse), and
+//! [`report`] what the Placement's status says of the results. [`controller`] applies them
+//! from caches of the federation and of each member.
+
+pub mod controller;
+pub mod drift;
+pub mod member_copy;
+pub mod plan;
+pub mod report;

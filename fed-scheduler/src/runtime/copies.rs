@@ -1,0 +1,428 @@
+//! The loop that places objects of every kind a policy names and that has no replicas
+//! (ServiceAccounts, RBAC, Ingresses, custom resources, ...): a Placement whose
+//! `destClusters` are every cluster the governing policy selects.
+//!
+//! For each `(apiVersion, kind)` some policy's selectors name ([`fed_api::copies`]), a
+//! dynamic watch (its resource found by discovery) keeps a digest of the objects; the watch
+//! starts when a policy first names the kind and stops when none does (the kind's objects
+//! are then re-decided: ungoverned, their Placements are deleted). A change of any policy
+//! or of a cluster's placement-relevant state re-decides every copied object. Decisions are
+//! the core's ([`crate::copies::place_copies`], [`fed_api::governance`]) and the Placement
+//! writes are the workload loop's ([`super::desired`], [`super::writer`]).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use fed_api::Placement;
+use fed_api::copies::{copied_kinds, placement_of};
+use fed_api::governance::{Subject, govern};
+use fed_api::placement::WorkloadReference;
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, watcher as watch_fn};
+use kube::{Client, ResourceExt};
+use meridian_runtime::error::Report;
+use meridian_runtime::queue::{self, WorkQueue};
+use tokio::task::JoinHandle;
+use tracing::Instrument as _;
+
+use crate::copies::{CopiedObject, place_copies};
+use crate::explain::{self, Outcome};
+
+use super::desired::{self, Desired, Plan};
+use super::index::Index;
+use super::metrics::Metrics;
+use super::writer::{WriteError, Writer};
+
+/// How often the set of watched kinds and the generations of policies and clusters are
+/// compared with what the loop last acted on.
+const KINDS_PERIOD: Duration = Duration::from_secs(1);
+
+/// One copied object.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CopyKey {
+    /// e.g. `rbac.authorization.k8s.io/v1`.
+    pub api_version: String,
+    /// e.g. `Role`.
+    pub kind: String,
+    /// `None` for a cluster-scoped object.
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+}
+
+impl std::fmt::Display for CopyKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {ns}/{}", self.kind, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// What placement reads of an object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Entry {
+    uid: String,
+    labels: BTreeMap<String, String>,
+}
+
+type Kind = (String, String);
+
+/// The digests of the watched kinds' objects.
+#[derive(Default)]
+struct Objects {
+    inner: Mutex<HashMap<CopyKey, Entry>>,
+}
+
+impl Objects {
+    fn lock(&self) -> MutexGuard<'_, HashMap<CopyKey, Entry>> {
+        meridian_runtime::sync::lock(&self.inner)
+    }
+
+    fn keys(&self) -> Vec<CopyKey> {
+        self.lock().keys().cloned().collect()
+    }
+
+    fn keys_of(&self, kind: &Kind) -> Vec<CopyKey> {
+        self.lock()
+            .keys()
+            .filter(|k| k.api_version == kind.0 && k.kind == kind.1)
+            .cloned()
+            .collect()
+    }
+}
+
+/// The loop's shared state.
+struct Copies {
+    client: Client,
+    index: Arc<Index>,
+    placements: Store<Placement>,
+    writer: Writer,
+    metrics: Arc<Metrics>,
+    objects: Objects,
+    queue: WorkQueue<CopyKey>,
+}
+
+/// Places copied objects until the task is dropped; `workers` decide side by side.
+pub async fn run(
+    client: Client,
+    index: Arc<Index>,
+    placements: Store<Placement>,
+    writer: Writer,
+    metrics: Arc<Metrics>,
+    workers: usize,
+) {
+    let copies = Arc::new(Copies {
+        client,
+        index,
+        placements,
+        writer,
+        queue: WorkQueue::new(queue::Settings::default(), metrics.queue.clone()),
+        metrics,
+        objects: Objects::default(),
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    for id in 0..workers.max(1) {
+        let c = copies.clone();
+        tasks.spawn(async move { c.worker(id).await });
+    }
+    let c = copies.clone();
+    tasks.spawn(async move { c.follow_kinds().await });
+    while tasks.join_next().await.is_some() {}
+}
+
+impl Copies {
+    /// Starts and stops the per-kind watches as policies name kinds, and re-decides every
+    /// object when policies or clusters changed.
+    async fn follow_kinds(self: Arc<Self>) {
+        let mut watches: HashMap<Kind, JoinHandle<()>> = HashMap::new();
+        let mut seen = None;
+        let mut tick = tokio::time::interval(KINDS_PERIOD);
+        loop {
+            tick.tick().await;
+            let wanted = copied_kinds(self.index.all_policies().iter());
+            for kind in &wanted {
+                if watches.contains_key(kind) {
+                    continue;
+                }
+                match self.discover(kind).await {
+                    Ok(ar) => {
+                        tracing::info!(api_version = %kind.0, kind = %kind.1, "watching a copied kind");
+                        let c = self.clone();
+                        let k = kind.clone();
+                        watches.insert(kind.clone(), tokio::spawn(c.watch_kind(k, ar)));
+                    }
+                    // Not served (yet): a CRD not created yet, a typo. Tried again next tick.
+                    Err(e) => {
+                        tracing::debug!(api_version = %kind.0, kind = %kind.1, error = %Report(&e), "kind not discovered")
+                    }
+                }
+            }
+            let gone: Vec<Kind> = watches
+                .keys()
+                .filter(|k| !wanted.contains(*k))
+                .cloned()
+                .collect();
+            for kind in gone {
+                if let Some(task) = watches.remove(&kind) {
+                    task.abort();
+                }
+                tracing::info!(api_version = %kind.0, kind = %kind.1, "no policy names the kind any more");
+                let keys = self.objects.keys_of(&kind);
+                self.objects
+                    .lock()
+                    .retain(|k, _| !(k.api_version == kind.0 && k.kind == kind.1));
+                // Without an entry the reconcile removes the Placement.
+                keys.into_iter().for_each(|k| self.queue.add(k));
+            }
+            let now = Some(self.index.generations());
+            if now != seen {
+                seen = now;
+                self.objects
+                    .keys()
+                    .into_iter()
+                    .for_each(|k| self.queue.add(k));
+            }
+        }
+    }
+
+    async fn discover(&self, (api_version, kind): &Kind) -> Result<ApiResource, kube::Error> {
+        let (group, version) = api_version
+            .rsplit_once('/')
+            .unwrap_or(("", api_version.as_str()));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        kube::discovery::pinned_kind(&self.client, &gvk)
+            .await
+            .map(|(ar, _caps)| ar)
+    }
+
+    /// Follows the objects of one kind into [`Objects`], queueing each one that changed.
+    async fn watch_kind(self: Arc<Self>, kind: Kind, ar: ApiResource) {
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
+        let mut stream =
+            std::pin::pin!(watch_fn(api, watcher::Config::default()).default_backoff());
+        let mut listed: HashSet<CopyKey> = HashSet::new();
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(Event::Init) => listed.clear(),
+                Ok(Event::InitApply(o)) => {
+                    listed.insert(self.upsert(&kind, &o));
+                }
+                Ok(Event::InitDone) => {
+                    // Objects deleted while the watch was down are absent from the re-list.
+                    let stale: Vec<CopyKey> = self
+                        .objects
+                        .keys_of(&kind)
+                        .into_iter()
+                        .filter(|k| !listed.contains(k))
+                        .collect();
+                    for k in stale {
+                        self.objects.lock().remove(&k);
+                        self.queue.add(k);
+                    }
+                    listed.clear();
+                }
+                Ok(Event::Apply(o)) => {
+                    self.upsert(&kind, &o);
+                }
+                Ok(Event::Delete(o)) => {
+                    let k = key_of(&kind, &o);
+                    self.objects.lock().remove(&k);
+                    self.queue.add(k);
+                }
+                Err(e) => {
+                    self.metrics.watch_error("copied kind");
+                    tracing::warn!(api_version = %kind.0, kind = %kind.1, error = %Report(&e), "watch failed; retrying");
+                }
+            }
+        }
+    }
+
+    /// Records an object; queues it when what placement reads changed.
+    fn upsert(&self, kind: &Kind, o: &DynamicObject) -> CopyKey {
+        let k = key_of(kind, o);
+        let entry = Entry {
+            uid: o.uid().unwrap_or_default(),
+            labels: o.labels().clone(),
+        };
+        let changed = self.objects.lock().insert(k.clone(), entry.clone()) != Some(entry);
+        if changed {
+            self.queue.add(k.clone());
+        }
+        k
+    }
+
+    async fn worker(self: Arc<Self>, id: usize) {
+        loop {
+            let key = self.queue.next().await;
+            let span = tracing::info_span!("place-copy", worker = id, object = %key);
+            let started = Instant::now();
+            match self.reconcile(&key).instrument(span).await {
+                Ok(result) => {
+                    self.queue.forget(&key);
+                    self.metrics
+                        .reconcile(result, started.elapsed().as_secs_f64());
+                }
+                Err(error) => {
+                    let after = self.queue.retry(key.clone());
+                    self.metrics
+                        .reconcile("error", started.elapsed().as_secs_f64());
+                    tracing::warn!(object = %key, error = %Report(&error), retry_in = ?after, "placing a copy failed");
+                }
+            }
+            self.queue.done(&key);
+        }
+    }
+
+    /// Decides one object's Placement from the caches and writes what differs.
+    async fn reconcile(&self, key: &CopyKey) -> Result<&'static str, WriteError> {
+        let (ns, name) = placement_of(
+            &key.api_version,
+            &key.kind,
+            key.namespace.as_deref(),
+            &key.name,
+        );
+        let current = self
+            .placements
+            .get(&ObjectRef::<Placement>::new(&name).within(&ns));
+        let entry = self.objects.lock().get(key).cloned();
+        let policies = key
+            .namespace
+            .as_deref()
+            .map(|n| self.index.policies(n))
+            .unwrap_or_default();
+        let cluster_policies = self.index.cluster_policies();
+        let governance = entry.as_ref().and_then(|e| {
+            govern(
+                &policies,
+                &cluster_policies,
+                &Subject {
+                    api_version: &key.api_version,
+                    kind: &key.kind,
+                    namespace: key.namespace.as_deref(),
+                    name: &key.name,
+                    labels: &e.labels,
+                },
+            )
+        });
+        let (Some(entry), Some(governance)) = (entry, governance) else {
+            // Gone, or no policy governs it: no Placement, so the controllers remove its
+            // copies.
+            if current.is_none() {
+                return Ok("ungoverned");
+            }
+            return match self.writer.delete(&ns, &name).await {
+                Ok(()) | Err(WriteError::NotFound(_)) => {
+                    self.metrics.write("delete", "ok");
+                    Ok("ungoverned")
+                }
+                Err(e) => {
+                    self.metrics.write("delete", "error");
+                    Err(e)
+                }
+            };
+        };
+        let now = SystemTime::now();
+        let now_unix = now
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let snapshot = self.index.snapshot(now_unix, self.index.mass_failure());
+        let previous = current
+            .as_ref()
+            .map(|p| p.spec.dest_clusters.clone())
+            .unwrap_or_default();
+        let object = CopiedObject {
+            api_version: key.api_version.clone(),
+            kind: key.kind.clone(),
+            namespace: key.namespace.clone().unwrap_or_default(),
+            name: key.name.clone(),
+        };
+        let (dest, outcome) =
+            match place_copies(&snapshot, &object, governance.winner.policy, &previous) {
+                Ok((dest, _)) => {
+                    let names: Vec<&str> = dest.iter().map(|t| t.cluster.as_str()).collect();
+                    let outcome = Outcome {
+                        scheduled: true,
+                        reason: "Scheduled",
+                        message: format!(
+                            "a copy in each of {} clusters: {}",
+                            dest.len(),
+                            names.join(", ")
+                        ),
+                    };
+                    (dest, outcome)
+                }
+                Err(u) => (Vec::new(), explain::outcome(&Err(u))),
+            };
+        let want = Desired {
+            owner: OwnerReference {
+                api_version: key.api_version.clone(),
+                kind: key.kind.clone(),
+                name: key.name.clone(),
+                uid: entry.uid.clone(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            },
+            spec: fed_api::PlacementSpec {
+                resource: WorkloadReference {
+                    api_version: key.api_version.clone(),
+                    kind: key.kind.clone(),
+                    name: key.name.clone(),
+                    uid: Some(entry.uid.clone()),
+                },
+                dest_clusters: desired::dest(&dest),
+            },
+            outcome,
+            unschedulable: None,
+            policy: Some(governance.choice()),
+        };
+        let now_text = jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        match desired::plan_at(&ns, &name, current.as_deref(), &want, &now_text) {
+            Plan::Create(p) => {
+                let mut created = self.writer.create(&p).await.inspect_err(|_| {
+                    self.metrics.write("create", "error");
+                })?;
+                self.metrics.write("create", "ok");
+                created.status = desired::status(None, &want, &now_text);
+                self.writer.write_status(&created).await?;
+                Ok("created")
+            }
+            Plan::Update { spec_patch, status } => {
+                let Some(cur) = current else {
+                    return Ok("unchanged");
+                };
+                let mut latest = (*cur).clone();
+                if let Some(patch) = &spec_patch {
+                    latest = self.writer.patch(&ns, &name, patch).await?;
+                    self.metrics.write("patch", "ok");
+                }
+                if status {
+                    latest.status = desired::status(cur.status.as_ref(), &want, &now_text);
+                    self.writer.write_status(&latest).await?;
+                    self.metrics.write("status", "ok");
+                }
+                Ok(if spec_patch.is_some() || status {
+                    "updated"
+                } else {
+                    "unchanged"
+                })
+            }
+        }
+    }
+}
+
+fn key_of((api_version, kind): &Kind, o: &DynamicObject) -> CopyKey {
+    CopyKey {
+        api_version: api_version.clone(),
+        kind: kind.clone(),
+        namespace: o.namespace(),
+        name: o.name_any(),
+    }
+}

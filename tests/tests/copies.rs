@@ -1,0 +1,701 @@
+//! Kinds without replicas end to end. fed-scheduler gives every ServiceAccount, Role and
+//! ConfigMap a policy selects a Placement listing every cluster the governing policy
+//! selects, shows the governing policy and the ones it overruled, re-places when policies
+//! change and removes the Placement when no policy governs the object any more; the copy
+//! controller in fed-controllers pushes ServiceAccounts, RBAC, ConfigMaps,
+//! NetworkPolicies, Ingresses and PDBs to exactly those members, follows updates, reverts
+//! edits made in a member and removes the copies when the object or its policy goes.
+
+use std::time::Duration;
+
+use fed_api::Placement;
+use kube::api::{Api, DeleteParams};
+use meridian_e2e::Env;
+
+/// Polls `get` until `pred` holds, failing with the last value after `within`.
+async fn eventually<T: std::fmt::Debug, F, Fut>(
+    what: &str,
+    within: Duration,
+    mut get: F,
+    pred: impl Fn(&T) -> bool,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let v = get().await;
+        if pred(&v) {
+            return v;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("{what}: not within {within:?}; last: {v:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn dest(p: &Option<Placement>) -> Vec<String> {
+    p.iter()
+        .flat_map(|p| &p.spec.dest_clusters)
+        .map(|t| t.cluster.clone())
+        .collect()
+}
+
+fn governing(p: &Option<Placement>) -> Option<String> {
+    p.as_ref()?
+        .status
+        .as_ref()?
+        .policy
+        .as_ref()
+        .map(|c| c.governing.name.clone())
+}
+
+const POLICIES: &str = r#"
+apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: web-sa, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: v1, kind: ServiceAccount, name: web}
+  placement:
+    clusterAffinity: {regions: [eu]}
+---
+apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: all-sa, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: v1, kind: ServiceAccount}
+  placement:
+    clusterAffinity: {regions: [us]}
+---
+apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: prod-config, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: rbac.authorization.k8s.io/v1, kind: Role}
+  - {apiVersion: v1, kind: ConfigMap, labelSelector: {matchLabels: {federate: "yes"}}}
+  placement:
+    clusterAffinity: {labelSelector: {matchLabels: {env: prod}}}
+"#;
+
+const OBJECTS: &str = r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: web, namespace: shop}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: batch, namespace: shop}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: reader, namespace: shop}
+rules:
+- {apiGroups: [""], resources: [configmaps], verbs: [get, list]}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: shop, labels: {federate: "yes"}}
+data: {mode: fast}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: local, namespace: shop}
+data: {mode: slow}
+"#;
+
+#[tokio::test]
+async fn copies_are_placed_by_the_governing_policy() {
+    let env = Env::start(&["--clusters=3", "--nodes=1", "--ready-delay=0s"]);
+    let _controllers = env.controllers(&[
+        "--probe-period=1s",
+        "--probe-timeout=500ms",
+        "--metrics-bind-address=off",
+    ]);
+    let _scheduler = env.scheduler(&["--workers=4"]);
+    for (c, region, env_label) in [
+        ("sim-1", "eu", "prod"),
+        ("sim-2", "eu", "dev"),
+        ("sim-3", "us", "prod"),
+    ] {
+        let labels = format!("env={env_label}");
+        let out = env.ok(
+            "fedctl",
+            &[
+                "join",
+                c,
+                "--cluster-context",
+                c,
+                "--region",
+                region,
+                "--labels",
+                &labels,
+                "--wait-seconds",
+                "60",
+            ],
+        );
+        assert!(out.contains(&format!("cluster {c} is Ready")), "{out}");
+    }
+    env.ok("kubectl", &["create", "namespace", "shop"]);
+    env.apply("policies.yaml", POLICIES);
+    env.apply("objects.yaml", OBJECTS);
+    let fed = env.federation().await;
+    let placements: Api<Placement> = Api::namespaced(fed.clone(), "shop");
+    let get = |name: &'static str| {
+        let api = placements.clone();
+        move || {
+            let api = api.clone();
+            async move { api.get_opt(name).await.expect("get placement") }
+        }
+    };
+    let within = Duration::from_secs(60);
+
+    // The named selector wins over the kind-only one; the loser is shown.
+    let web = eventually(
+        "serviceaccount-web placed in eu",
+        within,
+        get("serviceaccount-web"),
+        |p| dest(p) == ["sim-1", "sim-2"] && governing(p).as_deref() == Some("web-sa"),
+    )
+    .await
+    .expect("placement");
+    let choice = web
+        .status
+        .as_ref()
+        .and_then(|s| s.policy.clone())
+        .expect("policy");
+    let overruled: Vec<&str> = choice.overruled.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(overruled, ["all-sa"]);
+    assert!(web.spec.dest_clusters.iter().all(|t| t.replicas == 0));
+    let owner = &web.metadata.owner_references.as_ref().expect("owner")[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("ServiceAccount", "web")
+    );
+    let scheduled = web
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Scheduled"))
+        .expect("Scheduled condition");
+    assert_eq!(scheduled.status, "True", "{scheduled:?}");
+
+    eventually(
+        "serviceaccount-batch placed in us",
+        within,
+        get("serviceaccount-batch"),
+        |p| dest(p) == ["sim-3"] && governing(p).as_deref() == Some("all-sa"),
+    )
+    .await;
+    eventually(
+        "the Role goes to the prod clusters",
+        within,
+        get("role.rbac.authorization.k8s.io-reader"),
+        |p| dest(p) == ["sim-1", "sim-3"],
+    )
+    .await;
+    eventually(
+        "the labelled ConfigMap goes to the prod clusters",
+        within,
+        get("configmap-settings"),
+        |p| dest(p) == ["sim-1", "sim-3"],
+    )
+    .await;
+    assert!(
+        get("configmap-local")().await.is_none(),
+        "a ConfigMap no policy selects gets no Placement"
+    );
+
+    // Deleting the winning policy hands the object to the next one.
+    env.ok(
+        "kubectl",
+        &["delete", "propagationpolicy", "web-sa", "-n", "shop"],
+    );
+    eventually(
+        "serviceaccount-web re-placed in us",
+        within,
+        get("serviceaccount-web"),
+        |p| dest(p) == ["sim-3"] && governing(p).as_deref() == Some("all-sa"),
+    )
+    .await;
+
+    // A label change that leaves the selector: no policy governs it, no Placement.
+    env.ok(
+        "kubectl",
+        &[
+            "label",
+            "configmap",
+            "settings",
+            "-n",
+            "shop",
+            "federate=no",
+            "--overwrite",
+        ],
+    );
+    eventually(
+        "configmap-settings removed",
+        within,
+        get("configmap-settings"),
+        Option::is_none,
+    )
+    .await;
+
+    // Deleting the only policy naming a kind removes its objects' Placements.
+    let policies: Api<fed_api::PropagationPolicy> = Api::namespaced(fed.clone(), "shop");
+    policies
+        .delete("prod-config", &DeleteParams::default())
+        .await
+        .expect("delete policy");
+    eventually(
+        "the Role's Placement removed",
+        within,
+        get("role.rbac.authorization.k8s.io-reader"),
+        Option::is_none,
+    )
+    .await;
+
+    // Deleting the object removes its Placement.
+    env.ok(
+        "kubectl",
+        &["delete", "serviceaccount", "batch", "-n", "shop"],
+    );
+    eventually(
+        "serviceaccount-batch removed",
+        within,
+        get("serviceaccount-batch"),
+        Option::is_none,
+    )
+    .await;
+}
+
+const APP: &str = r#"
+apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: app, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: v1, kind: ServiceAccount}
+  - {apiVersion: v1, kind: ConfigMap, labelSelector: {matchLabels: {app: web}}}
+  - {apiVersion: rbac.authorization.k8s.io/v1, kind: Role}
+  - {apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding}
+  - {apiVersion: networking.k8s.io/v1, kind: NetworkPolicy}
+  - {apiVersion: networking.k8s.io/v1, kind: Ingress}
+  - {apiVersion: policy/v1, kind: PodDisruptionBudget}
+  placement:
+    clusterAffinity: {labelSelector: {matchLabels: {env: prod}}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: web, namespace: shop}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: web-settings, namespace: shop, labels: {app: web}}
+data: {mode: fast}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: reader, namespace: shop}
+rules:
+- {apiGroups: [""], resources: [configmaps], verbs: [get, list]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: web-reads, namespace: shop}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}
+subjects:
+- {kind: ServiceAccount, name: web, namespace: shop}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: web-only, namespace: shop}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  policyTypes: [Ingress]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web, namespace: shop}
+spec:
+  defaultBackend:
+    service: {name: web, port: {number: 80}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: shop}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: web}}
+---
+apiVersion: federation.meridian.dev/v1alpha1
+kind: ClusterPropagationPolicy
+metadata: {name: platform}
+spec:
+  resourceSelectors:
+  - {apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, name: shop-reader}
+  - {apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, labelSelector: {matchLabels: {app.kubernetes.io/part-of: shop}}}
+  placement:
+    clusterAffinity: {clusterNames: [sim-1, sim-2]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: shop-reader}
+rules:
+- {apiGroups: [""], resources: [configmaps], verbs: [get]}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+  labels: {app.kubernetes.io/part-of: shop}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+"#;
+
+/// `kubectl get <kind> <name> -n shop -o jsonpath=<path>` in `context`, or kubectl's error
+/// (`NotFound` when absent).
+fn member_get(
+    env: &Env,
+    context: &str,
+    kind: &str,
+    name: &str,
+    path: &str,
+) -> Result<String, String> {
+    let out = env.run(
+        "kubectl",
+        &[
+            "--context",
+            context,
+            "get",
+            kind,
+            name,
+            "-n",
+            "shop",
+            "-o",
+            &format!("jsonpath={path}"),
+        ],
+    );
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// Whether kubectl said the object does not exist.
+fn absent(r: &Result<String, String>) -> bool {
+    r.as_ref()
+        .is_err_and(|e| e.contains("NotFound") || e.contains("not found"))
+}
+
+#[tokio::test]
+async fn copies_are_pushed_to_the_members_and_removed() {
+    let env = Env::start(&["--clusters=3", "--nodes=1", "--ready-delay=0s"]);
+    let _controllers = env.controllers(&[
+        "--probe-period=1s",
+        "--probe-timeout=500ms",
+        "--metrics-bind-address=off",
+    ]);
+    let _scheduler = env.scheduler(&["--workers=4"]);
+    for (c, env_label) in [("sim-1", "prod"), ("sim-2", "dev"), ("sim-3", "prod")] {
+        let labels = format!("env={env_label}");
+        env.ok(
+            "fedctl",
+            &[
+                "join",
+                c,
+                "--cluster-context",
+                c,
+                "--labels",
+                &labels,
+                "--wait-seconds",
+                "60",
+            ],
+        );
+    }
+    env.ok("kubectl", &["create", "namespace", "shop"]);
+    env.apply("app.yaml", APP);
+    let within = Duration::from_secs(60);
+    let kinds = [
+        ("serviceaccount", "web"),
+        ("configmap", "web-settings"),
+        ("role", "reader"),
+        ("rolebinding", "web-reads"),
+        ("networkpolicy", "web-only"),
+        ("ingress", "web"),
+        ("poddisruptionbudget", "web"),
+    ];
+    // The Placement says every member is in sync (its status says why not, if not).
+    let fed = env.federation().await;
+    let placements: Api<Placement> = Api::namespaced(fed.clone(), "shop");
+    for placement in [
+        "serviceaccount-web",
+        "configmap-web-settings",
+        "role.rbac.authorization.k8s.io-reader",
+        "rolebinding.rbac.authorization.k8s.io-web-reads",
+        "networkpolicy.networking.k8s.io-web-only",
+        "ingress.networking.k8s.io-web",
+        "poddisruptionbudget.policy-web",
+    ] {
+        eventually(
+            &format!("{placement}: Propagated True"),
+            within,
+            || async { placements.get_opt(placement).await.expect("get") },
+            |p| {
+                p.as_ref().and_then(|p| p.status.as_ref()).is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Propagated" && c.status == "True")
+                        && s.clusters
+                            .iter()
+                            .map(|c| c.cluster.as_str())
+                            .eq(["sim-1", "sim-3"])
+                        && s.clusters.iter().all(|c| c.error.is_empty())
+                })
+            },
+        )
+        .await;
+    }
+
+    let managed = "{.metadata.labels.app\\.kubernetes\\.io/managed-by}";
+    for (kind, name) in kinds {
+        for member in ["sim-1", "sim-3"] {
+            let _seen = eventually(
+                &format!("{kind} {name} in {member}"),
+                within,
+                || async { member_get(&env, member, kind, name, managed) },
+                |v| v.as_deref() == Ok("meridian"),
+            )
+            .await;
+        }
+        let there = member_get(&env, "sim-2", kind, name, managed);
+        assert!(
+            absent(&there),
+            "{kind} {name} must not be in sim-2: {there:?}"
+        );
+    }
+    // Cluster-scoped kinds go through the ClusterPropagationPolicy, to sim-1 and sim-2.
+    for (kind, name) in [
+        ("clusterrole", "shop-reader"),
+        ("customresourcedefinition", "widgets.example.com"),
+    ] {
+        for member in ["sim-1", "sim-2"] {
+            let _seen = eventually(
+                &format!("{kind} {name} in {member}"),
+                within,
+                || async { member_get(&env, member, kind, name, managed) },
+                |v| v.as_deref() == Ok("meridian"),
+            )
+            .await;
+        }
+        let there = member_get(&env, "sim-3", kind, name, managed);
+        assert!(
+            absent(&there),
+            "{kind} {name} must not be in sim-3: {there:?}"
+        );
+    }
+    let system: Api<Placement> = Api::namespaced(fed.clone(), "meridian-system");
+    let crole = system
+        .get("clusterrole.rbac.authorization.k8s.io-shop-reader")
+        .await
+        .expect("the ClusterRole's Placement");
+    let choice = crole.status.and_then(|s| s.policy).expect("status.policy");
+    assert_eq!(
+        (
+            choice.governing.kind.as_str(),
+            choice.governing.name.as_str()
+        ),
+        ("ClusterPropagationPolicy", "platform")
+    );
+
+    // A custom resource of that CRD: its Placement says why sim-1 holds no copy, either
+    // the scheduler's reason (the member's discovery, refreshed by the cluster controller,
+    // does not list the new kind yet) or, once placed, the member's refusal (fedctl join
+    // grants no rights on custom groups).
+    env.apply(
+        "widgets.yaml",
+        r#"
+apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: widgets, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: example.com/v1, kind: Widget}
+  placement:
+    clusterAffinity: {clusterNames: [sim-1]}
+---
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: small, namespace: shop}
+spec: {size: 1}
+"#,
+    );
+    let widget_status = eventually(
+        "the Widget's Placement says why sim-1 holds no copy",
+        within,
+        || async {
+            placements
+                .get_opt("widget.example.com-small")
+                .await
+                .expect("get")
+        },
+        |p| {
+            p.as_ref().and_then(|p| p.status.as_ref()).is_some_and(|s| {
+                let unserved = s.conditions.iter().any(|c| {
+                    c.type_ == "Scheduled"
+                        && c.status == "False"
+                        && c.message
+                            .contains("sim-1: APIEnablement: does not serve example.com/v1 widgets")
+                });
+                let refused = s
+                    .clusters
+                    .iter()
+                    .any(|c| c.cluster == "sim-1" && !c.error.is_empty());
+                unserved || refused
+            })
+        },
+    )
+    .await
+    .and_then(|p| p.status)
+    .expect("status");
+    let propagated = widget_status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Propagated")
+        .expect("Propagated");
+    assert_eq!(propagated.status, "False", "{propagated:?}");
+    let there = member_get(&env, "sim-1", "widget", "small", managed);
+    assert!(there.is_err(), "no Widget copy in sim-1: {there:?}");
+
+    // What the member owns stays the member's, and no federation bookkeeping is copied.
+    let fed_uid = env.ok(
+        "kubectl",
+        &[
+            "get",
+            "sa",
+            "web",
+            "-n",
+            "shop",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ],
+    );
+    let member_uid = member_get(&env, "sim-1", "sa", "web", "{.metadata.uid}").expect("copy");
+    assert_ne!(fed_uid, member_uid);
+    assert_eq!(
+        member_get(&env, "sim-1", "sa", "web", "{.metadata.finalizers}").as_deref(),
+        Ok("")
+    );
+
+    // An update in the federation reaches the members; an edit in a member is reverted.
+    env.ok(
+        "kubectl",
+        &[
+            "patch",
+            "configmap",
+            "web-settings",
+            "-n",
+            "shop",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"mode":"safe"}}"#,
+        ],
+    );
+    for member in ["sim-1", "sim-3"] {
+        let _seen = eventually(
+            &format!("update in {member}"),
+            within,
+            || async { member_get(&env, member, "configmap", "web-settings", "{.data.mode}") },
+            |v| v.as_deref() == Ok("safe"),
+        )
+        .await;
+    }
+    env.ok(
+        "kubectl",
+        &[
+            "--context",
+            "sim-1",
+            "patch",
+            "configmap",
+            "web-settings",
+            "-n",
+            "shop",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"mode":"hacked"}}"#,
+        ],
+    );
+    let _seen = eventually(
+        "drift reverted in sim-1",
+        within,
+        || async { member_get(&env, "sim-1", "configmap", "web-settings", "{.data.mode}") },
+        |v| v.as_deref() == Ok("safe"),
+    )
+    .await;
+
+    // Deleting an object removes its copies (the federation object waits for that).
+    env.ok(
+        "kubectl",
+        &[
+            "delete",
+            "networkpolicy",
+            "web-only",
+            "-n",
+            "shop",
+            "--wait=true",
+            "--timeout=60s",
+        ],
+    );
+    for member in ["sim-1", "sim-3"] {
+        let there = member_get(&env, member, "networkpolicy", "web-only", managed);
+        assert!(absent(&there), "{member}: {there:?}");
+    }
+
+    // Deleting the policy removes every copy.
+    env.ok(
+        "kubectl",
+        &["delete", "propagationpolicy", "app", "-n", "shop"],
+    );
+    for (kind, name) in kinds {
+        for member in ["sim-1", "sim-3"] {
+            let _seen = eventually(
+                &format!("{kind} {name} removed from {member}"),
+                within,
+                || async { member_get(&env, member, kind, name, managed) },
+                absent,
+            )
+            .await;
+        }
+    }
+
+    env.ok(
+        "kubectl",
+        &["delete", "clusterpropagationpolicy", "platform"],
+    );
+    for member in ["sim-1", "sim-2"] {
+        let _seen = eventually(
+            &format!("clusterrole removed from {member}"),
+            within,
+            || async { member_get(&env, member, "clusterrole", "shop-reader", managed) },
+            absent,
+        )
+        .await;
+    }
+}
