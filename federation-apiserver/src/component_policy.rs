@@ -51,14 +51,25 @@ pub fn scheduler_rules() -> Vec<Value> {
     let mut rules = vec![
         // runtime/watch.rs `workloads::<Deployment>` and `workloads::<ReplicaSet>`.
         rule("apps", &["deployments", "replicasets"], &WATCH),
-        // runtime/watch.rs `clusters` and `policies`.
-        rule(FED_GROUP, &["clusters", "propagationpolicies"], &WATCH),
+        // runtime/watch.rs `clusters`, `policies` and `cluster_policies`.
+        rule(
+            FED_GROUP,
+            &[
+                "clusters",
+                "propagationpolicies",
+                "clusterpropagationpolicies",
+            ],
+            &WATCH,
+        ),
+        // runtime/copies.rs watches every kind a policy names to place its objects as
+        // copies: any resource a user may name, so every one (read only; never `get`).
+        rule("*", &["*"], &WATCH),
         // runtime/watch.rs `placements` (the reflector), runtime/writer.rs `create` and the
         // merge patch that restores a Placement changed by someone else.
         rule(
             FED_GROUP,
             &["placements"],
-            &["list", "watch", "create", "patch"],
+            &["list", "watch", "create", "patch", "delete"],
         ),
         // runtime/writer.rs: the Scheduled condition, a strategic merge patch of status.
         rule(FED_GROUP, &["placements/status"], &["patch"]),
@@ -128,6 +139,10 @@ pub fn controllers_rules() -> Vec<Value> {
         // service/controller.rs watches PropagationPolicies (a Service follows its
         // workload's policy).
         rule(FED_GROUP, &["propagationpolicies"], &WATCH),
+        // copies/controller.rs watches every placed kind and merge-patches its cleanup
+        // finalizer onto the objects it copies: any resource a policy may name. No other
+        // write: the copies themselves are written in members with members' credentials.
+        rule("*", &["*"], &["list", "watch", "patch"]),
         events(),
     ];
     rules.extend(leader_election());
@@ -192,8 +207,10 @@ mod tests {
         assert!(allows(&r, "update", "coordination.k8s.io", "leases", "x"));
         assert!(!allows(&r, "delete", "apps", "deployments", "web"));
         assert!(!allows(&r, "patch", "apps", "deployments", "web"));
-        assert!(!allows(&r, "delete", FED_GROUP, "placements", "web"));
+        assert!(allows(&r, "delete", FED_GROUP, "placements", "web"));
+        assert!(allows(&r, "watch", "", "serviceaccounts", ""));
         assert!(!allows(&r, "get", "", "secrets", "creds"));
+        assert!(!allows(&r, "patch", "", "serviceaccounts", "web"));
         assert!(!allows(&r, "patch", FED_GROUP, "clusters/status", "a"));
         assert!(!allows(&r, "create", RBAC_GROUP, "clusterrolebindings", ""));
     }
@@ -223,6 +240,15 @@ mod tests {
         ));
         assert!(!allows(&r, "delete", "apps", "deployments", "web"));
         assert!(!allows(&r, "create", RBAC_GROUP, "clusterrolebindings", ""));
+        assert!(!allows(&r, "update", RBAC_GROUP, "clusterroles", "edit"));
+        assert!(allows(&r, "patch", "networking.k8s.io", "ingresses", "web"));
+        assert!(!allows(
+            &r,
+            "delete",
+            "networking.k8s.io",
+            "ingresses",
+            "web"
+        ));
         assert!(!allows(&r, "create", FED_GROUP, "clusters", "a"));
         assert!(!allows(&r, "delete", FED_GROUP, "placements", "web"));
     }

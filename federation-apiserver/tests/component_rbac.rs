@@ -160,17 +160,26 @@ async fn each_component_may_make_its_own_requests_and_no_others() {
     )
     .await;
     assert_forbidden(&r, SCHEDULER, "the scheduler scales a Deployment");
-    let r = send(&s, &scheduler, "DELETE", &format!("{PLACEMENTS}/web"), None).await;
-    assert_forbidden(&r, SCHEDULER, "the scheduler deletes a Placement");
+    let r = send(
+        &s,
+        &scheduler,
+        "DELETE",
+        "/apis/federation.meridian.dev/v1alpha1/clusters/a",
+        None,
+    )
+    .await;
+    assert_forbidden(&r, SCHEDULER, "the scheduler deletes a Cluster");
+    // It lists and watches every kind a policy may name (Secrets too), but reads no
+    // object by name.
     let r = send(
         &s,
         &scheduler,
         "GET",
-        "/api/v1/namespaces/default/secrets",
+        "/api/v1/namespaces/default/secrets/creds",
         None,
     )
     .await;
-    assert_forbidden(&r, SCHEDULER, "the scheduler lists Secrets");
+    assert_forbidden(&r, SCHEDULER, "the scheduler reads a Secret");
 
     // The controllers: status and finalizers of workloads, their own ConfigMaps, no RBAC.
     let r = send(
@@ -229,15 +238,30 @@ async fn each_component_may_make_its_own_requests_and_no_others() {
     )
     .await;
     assert_ok(&r, "admin creates a ConfigMap");
+    // They patch any object's finalizers (a copied object's cleanup), but replace or
+    // delete none of the user's.
     let r = send(
         &s,
         &controllers,
-        "PATCH",
+        "PUT",
         &format!("{CONFIGMAPS}/app"),
-        Some(json!({"data": {"k": "v"}})),
+        Some(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app"}, "data": {"k": "v"}})),
     )
     .await;
-    assert_forbidden(&r, CONTROLLERS, "the controllers change a user's ConfigMap");
+    assert_forbidden(
+        &r,
+        CONTROLLERS,
+        "the controllers replace a user's ConfigMap",
+    );
+    let r = send(
+        &s,
+        &controllers,
+        "DELETE",
+        &format!("{CONFIGMAPS}/app"),
+        None,
+    )
+    .await;
+    assert_forbidden(&r, CONTROLLERS, "the controllers delete a user's ConfigMap");
     let r = send(
         &s,
         &controllers,
