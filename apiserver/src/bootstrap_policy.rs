@@ -110,7 +110,8 @@ fn rules<'a>(
         .collect()
 }
 
-fn role(name: &str, rules: Vec<Value>) -> Value {
+/// A ClusterRole of a default policy: rewritten on every start while it is auto-updated.
+pub fn role(name: &str, rules: Vec<Value>) -> Value {
     json!({
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",

@@ -11,6 +11,28 @@ use std::collections::BTreeSet;
 use crate::names::SYSTEM_NAMESPACE;
 use crate::object::PropagationPolicy;
 
+/// One copied object: its kind and where its Placement lives.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CopyKey {
+    /// e.g. `rbac.authorization.k8s.io/v1`.
+    pub api_version: String,
+    /// e.g. `Role`.
+    pub kind: String,
+    /// `None` for a cluster-scoped object.
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+}
+
+impl std::fmt::Display for CopyKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {ns}/{}", self.kind, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
 /// Which path propagates objects of a kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Path {

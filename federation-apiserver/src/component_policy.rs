@@ -10,7 +10,7 @@
 //! upgrade that needs a new rule gains it.
 
 use fed_api::names::{CONTROLLERS_USER, LB_PORTS_CONFIGMAP, SCHEDULER_USER};
-use meridian_apiserver::bootstrap_policy::AUTOUPDATE;
+use meridian_apiserver::bootstrap_policy::{AUTOUPDATE, role};
 use serde_json::{Value, json};
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
@@ -147,15 +147,6 @@ pub fn controllers_rules() -> Vec<Value> {
     ];
     rules.extend(leader_election());
     rules
-}
-
-fn role(name: &str, rules: Vec<Value>) -> Value {
-    json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": name, "annotations": {AUTOUPDATE: "true"}},
-        "rules": rules,
-    })
 }
 
 fn binding(user: &str) -> Value {

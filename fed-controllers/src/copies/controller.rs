@@ -40,17 +40,7 @@ use crate::fleet::{Settings, reflect};
 type Kind = (String, String);
 
 /// One copied object: its kind and where its Placement lives.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CopyKey {
-    /// e.g. `rbac.authorization.k8s.io/v1`.
-    pub api_version: String,
-    /// e.g. `Role`.
-    pub kind: String,
-    /// `None` for a cluster-scoped object.
-    pub namespace: Option<String>,
-    /// Name.
-    pub name: String,
-}
+pub use fed_api::copies::CopyKey;
 
 /// Why one reconcile failed (it is retried with back-off).
 #[derive(Debug, thiserror::Error)]

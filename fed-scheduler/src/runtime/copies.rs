@@ -43,26 +43,7 @@ use super::writer::{WriteError, Writer};
 const KINDS_PERIOD: Duration = Duration::from_secs(1);
 
 /// One copied object.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CopyKey {
-    /// e.g. `rbac.authorization.k8s.io/v1`.
-    pub api_version: String,
-    /// e.g. `Role`.
-    pub kind: String,
-    /// `None` for a cluster-scoped object.
-    pub namespace: Option<String>,
-    /// Name.
-    pub name: String,
-}
-
-impl std::fmt::Display for CopyKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.namespace {
-            Some(ns) => write!(f, "{} {ns}/{}", self.kind, self.name),
-            None => write!(f, "{} {}", self.kind, self.name),
-        }
-    }
-}
+pub use fed_api::copies::CopyKey;
 
 /// What placement reads of an object.
 #[derive(Clone, Debug, PartialEq, Eq)]
