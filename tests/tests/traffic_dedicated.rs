@@ -144,6 +144,22 @@ fn a_dedicated_address_serves_the_services_own_ports_and_fails_over() {
                 .then_some(())
         },
     );
+    // `kubectl get svc` shows them as the Service's external addresses.
+    wait_for(
+        Duration::from_secs(30),
+        "the addresses in the status",
+        || {
+            let ips = up.kubectl(&[
+                "get",
+                "svc/multi",
+                "-n",
+                "shop",
+                "-o",
+                "jsonpath={.status.loadBalancer.ingress[*].ip}",
+            ]);
+            (ips.trim() == "127.2.1.1 127.2.2.1").then_some(())
+        },
+    );
     // SRV keeps working: each serving cluster's target now resolves to its dedicated
     // address, where the Service's own port answers.
     let srv = lookup_srv(agent(3, 5353), &format!("_dns._udp.{NAME}.")).unwrap();

@@ -465,14 +465,14 @@ impl Central {
             .collect();
         let mut entry = lbconf::service(key, lb_ports, policy, &endpoints, &views);
         entry.tls_secret = tls_secret;
-        entry.addresses = dedicated;
+        entry.addresses = dedicated.clone();
         if lock(&self.lb_services).insert(key.clone(), entry.clone()) != Some(entry) {
             self.queue.add(CentralKey::Global);
         }
 
         self.write_placement(key, &svc, &uid, &pushed, &views, &states)
             .await?;
-        let lb = status::load_balancer(&serving);
+        let lb = status::load_balancer(&serving, &dedicated);
         let current = v
             .pointer("/status/loadBalancer/ingress")
             .cloned()
