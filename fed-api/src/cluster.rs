@@ -178,6 +178,11 @@ pub struct LbAgentStatus {
     pub http_port: Option<i32>,
     /// Port other lb-agents use to reach this cluster's local backends.
     pub peer_port: Option<i32>,
+    /// Addresses the lb-agent can also serve on, for federated Services that ask for a
+    /// dedicated address: IPv4 addresses and CIDRs, as the member's `meridian-lb-agent`
+    /// Service lists them in its `federation.meridian.dev/address-pool` annotation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub address_pool: Vec<String>,
 }
 
 #[cfg(test)]

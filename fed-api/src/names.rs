@@ -34,6 +34,17 @@ pub const FORWARDED_BY_HEADER: &str = "x-meridian-forwarded-by";
 /// Federation ConfigMap (in [`SYSTEM_NAMESPACE`]) holding the lb-agent listen port
 /// allocated to each federated Service port: key `<namespace>.<service>.<port>`, value the port.
 pub const LB_PORTS_CONFIGMAP: &str = "meridian-lb-ports";
+/// Federation ConfigMap (in [`SYSTEM_NAMESPACE`]) holding the dedicated address each
+/// opted-in federated Service has in each cluster: key `<namespace>.<service>.<cluster>`,
+/// value the IPv4 address.
+pub const LB_ADDRESSES_CONFIGMAP: &str = "meridian-lb-addresses";
+/// Annotation on a federated Service: `"true"` gives it its own address in every cluster
+/// whose lb-agent has an address pool, where the lb-agent serves the Service's own ports.
+pub const DEDICATED_ADDRESS_ANNOTATION: &str = "federation.meridian.dev/dedicated-address";
+/// Annotation on a member's [`LB_AGENT_SERVICE`]: the addresses its lb-agent can serve
+/// dedicated Service addresses on (IPv4 addresses and CIDRs, comma-separated); they must
+/// reach the lb-agent's host.
+pub const LB_ADDRESS_POOL_ANNOTATION: &str = "federation.meridian.dev/address-pool";
 /// Federation ConfigMap (in [`SYSTEM_NAMESPACE`]) mapping client networks to where they
 /// are: each entry `<any name>: "<cidr> <region> [<zone>]"`. Filled into every lb-agent's
 /// configuration, for nearest-first and `geo` DNS answers.

@@ -1,12 +1,14 @@
 //! The lb-agents of a local (`fedctl up`) fleet: each simulated cluster gets its
 //! `meridian-system/meridian-lb-agent` LoadBalancer Service asking for its own loopback
-//! address `127.0.1.<n>`, and an lb-agent process bound there reading that cluster's API.
+//! address `127.0.1.<n>` and offering the loopback block `127.2.<n>.0/24` as its pool of
+//! dedicated Service addresses, and an lb-agent process bound there reading that cluster's
+//! API.
 
 use std::net::Ipv4Addr;
 use std::path::Path;
 
 use anyhow::Context;
-use fed_api::names::{LB_AGENT_SERVICE, SYSTEM_NAMESPACE};
+use fed_api::names::{LB_ADDRESS_POOL_ANNOTATION, LB_AGENT_SERVICE, SYSTEM_NAMESPACE};
 use serde_json::{Value, json};
 
 /// Ports every local lb-agent listens on (each on its own address).
@@ -25,7 +27,13 @@ pub fn address(n: u32) -> Ipv4Addr {
     Ipv4Addr::new(127, 0, 1, n as u8)
 }
 
-/// The member Service that publishes an lb-agent's address and ports.
+/// The n-th cluster's pool of dedicated Service addresses: loopback addresses, like the
+/// agents' own, outside the sims' pod network (`127.10.0.0` and up).
+pub fn address_pool(n: u32) -> String {
+    format!("127.2.{n}.0/24")
+}
+
+/// The member Service that publishes an lb-agent's address, ports and address pool.
 pub fn service(n: u32) -> Value {
     json!({
         "apiVersion": "v1",
@@ -34,6 +42,7 @@ pub fn service(n: u32) -> Value {
             "name": LB_AGENT_SERVICE,
             "namespace": SYSTEM_NAMESPACE,
             "labels": {"app.kubernetes.io/name": "lb-agent", "app.kubernetes.io/part-of": "meridian"},
+            "annotations": {LB_ADDRESS_POOL_ANNOTATION: address_pool(n)},
         },
         "spec": {
             "type": "LoadBalancer",
@@ -52,15 +61,26 @@ pub fn service(n: u32) -> Value {
 }
 
 /// Creates the lb-agent Service in a member unless it exists (its spec is immutable in
-/// the parts that matter, so an existing one is left as it is).
+/// the parts that matter, so an existing one keeps it and only gets the pool annotation).
 pub async fn ensure_service(member: &kube::Client, n: u32) -> anyhow::Result<()> {
-    use kube::api::{Api, PostParams};
+    use kube::api::{Api, Patch, PatchParams, PostParams};
     let api: Api<k8s_openapi::api::core::v1::Service> =
         Api::namespaced(member.clone(), SYSTEM_NAMESPACE);
     let svc = serde_json::from_value(service(n))?;
     match api.create(&PostParams::default(), &svc).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let patch =
+                json!({"metadata": {"annotations": {LB_ADDRESS_POOL_ANNOTATION: address_pool(n)}}});
+            api.patch(
+                LB_AGENT_SERVICE,
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .context("annotating the lb-agent Service with its address pool")?;
+            Ok(())
+        }
         Err(e) => Err(e).context("creating the lb-agent Service"),
     }
 }
@@ -99,6 +119,10 @@ mod tests {
         assert_eq!(address(3).to_string(), "127.0.1.3");
         let s = service(3);
         assert_eq!(s["spec"]["loadBalancerIP"], "127.0.1.3");
+        assert_eq!(
+            s["metadata"]["annotations"][LB_ADDRESS_POOL_ANNOTATION],
+            "127.2.3.0/24"
+        );
         let names: Vec<&str> = s["spec"]["ports"]
             .as_array()
             .unwrap()

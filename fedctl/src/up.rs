@@ -312,7 +312,7 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
         o.clusters
     );
     println!(
-        "lb-agents: sim-n at {}..{} (HTTP :{}, HTTPS by SNI :{}, DNS :{}); a federated Service answers as <svc>.<ns>.{}",
+        "lb-agents: sim-n at {}..{} (HTTP :{}, HTTPS by SNI :{}, DNS :{}; dedicated Service addresses from 127.2.<n>.0/24); a federated Service answers as <svc>.<ns>.{}",
         lbagents::address(1),
         lbagents::address(o.clusters),
         lbagents::HTTP_PORT,

@@ -5,15 +5,16 @@
 //! of the Services each under the nearest, failover, weighted and geo policies, each with a
 //! TCP and a UDP port for SRV), then measures:
 //! 1. pure `answer()` throughput on one thread;
-//! 2. UDP serving: `serve_udp` on a current-thread runtime on its own thread, driven by a
-//!    load generator on another thread (several sockets, many queries outstanding on
+//! 2. UDP serving: `serve_udp` on its own thread (one socket per server worker, as the
+//!    agent runs it), driven by a load generator on another thread (several sockets, many queries outstanding on
 //!    each); queries/s is the median of several 2-second rounds, latency the median and
 //!    p99 of every round trip.
 //!
 //! Run: `cargo run --release -p lb-agent --example dns_bench`
 //! (on a quiet machine `taskset -c 0,1` keeps server and generator on two known cores).
 //! Options: `--rounds N` (default 5), `--sockets N` (4), `--window N` (64 outstanding
-//! queries per socket).
+//! queries per socket), `--server-threads N` (1: UDP sockets with `SO_REUSEPORT` and
+//! runtime workers serving them, as the agent runs one per worker).
 
 // A bench aborts on the first failure: unwrapping is its error handling.
 #![allow(clippy::unwrap_used)]
@@ -26,7 +27,9 @@ use fed_api::lbconfig::{
     ClientSubnet, LbCluster, LbConfig, LbPort, LbService, PolicyKind, TrafficPolicy,
 };
 use lb_agent::dns::wire::{self, rtype};
-use lb_agent::dns::{DnsMetrics, DnsView, Rcode, ServeOptions, Transport, answer, serve_udp};
+use lb_agent::dns::{
+    DnsMetrics, DnsView, Rcode, ServeOptions, Transport, answer, bind_udp_sockets, serve_udp,
+};
 use tokio::net::UdpSocket;
 use tokio::sync::watch;
 
@@ -227,21 +230,49 @@ fn pure_answer(view: &DnsView, queries: &[Vec<u8>]) -> (f64, [u64; 3]) {
     (n as f64 / start.elapsed().as_secs_f64(), codes)
 }
 
-/// Starts `serve_udp` on a current-thread runtime on a thread of its own.
-fn start_server(view: DnsView) -> SocketAddr {
+/// Serves the view as the agent does, on a thread of its own: `threads` UDP sockets with
+/// `SO_REUSEPORT`, one `serve_udp` task each, on a runtime of `threads` workers (a
+/// current-thread runtime for one).
+fn start_server(view: DnsView, threads: usize) -> SocketAddr {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("dns-server".into())
         .spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
+            let rt = if threads == 1 {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+            } else {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(threads)
+                    .enable_all()
+                    .build()
+            }
+            .unwrap();
             rt.block_on(async move {
-                let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-                tx.send(socket.local_addr().unwrap()).unwrap();
+                // A free port first, then every socket on it.
+                let port = UdpSocket::bind("127.0.0.1:0")
+                    .await
+                    .unwrap()
+                    .local_addr()
+                    .unwrap();
+                let sockets = bind_udp_sockets(port, threads).unwrap();
+                tx.send(port).unwrap();
                 let (_publish, views) = watch::channel(Arc::new(view));
-                serve_udp(socket, views, DnsMetrics::new(), ServeOptions::default()).await;
+                let tasks: Vec<_> = sockets
+                    .into_iter()
+                    .map(|s| {
+                        tokio::spawn(serve_udp(
+                            s,
+                            views.clone(),
+                            DnsMetrics::new(),
+                            ServeOptions::default(),
+                        ))
+                    })
+                    .collect();
+                for t in tasks {
+                    t.await.unwrap();
+                }
             });
         })
         .unwrap();
@@ -327,6 +358,7 @@ fn main() {
     let rounds = arg("--rounds", 5);
     let sockets = arg("--sockets", 4);
     let window = arg("--window", 64);
+    let server_threads = arg("--server-threads", 1);
 
     let cfg = config();
     let build = Instant::now();
@@ -350,7 +382,7 @@ fn main() {
         codes[2]
     );
 
-    let server = start_server(view);
+    let server = start_server(view, server_threads);
     let queries = Arc::new(queries);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -395,7 +427,7 @@ fn main() {
     per_round.sort_by(f64::total_cmp);
     latencies.sort_unstable();
     println!(
-        "udp serve_udp (current-thread runtime, one thread; {sockets} sockets × {window} outstanding): \
+        "udp serve_udp ({server_threads} server socket(s) and worker(s); {sockets} client sockets × {window} outstanding): \
          median {:.0} queries/s over {rounds} rounds of {ROUND:?}; latency median {} µs, p99 {} µs; lost {lost}",
         per_round[per_round.len() / 2],
         percentile(&latencies, 0.5),

@@ -22,20 +22,22 @@ pub fn view_of(serving: &Serving) -> Option<Result<DnsView, crate::dns::DnsConfi
     }))
 }
 
-/// Binds UDP and TCP on `addr` now (so a taken port fails the start), then answers from
-/// the first good view on, following `serving`.
+/// Binds `udp_sockets` UDP sockets (`SO_REUSEPORT`, one serving task each: one per
+/// runtime worker lets every core answer) and TCP on `addr` now (so a taken port fails the
+/// start), then answers from the first good view on, following `serving`.
 pub async fn start(
     addr: SocketAddr,
+    udp_sockets: usize,
     serving: ServingView,
     metrics: Arc<Metrics>,
 ) -> std::io::Result<JoinHandle<()>> {
-    let udp = UdpSocket::bind(addr).await?;
+    let udp = crate::dns::bind_udp_sockets(addr, udp_sockets)?;
     let tcp = TcpListener::bind(addr).await?;
     Ok(tokio::spawn(run(udp, tcp, serving.subscribe(), metrics)))
 }
 
 async fn run(
-    udp: UdpSocket,
+    udp: Vec<UdpSocket>,
     tcp: TcpListener,
     mut serving: watch::Receiver<Arc<Serving>>,
     metrics: Arc<Metrics>,
@@ -74,18 +76,23 @@ async fn run(
     }
 }
 
+/// One task per UDP socket and one for TCP, so they run on different workers.
 fn spawn_listeners(
-    udp: UdpSocket,
+    udp: Vec<UdpSocket>,
     tcp: TcpListener,
     rx: watch::Receiver<Arc<DnsView>>,
     metrics: DnsMetrics,
 ) -> JoinHandle<()> {
     let options = ServeOptions::default();
+    let mut tasks: Vec<JoinHandle<()>> = udp
+        .into_iter()
+        .map(|s| tokio::spawn(serve_udp(s, rx.clone(), metrics.clone(), options.clone())))
+        .collect();
+    tasks.push(tokio::spawn(serve_tcp(tcp, rx, metrics, options)));
     tokio::spawn(async move {
-        tokio::join!(
-            serve_udp(udp, rx.clone(), metrics.clone(), options.clone()),
-            serve_tcp(tcp, rx, metrics, options),
-        );
+        for t in tasks {
+            let _ = t.await;
+        }
     })
 }
 

@@ -76,9 +76,19 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("serving metrics on {metrics_addr:?}"))?;
     let dns_addr = std::net::SocketAddr::new(args.bind, args.dns_port);
-    let _dns = lb_agent::dns_feed::start(dns_addr, agent.serving.clone(), metrics.clone())
-        .await
-        .with_context(|| format!("binding DNS on {dns_addr}"))?;
+    // One UDP socket per runtime worker.
+    let udp_sockets = match args.workers {
+        0 => std::thread::available_parallelism().map_or(1, usize::from),
+        n => n,
+    };
+    let _dns = lb_agent::dns_feed::start(
+        dns_addr,
+        udp_sockets,
+        agent.serving.clone(),
+        metrics.clone(),
+    )
+    .await
+    .with_context(|| format!("binding DNS on {dns_addr}"))?;
     tracing::info!(%dns_addr, "answering DNS for the federation zone");
 
     shutdown.triggered().await;

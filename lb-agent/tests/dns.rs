@@ -514,3 +514,65 @@ async fn tcp_connections_beyond_the_limit_are_closed() {
     // EOF, or a reset when our query arrived after the close.
     assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
 }
+
+/// Several `SO_REUSEPORT` sockets on one port, each served by its own task, as the agent
+/// runs one per worker: a burst from many clients (sent before any answer is read, so
+/// each socket drains a queue of them) is answered in full, by more than one socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reuseport_sockets_share_the_port_and_answer_bursts() {
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let sockets = lb_agent::dns::bind_udp_sockets(port, 4).unwrap();
+    assert_eq!(sockets.len(), 4);
+    let (_publish, rx) = watch::channel(Arc::new(default_view()));
+    let per_socket: Vec<DnsMetrics> = (0..4).map(|_| DnsMetrics::new()).collect();
+    for (s, m) in sockets.into_iter().zip(&per_socket) {
+        assert_eq!(s.local_addr().unwrap(), port);
+        tokio::spawn(serve_udp(s, rx.clone(), m.clone(), ServeOptions::default()));
+    }
+    let q = query("cart.shop.global.meridian.test.", RecordType::A, None);
+    let mut clients = Vec::new();
+    // Small enough that the queued queries fit the sockets' default receive buffers.
+    for _ in 0..16 {
+        let c = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        c.connect(port).await.unwrap();
+        clients.push(c);
+    }
+    const BURST: u16 = 16;
+    for c in &clients {
+        for id in 0..BURST {
+            let mut q = q.clone();
+            q.metadata.id = id;
+            c.send(&q.to_vec().unwrap()).await.unwrap();
+        }
+    }
+    for c in &clients {
+        let mut ids = std::collections::BTreeSet::new();
+        let mut buf = vec![0; 4096];
+        while ids.len() < usize::from(BURST) {
+            let len = tokio::time::timeout(DEADLINE, c.recv(&mut buf))
+                .await
+                .expect("every query of the burst answered")
+                .unwrap();
+            let m = Message::from_vec(&buf[..len]).unwrap();
+            assert_eq!(addresses(&m), ["127.0.1.1", "127.0.1.2", "127.0.1.3"]);
+            ids.insert(m.metadata.id);
+        }
+    }
+    let counts: Vec<u64> = per_socket
+        .iter()
+        .map(|m| m.responses(Rcode::NoError, "A"))
+        .collect();
+    assert_eq!(
+        counts.iter().sum::<u64>(),
+        16 * u64::from(BURST),
+        "{counts:?}"
+    );
+    assert!(
+        counts.iter().filter(|n| **n > 0).count() > 1,
+        "the kernel spread 16 clients over the sockets: {counts:?}"
+    );
+}

@@ -11,7 +11,9 @@ use std::time::Instant;
 use tokio_util::task::AbortOnDropHandle;
 
 use fed_api::lbconfig::LbService;
-use fed_api::names::{CLIENT_SUBNETS_CONFIGMAP, LB_PORTS_CONFIGMAP, SYSTEM_NAMESPACE};
+use fed_api::names::{
+    CLIENT_SUBNETS_CONFIGMAP, LB_ADDRESSES_CONFIGMAP, LB_PORTS_CONFIGMAP, SYSTEM_NAMESPACE,
+};
 use fed_api::placement::TargetCluster;
 use fed_api::{Cluster, Placement, PropagationPolicy};
 use futures::stream::{BoxStream, StreamExt};
@@ -83,6 +85,8 @@ pub(super) struct Caches {
     pub(super) clusters: Store<Cluster>,
     pub(super) secrets: Store<Secret>,
     pub(super) ports: Store<ConfigMap>,
+    /// `meridian-lb-addresses`.
+    pub(super) addresses: Store<ConfigMap>,
     /// `meridian-client-subnets`.
     pub(super) subnets: Store<ConfigMap>,
 }
@@ -106,6 +110,8 @@ pub(super) struct Central {
     pub(super) policy_errors: Mutex<HashMap<ServiceKey, String>>,
     /// The last unusable client-subnet entries reported.
     pub(super) subnet_problems: Mutex<Vec<String>>,
+    /// The last dedicated-address problems reported per Service.
+    pub(super) address_problems: Mutex<HashMap<ServiceKey, String>>,
 }
 
 enum Input {
@@ -115,6 +121,7 @@ enum Input {
     Policy(Option<String>),
     Cluster(Box<Result<Event<Cluster>, watcher::Error>>),
     Secret,
+    /// The port or address allocations changed.
     Ports,
     Subnets,
 }
@@ -418,6 +425,7 @@ impl Central {
         let (policy, tls_secret) = self.traffic(key, &svc, &uid);
 
         let views = self.views(&members);
+        let dedicated = self.dedicated_addresses(key, &svc, &uid, &views).await?;
         let pushed = self.backends(&svc, &v, &views);
         let states: BTreeMap<String, MemberState> = members
             .iter()
@@ -457,13 +465,14 @@ impl Central {
             .collect();
         let mut entry = lbconf::service(key, lb_ports, policy, &endpoints, &views);
         entry.tls_secret = tls_secret;
+        entry.addresses = dedicated.clone();
         if lock(&self.lb_services).insert(key.clone(), entry.clone()) != Some(entry) {
             self.queue.add(CentralKey::Global);
         }
 
         self.write_placement(key, &svc, &uid, &pushed, &views, &states)
             .await?;
-        let lb = status::load_balancer(&serving);
+        let lb = status::load_balancer(&serving, &dedicated);
         let current = v
             .pointer("/status/loadBalancer/ingress")
             .cloned()
@@ -572,6 +581,7 @@ impl Central {
             self.write_allocations(base, &next).await?;
             tracing::info!(%key, "lb-agent listen ports released");
         }
+        self.release_dedicated(key).await?;
         let rest: Vec<String> = fins.iter().filter(|f| *f != FINALIZER).cloned().collect();
         self.set_finalizers(key, svc, rest).await?;
         for m in members.values() {
@@ -759,6 +769,16 @@ pub async fn run(
         })
         .boxed(),
     );
+    let (address_store, s) = reflect(
+        Api::<ConfigMap>::namespaced(fed.clone(), SYSTEM_NAMESPACE),
+        all().fields(&format!("metadata.name={LB_ADDRESSES_CONFIGMAP}")),
+    );
+    streams.push(
+        s.filter_map(|e| async move {
+            matches!(e, Ok(Event::Apply(_) | Event::Delete(_))).then_some(Input::Ports)
+        })
+        .boxed(),
+    );
     let (subnet_store, s) = reflect(
         Api::<ConfigMap>::namespaced(fed.clone(), SYSTEM_NAMESPACE),
         all().fields(&format!("metadata.name={CLIENT_SUBNETS_CONFIGMAP}")),
@@ -785,6 +805,7 @@ pub async fn run(
             clusters,
             secrets,
             ports: port_store,
+            addresses: address_store,
             subnets: subnet_store,
         },
         queue: Arc::new(queue),
@@ -793,6 +814,7 @@ pub async fn run(
         cluster_digests: Mutex::default(),
         policy_errors: Mutex::default(),
         subnet_problems: Mutex::default(),
+        address_problems: Mutex::default(),
     });
     let worker = {
         let c = central.clone();
@@ -808,6 +830,7 @@ pub async fn run(
                 futures::FutureExt::boxed(k.clusters.wait_until_ready()),
                 futures::FutureExt::boxed(k.secrets.wait_until_ready()),
                 futures::FutureExt::boxed(k.ports.wait_until_ready()),
+                futures::FutureExt::boxed(k.addresses.wait_until_ready()),
                 futures::FutureExt::boxed(k.subnets.wait_until_ready()),
             ])
             .await;

@@ -203,7 +203,8 @@ pub fn slice_merged(actual: &Value, desired: &Value) -> Value {
 }
 
 /// A member's lb-agent from its `meridian-lb-agent` Service: the first ingress IPv4
-/// address and the ports named `http`, `dns` and `peer` (all required).
+/// address and the ports named `http`, `dns` and `peer` (all required), and its address
+/// pool annotation's entries.
 pub fn lb_agent_of(svc: &Value) -> Option<LbAgentStatus> {
     let address: Ipv4Addr = svc
         .pointer("/status/loadBalancer/ingress/0/ip")
@@ -223,6 +224,12 @@ pub fn lb_agent_of(svc: &Value) -> Option<LbAgentStatus> {
         http_port: Some(port("http")?),
         dns_port: Some(port("dns")?),
         peer_port: Some(port("peer")?),
+        address_pool: svc
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(fed_api::names::LB_ADDRESS_POOL_ANNOTATION))
+            .and_then(Value::as_str)
+            .map(super::addresses::pool_entries)
+            .unwrap_or_default(),
     })
 }
 
@@ -397,8 +404,15 @@ mod tests {
                 address: "127.0.1.1".into(),
                 http_port: Some(8080),
                 dns_port: Some(5353),
-                peer_port: Some(15001)
+                peer_port: Some(15001),
+                address_pool: Vec::new(),
             })
+        );
+        svc["metadata"] = json!({"annotations": {
+            fed_api::names::LB_ADDRESS_POOL_ANNOTATION: "127.2.1.0/24, 10.0.0.9"}});
+        assert_eq!(
+            lb_agent_of(&svc).unwrap().address_pool,
+            ["127.2.1.0/24", "10.0.0.9"]
         );
         svc["status"]["loadBalancer"]["ingress"] = json!([{"hostname": "lb.example"}]);
         assert_eq!(lb_agent_of(&svc), None);

@@ -1,5 +1,5 @@
-//! The service controller's own writes to the federation: port allocations (compare-and-
-//! swap on the ConfigMap), the Service's finalizers, Events, and its Placement.
+//! The service controller's own writes to the federation: port and address allocations
+//! (compare-and-swap on their ConfigMaps), the Service's finalizers, Events, and its Placement.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -25,23 +25,32 @@ impl Central {
         base: Option<Arc<ConfigMap>>,
         next: &BTreeMap<String, u16>,
     ) -> Result<(), ReconcileError> {
+        self.write_allocation_map(LB_PORTS_CONFIGMAP, base, ports::to_data(next))
+            .await
+    }
+
+    /// Writes the ConfigMap `name` in the system namespace with `data`, compare-and-swap
+    /// on `base`'s resourceVersion (create when there is no `base`).
+    pub(super) async fn write_allocation_map(
+        &self,
+        name: &str,
+        base: Option<Arc<ConfigMap>>,
+        data: BTreeMap<String, String>,
+    ) -> Result<(), ReconcileError> {
         let api: Api<ConfigMap> = Api::namespaced(self.fed.clone(), SYSTEM_NAMESPACE);
-        let op = format!("writing ConfigMap {SYSTEM_NAMESPACE}/{LB_PORTS_CONFIGMAP}");
+        let op = format!("writing ConfigMap {SYSTEM_NAMESPACE}/{name}");
         match base {
             Some(cm) => {
                 let mut cm = (*cm).clone();
-                cm.data = Some(ports::to_data(next));
-                self.timed(
-                    &op,
-                    api.replace(LB_PORTS_CONFIGMAP, &PostParams::default(), &cm),
-                )
-                .await?;
+                cm.data = Some(data);
+                self.timed(&op, api.replace(name, &PostParams::default(), &cm))
+                    .await?;
             }
             None => {
                 let cm: ConfigMap = serde_json::from_value(json!({
-                    "metadata": {"name": LB_PORTS_CONFIGMAP, "namespace": SYSTEM_NAMESPACE,
+                    "metadata": {"name": name, "namespace": SYSTEM_NAMESPACE,
                                  "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}},
-                    "data": ports::to_data(next),
+                    "data": data,
                 }))?;
                 self.ensure_system_namespace().await?;
                 self.timed(&op, api.create(&PostParams::default(), &cm))

@@ -6,14 +6,17 @@
 //! Service's `Placement service-<name>` and its `status.loadBalancer.ingress`, and cleans
 //! members up behind the member-cleanup finalizer (docs/traffic.md).
 //!
-//! Pure decisions — [`backends`], [`desired`], [`ports`], [`lbconf`], [`status`],
-//! [`traffic`] (policies and client subnets) — are
+//! Pure decisions — [`backends`], [`desired`], [`ports`], [`addresses`] (dedicated
+//! per-Service addresses), [`lbconf`], [`status`], [`traffic`] (policies and client
+//! subnets) — are
 //! separate from the effects: [`member`] runs one task and queue per member cluster,
 //! [`controller`] watches the federation and hands members their intents (its own
 //! federation writes are in `fedwrite`).
 
+pub mod addresses;
 pub mod backends;
 pub mod controller;
+pub mod dedicated;
 pub mod desired;
 mod fedwrite;
 pub mod lbconf;
@@ -141,6 +144,7 @@ pub(crate) fn test_view(name: &str, ready: bool, agent: Option<&str>) -> Cluster
             http_port: Some(8080),
             dns_port: Some(5353),
             peer_port: Some(15001),
+            address_pool: Vec::new(),
         }),
         ..Default::default()
     }

@@ -140,9 +140,16 @@ pub fn propagated(
     }
 }
 
-/// `status.loadBalancer` of the federated Service: the serving clusters' lb-agents.
-pub fn load_balancer(serving: &BTreeMap<String, Ipv4Addr>) -> Value {
-    let ips: BTreeSet<&Ipv4Addr> = serving.values().collect();
+/// `status.loadBalancer` of the federated Service: the serving clusters' lb-agents, or the
+/// Service's dedicated address in a cluster where it has one (where its own ports answer).
+pub fn load_balancer(
+    serving: &BTreeMap<String, Ipv4Addr>,
+    dedicated: &BTreeMap<String, String>,
+) -> Value {
+    let ips: BTreeSet<Ipv4Addr> = serving
+        .iter()
+        .map(|(c, a)| dedicated.get(c).and_then(|d| d.parse().ok()).unwrap_or(*a))
+        .collect();
     let ingress: Vec<Value> = ips.iter().map(|ip| json!({"ip": ip.to_string()})).collect();
     json!({ "ingress": ingress })
 }
@@ -193,10 +200,23 @@ mod tests {
         let only_a = serving(&set(&["a"]), &views, &states);
         assert_eq!(remotes("a", &only_a), Vec::<Ipv4Addr>::new());
         assert_eq!(
-            load_balancer(&s),
+            load_balancer(&s, &BTreeMap::new()),
             json!({"ingress": [{"ip": "127.0.1.1"}, {"ip": "127.0.1.2"}]})
         );
-        assert_eq!(load_balancer(&BTreeMap::new()), json!({"ingress": []}));
+        // A dedicated address replaces its cluster's agent; one of a cluster that does not
+        // serve is not shown.
+        let dedicated = BTreeMap::from([
+            ("b".to_string(), "127.2.2.1".to_string()),
+            ("c".to_string(), "127.2.3.1".to_string()),
+        ]);
+        assert_eq!(
+            load_balancer(&s, &dedicated),
+            json!({"ingress": [{"ip": "127.0.1.1"}, {"ip": "127.2.2.1"}]})
+        );
+        assert_eq!(
+            load_balancer(&BTreeMap::new(), &dedicated),
+            json!({"ingress": []})
+        );
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub mod wire;
 
 pub use answer::{Answered, DEFAULT_UDP_PAYLOAD, Rcode, Transport, answer};
 pub use metrics::{DnsMetrics, ResponseLabels};
-pub use server::{ServeOptions, serve_tcp, serve_udp};
+pub use server::{ServeOptions, bind_udp_sockets, serve_tcp, serve_udp};
 pub use view::{DnsConfigError, DnsView, Locality, config_serves};
 
 #[cfg(test)]

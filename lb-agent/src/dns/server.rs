@@ -58,8 +58,32 @@ impl CurrentView {
     }
 }
 
+/// Most datagrams answered in one turn before the task yields, so one busy socket cannot
+/// starve the other tasks of its worker.
+const UDP_BATCH: usize = 64;
+
+/// Binds `n` UDP sockets on `addr` with `SO_REUSEPORT`: the kernel spreads clients over
+/// them by address hash, so each can be served by its own task on its own worker without
+/// any shared state on the hot path. `n` is at least 1.
+pub fn bind_udp_sockets(addr: SocketAddr, n: usize) -> io::Result<Vec<UdpSocket>> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    (0..n.max(1))
+        .map(|_| {
+            let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+            s.set_reuse_port(true)?;
+            s.set_nonblocking(true)?;
+            s.bind(&addr.into())?;
+            UdpSocket::from_std(s.into())
+        })
+        .collect()
+}
+
 /// Answers queries on `socket` until the task is dropped. Errors of single datagrams are
 /// counted and logged, never fatal.
+///
+/// Once the socket is readable, queued datagrams are received and answered with
+/// non-blocking calls until the queue is empty (or [`UDP_BATCH`] were answered): one trip
+/// through the reactor per burst instead of one per query.
 pub async fn serve_udp(
     socket: UdpSocket,
     view: watch::Receiver<Arc<DnsView>>,
@@ -74,35 +98,52 @@ pub async fn serve_udp(
     let mut query = vec![0u8; 4096];
     let mut response = Vec::with_capacity(usize::from(options.udp_max_payload).max(512));
     loop {
-        let (len, peer) = match socket.recv_from(&mut query).await {
-            Ok(r) => r,
-            Err(e) => {
-                metrics.dropped();
-                tracing::debug!(error = %e, "dns: udp receive failed");
-                // Errors reported on receive are per-datagram (ICMP feedback and the
-                // like); yield so a persistent one cannot starve the runtime.
-                tokio::task::yield_now().await;
-                continue;
-            }
-        };
-        let Some(answered) = answer(
-            view.get(),
-            &query[..len],
-            peer.ip(),
-            transport,
-            &mut response,
-        ) else {
-            metrics.dropped();
+        if let Err(e) = socket.readable().await {
+            tracing::debug!(error = %e, "dns: udp socket not readable");
+            tokio::task::yield_now().await;
             continue;
-        };
-        // Counted before sending, so a client that has its answer sees it counted.
-        metrics.answered(&answered);
-        match socket.send_to(&response, peer).await {
-            Ok(_) => {}
-            Err(e) => {
+        }
+        let mut full = true;
+        for _ in 0..UDP_BATCH {
+            let (len, peer) = match socket.try_recv_from(&mut query) {
+                Ok(r) => r,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    full = false;
+                    break;
+                }
+                Err(e) => {
+                    metrics.dropped();
+                    tracing::debug!(error = %e, "dns: udp receive failed");
+                    // Errors reported on receive are per-datagram (ICMP feedback and
+                    // the like); yield so a persistent one cannot starve the runtime.
+                    break;
+                }
+            };
+            let Some(answered) = answer(
+                view.get(),
+                &query[..len],
+                peer.ip(),
+                transport,
+                &mut response,
+            ) else {
+                metrics.dropped();
+                continue;
+            };
+            // Counted before sending, so a client that has its answer sees it counted.
+            metrics.answered(&answered);
+            let sent = match socket.try_send_to(&response, peer) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    socket.send_to(&response, peer).await
+                }
+                other => other,
+            };
+            if let Err(e) = sent {
                 metrics.dropped();
                 tracing::debug!(%peer, error = %e, "dns: udp send failed");
             }
+        }
+        if full {
+            tokio::task::yield_now().await;
         }
     }
 }

@@ -1,0 +1,272 @@
+//! Dedicated per-Service addresses on `fedctl up --clusters 3` with `examples/protocols.yaml`
+//! (replicas in sim-1 and sim-2, none in sim-3): the Service opts in by annotation, gets one
+//! address of each lb-agent's pool (`127.2.<n>.0/24`), and a client that knows only the name
+//! and the Service's own ports — a plain A lookup, no SRV — reaches it over HTTP, TLS and
+//! UDP, local first, and keeps reaching it through the same address when that cluster's
+//! backends go down. Opting out frees the addresses and DNS answers the agents again.
+
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use meridian_e2e::Up;
+use meridian_e2e::http;
+use meridian_e2e::wire::{lookup_a_for, lookup_srv, udp_ask};
+
+const NAME: &str = "multi.shop.global.meridian.test";
+
+fn agent(n: u8, port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 1, n], port))
+}
+
+fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The A records `via`'s agent answers for the Service (no client subnet).
+fn a_records(via: u8) -> Vec<String> {
+    lookup_a_for(agent(via, 5353), &format!("{NAME}."), None, 7).unwrap_or_default()
+}
+
+/// The Service's allocations in the federation's `meridian-lb-addresses`, as
+/// `<cluster>=<address>`.
+fn allocated(up: &Up) -> Vec<String> {
+    ["sim-1", "sim-2", "sim-3"]
+        .iter()
+        .filter_map(|c| {
+            let out = up.kubectl(&[
+                "get",
+                "configmap",
+                "meridian-lb-addresses",
+                "-n",
+                "meridian-system",
+                "--ignore-not-found",
+                "-o",
+                &format!("jsonpath={{.data.shop\\.multi\\.{c}}}"),
+            ]);
+            let out = out.trim();
+            (!out.is_empty()).then(|| format!("{c}={out}"))
+        })
+        .collect()
+}
+
+/// `GET /` with the Service's name at `addr`, a new connection each time.
+fn get(addr: SocketAddr) -> std::io::Result<http::Response> {
+    http::get(addr, NAME, "/")
+}
+
+fn cluster_of(r: &http::Response) -> String {
+    r.header("x-sim-cluster").unwrap_or("?").to_string()
+}
+
+/// `GET /` over TLS with SNI `NAME` at `addr`.
+fn tls_get(config: &Arc<rustls::ClientConfig>, addr: SocketAddr) -> std::io::Result<String> {
+    let timeout = Duration::from_secs(5);
+    let tcp = TcpStream::connect_timeout(&addr, timeout)?;
+    tcp.set_read_timeout(Some(timeout))?;
+    let server = rustls::pki_types::ServerName::try_from(NAME).map_err(std::io::Error::other)?;
+    let conn =
+        rustls::ClientConnection::new(config.clone(), server).map_err(std::io::Error::other)?;
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    write!(
+        tls,
+        "GET / HTTP/1.1\r\nHost: {NAME}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    match tls.read_to_end(&mut raw) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => {}
+        Err(e) => return Err(e),
+    }
+    let r = http::parse(&raw).ok_or_else(|| std::io::Error::other("bad response"))?;
+    if r.header("x-sim-tls") != Some("true") {
+        return Err(std::io::Error::other("not answered over TLS by a pod"));
+    }
+    Ok(cluster_of(&r))
+}
+
+fn at(ip: &str, port: u16) -> SocketAddr {
+    SocketAddr::new(ip.parse::<IpAddr>().unwrap(), port)
+}
+
+#[test]
+fn a_dedicated_address_serves_the_services_own_ports_and_fails_over() {
+    let up = Up::start(3);
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/protocols.yaml");
+    up.kubectl(&["apply", "-f", example]);
+    up.kubectl(&[
+        "rollout",
+        "status",
+        "deploy/multi",
+        "-n",
+        "shop",
+        "--timeout=120s",
+    ]);
+    wait_for(Duration::from_secs(60), "both clusters in DNS", || {
+        let mut a = a_records(3);
+        a.sort();
+        (a == ["127.0.1.1", "127.0.1.2"]).then_some(())
+    });
+
+    up.kubectl(&[
+        "annotate",
+        "svc/multi",
+        "-n",
+        "shop",
+        "federation.meridian.dev/dedicated-address=true",
+    ]);
+    // One address per cluster, the first of each pool (every cluster's agent serves it,
+    // sim-3's too: its clients reach the Service through it).
+    wait_for(Duration::from_secs(30), "addresses allocated", || {
+        (allocated(&up) == ["sim-1=127.2.1.1", "sim-2=127.2.2.1", "sim-3=127.2.3.1"]).then_some(())
+    });
+    // A plain A lookup answers the dedicated addresses of the serving clusters, nearest
+    // first: sim-1's agent puts its own first; sim-3 has no replica.
+    wait_for(
+        Duration::from_secs(30),
+        "DNS to answer the addresses",
+        || {
+            (a_records(1) == ["127.2.1.1", "127.2.2.1"]
+                && a_records(2) == ["127.2.2.1", "127.2.1.1"]
+                && a_records(3).len() == 2)
+                .then_some(())
+        },
+    );
+    // `kubectl get svc` shows them as the Service's external addresses.
+    wait_for(
+        Duration::from_secs(30),
+        "the addresses in the status",
+        || {
+            let ips = up.kubectl(&[
+                "get",
+                "svc/multi",
+                "-n",
+                "shop",
+                "-o",
+                "jsonpath={.status.loadBalancer.ingress[*].ip}",
+            ]);
+            (ips.trim() == "127.2.1.1 127.2.2.1").then_some(())
+        },
+    );
+    // SRV keeps working: each serving cluster's target now resolves to its dedicated
+    // address, where the Service's own port answers.
+    let srv = lookup_srv(agent(3, 5353), &format!("_dns._udp.{NAME}.")).unwrap();
+    assert_eq!(srv.len(), 2, "{srv:?}");
+    assert!(srv.iter().all(|s| s.port == 53), "{srv:?}");
+    let target = lookup_a_for(agent(3, 5353), &srv[0].target, None, 9).unwrap();
+    assert_eq!(target, ["127.2.1.1"], "{srv:?}");
+
+    // The Service's own ports at the first address DNS gives, as a client that knows only
+    // `multi.shop.global.meridian.test:80` (and :443, :53/UDP) would use them.
+    let first = a_records(1)[0].clone();
+    let r = wait_for(Duration::from_secs(30), "HTTP at the dedicated :80", || {
+        get(at(&first, 80)).ok().filter(|r| r.status == 200)
+    });
+    assert_eq!(cluster_of(&r), "sim-1", "local first: {r:?}");
+    let tls = Arc::new(meridian_e2e::wire::any_cert_tls_config(&[]));
+    assert_eq!(tls_get(&tls, at(&first, 443)).unwrap(), "sim-1");
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let answer = udp_ask(&socket, at(&first, 53), b"q", Duration::from_secs(2)).unwrap();
+    assert!(answer.starts_with(b"sim-1 "), "{answer:?}");
+    assert!(answer.ends_with(b"\nq"));
+    // sim-3's address (no replica there) reaches the others.
+    for _ in 0..5 {
+        let r = get(at("127.2.3.1", 80)).unwrap();
+        assert!(
+            ["sim-1", "sim-2"].contains(&cluster_of(&r).as_str()),
+            "{r:?}"
+        );
+    }
+
+    // sim-1's backends go down while a client keeps using sim-1's dedicated address.
+    let stop = Arc::new(AtomicBool::new(false));
+    let ok = Arc::new(AtomicU64::new(0));
+    let from_sim2 = Arc::new(AtomicU64::new(0));
+    let client = {
+        let (stop, ok, from_sim2, first) =
+            (stop.clone(), ok.clone(), from_sim2.clone(), first.clone());
+        std::thread::spawn(move || {
+            let mut failures = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                match get(at(&first, 80)) {
+                    Ok(r) if r.status == 200 => {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                        if cluster_of(&r) == "sim-2" {
+                            from_sim2.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    other => failures.push(format!("{other:?}")),
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            failures
+        })
+    };
+    wait_for(Duration::from_secs(10), "load flowing", || {
+        (ok.load(Ordering::Relaxed) > 10).then_some(())
+    });
+    up.ctl(&["down", "sim-1"]);
+    wait_for(
+        Duration::from_secs(30),
+        "sim-1's address to be served by sim-2",
+        || (from_sim2.load(Ordering::Relaxed) > 30).then_some(()),
+    );
+    // DNS drops sim-1; a new client goes to sim-2's address.
+    wait_for(Duration::from_secs(30), "DNS to drop sim-1", || {
+        (a_records(3) == ["127.2.2.1"]).then_some(())
+    });
+    let r = get(at("127.2.2.1", 80)).unwrap();
+    assert_eq!(cluster_of(&r), "sim-2");
+    assert_eq!(tls_get(&tls, at("127.2.1.1", 443)).unwrap(), "sim-2");
+    stop.store(true, Ordering::Relaxed);
+    let failures = client.join().unwrap();
+    eprintln!(
+        "through sim-1's dedicated address across its backends' failure: {} requests, {} from sim-2, {} failed",
+        ok.load(Ordering::Relaxed),
+        from_sim2.load(Ordering::Relaxed),
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failed requests: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    up.ctl(&["up", "sim-1"]);
+
+    // Opting out frees the addresses; DNS answers the agents again and the address closes.
+    up.kubectl(&[
+        "annotate",
+        "svc/multi",
+        "-n",
+        "shop",
+        "federation.meridian.dev/dedicated-address-",
+    ]);
+    wait_for(Duration::from_secs(30), "addresses released", || {
+        allocated(&up).is_empty().then_some(())
+    });
+    wait_for(Duration::from_secs(60), "DNS to answer the agents", || {
+        (a_records(1) == ["127.0.1.1", "127.0.1.2"]).then_some(())
+    });
+    wait_for(
+        Duration::from_secs(30),
+        "the dedicated port to close",
+        || {
+            TcpStream::connect_timeout(&at("127.2.1.1", 80), Duration::from_secs(1))
+                .is_err()
+                .then_some(())
+        },
+    );
+}
