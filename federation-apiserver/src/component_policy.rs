@@ -9,7 +9,9 @@
 //! The objects are reconciled at every start with the rest of the bootstrap policy, so an
 //! upgrade that needs a new rule gains it.
 
-use fed_api::names::{CONTROLLERS_USER, LB_PORTS_CONFIGMAP, SCHEDULER_USER};
+use fed_api::names::{
+    CONTROLLERS_USER, LB_ADDRESSES_CONFIGMAP, LB_PORTS_CONFIGMAP, SCHEDULER_USER,
+};
 use meridian_apiserver::bootstrap_policy::{AUTOUPDATE, role};
 use serde_json::{Value, json};
 
@@ -108,15 +110,16 @@ pub fn controllers_rules() -> Vec<Value> {
         // workload controller watches them as dependencies it copies into members.
         rule("", &["secrets"], &["get", "list", "watch"]),
         // The workload controller watches ConfigMaps as dependencies, the service controller
-        // its port allocations and client subnets in meridian-system, and the cluster guard
+        // its port and address allocations and client subnets in meridian-system, and the cluster guard
         // and service/fedwrite.rs create the two ConfigMaps they own there.
         rule("", &["configmaps"], &["list", "watch", "create"]),
-        // ... and write only those two: the cluster guard merge-patches the mass-failure
-        // verdict, service/fedwrite.rs replaces the port allocations (compare-and-swap).
+        // ... and write only those: the cluster guard merge-patches the mass-failure
+        // verdict, service/fedwrite.rs replaces the port and dedicated-address allocations
+        // (compare-and-swap).
         json!({
             "apiGroups": [""],
             "resources": ["configmaps"],
-            "resourceNames": [FEDERATION_STATUS_CONFIGMAP, LB_PORTS_CONFIGMAP],
+            "resourceNames": [FEDERATION_STATUS_CONFIGMAP, LB_PORTS_CONFIGMAP, LB_ADDRESSES_CONFIGMAP],
             "verbs": ["patch", "update"],
         }),
         // service/fedwrite.rs reads meridian-system before creating it; cluster/events.rs
@@ -217,6 +220,13 @@ mod tests {
             FEDERATION_STATUS_CONFIGMAP
         ));
         assert!(allows(&r, "update", "", "configmaps", LB_PORTS_CONFIGMAP));
+        assert!(allows(
+            &r,
+            "update",
+            "",
+            "configmaps",
+            LB_ADDRESSES_CONFIGMAP
+        ));
         assert!(!allows(&r, "update", "", "configmaps", "app-config"));
         assert!(!allows(&r, "delete", "", "configmaps", LB_PORTS_CONFIGMAP));
         assert!(allows(&r, "get", "", "secrets", "member-creds"));
