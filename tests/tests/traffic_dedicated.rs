@@ -114,11 +114,19 @@ fn a_dedicated_address_serves_the_services_own_ports_and_fails_over() {
         "shop",
         "--timeout=120s",
     ]);
-    wait_for(Duration::from_secs(60), "both clusters in DNS", || {
-        let mut a = a_records(3);
-        a.sort();
-        (a == ["127.0.1.1", "127.0.1.2"]).then_some(())
-    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut last = a_records(3);
+        last.sort();
+        if last == ["127.0.1.1", "127.0.1.2"] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for both clusters in DNS; sim-3's agent answers {last:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     up.kubectl(&[
         "annotate",
