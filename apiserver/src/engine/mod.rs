@@ -200,16 +200,22 @@ fn random_suffix() -> String {
         .collect()
 }
 
-/// The object without metadata and status: what `generation` tracks.
-fn spec_part(obj: &Value) -> Value {
-    let mut v = obj.clone();
-    if let Some(m) = v.as_object_mut() {
-        m.remove("metadata");
-        m.remove("status");
-        m.remove("apiVersion");
-        m.remove("kind");
-    }
-    v
+/// Whether the two objects differ outside metadata and status (and apiVersion/kind): what
+/// `generation` tracks. Compared in place: objects are large and written often.
+fn spec_differs(a: &Value, b: &Value) -> bool {
+    const NOT_SPEC: [&str; 4] = ["metadata", "status", "apiVersion", "kind"];
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a != b;
+    };
+    let spec = |m: &'_ serde_json::Map<String, Value>| {
+        m.iter()
+            .filter(|(k, _)| !NOT_SPEC.contains(&k.as_str()))
+            .count()
+    };
+    spec(a) != spec(b)
+        || a.iter()
+            .filter(|(k, _)| !NOT_SPEC.contains(&k.as_str()))
+            .any(|(k, v)| b.get(k) != Some(v))
 }
 
 /// The endpoint a write of `target` is recorded under.
@@ -628,7 +634,7 @@ impl Engine {
             );
         }
         self.validate(def, &new, Some(old_value))?;
-        if def.tracks_generation && spec_part(&new) != spec_part(old_value) {
+        if def.tracks_generation && spec_differs(&new, old_value) {
             let g = object::meta(old_value)
                 .get("generation")
                 .and_then(Value::as_i64)

@@ -478,3 +478,24 @@ async fn a_lease_update_needs_a_resource_version() {
         "{err:?}"
     );
 }
+
+#[test]
+fn generation_tracks_every_member_but_metadata_and_status() {
+    use super::spec_differs;
+    let base = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "labels": {"a": "1"}},
+        "spec": {"replicas": 1}, "status": {"replicas": 0}});
+    let mut meta = base.clone();
+    meta["metadata"]["labels"]["a"] = json!("2");
+    meta["status"]["replicas"] = json!(1);
+    meta["apiVersion"] = json!("apps/v1beta2");
+    assert!(!spec_differs(&base, &meta));
+    let mut spec = base.clone();
+    spec["spec"]["replicas"] = json!(2);
+    assert!(spec_differs(&base, &spec));
+    // A member added or removed beside spec counts too (ConfigMap `data`, RBAC `rules`).
+    let mut added = base.clone();
+    added["data"] = json!({"k": "v"});
+    assert!(spec_differs(&base, &added));
+    assert!(spec_differs(&added, &base));
+}
