@@ -1,13 +1,15 @@
 //! Load generator for the federation API server (release mode, real binary, HTTPS over HTTP/2),
 //! run once per storage backend: the embedded store, then etcd (a 3-member cluster on
-//! loopback, started here). Prints median and p99 figures per backend, etcd's own figures
-//! beside them (the same creates sent to etcd directly, and `etcdctl check perf`), and a
-//! side-by-side table:
+//! loopback, started here). Each run creates and LISTs Deployments, then the same number of
+//! custom resources of the same size (unless `--no-custom`). Prints median and p99 figures
+//! per backend, etcd's own figures beside them (the same creates sent to etcd directly, and
+//! `etcdctl check perf`), and a side-by-side table:
 //!
 //! ```text
 //! cargo build --release -p federation-apiserver
 //! cargo run --release -p federation-apiserver --example apiserver_bench [-- --objects 100000]
 //!     [--backends embedded,etcd] [--etcd-members 3] [--check-perf l|off] [--event-rate 1000]
+//!     [--no-custom]
 //! ```
 //!
 //! etcd is `$ETCD` or what `tools/install-etcd.sh` installs; `etcdctl` sits beside it.
@@ -144,6 +146,8 @@ struct Figures {
     watch_p50: f64,
     watch_p99: f64,
     rss_mb: f64,
+    /// The custom-resource figures, when measured.
+    custom: Option<KindFigures>,
 }
 
 fn arg<T: std::str::FromStr>(name: &str, default: T) -> T
@@ -164,12 +168,16 @@ async fn main() {
     let backends: String = arg("--backends", "embedded,etcd".to_owned());
     let members: usize = arg("--etcd-members", 3);
     let check_perf: String = arg("--check-perf", "l".to_owned());
+    let custom = !std::env::args().any(|a| a == "--no-custom");
     let mut table = Vec::new();
     for backend in backends.split(',') {
         match backend {
             "embedded" => {
                 println!("== embedded store");
-                table.push(("embedded".to_owned(), run(&[], objects, event_rate).await));
+                table.push((
+                    "embedded".to_owned(),
+                    run(&[], objects, event_rate, custom).await,
+                ));
             }
             "etcd" => {
                 let dir = tempfile::tempdir().unwrap();
@@ -193,7 +201,7 @@ async fn main() {
                 ];
                 table.push((
                     format!("etcd x{members}"),
-                    run(&storage, objects, event_rate).await,
+                    run(&storage, objects, event_rate, custom).await,
                 ));
                 etcd_alone(&etcd, objects).await;
                 if check_perf != "off" {
@@ -216,7 +224,7 @@ fn print_table(table: &[(String, Figures)], objects: usize, event_rate: usize) {
         print!("{name:>18}");
     }
     println!();
-    let rows: [Row; 6] = [
+    let rows: [Row; 8] = [
         ("durable creates/s, 64 clients", |f| {
             format!("{:.0}", f.creates_per_sec)
         }),
@@ -231,6 +239,16 @@ fn print_table(table: &[(String, Figures)], objects: usize, event_rate: usize) {
         }),
         ("watch delivery median / p99 (ms)", |f| {
             format!("{:.1} / {:.1}", f.watch_p50, f.watch_p99)
+        }),
+        ("custom resource creates/s, 64 clients", |f| {
+            f.custom
+                .as_ref()
+                .map_or("-".into(), |c| format!("{:.0}", c.creates_per_sec))
+        }),
+        ("LIST of all custom resources median / max (ms)", |f| {
+            f.custom.as_ref().map_or("-".into(), |c| {
+                format!("{:.0} / {:.0}", c.list_median, c.list_max)
+            })
         }),
         ("server RSS at the end (MB)", |f| format!("{:.0}", f.rss_mb)),
     ];
@@ -318,7 +336,171 @@ fn etcdctl_check_perf(etcd: &LocalEtcd, load: &str) {
 }
 
 /// Runs every phase against a fresh server with the `storage` flags.
-async fn run(storage: &[String], objects: usize, event_rate: usize) -> Figures {
+/// A kind whose objects the bench creates and lists.
+struct Subject {
+    /// Plural, as printed.
+    label: &'static str,
+    /// The collection's path.
+    path: &'static str,
+    /// The body of object `name`.
+    body: fn(&str) -> Vec<u8>,
+}
+
+const DEPLOYMENTS: Subject = Subject {
+    label: "Deployments",
+    path: "/apis/apps/v1/namespaces/bench/deployments",
+    body: deployment,
+};
+
+const WIDGETS: Subject = Subject {
+    label: "Widgets (custom resource)",
+    path: "/apis/bench.meridian.dev/v1/namespaces/bench/widgets",
+    body: widget,
+};
+
+/// A custom resource with the same fields as [`deployment`]'s.
+fn widget(name: &str) -> Vec<u8> {
+    let mut v: Value = serde_json::from_slice(&deployment(name)).unwrap();
+    v["apiVersion"] = json!("bench.meridian.dev/v1");
+    v["kind"] = json!("Widget");
+    serde_json::to_vec(&v).unwrap()
+}
+
+/// The Widget CRD: a structural schema of the Deployment fields the bench writes, so
+/// validation, pruning and defaulting walk as much as for a Deployment.
+fn widget_crd() -> Value {
+    let string = json!({"type": "string"});
+    let labels = json!({"type": "object", "additionalProperties": {"type": "string"}});
+    let container = json!({"type": "object", "required": ["name", "image"], "properties": {
+        "name": string, "image": string,
+        "ports": {"type": "array", "items": {"type": "object", "properties": {
+            "containerPort": {"type": "integer", "minimum": 1, "maximum": 65535}}}},
+        "resources": {"type": "object", "properties": {"requests": {"type": "object",
+            "additionalProperties": {"x-kubernetes-int-or-string": true}}}},
+        "env": {"type": "array", "items": {"type": "object", "required": ["name"],
+            "properties": {"name": string, "value": string}}}}});
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.bench.meridian.dev"},
+        "spec": {"group": "bench.meridian.dev", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {
+                        "replicas": {"type": "integer", "minimum": 0},
+                        "selector": {"type": "object", "properties": {"matchLabels": labels}},
+                        "template": {"type": "object", "properties": {
+                            "metadata": {"type": "object", "properties": {"labels": labels}},
+                            "spec": {"type": "object", "properties": {
+                                "containers": {"type": "array", "items": container}}}}}}},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}
+    })
+}
+
+/// Polls `path` until it is served (a new CRD's resource answers 200 once established).
+async fn wait_served(t: &Target, s: &mut Sender, path: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, _) = send(s, t.request("GET", path, vec![], "application/json")).await;
+        if code == 200 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{path} not served after 30 s: {code}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Creates and LIST figures of one kind.
+#[derive(Default)]
+struct KindFigures {
+    creates_per_sec: f64,
+    create_p50: f64,
+    create_p99: f64,
+    list_median: f64,
+    list_max: f64,
+}
+
+/// Creates `objects` objects of `kind` with 64 concurrent clients (8 HTTP/2 connections),
+/// then LISTs them five times; prints and returns the figures.
+async fn creates_and_lists(
+    t: &Arc<Target>,
+    s: &mut Sender,
+    pid: u32,
+    kind: &'static Subject,
+    objects: usize,
+) -> KindFigures {
+    let clients = 64;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let t = t.clone();
+        let per = objects / clients + usize::from(c < objects % clients);
+        tasks.push(tokio::spawn(async move {
+            let mut s = t.connect().await;
+            let mut lat = Vec::with_capacity(per);
+            for i in 0..per {
+                let t0 = Instant::now();
+                let req = t.request(
+                    "POST",
+                    kind.path,
+                    (kind.body)(&format!("d-{c}-{i}")),
+                    "application/json",
+                );
+                let (code, body) = send(&mut s, req).await;
+                assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+                lat.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+            lat
+        }));
+    }
+    let mut lat = Vec::new();
+    for task in tasks {
+        lat.extend(task.await.unwrap());
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let mut f = KindFigures {
+        creates_per_sec: objects as f64 / secs,
+        create_p50: percentile(&mut lat, 0.5),
+        create_p99: percentile(&mut lat, 0.99),
+        ..KindFigures::default()
+    };
+    println!(
+        "creates: {objects} {}, 64 clients: {:.0}/s; latency median {:.2} ms, p99 {:.2} ms",
+        kind.label, f.creates_per_sec, f.create_p50, f.create_p99
+    );
+    println!(
+        "server RSS with {objects} {} stored: {:.0} MB",
+        kind.label,
+        rss_mb(pid)
+    );
+    let mut list_times = Vec::new();
+    let mut size = 0;
+    for _ in 0..5 {
+        let t0 = Instant::now();
+        let (code, body) = send(s, t.request("GET", kind.path, vec![], "application/json")).await;
+        assert_eq!(code, 200);
+        list_times.push(t0.elapsed().as_secs_f64() * 1e3);
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["items"].as_array().unwrap().len(), objects);
+        size = body.len();
+    }
+    f.list_median = percentile(&mut list_times.clone(), 0.5);
+    f.list_max = percentile(&mut list_times, 1.0);
+    println!(
+        "LIST {objects} {} ({:.0} MB): median {:.0} ms, max {:.0} ms (received; client JSON parse excluded)",
+        kind.label,
+        size as f64 / 1e6,
+        f.list_median,
+        f.list_max
+    );
+    f
+}
+
+async fn run(storage: &[String], objects: usize, event_rate: usize, custom: bool) -> Figures {
     let mut figures = Figures::default();
     let dir = tempfile::tempdir().unwrap();
     let (mut server, authority) = start_server(dir.path(), storage);
@@ -358,88 +540,29 @@ async fn run(storage: &[String], objects: usize, event_rate: usize) -> Figures {
         );
     }
 
-    // 1. Durable creates/s with 64 concurrent clients (8 HTTP/2 connections).
-    let clients = 64;
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for c in 0..clients {
-        let t = t.clone();
-        let per = objects / clients + usize::from(c < objects % clients);
-        tasks.push(tokio::spawn(async move {
-            let mut s = t.connect().await;
-            let mut lat = Vec::with_capacity(per);
-            for i in 0..per {
-                let t0 = Instant::now();
-                let req = t.request(
-                    "POST",
-                    "/apis/apps/v1/namespaces/bench/deployments",
-                    deployment(&format!("d-{c}-{i}")),
-                    "application/json",
-                );
-                let (code, body) = send(&mut s, req).await;
-                assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
-                lat.push(t0.elapsed().as_secs_f64() * 1e3);
-            }
-            lat
-        }));
-    }
-    let mut lat = Vec::new();
-    for task in tasks {
-        lat.extend(task.await.unwrap());
-    }
-    let secs = started.elapsed().as_secs_f64();
-    figures.creates_per_sec = objects as f64 / secs;
-    figures.create_p50 = percentile(&mut lat, 0.5);
-    figures.create_p99 = percentile(&mut lat, 0.99);
-    println!(
-        "creates: {objects} Deployments, 64 clients: {:.0}/s; latency median {:.2} ms, p99 {:.2} ms",
-        figures.creates_per_sec, figures.create_p50, figures.create_p99
-    );
-    println!(
-        "server RSS with {objects} Deployments stored: {:.0} MB",
-        rss_mb(pid)
-    );
-
-    // 2. LIST of every Deployment.
-    let mut list_times = Vec::new();
-    for _ in 0..5 {
-        let t0 = Instant::now();
+    // 1–2. Durable creates/s with 64 concurrent clients, then LISTs of them all.
+    let deployments = creates_and_lists(&t, &mut s, pid, &DEPLOYMENTS, objects).await;
+    figures.creates_per_sec = deployments.creates_per_sec;
+    figures.create_p50 = deployments.create_p50;
+    figures.create_p99 = deployments.create_p99;
+    figures.list_median = deployments.list_median;
+    figures.list_max = deployments.list_max;
+    // The same for a custom resource of the same size, served from its CRD's schema.
+    if custom {
         let (code, body) = send(
             &mut s,
             t.request(
-                "GET",
-                "/apis/apps/v1/namespaces/bench/deployments",
-                vec![],
+                "POST",
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                serde_json::to_vec(&widget_crd()).unwrap(),
                 "application/json",
             ),
         )
         .await;
-        assert_eq!(code, 200);
-        let read = t0.elapsed().as_secs_f64() * 1e3;
-        let v: Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(v["items"].as_array().unwrap().len(), objects);
-        list_times.push(read);
+        assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+        wait_served(&t, &mut s, WIDGETS.path).await;
+        figures.custom = Some(creates_and_lists(&t, &mut s, pid, &WIDGETS, objects).await);
     }
-    println!(
-        "LIST {objects} Deployments ({:.0} MB): median {:.0} ms, max {:.0} ms (received; client JSON parse excluded)",
-        0.0f64.max(list_times.len() as f64 * 0.0) + {
-            let (_, b) = send(
-                &mut s,
-                t.request(
-                    "GET",
-                    "/apis/apps/v1/namespaces/bench/deployments?resourceVersion=0",
-                    vec![],
-                    "application/json",
-                ),
-            )
-            .await;
-            b.len() as f64 / 1e6
-        },
-        percentile(&mut list_times.clone(), 0.5),
-        percentile(&mut list_times.clone(), 1.0)
-    );
-    figures.list_median = percentile(&mut list_times.clone(), 0.5);
-    figures.list_max = percentile(&mut list_times, 1.0);
     println!("server RSS after LISTs: {:.0} MB", rss_mb(pid));
 
     // 3. Create latency at a fixed 1,000 writes/s (open loop, 5 s).
