@@ -6,7 +6,7 @@
 //! own; Meridian's own kinds and Events are never propagated. Every other kind a policy
 //! names is copied.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::names::SYSTEM_NAMESPACE;
 use crate::object::PropagationPolicy;
@@ -30,6 +30,24 @@ impl std::fmt::Display for CopyKey {
             Some(ns) => write!(f, "{} {ns}/{}", self.kind, self.name),
             None => write!(f, "{} {}", self.kind, self.name),
         }
+    }
+}
+
+/// Label on the Placement of a copied object, value [`COPY_PLACEMENT_VALUE`]: the copy
+/// controller watches only Placements that carry it, so the Placement events of divided
+/// workloads (most of them, and frequent) are neither sent to it nor decoded.
+pub const COPY_PLACEMENT_LABEL: &str = "federation.meridian.dev/copy";
+/// Value of [`COPY_PLACEMENT_LABEL`].
+pub const COPY_PLACEMENT_VALUE: &str = "true";
+
+/// The labels the Placement of an object of `kind` in `api_version` carries.
+pub fn placement_labels(api_version: &str, kind: &str) -> BTreeMap<String, String> {
+    match path(api_version, kind) {
+        Path::Copy => BTreeMap::from([(
+            COPY_PLACEMENT_LABEL.to_owned(),
+            COPY_PLACEMENT_VALUE.to_owned(),
+        )]),
+        _ => BTreeMap::new(),
     }
 }
 

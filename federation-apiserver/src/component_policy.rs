@@ -143,8 +143,10 @@ pub fn controllers_rules() -> Vec<Value> {
         // workload's policy).
         rule(FED_GROUP, &["propagationpolicies"], &WATCH),
         // copies/controller.rs watches every placed kind and merge-patches its cleanup
-        // finalizer onto the objects it copies: any resource a policy may name. No other
-        // write: the copies themselves are written in members with members' credentials.
+        // finalizer onto the objects it copies: any resource a policy may name. At start it
+        // also labels copied objects' Placements an earlier scheduler left unlabelled. No
+        // other write: the copies themselves are written in members with members'
+        // credentials.
         rule("*", &["*"], &["list", "watch", "patch"]),
         events(),
     ];

@@ -111,12 +111,13 @@ data: {mode: slow}
 #[tokio::test]
 async fn copies_are_placed_by_the_governing_policy() {
     let env = Env::start(&["--clusters=3", "--nodes=1", "--ready-delay=0s"]);
-    let _controllers = env.controllers(&[
+    let controller_args = [
         "--probe-period=1s",
         "--probe-timeout=500ms",
         "--metrics-bind-address=off",
-    ]);
-    let _scheduler = env.scheduler(&["--workers=4"]);
+    ];
+    let controllers = env.controllers(&controller_args);
+    let scheduler = env.scheduler(&["--workers=4"]);
     for (c, region, env_label) in [
         ("sim-1", "eu", "prod"),
         ("sim-2", "eu", "dev"),
@@ -190,6 +191,42 @@ async fn copies_are_placed_by_the_governing_policy() {
         |p| dest(p) == ["sim-3"] && governing(p).as_deref() == Some("all-sa"),
     )
     .await;
+    // Copied objects' Placements carry the label the copy controller watches by; one an
+    // earlier scheduler left unlabelled is labelled by the controllers as they start, even
+    // with no scheduler running.
+    let label = fed_api::copies::COPY_PLACEMENT_LABEL;
+    let labelled = |p: &Option<Placement>| {
+        p.as_ref().is_some_and(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(label))
+        })
+    };
+    assert!(labelled(&get("serviceaccount-batch")().await));
+    drop(scheduler);
+    drop(controllers);
+    env.ok(
+        "kubectl",
+        &[
+            "label",
+            "placement",
+            "serviceaccount-batch",
+            "-n",
+            "shop",
+            &format!("{label}-"),
+        ],
+    );
+    assert!(!labelled(&get("serviceaccount-batch")().await));
+    let _controllers = env.controllers(&controller_args);
+    eventually(
+        "the controllers label an earlier Placement",
+        within,
+        get("serviceaccount-batch"),
+        labelled,
+    )
+    .await;
+    let _scheduler = env.scheduler(&["--workers=4"]);
     eventually(
         "the Role goes to the prod clusters",
         within,

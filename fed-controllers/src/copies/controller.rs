@@ -18,7 +18,8 @@ use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_FINALIZER};
 use fed_api::{Cluster, Placement};
 use futures::StreamExt;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
 };
 use kube::discovery::{ApiCapabilities, Scope};
 use kube::runtime::WatchStreamExt;
@@ -612,10 +613,89 @@ fn now() -> String {
         .to_string()
 }
 
+/// Labels the copied objects' Placements written before they carried
+/// [`fed_api::copies::COPY_PLACEMENT_LABEL`] (by an earlier scheduler). Runs once before the
+/// label-selected watch starts: a copy whose Placement that watch cannot see would look
+/// unplaced, and its member copies would be removed.
+async fn label_earlier_placements(fed: &Client) -> Result<usize, CopyError> {
+    use fed_api::copies::{COPY_PLACEMENT_LABEL, COPY_PLACEMENT_VALUE};
+    let all: Api<Placement> = Api::all(fed.clone());
+    let mut labelled = 0;
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let page = all
+            .list(&params)
+            .await
+            .map_err(|source| CopyError::Federation {
+                what: "the Placement list",
+                source,
+            })?;
+        for p in &page.items {
+            let r = &p.spec.resource;
+            if path(&r.api_version, &r.kind) != Path::Copy
+                || p.labels().get(COPY_PLACEMENT_LABEL).map(String::as_str)
+                    == Some(COPY_PLACEMENT_VALUE)
+            {
+                continue;
+            }
+            let api: Api<Placement> =
+                Api::namespaced(fed.clone(), &p.namespace().unwrap_or_default());
+            let patch = serde_json::json!({"metadata": {"labels": {COPY_PLACEMENT_LABEL: COPY_PLACEMENT_VALUE}}});
+            match api
+                .patch(
+                    &p.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+            {
+                Ok(_) => labelled += 1,
+                // Deleted meanwhile: nothing to keep.
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(source) => {
+                    return Err(CopyError::Federation {
+                        what: "a Placement's copy label",
+                        source,
+                    });
+                }
+            }
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(labelled),
+        }
+    }
+}
+
 /// Runs the copy controller until its federation watches end.
 pub async fn run(fed: Client, settings: Settings) -> Result<(), CopyError> {
+    let mut backoff = std::time::Duration::from_millis(200);
+    loop {
+        match label_earlier_placements(&fed).await {
+            Ok(0) => break,
+            Ok(labelled) => {
+                tracing::info!(
+                    labelled,
+                    "labelled copied objects' Placements written before the copy label"
+                );
+                break;
+            }
+            Err(e) => {
+                tracing::warn!(error = %Report(&e), retry_in = ?backoff, "labelling earlier Placements failed");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(30));
+            }
+        }
+    }
     let all = watcher::Config::default;
-    let (placements, mut placement_events) = reflect(Api::<Placement>::all(fed.clone()), all());
+    // Only copied objects' Placements: the divided workloads' are the workload controller's.
+    let copies_only = watcher::Config::default().labels(&format!(
+        "{}={}",
+        fed_api::copies::COPY_PLACEMENT_LABEL,
+        fed_api::copies::COPY_PLACEMENT_VALUE
+    ));
+    let (placements, mut placement_events) =
+        reflect(Api::<Placement>::all(fed.clone()), copies_only);
     let (clusters, mut cluster_events) = reflect(Api::<Cluster>::all(fed.clone()), all());
     let queue = Arc::new(WorkQueue::new(
         settings.queue(),

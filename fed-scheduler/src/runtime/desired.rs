@@ -41,7 +41,8 @@ pub enum Plan {
     Create(Box<Placement>),
     /// Update the existing one.
     Update {
-        /// Merge patch for `metadata.ownerReferences` and `spec`, when they differ.
+        /// Merge patch for `metadata.ownerReferences`, `metadata.labels` and `spec`, when
+        /// they differ.
         spec_patch: Option<serde_json::Value>,
         /// Whether `status` must be written.
         status: bool,
@@ -186,11 +187,14 @@ pub fn plan_at(
     want: &Desired,
     now: &str,
 ) -> Plan {
+    let resource = &want.spec.resource;
+    let labels = fed_api::copies::placement_labels(&resource.api_version, &resource.kind);
     let Some(cur) = current else {
         let mut p = Placement::new(name, want.spec.clone());
         p.metadata = ObjectMeta {
             name: Some(name.to_owned()),
             namespace: Some(namespace.to_owned()),
+            labels: (!labels.is_empty()).then_some(labels),
             owner_references: Some(vec![want.owner.clone()]),
             ..Default::default()
         };
@@ -201,12 +205,26 @@ pub fn plan_at(
         .iter()
         .filter(|o| o.controller == Some(true))
         .eq(std::iter::once(&want.owner));
-    let mut patch = serde_json::Map::new();
+    let cur_labels = cur.metadata.labels.as_ref();
+    let missing: serde_json::Map<String, serde_json::Value> = labels
+        .into_iter()
+        .filter(|(k, v)| cur_labels.and_then(|l| l.get(k)) != Some(v))
+        .map(|(k, v)| (k, v.into()))
+        .collect();
+    let mut meta = serde_json::Map::new();
     if !owned {
-        patch.insert(
-            "metadata".into(),
-            serde_json::json!({"ownerReferences": owners(cur_owners, &want.owner)}),
+        meta.insert(
+            "ownerReferences".into(),
+            serde_json::to_value(owners(cur_owners, &want.owner)).unwrap_or_default(),
         );
+    }
+    if !missing.is_empty() {
+        // A merge patch of `labels` adds these and keeps the others.
+        meta.insert("labels".into(), missing.into());
+    }
+    let mut patch = serde_json::Map::new();
+    if !meta.is_empty() {
+        patch.insert("metadata".into(), meta.into());
     }
     if cur.spec != want.spec {
         patch.insert(
@@ -352,6 +370,52 @@ mod tests {
             .filter_map(|o| o["uid"].as_str())
             .collect();
         assert_eq!(uids, ["uid-x", "uid-1"]);
+    }
+
+    #[test]
+    fn copied_objects_placements_carry_the_copy_label() {
+        use fed_api::copies::{COPY_PLACEMENT_LABEL, COPY_PLACEMENT_VALUE};
+        let d = want(&[("a", 3)], true, 0);
+        assert_eq!(
+            applied(&d, NOW).metadata.labels,
+            None,
+            "a workload's has none"
+        );
+        let mut copy = d.clone();
+        copy.spec.resource.api_version = "v1".into();
+        copy.spec.resource.kind = "ServiceAccount".into();
+        let Plan::Create(p) = plan_at("shop", "serviceaccount-web", None, &copy, NOW) else {
+            panic!("expected create");
+        };
+        let label = p
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(COPY_PLACEMENT_LABEL));
+        assert_eq!(label.map(String::as_str), Some(COPY_PLACEMENT_VALUE));
+        let mut cur = *p;
+        cur.status = status(None, &copy, NOW);
+        // One written before the label existed gets it, the other labels kept.
+        let mut old = cur.clone();
+        old.metadata.labels = Some([("team".to_owned(), "a".to_owned())].into());
+        let Plan::Update {
+            spec_patch: Some(patch),
+            status: false,
+        } = plan_at("shop", "serviceaccount-web", Some(&old), &copy, NOW)
+        else {
+            panic!("expected a label patch");
+        };
+        assert_eq!(
+            patch,
+            serde_json::json!({"metadata": {"labels": {COPY_PLACEMENT_LABEL: COPY_PLACEMENT_VALUE}}})
+        );
+        assert!(matches!(
+            plan_at("shop", "serviceaccount-web", Some(&cur), &copy, NOW),
+            Plan::Update {
+                spec_patch: None,
+                status: false
+            }
+        ));
     }
 
     #[test]
