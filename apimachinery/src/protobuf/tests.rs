@@ -176,6 +176,41 @@ fn configmap() {
     );
 }
 
+/// client-go's typed `AutoscalingV1()` client sends v1 HorizontalPodAutoscalers as
+/// protobuf; their round-trip annotations are plain strings.
+#[test]
+fn autoscaling_v1_horizontal_pod_autoscaler() {
+    let metadata = Enc::new().str(1, "web").str(3, "shop").entry(
+        12,
+        "autoscaling.alpha.kubernetes.io/metrics",
+        r#"[{"type":"Pods","pods":{"metricName":"qps","targetAverageValue":"10"}}]"#,
+    );
+    let target = Enc::new()
+        .str(1, "Deployment")
+        .str(2, "web")
+        .str(3, "apps/v1");
+    let spec = Enc::new().msg(1, target).int(2, 2).int(3, 6).int(4, 65);
+    let status = Enc::new().int(3, 2).int(4, 3).int(5, 40);
+    let raw = Enc::new().msg(1, metadata).msg(2, spec).msg(3, status);
+    let body = envelope("autoscaling/v1", "HorizontalPodAutoscaler", raw);
+    assert_eq!(
+        decode(&body).unwrap(),
+        json!({
+            "apiVersion": "autoscaling/v1",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web", "namespace": "shop", "annotations": {
+                "autoscaling.alpha.kubernetes.io/metrics":
+                    r#"[{"type":"Pods","pods":{"metricName":"qps","targetAverageValue":"10"}}]"#}},
+            "spec": {
+                "scaleTargetRef": {"kind": "Deployment", "name": "web", "apiVersion": "apps/v1"},
+                "minReplicas": 2, "maxReplicas": 6, "targetCPUUtilizationPercentage": 65,
+            },
+            "status": {"currentReplicas": 2, "desiredReplicas": 3,
+                "currentCPUUtilizationPercentage": 40},
+        })
+    );
+}
+
 #[test]
 fn secret_bytes_are_base64() {
     let raw = Enc::new()
