@@ -314,6 +314,16 @@ mod tests {
                 "apiextensions.k8s.io",
             ]
         );
+        // autoscaling serves v2 and v1 over the same objects; v2 is preferred, as upstream.
+        let autoscaling = api_group(&reg, "autoscaling").unwrap();
+        let versions: Vec<&str> = autoscaling["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v["version"].as_str())
+            .collect();
+        assert_eq!(versions, ["v2", "v1"]);
+        assert_eq!(autoscaling["preferredVersion"]["version"], "v2");
         let rbac = api_group(&reg, "rbac.authorization.k8s.io").unwrap();
         assert_eq!(rbac["kind"], "APIGroup");
         assert_eq!(

@@ -137,6 +137,10 @@ pub struct Conversion {
     pub to_served: fn(&mut Value),
     /// Served form to stored form (apiVersion aside).
     pub to_stored: fn(&mut Value),
+    /// Annotations of the served form that hold status (v1 HorizontalPodAutoscalers keep
+    /// their current metrics and conditions there): a write of the main resource keeps
+    /// the stored ones and a `/status` write takes the client's, as the status itself.
+    pub status_annotations: &'static [&'static str],
 }
 
 impl Conversion {
@@ -148,6 +152,7 @@ impl Conversion {
             stored_api_version,
             to_served: |_| {},
             to_stored: |_| {},
+            status_annotations: &[],
         }
     }
 }

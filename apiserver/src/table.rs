@@ -130,7 +130,12 @@ pub fn row(def: &ResourceDef, obj: &Value, include: IncludeObject) -> Value {
             "apiVersion": "meta.k8s.io/v1",
             "metadata": obj.get("metadata").cloned().unwrap_or(json!({})),
         }),
-        IncludeObject::Object => obj.clone(),
+        IncludeObject::Object => {
+            // Cells read the stored form; the object is shown as this resource serves it.
+            let mut served = obj.clone();
+            crate::convert::to_served(def, &mut served);
+            served
+        }
     };
     json!({ "cells": cells, "object": object })
 }

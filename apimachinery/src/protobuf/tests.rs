@@ -135,7 +135,7 @@ const JAN_2_2024: i64 = 1_704_164_645;
 fn the_vendored_table_loads() {
     let schema = schema();
     // The generator's roots (tools/gen-k8s-definitions.py) and what they reach.
-    assert_eq!(schema.len(), 353);
+    assert_eq!(schema.len(), 358);
     assert!(schema.contains("io.k8s.api.apps.v1.Deployment"));
     assert!(schema.contains("io.k8s.api.apps.v1.StatefulSet"));
     assert!(schema.contains("io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler"));
@@ -172,6 +172,41 @@ fn configmap() {
             },
             "data": {"mode": "fast", "empty": ""},
             "binaryData": {"blob": "AAEC/w=="}
+        })
+    );
+}
+
+/// client-go's typed `AutoscalingV1()` client sends v1 HorizontalPodAutoscalers as
+/// protobuf; their round-trip annotations are plain strings.
+#[test]
+fn autoscaling_v1_horizontal_pod_autoscaler() {
+    let metadata = Enc::new().str(1, "web").str(3, "shop").entry(
+        12,
+        "autoscaling.alpha.kubernetes.io/metrics",
+        r#"[{"type":"Pods","pods":{"metricName":"qps","targetAverageValue":"10"}}]"#,
+    );
+    let target = Enc::new()
+        .str(1, "Deployment")
+        .str(2, "web")
+        .str(3, "apps/v1");
+    let spec = Enc::new().msg(1, target).int(2, 2).int(3, 6).int(4, 65);
+    let status = Enc::new().int(3, 2).int(4, 3).int(5, 40);
+    let raw = Enc::new().msg(1, metadata).msg(2, spec).msg(3, status);
+    let body = envelope("autoscaling/v1", "HorizontalPodAutoscaler", raw);
+    assert_eq!(
+        decode(&body).unwrap(),
+        json!({
+            "apiVersion": "autoscaling/v1",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web", "namespace": "shop", "annotations": {
+                "autoscaling.alpha.kubernetes.io/metrics":
+                    r#"[{"type":"Pods","pods":{"metricName":"qps","targetAverageValue":"10"}}]"#}},
+            "spec": {
+                "scaleTargetRef": {"kind": "Deployment", "name": "web", "apiVersion": "apps/v1"},
+                "minReplicas": 2, "maxReplicas": 6, "targetCPUUtilizationPercentage": 65,
+            },
+            "status": {"currentReplicas": 2, "desiredReplicas": 3,
+                "currentCPUUtilizationPercentage": 40},
         })
     );
 }

@@ -610,3 +610,5 @@ fn log_refusal(message: &str) {
 mod apply_tests;
 #[cfg(test)]
 mod crd_tests;
+#[cfg(test)]
+mod hpa_v1_tests;

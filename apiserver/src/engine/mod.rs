@@ -218,6 +218,36 @@ fn spec_differs(a: &Value, b: &Value) -> bool {
             .any(|(k, v)| b.get(k) != Some(v))
 }
 
+/// Sets the annotations that hold status in `def`'s served form
+/// ([`crate::registry::Conversion::status_annotations`]) on `to` as `from` has them
+/// (removed where it has none): a write keeps them with the status it keeps.
+fn carry_status_annotations(def: &ResourceDef, from: &Value, to: &mut Value) {
+    let keys = def
+        .conversion
+        .as_ref()
+        .map_or(&[][..], |c| c.status_annotations);
+    if keys.is_empty() {
+        return;
+    }
+    let source = object::meta(from)
+        .get("annotations")
+        .and_then(Value::as_object);
+    let meta = object::meta_mut(to);
+    let mut annotations = match meta.remove("annotations") {
+        Some(Value::Object(a)) => a,
+        _ => Map::new(),
+    };
+    for k in keys {
+        match source.and_then(|s| s.get(*k)) {
+            Some(v) => annotations.insert((*k).to_string(), v.clone()),
+            None => annotations.remove(*k),
+        };
+    }
+    if !annotations.is_empty() {
+        meta.insert("annotations".into(), Value::Object(annotations));
+    }
+}
+
 /// The endpoint a write of `target` is recorded under.
 fn endpoint_of(target: Target) -> Endpoint {
     match target {
@@ -548,6 +578,7 @@ impl Engine {
                 if let Some(mf) = object::meta_mut(&mut new).remove("managedFields") {
                     object::meta_mut(&mut out).insert("managedFields".into(), mf);
                 }
+                carry_status_annotations(def, &new, &mut out);
                 return Ok(out);
             }
             Target::Main => {
@@ -560,6 +591,7 @@ impl Engine {
                             }
                         }
                     }
+                    carry_status_annotations(def, old, &mut new);
                 }
                 new
             }

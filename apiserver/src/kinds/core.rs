@@ -509,6 +509,7 @@ pub fn events_v1() -> ResourceDef {
             rename(o, &back);
         },
         to_stored: |o| rename(o, &EVENTS_V1_FIELDS),
+        status_annotations: &[],
     }));
     d
 }

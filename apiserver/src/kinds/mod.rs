@@ -8,6 +8,7 @@ pub mod apps;
 pub mod batch;
 pub mod core;
 pub mod endpoints;
+pub mod hpa_v1;
 pub mod networking;
 pub mod policy;
 pub mod quota;
@@ -53,6 +54,7 @@ pub fn builtin() -> Vec<ResourceDef> {
         networking::network_policies(),
         policy::pod_disruption_budgets(),
         policy::horizontal_pod_autoscalers(),
+        hpa_v1::horizontal_pod_autoscalers_v1(),
         scheduling::priority_classes(),
         storage::storage_classes(),
     ]);

@@ -94,7 +94,23 @@ pub fn pod_disruption_budgets() -> ResourceDef {
     d
 }
 
-fn default_hpa(o: &mut Value) {
+/// `autoscaling/v2`'s defaults (v1 objects are stored as v2 and get them too).
+pub(super) fn default_hpa(o: &mut Value) {
+    // The annotations v1's conversion writes are not v2's: upstream drops them from every
+    // v2 object it decodes, so a v2 client cannot store them.
+    if let Some(a) = o
+        .at_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        for k in super::hpa_v1::convert::ROUND_TRIP {
+            a.remove(k);
+        }
+        if a.is_empty()
+            && let Some(m) = o.at_mut("/metadata").and_then(Value::as_object_mut)
+        {
+            m.remove("annotations");
+        }
+    }
     default_at(o, &["spec", "minReplicas"], json!(1));
     // No metrics: scale on CPU at 80% of requests, as the v1 API did.
     let empty = o
@@ -147,7 +163,8 @@ const METRIC_TYPES: &[&str] = &[
     "Resource",
 ];
 
-fn validate_hpa(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
+/// `autoscaling/v2`'s rules (v1 objects are checked by them once converted).
+pub(super) fn validate_hpa(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
     let mut errs = validate::metadata(o, NameRule::Subdomain, true);
     for f in ["kind", "name"] {
         if o.at(&format!("/spec/scaleTargetRef/{f}"))
@@ -195,6 +212,17 @@ fn validate_hpa(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
                 ty,
                 METRIC_TYPES,
             ));
+        }
+        for source in ["resource", "containerResource"] {
+            if let Some(u) = m.pointer(&format!("/{source}/target/averageUtilization"))
+                && u.as_i64().is_some_and(|u| u < 1)
+            {
+                errs.push(invalid(
+                    &format!("spec.metrics[{i}].{source}.target.averageUtilization"),
+                    u,
+                    "must be greater than 0",
+                ));
+            }
         }
     }
     for dir in ["scaleUp", "scaleDown"] {
@@ -262,8 +290,8 @@ fn hpa_targets(o: &Value) -> Value {
     })
 }
 
-/// `autoscaling/v2` HorizontalPodAutoscaler: `status` subresource, category `all`.
-/// `autoscaling/v1` is not served: the engine keeps one version per resource.
+/// `autoscaling/v2` HorizontalPodAutoscaler: `status` subresource, category `all`. The
+/// stored form, which `autoscaling/v1` also serves ([`super::hpa_v1`]).
 pub fn horizontal_pod_autoscalers() -> ResourceDef {
     let mut d = ResourceDef::new(
         "autoscaling",
@@ -360,6 +388,14 @@ mod tests {
         );
         assert!(hpa["spec"].get("behavior").is_none());
         assert!(validate_hpa(&hpa, None).is_empty());
+        // v1's round-trip annotations do not stay on a v2 object; others do.
+        hpa["metadata"]["annotations"] = json!({"autoscaling.alpha.kubernetes.io/behavior": "{}"});
+        default_hpa(&mut hpa);
+        assert!(hpa["metadata"].get("annotations").is_none(), "{hpa}");
+        hpa["metadata"]["annotations"] =
+            json!({"autoscaling.alpha.kubernetes.io/metrics": "[]", "team": "web"});
+        default_hpa(&mut hpa);
+        assert_eq!(hpa["metadata"]["annotations"], json!({"team": "web"}));
         assert_eq!(hpa_targets(&hpa), "cpu: <unknown>/80%");
         hpa["spec"]["minReplicas"] = json!(6);
         assert_eq!(fields(&validate_hpa(&hpa, None)), ["spec.maxReplicas"]);
