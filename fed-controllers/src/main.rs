@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use fed_controllers::cli::{Args, LEASE_NAME};
 use fed_controllers::member_client::{self, Limits, MemberClients};
 use fed_controllers::metrics::Metrics;
-use fed_controllers::{cluster, copies, service, workload};
+use fed_controllers::{cluster, copies, fleet, service, workload};
 use meridian_runtime::endpoints::{Endpoints, Flag};
 use meridian_runtime::events::{self, Recorder};
 use meridian_runtime::shutdown::Shutdown;
@@ -75,10 +75,12 @@ async fn control(args: Args, shutdown: Shutdown) -> anyhow::Result<()> {
     let controllers = async {
         gate.leading().await;
         tracing::info!("leading: starting the controllers");
+        // One watch of the override policies for both copy paths.
+        let overrides = fleet::Overrides::start(fed.clone());
         tokio::select! {
             r = cluster::run(fed.clone(), config, metrics.clone(), recorder.clone(), ready) => r.context("cluster controller"),
-            r = workload::run(fed.clone(), workload_settings, metrics.workload.clone(), recorder.clone()) => r.context("workload controller"),
-            r = copies::controller::run(fed.clone(), copy_settings) => r.context("copy controller"),
+            r = workload::run(fed.clone(), workload_settings, metrics.workload.clone(), recorder.clone(), overrides.clone()) => r.context("workload controller"),
+            r = copies::controller::run(fed.clone(), copy_settings, overrides) => r.context("copy controller"),
             r = service::run(fed, service_settings, metrics, recorder) => r.context("service controller"),
         }
     };

@@ -15,6 +15,7 @@ mod etcd;
 mod join;
 mod kubeutil;
 mod lbagents;
+mod members;
 mod plan;
 mod status;
 mod up;

@@ -1,5 +1,7 @@
 //! `fedctl plan`: what the scheduler would decide for the objects in YAML files, with no
-//! server — the same `fed_scheduler::plan_offline` call, printed as a table or YAML.
+//! server — the same `fed_scheduler::plan_offline` call, printed as a table or YAML; the
+//! YAML also shows, per destination, the object as that member will get it (share and
+//! override policies applied, [`crate::members`]).
 
 use std::fmt::Write as _;
 use std::io::Read as _;
@@ -20,6 +22,7 @@ pub enum Format {
 /// Reads `files` (`-` is stdin), plans, and renders the report.
 pub fn run(files: &[PathBuf], without: &[String], format: Format) -> anyhow::Result<String> {
     let mut input = PlanInput::default();
+    let mut sources = crate::members::Sources::default();
     for f in files {
         let (name, text) = if f.as_os_str() == "-" {
             let mut s = String::new();
@@ -33,6 +36,7 @@ pub fn run(files: &[PathBuf], without: &[String], format: Format) -> anyhow::Res
             (f.display().to_string(), s)
         };
         input.add_yaml(&name, &text)?;
+        sources.add_yaml(&name, &text)?;
     }
     let now = jiff::Timestamp::now().as_second();
     let report = fed_scheduler::plan_offline(
@@ -43,7 +47,21 @@ pub fn run(files: &[PathBuf], without: &[String], format: Format) -> anyhow::Res
         },
     )?;
     match format {
-        Format::Yaml => serde_yaml_ng::to_string(&report).context("rendering YAML"),
+        Format::Yaml => {
+            let mut v = serde_json::to_value(&report).context("rendering the report")?;
+            for (e, out) in report
+                .workloads
+                .iter()
+                .zip(v["workloads"].as_array_mut().into_iter().flatten())
+            {
+                out["members"] = serde_json::Value::Array(sources.members(
+                    (e.namespace.as_str(), e.kind.as_str(), e.name.as_str()),
+                    &e.dest_clusters,
+                    &input.clusters,
+                ));
+            }
+            serde_yaml_ng::to_string(&v).context("rendering YAML")
+        }
         Format::Table => Ok(table(&report)),
     }
 }

@@ -142,6 +142,13 @@ pub fn controllers_rules() -> Vec<Value> {
         // service/controller.rs watches PropagationPolicies (a Service follows its
         // workload's policy).
         rule(FED_GROUP, &["propagationpolicies"], &WATCH),
+        // fleet/overrides.rs watches both override kinds, once per process: the copy and
+        // workload paths change each member's copy by them.
+        rule(
+            FED_GROUP,
+            &["overridepolicies", "clusteroverridepolicies"],
+            &WATCH,
+        ),
         // copies/controller.rs watches every placed kind and merge-patches its cleanup
         // finalizer onto the objects it copies: any resource a policy may name. At start it
         // also labels copied objects' Placements an earlier scheduler left unlabelled. No
@@ -252,6 +259,9 @@ mod tests {
             "ingresses",
             "web"
         ));
+        assert!(allows(&r, "watch", FED_GROUP, "overridepolicies", ""));
+        assert!(allows(&r, "list", FED_GROUP, "clusteroverridepolicies", ""));
+        assert!(!allows(&r, "update", FED_GROUP, "overridepolicies", "web"));
         assert!(!allows(&r, "create", FED_GROUP, "clusters", "a"));
         assert!(!allows(&r, "delete", FED_GROUP, "placements", "web"));
     }

@@ -1,5 +1,6 @@
-//! The kinds the federation serves: Meridian's own (Cluster, PropagationPolicy, Placement),
-//! with their schemas from `fed-api`, beside the engine's built-in kinds.
+//! The kinds the federation serves: Meridian's own (Cluster, the propagation policies,
+//! Placement; the override policies in `override_kinds`), with their schemas from
+//! `fed-api`, beside the engine's built-in kinds.
 
 use std::collections::HashSet;
 
@@ -24,6 +25,8 @@ pub fn federation_registry() -> Registry {
         clusters(),
         propagation_policies(),
         cluster_propagation_policies(),
+        crate::override_kinds::override_policies(),
+        crate::override_kinds::cluster_override_policies(),
         placements(),
     ]);
     Registry::new(defs)
@@ -41,7 +44,7 @@ pub fn federation_registry() -> Registry {
 
 /// A Meridian kind (a resource of `fed_api`'s group and version) shown with `short` names
 /// and `columns`: status subresource, generation tracking, category `meridian`.
-fn meridian(
+pub(crate) fn meridian(
     mut d: ResourceDef,
     short: &'static [&'static str],
     columns: Vec<Column>,
@@ -57,7 +60,7 @@ fn meridian(
 /// The structural schema of a CRD's first version, described by `description`, its
 /// single-key map-lists merging by key under strategic merge patch (see
 /// [`merge_lists_by_key`]). The CRD is built from Rust types, so it always has one.
-fn crd_schema(
+pub(crate) fn crd_schema(
     crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     description: &str,
 ) -> Value {
@@ -77,7 +80,7 @@ fn crd_schema(
 }
 
 /// Deserializes `spec` and `status` into the Rust types to report type errors.
-fn typed_parts<S: serde::de::DeserializeOwned, T: serde::de::DeserializeOwned>(
+pub(crate) fn typed_parts<S: serde::de::DeserializeOwned, T: serde::de::DeserializeOwned>(
     o: &Value,
 ) -> Result<(), String> {
     if let Some(spec) = o.get("spec") {
@@ -93,7 +96,7 @@ fn typed_parts<S: serde::de::DeserializeOwned, T: serde::de::DeserializeOwned>(
 /// finds causes, since those come back as a 422 naming each field. `fed-api`'s types reject
 /// much of what validation reports (an unknown taint effect is not a `TaintEffect`), and
 /// the typed check runs first; without this the user would get a 400 naming a Rust type.
-fn after_validation(
+pub(crate) fn after_validation(
     validate: fn(&Value, Option<&Value>) -> Vec<Cause>,
     typed: fn(&Value) -> Result<(), String>,
     o: &Value,

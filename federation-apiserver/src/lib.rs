@@ -5,4 +5,5 @@ pub mod cli;
 pub mod component_policy;
 pub mod credentials;
 pub mod kinds;
+pub mod override_kinds;
 pub mod storage;

@@ -390,3 +390,98 @@ fn an_operator_install_manifest_applies_into_the_default_namespace() {
     let left = k.run(&["get", "serviceaccount", "example-operator"]);
     assert!(!left.status.success());
 }
+
+#[test]
+fn override_policies_through_kubectl() {
+    let (server, dir) = Server::start(&[]);
+    let k = Kubectl {
+        bin: meridian_e2e::kubectl_path(),
+        kubeconfig: server.kubeconfig().to_owned(),
+    };
+    let resources = k.ok(&["api-resources", "--api-group=federation.meridian.dev"]);
+    for (plural, short) in [
+        ("overridepolicies", "op"),
+        ("clusteroverridepolicies", "cop"),
+    ] {
+        assert!(
+            resources
+                .lines()
+                .any(|l| l.starts_with(plural) && l.contains(short)),
+            "api-resources lacks {plural} ({short}):\n{resources}"
+        );
+    }
+    k.ok(&["create", "namespace", "shop"]);
+    let good = dir.path().join("op.yaml");
+    std::fs::write(
+        &good,
+        r#"
+apiVersion: federation.meridian.dev/v1alpha1
+kind: OverridePolicy
+metadata: {name: web-regions, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment, name: web}
+  overrideRules:
+  - targetCluster: {regions: [cn-north]}
+    overriders:
+      imageOverrider:
+      - {component: Registry, operator: replace, value: registry.cn.example}
+      plaintext:
+      - {path: /spec/template/spec/nodeSelector, operator: add, value: {disk: ssd}}
+---
+apiVersion: federation.meridian.dev/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {name: mirror}
+spec:
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment}
+  overrideRules:
+  - overriders:
+      labelsOverrider:
+      - {operator: add, value: {mirrored: "yes"}}
+"#,
+    )
+    .unwrap();
+    k.ok(&["apply", "-f", good.to_str().unwrap()]);
+    let table = k.ok(&["get", "op", "-n", "shop"]);
+    assert!(
+        table.contains("SELECTORS") && table.contains("RULES") && table.contains("web-regions"),
+        "{table}"
+    );
+    let cop = k.json(&["get", "cop", "mirror"]);
+    assert_eq!(
+        cop["spec"]["overrideRules"][0]["overriders"]["labelsOverrider"][0]["value"]["mirrored"],
+        "yes"
+    );
+
+    // A bad policy is refused with the field and the reason.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        r#"
+apiVersion: federation.meridian.dev/v1alpha1
+kind: OverridePolicy
+metadata: {name: bad, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment}
+  overrideRules:
+  - overriders:
+      imageOverrider:
+      - {component: Layer, operator: replace, value: x}
+      plaintext:
+      - {path: spec/replicas, operator: replace, value: 1}
+"#,
+    )
+    .unwrap();
+    let out = k.run(&["apply", "-f", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "spec.overrideRules[0].overriders.imageOverrider[0].component",
+        "spec.overrideRules[0].overriders.plaintext[0].path",
+        "JSON pointer",
+    ] {
+        assert!(err.contains(want), "{want} not in:\n{err}");
+    }
+}

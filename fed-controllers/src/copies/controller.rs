@@ -6,15 +6,19 @@
 //! Placement is about (a dynamic reflector per kind, found by discovery), and in each
 //! member a reflector per kind over Meridian's copies (label `managed-by=meridian`). A
 //! member that does not serve a kind (a custom resource whose CRD it lacks) reports
-//! `KindNotServed` and is asked again with back-off. Decisions are [`super::plan`]'s; this
-//! module applies them.
+//! `KindNotServed` and is asked again with back-off. The override policies come from the
+//! process's one watch of them ([`crate::fleet::Overrides`]): a member's copy is the one
+//! they make for it, and a change to a policy re-queues the objects it selects or selected.
+//! Decisions are [`super::plan`]'s and [`super::member_copy`]'s; this module applies them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use fed_api::copies::{Path, path, placement_of};
+use fed_api::governance::Subject;
 use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_FINALIZER};
+use fed_api::overrides::apply::{MemberCluster, labels_of, selecting};
 use fed_api::{Cluster, Placement};
 use futures::StreamExt;
 use kube::api::{
@@ -33,9 +37,11 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 use tracing::Instrument as _;
 
+use super::member_copy::overridden;
 use super::plan::{Finalizer, Step, finalizer, step, wanted};
 use super::report::{FailReason, Outcome, cluster_entries, propagated};
-use crate::fleet::{Settings, reflect};
+use crate::fleet::overrides::Changed;
+use crate::fleet::{Overrides, Settings, reflect};
 
 /// `(apiVersion, kind)`.
 type Kind = (String, String);
@@ -95,6 +101,7 @@ struct Central {
     settings: Settings,
     placements: Store<Placement>,
     clusters: Store<Cluster>,
+    overrides: Overrides,
     kinds: tokio::sync::Mutex<HashMap<Kind, Arc<FedKind>>>,
     members: tokio::sync::Mutex<HashMap<String, Arc<Member>>>,
     /// Last result per object per member, for the Placement's status.
@@ -255,6 +262,20 @@ impl Central {
         mk
     }
 
+    /// Re-queues every object an override policy's change may give another copy (all of
+    /// them when changes were missed).
+    fn requeue_for(&self, changed: Option<&Changed>) {
+        let keys: Vec<CopyKey> = lock(&self.outcomes)
+            .keys()
+            .filter(|k| {
+                changed
+                    .is_none_or(|c| c.may_affect(&k.api_version, &k.kind, k.namespace.as_deref()))
+            })
+            .cloned()
+            .collect();
+        keys.into_iter().for_each(|k| self.queue.add(k));
+    }
+
     /// Forgets member `cluster` (its watches stop) and re-syncs every copy it may hold.
     async fn drop_member(&self, cluster: &str) {
         self.members.lock().await.remove(cluster);
@@ -281,6 +302,17 @@ impl Central {
             .as_deref()
             .map(|o| serde_json::to_value(o).unwrap_or(Value::Null));
         let uid = fed_obj.as_ref().and_then(|o| o.uid()).unwrap_or_default();
+        // The override policies that select the object, in the order they apply.
+        let policies = self.overrides.snapshot();
+        let labels = fed_value.as_ref().map(labels_of).unwrap_or_default();
+        let subject = Subject {
+            api_version: &key.api_version,
+            kind: &key.kind,
+            namespace: key.namespace.as_deref(),
+            name: &key.name,
+            labels: &labels,
+        };
+        let selected = selecting(&subject, &policies);
         // A Placement of an earlier object of the same name is not this one's.
         let dest = placement
             .as_ref()
@@ -309,7 +341,28 @@ impl Central {
         let mut held = false;
         let mut failed = 0usize;
         for cluster in clusters {
-            let want = wanted(fed_value.as_ref(), &dest, &cluster);
+            let mut want = wanted(fed_value.as_ref(), &dest, &cluster);
+            if let Some(w) = &want
+                && !selected.is_empty()
+                && let Some(c) = self.clusters.get(&ObjectRef::new(&cluster))
+            {
+                match overridden(w, &key.kind, &MemberCluster::of(&c), &selected, &uid) {
+                    Ok(v) => want = Some(v),
+                    // Nothing is pushed there (nor removed) until the policy is fixed; its
+                    // change re-queues the object, so no retry is needed meanwhile.
+                    Err(e) => {
+                        held = true;
+                        outcomes.insert(
+                            cluster,
+                            Outcome::Failed {
+                                reason: FailReason::OverrideFailed,
+                                message: e.to_string(),
+                            },
+                        );
+                        continue;
+                    }
+                }
+            }
             let m = match self.member(&cluster).await {
                 Ok(m) => m,
                 Err(message) => {
@@ -668,7 +721,7 @@ async fn label_earlier_placements(fed: &Client) -> Result<usize, CopyError> {
 }
 
 /// Runs the copy controller until its federation watches end.
-pub async fn run(fed: Client, settings: Settings) -> Result<(), CopyError> {
+pub async fn run(fed: Client, settings: Settings, overrides: Overrides) -> Result<(), CopyError> {
     let mut backoff = std::time::Duration::from_millis(200);
     loop {
         match label_earlier_placements(&fed).await {
@@ -706,12 +759,16 @@ pub async fn run(fed: Client, settings: Settings) -> Result<(), CopyError> {
         settings,
         placements,
         clusters,
+        overrides: overrides.clone(),
         kinds: tokio::sync::Mutex::default(),
         members: tokio::sync::Mutex::default(),
         outcomes: Mutex::default(),
         queue: queue.clone(),
     });
     let mut specs: HashMap<String, String> = HashMap::new();
+    let mut override_changes = overrides.subscribe();
+    // Copies are pushed as the policies make them: never before they are listed.
+    overrides.ready().await;
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..4 {
         let c = central.clone();
@@ -750,6 +807,11 @@ pub async fn run(fed: Client, settings: Settings) -> Result<(), CopyError> {
                 }
                 Some(_) => {}
                 None => return Ok(()),
+            },
+            changed = override_changes.recv() => match changed {
+                Ok(c) => central.requeue_for(Some(&c)),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => central.requeue_for(None),
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
             },
             ev = cluster_events.next() => match ev {
                 // A cluster gone or re-pointed (endpoint, CA, credentials) drops its

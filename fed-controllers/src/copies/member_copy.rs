@@ -2,11 +2,13 @@
 //! minus what the federation's server set (identity, versions, bookkeeping, status), what
 //! means nothing in a member (owner references to federation objects, finalizers) and the
 //! fields a member's own controllers write (a ServiceAccount's token `secrets`, a bound
-//! PVC's `volumeName`), plus Meridian's ownership labels.
+//! PVC's `volumeName`), plus Meridian's ownership labels; and that copy as one member gets
+//! it once the override policies that select the object have changed it.
 
 use serde_json::{Map, Value};
 
 use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_UID_LABEL};
+use fed_api::overrides::apply::{MemberCluster, OverrideError, Policy, apply_selected};
 
 /// Metadata the federation's API server sets or that refers to federation objects.
 const SERVER_METADATA: [&str; 11] = [
@@ -81,18 +83,47 @@ pub fn member_copy(fed: &Value, uid: &str) -> Value {
         {
             meta.remove("annotations");
         }
-        let labels = meta
-            .entry("labels")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !labels.is_object() {
-            *labels = Value::Object(Map::new());
-        }
-        if let Some(l) = labels.as_object_mut() {
-            l.insert(MANAGED_BY_LABEL.into(), MANAGED_BY_VALUE.into());
-            l.insert(OWNER_UID_LABEL.into(), uid.into());
-        }
     }
+    stamp(&mut out, uid);
     out
+}
+
+/// `copy` (of `kind`, Meridian's copy of the object with `uid`) as cluster `c` gets it under
+/// the `selected` override policies. Meridian's ownership labels are put back afterwards:
+/// without them the copy would not be recognised as Meridian's, and never updated again.
+pub fn overridden(
+    copy: &Value,
+    kind: &str,
+    c: &MemberCluster<'_>,
+    selected: &[&Policy],
+    uid: &str,
+) -> Result<Value, OverrideError> {
+    let mut out = apply_selected(copy, kind, c, selected)?;
+    stamp(&mut out, uid);
+    Ok(out)
+}
+
+/// Sets Meridian's ownership labels on `obj`.
+fn stamp(obj: &mut Value, uid: &str) {
+    let Some(o) = obj.as_object_mut() else {
+        return;
+    };
+    let meta = o
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Some(meta) = meta.as_object_mut() else {
+        return;
+    };
+    let labels = meta
+        .entry("labels")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !labels.is_object() {
+        *labels = Value::Object(Map::new());
+    }
+    if let Some(l) = labels.as_object_mut() {
+        l.insert(MANAGED_BY_LABEL.into(), MANAGED_BY_VALUE.into());
+        l.insert(OWNER_UID_LABEL.into(), uid.into());
+    }
 }
 
 fn remove_path(obj: &mut Map<String, Value>, path: &[&str]) {
@@ -188,6 +219,42 @@ mod tests {
         for (what, fed, want) in cases {
             assert_eq!(member_copy(&fed, "fed-uid"), want, "{what}");
         }
+    }
+
+    #[test]
+    fn overrides_apply_and_ownership_stays() {
+        use std::collections::BTreeMap;
+        let fed = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                         "metadata": {"name": "cfg", "namespace": "shop", "uid": "u", "labels": {"app": "shop"}},
+                         "data": {"a": "1"}});
+        let copy = member_copy(&fed, "u");
+        let policy = Policy {
+            namespace: Some("shop".into()),
+            name: "labels".into(),
+            spec: serde_json::from_value(json!({
+                "resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap"}],
+                "overrideRules": [{"targetCluster": {"clusterNames": ["a"]}, "overriders": {"plaintext": [
+                    {"path": "/metadata/labels", "operator": "replace", "value": {"tier": "edge"}}
+                ]}}]
+            }))
+            .unwrap(),
+        };
+        let labels = BTreeMap::new();
+        let at = |name| MemberCluster {
+            name,
+            labels: &labels,
+            region: None,
+            zone: None,
+        };
+        let got = overridden(&copy, "ConfigMap", &at("a"), &[&policy], "u").unwrap();
+        assert_eq!(
+            got["metadata"]["labels"],
+            json!({"tier": "edge", MANAGED_BY_LABEL: MANAGED_BY_VALUE, OWNER_UID_LABEL: "u"})
+        );
+        assert_eq!(
+            overridden(&copy, "ConfigMap", &at("b"), &[&policy], "u").unwrap(),
+            copy
+        );
     }
 
     #[test]

@@ -20,6 +20,9 @@ pub enum FailReason {
     Rejected,
     /// The member could not be reached or answered with a server error.
     Unreachable,
+    /// An override policy's rule could not change the copy for this member: nothing is
+    /// pushed there until the policy is fixed.
+    OverrideFailed,
 }
 
 impl FailReason {
@@ -30,6 +33,7 @@ impl FailReason {
             FailReason::Conflict => "Conflict",
             FailReason::Rejected => "Rejected",
             FailReason::Unreachable => "Unreachable",
+            FailReason::OverrideFailed => "OverrideFailed",
         }
     }
 }

@@ -3,7 +3,8 @@
 //! each with a connection retried with backoff ([`members`]) under shared tunables
 //! ([`settings`]); the federation-side reflectors ([`watch`]); the intents central hands
 //! each member and the sync records members keep ([`intent`]); the Events about federated
-//! objects ([`events`]); the members' errors read back from a Placement ([`status`]); and
+//! objects ([`events`]); the members' errors read back from a Placement ([`status`]); the
+//! override policies every copy path reads, watched once per process ([`overrides`]); and
 //! the error a federation-side reconcile fails with ([`error`]). Each controller keeps
 //! only its decisions and what its members converge.
 
@@ -11,6 +12,7 @@ pub mod error;
 pub mod events;
 pub mod intent;
 pub mod members;
+pub mod overrides;
 pub mod settings;
 pub mod status;
 pub mod watch;
@@ -18,5 +20,6 @@ pub mod watch;
 pub use error::{FedError, timed};
 pub use intent::{Intent, Record};
 pub use members::{Connection, Fleet, Handle};
+pub use overrides::Overrides;
 pub use settings::Settings;
 pub use watch::{Object, reflect};

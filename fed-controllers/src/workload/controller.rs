@@ -1,7 +1,9 @@
 //! The workload controller's federation side: watches workloads, Placements, ConfigMaps,
 //! Secrets and Clusters; keeps one member task per Cluster; and for each workload key
 //! (level-triggered, deduplicating queue) decides every member's intent, manages the
-//! finalizer and writes the aggregated status.
+//! finalizer and writes the aggregated status. Each member's copy is the one the override
+//! policies make for it ([`super::wants`]); a policy's change re-queues the workloads of
+//! the kinds it selects or selected.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -9,7 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio_util::task::AbortOnDropHandle;
 
+use fed_api::governance::Subject;
 use fed_api::names::WORKLOAD_FINALIZER;
+use fed_api::overrides::apply::{MemberCluster, OverrideError, labels_of, selecting};
 use fed_api::{Cluster, Placement};
 use futures::stream::{BoxStream, StreamExt};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -34,9 +38,11 @@ use super::pacing::Pacer;
 use super::placements::{self, PlacementCache, PlacementView};
 use super::plan::{self, MemberPlan};
 use super::status_spacing::StatusSpacing;
+use super::wants::Wants;
 use super::{Settings, deps, desired, status};
 use crate::cluster::controller::token_digest;
-use crate::fleet::{self, FedError, Fleet, reflect};
+use crate::fleet::overrides::Changed;
+use crate::fleet::{self, FedError, Fleet, Overrides, reflect};
 use crate::metrics::WorkloadMetrics;
 
 /// First retry delay after a write conflict.
@@ -61,6 +67,8 @@ pub(super) struct Central {
     caches: Caches,
     queue: Arc<WorkQueue<WorkloadKey>>,
     members: Fleet<MemberShared>,
+    /// The override policies (one watch per process).
+    overrides: Overrides,
     metrics: Arc<WorkloadMetrics>,
     /// Members' outcomes, gathered into one Event per change.
     events: Arc<Batcher>,
@@ -90,6 +98,8 @@ enum Input {
     Dep(DepKind, Box<Result<Event<DynamicObject>, watcher::Error>>),
     Placement(Box<Result<Event<Placement>, watcher::Error>>),
     Cluster(Box<Result<Event<Cluster>, watcher::Error>>),
+    /// An override policy changed (`None`: changes were missed).
+    Overrides(Option<Changed>),
 }
 
 /// A digest of what in a workload decides the members' intents: its generation (which the
@@ -248,6 +258,22 @@ impl Central {
 
     fn on_input(&self, input: Input) {
         match input {
+            Input::Overrides(changed) => {
+                for (kind, store) in &self.caches.workloads {
+                    for o in store.state() {
+                        let affected = changed.as_ref().is_none_or(|c| {
+                            c.may_affect("apps/v1", kind.as_str(), Some(o.namespace.as_str()))
+                        });
+                        if affected {
+                            self.queue.add(WorkloadKey::new(
+                                *kind,
+                                o.namespace.clone(),
+                                o.name.clone(),
+                            ));
+                        }
+                    }
+                }
+            }
             Input::Workload(kind, ev) => match *ev {
                 Ok(Event::Apply(o) | Event::InitApply(o)) => {
                     let key =
@@ -430,12 +456,6 @@ impl Central {
             }
             h.finish()
         };
-        let source_of = |replicas: i32| {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            (source, replicas).hash(&mut h);
-            h.finish()
-        };
         let mut dep_copies: Option<Vec<Dependency>> = None;
         let mut build_dep_copies = || -> Result<Vec<Dependency>, FedError> {
             if let Some(d) = &dep_copies {
@@ -468,7 +488,37 @@ impl Central {
             .filter(|(name, (_, look))| look.holds.unwrap_or(!dest_names.contains(*name)))
             .map(|(name, _)| name.to_string())
             .collect();
-        let want_of = |replicas: i32| desired::sub_object(&fed, key.kind, replicas, &uid);
+        // Each destination's copy: its share, then what the override policies change there.
+        let policies = self.overrides.snapshot();
+        let labels = labels_of(&fed);
+        let subject = Subject {
+            api_version: "apps/v1",
+            kind: key.kind.as_str(),
+            namespace: Some(key.namespace.as_str()),
+            name: &key.name,
+            labels: &labels,
+        };
+        let mut wants = Wants::new(&fed, key.kind, &uid, selecting(&subject, &policies));
+        let any_policy = wants.any_policy();
+        let cluster_of = |c: &str| {
+            if any_policy {
+                self.caches.clusters.get(&ObjectRef::new(c))
+            } else {
+                None
+            }
+        };
+        // Destinations whose copy an override cannot make: nothing is pushed there (what
+        // they hold stays as it is) and their entry says why.
+        let override_failures: HashMap<&str, OverrideError> = dest
+            .iter()
+            .filter_map(|(c, r)| {
+                let cluster = cluster_of(c);
+                let member = cluster.as_deref().map(MemberCluster::of);
+                wants.variant(member.as_ref())?;
+                let e = wants.get(member.as_ref(), *r).as_ref().err()?.clone();
+                Some((c.as_str(), e))
+            })
+            .collect();
         // Whether every destination is still on its first sync. Read before the reports: a
         // sync that ends in between then shows in them, never in neither.
         let first_syncs_pending = !dest.is_empty()
@@ -490,16 +540,18 @@ impl Central {
         // built (once per share: with many destinations most shares are equal), and the
         // member's copy parsed, only once its member's controller has caught up with that
         // copy.
-        let mut wanted: HashMap<i32, Value> = HashMap::new();
         let observed: Vec<bool> = dest
             .iter()
             .map(|(c, r)| {
                 let entry = looks.get(c.as_str()).and_then(|(_, l)| l.entry.as_ref());
                 entry.is_some_and(|entry| {
-                    entry.status.caught_up() && {
-                        let want = wanted.entry(*r).or_insert_with(|| want_of(*r));
-                        status::observed(&entry.status, || entry.value(), want)
-                    }
+                    let cluster = cluster_of(c);
+                    let member = cluster.as_deref().map(MemberCluster::of);
+                    entry.status.caught_up()
+                        && match wants.get(member.as_ref(), *r) {
+                            Ok(want) => status::observed(&entry.status, || entry.value(), want),
+                            Err(_) => false,
+                        }
                 })
             })
             .collect();
@@ -523,6 +575,11 @@ impl Central {
                 entries.push(self.entry(c, report));
             }
         }
+        for e in entries.iter_mut().take(dest.len()) {
+            if let Some(err) = override_failures.get(e.cluster.as_str()) {
+                e.error = format!("OverrideFailed: {err}");
+            }
+        }
         let dest_ready = dest
             .iter()
             .zip(&observed)
@@ -542,28 +599,38 @@ impl Central {
         // Whether a member got a new intent: it reports back once it has acted on it, and
         // the status is written then rather than now as well.
         let mut handed_out = false;
-        // Members holding equal shares share one copy of the wanted object.
-        let mut built: HashMap<i32, Compact> = HashMap::new();
+        // Members holding equal shares (and no copy of their own) share one copy of the
+        // wanted object.
+        let mut built: HashMap<(Option<String>, i32), Compact> = HashMap::new();
         for (cluster, p) in plans {
             let Some((m, _)) = looks.get(cluster.as_str()) else {
                 continue;
             };
             match p {
+                MemberPlan::Hold(_) if override_failures.contains_key(cluster.as_str()) => {}
                 MemberPlan::Hold(r) => {
-                    let src = source_of(r);
+                    let c = cluster_of(&cluster);
+                    let member = c.as_deref().map(MemberCluster::of);
+                    let variant = wants.variant(member.as_ref());
+                    let src = wants.source(source, &variant, r);
                     if m.has_intent_from(key, src) {
                         continue;
                     }
+                    let workload = match built.entry((variant, r)) {
+                        std::collections::hash_map::Entry::Occupied(e) => e.get().clone(),
+                        std::collections::hash_map::Entry::Vacant(e) => {
+                            match wants.get(member.as_ref(), r) {
+                                Ok(v) => e.insert(Compact::new(v)).clone(),
+                                // Failures were found above, for every destination.
+                                Err(_) => continue,
+                            }
+                        }
+                    };
                     let intent = Intent {
                         uid: uid.clone(),
                         want: Want::Present {
                             deps: build_dep_copies()?,
-                            workload: built
-                                .entry(r)
-                                .or_insert_with(|| {
-                                    Compact::new(wanted.entry(r).or_insert_with(|| want_of(r)))
-                                })
-                                .clone(),
+                            workload,
                             replicas: r,
                         },
                     };
@@ -604,6 +671,7 @@ impl Central {
                         p,
                         &entries,
                         conflict,
+                        !override_failures.is_empty(),
                         all_observed,
                         &missing,
                         &now,
@@ -638,7 +706,8 @@ impl Central {
     }
 
     /// Writes the Placement's status if it changed; `Ok(true)` when it wrote. `conflict`:
-    /// a member reports a name conflict.
+    /// a member reports a name conflict; `override_failed`: some destination's copy could
+    /// not be made.
     #[allow(clippy::too_many_arguments)]
     async fn write_placement_status(
         &self,
@@ -646,11 +715,13 @@ impl Central {
         p: &PlacementView,
         entries: &[fed_api::placement::ClusterWorkloadStatus],
         conflict: bool,
+        override_failed: bool,
         all_observed: bool,
         missing: &[String],
         now: &str,
     ) -> Result<bool, FedError> {
-        let (st, reason, mut message) = status::propagated(entries, conflict, all_observed);
+        let (st, reason, mut message) =
+            status::propagated(entries, conflict, override_failed, all_observed);
         if !missing.is_empty() {
             message = format!(
                 "{message}{}missing in the federation: {}",
@@ -770,6 +841,7 @@ pub async fn run(
     settings: Settings,
     metrics: Arc<WorkloadMetrics>,
     recorder: Recorder,
+    overrides: Overrides,
 ) -> Result<(), FedError> {
     let mut streams: Vec<BoxStream<'static, Input>> = Vec::new();
     let mut workloads = HashMap::new();
@@ -799,6 +871,15 @@ pub async fn run(
     let (clusters, s) = reflect(Api::<Cluster>::all(fed.clone()), watcher::Config::default());
     let cluster_store = clusters.clone();
     streams.push(s.map(|e| Input::Cluster(Box::new(e))).boxed());
+    let changes = futures::stream::unfold(overrides.subscribe(), |mut rx| async move {
+        use tokio::sync::broadcast::error::RecvError;
+        match rx.recv().await {
+            Ok(c) => Some((Input::Overrides(Some(c)), rx)),
+            Err(RecvError::Lagged(_)) => Some((Input::Overrides(None), rx)),
+            Err(RecvError::Closed) => None,
+        }
+    });
+    streams.push(changes.boxed());
 
     let recorder = recorder.for_component(events::COMPONENT);
     let events = Batcher::start(recorder.clone(), settings.event_window);
@@ -824,6 +905,7 @@ pub async fn run(
         },
         queue: Arc::new(queue),
         members: Fleet::default(),
+        overrides,
         metrics,
         cluster_ready: Mutex::default(),
         wanted_seen: Mutex::default(),
@@ -845,6 +927,7 @@ pub async fn run(
                 }
             }
             c.caches.placements.ready().wait().await;
+            c.overrides.ready().await;
             if cluster_store.wait_until_ready().await.is_err() {
                 return;
             }

@@ -4,7 +4,8 @@
 //! into `Placement.status.clusters` and the federated object's `status`; reverts edits made
 //! in members; cleans members up behind the `member-cleanup` finalizer.
 //!
-//! Pure decisions — [`deps`], [`desired`], [`plan`], [`drift`], [`ownership`], [`status`] —
+//! Pure decisions — [`deps`], [`desired`], [`wants`] (the copy each member gets, override
+//! policies applied), [`plan`], [`drift`], [`ownership`], [`status`] —
 //! are separate from the effects: [`member`] runs one task and queue per member cluster,
 //! [`controller`] watches the federation and hands members their intents.
 
@@ -26,6 +27,7 @@ pub mod placements;
 pub mod plan;
 pub mod status;
 pub mod status_spacing;
+pub mod wants;
 
 use std::time::Duration;
 

@@ -99,16 +99,20 @@ pub fn observed(copy: &CopyStatus, actual: impl FnOnce() -> Value, desired: &Val
 }
 
 /// The Placement's `Propagated` condition, `(status, reason, message)`: a conflict in any
-/// member first (it needs a person), then any other error, then whether every member has
-/// observed the current spec.
+/// member first (it needs a person), then an override policy that cannot make some
+/// member's copy (it needs the policy fixed), then any other error, then whether every
+/// member has observed the current spec.
 pub fn propagated(
     entries: &[ClusterWorkloadStatus],
     conflict: bool,
+    override_failed: bool,
     all_observed: bool,
 ) -> (&'static str, &'static str, String) {
     let errors = crate::fleet::status::member_errors(entries);
     if conflict {
         ("False", "Conflict", errors.join("; "))
+    } else if override_failed {
+        ("False", "OverrideFailed", errors.join("; "))
     } else if !errors.is_empty() {
         ("False", "SyncFailed", errors.join("; "))
     } else if all_observed {
@@ -396,23 +400,24 @@ mod tests {
         let fine = entry("b", 1, 1, 1, 1);
         let two = [failing, fine.clone()];
         assert_eq!(
-            propagated(&two, true, false),
+            propagated(&two, true, false, false),
             (
                 "False",
                 "Conflict",
                 "a: creating Deployment shop/web in a: timed out".into()
             )
         );
-        assert_eq!(propagated(&two, false, true).1, "SyncFailed");
+        assert_eq!(propagated(&two, false, false, true).1, "SyncFailed");
+        assert_eq!(propagated(&two, false, true, true).1, "OverrideFailed");
         // An error text that mentions a conflict is not one.
         let mut worded = entry("c", 0, 0, 0, 0);
         worded.error = "conflict: made up".into();
-        assert_eq!(propagated(&[worded], false, false).1, "SyncFailed");
+        assert_eq!(propagated(&[worded], false, false, false).1, "SyncFailed");
         assert_eq!(
-            propagated(std::slice::from_ref(&fine), false, true),
+            propagated(std::slice::from_ref(&fine), false, false, true),
             ("True", "InSync", String::new())
         );
-        assert_eq!(propagated(&[fine], false, false).1, "Progressing");
+        assert_eq!(propagated(&[fine], false, false, false).1, "Progressing");
     }
 
     #[test]

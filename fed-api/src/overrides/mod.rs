@@ -1,6 +1,14 @@
 //! `OverridePolicy` and `ClusterOverridePolicy`: per-cluster changes to the copies pushed
 //! into members (image, command, args, labels, annotations, RFC 6902 operations), applied
 //! after placement, rule by rule.
+//!
+//! The types are here; [`apply`] decides what a member gets (which policies select an
+//! object, in which order, and what each rule does to the copy for one cluster), and
+//! [`image`] takes image references apart. Both are pure, so the controllers and
+//! `fedctl plan` compute the very same copy.
+
+pub mod apply;
+pub mod image;
 
 use std::collections::BTreeMap;
 
@@ -83,18 +91,22 @@ pub enum OverrideOperator {
     Replace,
 }
 
-/// The part of an image reference (`registry/repository:tag`) an [`ImageOverrider`] changes.
+/// The part of an image reference (`registry/repository:tag@digest`) an [`ImageOverrider`]
+/// changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum ImageComponent {
     /// `registry.example` in `registry.example/team/web:1.2`.
     Registry,
     /// `team/web`.
     Repository,
-    /// `1.2`, or the digest (`sha256:…`) when the image is pinned by one.
+    /// `1.2`. A digest, when the image has one, pins it whatever the tag says.
     Tag,
+    /// `sha256:…` after the `@`.
+    Digest,
 }
 
-/// Changes one part of container images.
+/// Changes one part of container images: `add` sets a part the image lacks (an image that
+/// has it keeps it), `remove` drops it, `replace` sets it.
 #[skip_serializing_none]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -113,7 +125,7 @@ pub struct ImageOverrider {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CommandArgsOverrider {
-    /// The container (or init container) by name.
+    /// The container (or init container) by name; a workload without it is left alone.
     pub container_name: String,
     /// `add` appends, `remove` drops these entries, `replace` sets the whole list.
     pub operator: OverrideOperator,
