@@ -128,7 +128,17 @@ impl<S: LeaseStore> Election<S> {
             };
         };
         let stop = shutdown.child();
-        let election = elector.run(stop.clone());
+        // Its own task: polled beside `work`, a renewal would wait whenever the
+        // component's loops run long between awaits (hundreds of members connecting at
+        // once), and the term would be lost for want of a poll. Aborted if `run` is dropped.
+        let election = async {
+            match tokio_util::task::AbortOnDropHandle::new(tokio::spawn(elector.run(stop.clone())))
+                .await
+            {
+                Ok(r) => r,
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            }
+        };
         tokio::pin!(election, work);
         tokio::select! {
             r = &mut election => match r {

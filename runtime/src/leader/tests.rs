@@ -503,3 +503,37 @@ async fn readiness_says_whether_this_replica_leads() {
     gate.end();
     assert!(!ready.ready().ready);
 }
+
+/// The elector renews on its own task: work that holds its thread for three renew
+/// deadlines (a burst of computation between awaits, as hundreds of members connecting at
+/// once can be) does not cost the term. Real time: the blocking is what is tested.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_that_holds_its_thread_does_not_starve_the_renewals() {
+    let ms = Duration::from_millis;
+    let s = Settings {
+        lease_duration: ms(600),
+        renew_deadline: ms(400),
+        retry_period: ms(50),
+        ..settings("a")
+    };
+    let store = MemoryLeases::new();
+    let election = Election::with_store(
+        Some((s, store.handle(Duration::ZERO))),
+        ElectionMetrics::default(),
+    );
+    let gate = election.gate().clone();
+    let shutdown = Shutdown::new();
+    let trigger = shutdown.clone();
+    let work = async move {
+        gate.leading().await;
+        // Never yields while it computes.
+        std::thread::sleep(ms(1200));
+        let still_leading = gate.admit("member").is_ok();
+        trigger.trigger();
+        Ok::<_, Infallible>(still_leading)
+    };
+    let r = tokio::time::timeout(S(10), election.run(&shutdown, work))
+        .await
+        .expect("ends");
+    assert!(matches!(r, Ok(Some(true))), "{r:?}");
+}
