@@ -161,20 +161,8 @@ async fn a_duplicated_deployment_reaches_every_one_of_200_members_once() {
     env.ok("kubectl", &["create", "namespace", "shop"]);
     let names = register(&env, &fed).await;
     assert_eq!(names.len(), CLUSTERS);
-    // Leases as long as the wait: these are debug builds serving 200 members on two
-    // cores, where a renewal may take seconds; the release benches measure the timing.
-    let lease = [
-        "--leader-elect-lease-duration=300s",
-        "--leader-elect-renew-deadline=240s",
-    ];
-    let _controllers = env.controllers(
-        &[
-            &lease[..],
-            &["--probe-period=5s", "--metrics-bind-address=off"],
-        ]
-        .concat(),
-    );
-    let _scheduler = env.scheduler(&[&lease[..], &["--workers=4"]].concat());
+    let _controllers = env.controllers(&["--probe-period=5s", "--metrics-bind-address=off"]);
+    let _scheduler = env.scheduler(&["--workers=4"]);
     all_ready(&fed, CLUSTERS).await;
 
     env.apply(
