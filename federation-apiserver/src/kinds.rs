@@ -442,41 +442,56 @@ fn policy_causes(o: &Value, namespaced: bool) -> Vec<Cause> {
     errs
 }
 
+/// A Meridian policy kind: a `spec` checked by `$validate` and read as `$spec`, no
+/// status, a short name and columns, its OpenAPI from the fed-api type `$crd`. The four
+/// policy kinds differ only in these.
+macro_rules! policy_kind {
+    (
+        $kind:literal, $plural:literal, $singular:literal, namespaced: $namespaced:literal,
+        spec: $spec:ty, validate: $validate:path, short: $short:literal,
+        columns: $columns:expr, crd: $crd:ty, about: $about:literal $(,)?
+    ) => {{
+        let mut d = $crate::kinds::meridian(
+            meridian_apiserver::registry::ResourceDef::new(
+                fed_api::GROUP,
+                fed_api::VERSION,
+                $kind,
+                $plural,
+                $singular,
+                $namespaced,
+                meridian_apiserver::kinds::FnHooks {
+                    default: meridian_apiserver::kinds::no_default,
+                    validate: $validate,
+                    check_types: |o| {
+                        $crate::kinds::after_validation(
+                            $validate,
+                            $crate::kinds::typed_parts::<$spec, serde_json::Value>,
+                            o,
+                        )
+                    },
+                    prepare_create: meridian_apiserver::kinds::no_prepare,
+                },
+            ),
+            &[$short],
+            $columns,
+        );
+        d.definition = concat!("dev.meridian.federation.v1alpha1.", $kind);
+        d.schema =
+            Some(|| $crate::kinds::crd_schema(<$crd as kube::CustomResourceExt>::crd(), $about));
+        d.status_subresource = false;
+        d
+    }};
+}
+pub(crate) use policy_kind;
+
 /// `PropagationPolicy` (namespaced).
 pub fn propagation_policies() -> ResourceDef {
-    let mut d = meridian(
-        ResourceDef::new(
-            fed_api::GROUP,
-            fed_api::VERSION,
-            "PropagationPolicy",
-            "propagationpolicies",
-            "propagationpolicy",
-            true,
-            FnHooks {
-                default: no_default,
-                validate: validate_policy,
-                check_types: |o| {
-                    after_validation(
-                        validate_policy,
-                        typed_parts::<fed_api::PropagationPolicySpec, Value>,
-                        o,
-                    )
-                },
-                prepare_create: no_prepare,
-            },
-        ),
-        &["pp"],
-        policy_columns(),
-    );
-    d.definition = "dev.meridian.federation.v1alpha1.PropagationPolicy";
-    d.schema = Some(|| {
-        crd_schema(
-            fed_api::PropagationPolicy::crd(),
-            "PropagationPolicy selects workloads and says which member clusters they go to and how their replicas divide.",
-        )
-    });
-    d.status_subresource = false;
-    d
+    policy_kind!(
+        "PropagationPolicy", "propagationpolicies", "propagationpolicy", namespaced: true,
+        spec: fed_api::PropagationPolicySpec, validate: validate_policy, short: "pp",
+        columns: policy_columns(), crd: fed_api::PropagationPolicy,
+        about: "PropagationPolicy selects workloads and says which member clusters they go to and how their replicas divide.",
+    )
 }
 
 /// The `kubectl get` columns of both policy kinds.
@@ -512,39 +527,13 @@ fn policy_columns() -> Vec<Column> {
 /// `ClusterPropagationPolicy` (cluster-scoped): the same spec, for cluster-scoped kinds and
 /// namespaced kinds in every namespace.
 pub fn cluster_propagation_policies() -> ResourceDef {
-    let mut d = meridian(
-        ResourceDef::new(
-            fed_api::GROUP,
-            fed_api::VERSION,
-            "ClusterPropagationPolicy",
-            "clusterpropagationpolicies",
-            "clusterpropagationpolicy",
-            false,
-            FnHooks {
-                default: no_default,
-                validate: validate_cluster_policy,
-                check_types: |o| {
-                    after_validation(
-                        validate_cluster_policy,
-                        typed_parts::<fed_api::ClusterPropagationPolicySpec, Value>,
-                        o,
-                    )
-                },
-                prepare_create: no_prepare,
-            },
-        ),
-        &["cpp"],
-        policy_columns(),
-    );
-    d.definition = "dev.meridian.federation.v1alpha1.ClusterPropagationPolicy";
-    d.schema = Some(|| {
-        crd_schema(
-            fed_api::ClusterPropagationPolicy::crd(),
-            "ClusterPropagationPolicy selects objects of any namespace, and cluster-scoped ones, and says which member clusters they go to.",
-        )
-    });
-    d.status_subresource = false;
-    d
+    policy_kind!(
+        "ClusterPropagationPolicy", "clusterpropagationpolicies", "clusterpropagationpolicy",
+        namespaced: false, spec: fed_api::ClusterPropagationPolicySpec,
+        validate: validate_cluster_policy, short: "cpp", columns: policy_columns(),
+        crd: fed_api::ClusterPropagationPolicy,
+        about: "ClusterPropagationPolicy selects objects of any namespace, and cluster-scoped ones, and says which member clusters they go to.",
+    )
 }
 
 fn validate_placement(o: &Value, _old: Option<&Value>) -> Vec<Cause> {

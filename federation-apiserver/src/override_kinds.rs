@@ -8,16 +8,15 @@ use fed_api::names::{MANAGED_BY_LABEL, OWNER_UID_LABEL};
 use fed_api::overrides::ImageComponent;
 use fed_api::overrides::apply::is_json_pointer;
 use fed_api::overrides::image::check_part;
-use kube::CustomResourceExt;
+use meridian_apiserver::kinds::column;
 use meridian_apiserver::kinds::validate::{
     self, NameRule, forbidden, invalid, not_supported, required,
 };
-use meridian_apiserver::kinds::{FnHooks, column, no_default, no_prepare};
 use meridian_apiserver::registry::{Column, ResourceDef};
 use meridian_apiserver::status::Cause;
 use serde_json::Value;
 
-use crate::kinds::{after_validation, crd_schema, meridian, typed_parts};
+use crate::kinds::policy_kind;
 
 const OPERATORS: [&str; 3] = ["add", "remove", "replace"];
 const COMPONENTS: [&str; 4] = ["Digest", "Registry", "Repository", "Tag"];
@@ -257,77 +256,24 @@ fn override_columns() -> Vec<Column> {
 
 /// `OverridePolicy` (namespaced): changes to the copies of objects in its namespace.
 pub fn override_policies() -> ResourceDef {
-    let mut d = meridian(
-        ResourceDef::new(
-            fed_api::GROUP,
-            fed_api::VERSION,
-            "OverridePolicy",
-            "overridepolicies",
-            "overridepolicy",
-            true,
-            FnHooks {
-                default: no_default,
-                validate: validate_override_policy,
-                check_types: |o| {
-                    after_validation(
-                        validate_override_policy,
-                        typed_parts::<fed_api::OverridePolicySpec, Value>,
-                        o,
-                    )
-                },
-                prepare_create: no_prepare,
-            },
-        ),
-        &["op"],
-        override_columns(),
-    );
-    d.definition = "dev.meridian.federation.v1alpha1.OverridePolicy";
-    d.schema = Some(|| {
-        crd_schema(
-            fed_api::OverridePolicy::crd(),
-            "OverridePolicy changes, per member cluster, the copies Meridian pushes of the objects it selects in its namespace: images, commands and args, labels and annotations, RFC 6902 operations.",
-        )
-    });
-    d.status_subresource = false;
-    d
+    policy_kind!(
+        "OverridePolicy", "overridepolicies", "overridepolicy", namespaced: true,
+        spec: fed_api::OverridePolicySpec, validate: validate_override_policy, short: "op",
+        columns: override_columns(), crd: fed_api::OverridePolicy,
+        about: "OverridePolicy changes, per member cluster, the copies Meridian pushes of the objects it selects in its namespace: images, commands and args, labels and annotations, RFC 6902 operations.",
+    )
 }
 
 /// `ClusterOverridePolicy` (cluster-scoped): the same spec, for cluster-scoped kinds and
 /// namespaced kinds in every namespace.
 pub fn cluster_override_policies() -> ResourceDef {
-    let mut d = meridian(
-        ResourceDef::new(
-            fed_api::GROUP,
-            fed_api::VERSION,
-            "ClusterOverridePolicy",
-            "clusteroverridepolicies",
-            "clusteroverridepolicy",
-            false,
-            FnHooks {
-                default: no_default,
-                validate: validate_cluster_override_policy,
-                check_types: |o| {
-                    after_validation(
-                        validate_cluster_override_policy,
-                        typed_parts::<fed_api::ClusterOverridePolicySpec, Value>,
-                        o,
-                    )
-                },
-                prepare_create: no_prepare,
-            },
-        ),
-        &["cop"],
-        override_columns(),
-    );
-    d.definition = "dev.meridian.federation.v1alpha1.ClusterOverridePolicy";
-    d.schema = Some(|| {
-        crd_schema(
-            fed_api::ClusterOverridePolicy::crd(),
-            "ClusterOverridePolicy changes, per member cluster, the copies Meridian pushes of the objects it selects in any namespace and of cluster-scoped ones; it applies before the OverridePolicies.",
-        )
-    });
-    d.status_subresource = false;
-    d
+    policy_kind!(
+        "ClusterOverridePolicy", "clusteroverridepolicies", "clusteroverridepolicy",
+        namespaced: false, spec: fed_api::ClusterOverridePolicySpec,
+        validate: validate_cluster_override_policy, short: "cop",
+        columns: override_columns(), crd: fed_api::ClusterOverridePolicy,
+        about: "ClusterOverridePolicy changes, per member cluster, the copies Meridian pushes of the objects it selects in any namespace and of cluster-scoped ones; it applies before the OverridePolicies.",
+    )
 }
 
 #[cfg(test)]
