@@ -110,6 +110,15 @@ fn send_time(line: &[u8]) -> Option<f64> {
     std::str::from_utf8(&line[start..end]).ok()?.parse().ok()
 }
 
+/// Every client's latencies, in one list.
+async fn gather(tasks: Vec<tokio::task::JoinHandle<Vec<f64>>>) -> Vec<f64> {
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.unwrap());
+    }
+    all
+}
+
 fn percentile(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[((v.len() as f64 - 1.0) * p).round() as usize]
@@ -293,10 +302,7 @@ async fn etcd_alone(etcd: &LocalEtcd, objects: usize) {
             lat
         }));
     }
-    let mut lat = Vec::new();
-    for task in tasks {
-        lat.extend(task.await.unwrap());
-    }
+    let mut lat = gather(tasks).await;
     let secs = started.elapsed().as_secs_f64();
     println!(
         "etcd alone: {objects} create transactions of {} B, 64 clients: {:.0}/s; latency median {:.2} ms, p99 {:.2} ms",
@@ -457,10 +463,7 @@ async fn creates_and_lists(
             lat
         }));
     }
-    let mut lat = Vec::new();
-    for task in tasks {
-        lat.extend(task.await.unwrap());
-    }
+    let mut lat = gather(tasks).await;
     let secs = started.elapsed().as_secs_f64();
     let mut f = KindFigures {
         creates_per_sec: objects as f64 / secs,
