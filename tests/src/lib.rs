@@ -378,6 +378,37 @@ impl Env {
         );
     }
 
+    /// `kubectl get <kind> <name> -n <namespace> -o jsonpath=<path>` in `context`, or
+    /// kubectl's error (`NotFound` when absent).
+    pub fn member_get(
+        &self,
+        context: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        path: &str,
+    ) -> Result<String, String> {
+        let out = self.run(
+            "kubectl",
+            &[
+                "--context",
+                context,
+                "get",
+                kind,
+                name,
+                "-n",
+                namespace,
+                "-o",
+                &format!("jsonpath={path}"),
+            ],
+        );
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
     /// `cluster-sim ctl ...` against this fleet.
     pub fn ctl(&self, args: &[&str]) {
         sim_ctl(&self.sim_kubeconfig, args, |a| self.ok("cluster-sim", a));
@@ -443,6 +474,30 @@ impl Env {
         spawn("fed-scheduler", &args)
             .spawn()
             .unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+/// Polls `get` until `pred` holds, failing with the last value after `within`.
+pub async fn eventually<T: std::fmt::Debug, F, Fut>(
+    what: &str,
+    within: Duration,
+    mut get: F,
+    pred: impl Fn(&T) -> bool,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let v = get().await;
+        if pred(&v) {
+            return v;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("{what}: not within {within:?}; last: {v:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

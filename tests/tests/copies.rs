@@ -10,31 +10,7 @@ use std::time::Duration;
 
 use fed_api::Placement;
 use kube::api::{Api, DeleteParams};
-use meridian_e2e::Env;
-
-/// Polls `get` until `pred` holds, failing with the last value after `within`.
-async fn eventually<T: std::fmt::Debug, F, Fut>(
-    what: &str,
-    within: Duration,
-    mut get: F,
-    pred: impl Fn(&T) -> bool,
-) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = T>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        let v = get().await;
-        if pred(&v) {
-            return v;
-        }
-        if tokio::time::Instant::now() > deadline {
-            panic!("{what}: not within {within:?}; last: {v:#?}");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
+use meridian_e2e::{Env, eventually};
 
 fn dest(p: &Option<Placement>) -> Vec<String> {
     p.iter()
@@ -406,36 +382,6 @@ spec:
               size: {type: integer}
 "#;
 
-/// `kubectl get <kind> <name> -n shop -o jsonpath=<path>` in `context`, or kubectl's error
-/// (`NotFound` when absent).
-fn member_get(
-    env: &Env,
-    context: &str,
-    kind: &str,
-    name: &str,
-    path: &str,
-) -> Result<String, String> {
-    let out = env.run(
-        "kubectl",
-        &[
-            "--context",
-            context,
-            "get",
-            kind,
-            name,
-            "-n",
-            "shop",
-            "-o",
-            &format!("jsonpath={path}"),
-        ],
-    );
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
-    }
-}
-
 /// Whether kubectl said the object does not exist.
 fn absent(r: &Result<String, String>) -> bool {
     r.as_ref()
@@ -517,12 +463,12 @@ async fn copies_are_pushed_to_the_members_and_removed() {
             let _seen = eventually(
                 &format!("{kind} {name} in {member}"),
                 within,
-                || async { member_get(&env, member, kind, name, managed) },
+                || async { env.member_get(member, kind, "shop", name, managed) },
                 |v| v.as_deref() == Ok("meridian"),
             )
             .await;
         }
-        let there = member_get(&env, "sim-2", kind, name, managed);
+        let there = env.member_get("sim-2", kind, "shop", name, managed);
         assert!(
             absent(&there),
             "{kind} {name} must not be in sim-2: {there:?}"
@@ -537,12 +483,12 @@ async fn copies_are_pushed_to_the_members_and_removed() {
             let _seen = eventually(
                 &format!("{kind} {name} in {member}"),
                 within,
-                || async { member_get(&env, member, kind, name, managed) },
+                || async { env.member_get(member, kind, "shop", name, managed) },
                 |v| v.as_deref() == Ok("meridian"),
             )
             .await;
         }
-        let there = member_get(&env, "sim-3", kind, name, managed);
+        let there = env.member_get("sim-3", kind, "shop", name, managed);
         assert!(
             absent(&there),
             "{kind} {name} must not be in sim-3: {there:?}"
@@ -618,7 +564,7 @@ spec: {size: 1}
         .find(|c| c.type_ == "Propagated")
         .expect("Propagated");
     assert_eq!(propagated.status, "False", "{propagated:?}");
-    let there = member_get(&env, "sim-1", "widget", "small", managed);
+    let there = env.member_get("sim-1", "widget", "shop", "small", managed);
     assert!(there.is_err(), "no Widget copy in sim-1: {there:?}");
 
     // What the member owns stays the member's, and no federation bookkeeping is copied.
@@ -634,10 +580,13 @@ spec: {size: 1}
             "jsonpath={.metadata.uid}",
         ],
     );
-    let member_uid = member_get(&env, "sim-1", "sa", "web", "{.metadata.uid}").expect("copy");
+    let member_uid = env
+        .member_get("sim-1", "sa", "shop", "web", "{.metadata.uid}")
+        .expect("copy");
     assert_ne!(fed_uid, member_uid);
     assert_eq!(
-        member_get(&env, "sim-1", "sa", "web", "{.metadata.finalizers}").as_deref(),
+        env.member_get("sim-1", "sa", "shop", "web", "{.metadata.finalizers}")
+            .as_deref(),
         Ok("")
     );
 
@@ -659,7 +608,9 @@ spec: {size: 1}
         let _seen = eventually(
             &format!("update in {member}"),
             within,
-            || async { member_get(&env, member, "configmap", "web-settings", "{.data.mode}") },
+            || async {
+                env.member_get(member, "configmap", "shop", "web-settings", "{.data.mode}")
+            },
             |v| v.as_deref() == Ok("safe"),
         )
         .await;
@@ -682,7 +633,7 @@ spec: {size: 1}
     let _seen = eventually(
         "drift reverted in sim-1",
         within,
-        || async { member_get(&env, "sim-1", "configmap", "web-settings", "{.data.mode}") },
+        || async { env.member_get("sim-1", "configmap", "shop", "web-settings", "{.data.mode}") },
         |v| v.as_deref() == Ok("safe"),
     )
     .await;
@@ -701,7 +652,7 @@ spec: {size: 1}
         ],
     );
     for member in ["sim-1", "sim-3"] {
-        let there = member_get(&env, member, "networkpolicy", "web-only", managed);
+        let there = env.member_get(member, "networkpolicy", "shop", "web-only", managed);
         assert!(absent(&there), "{member}: {there:?}");
     }
 
@@ -715,7 +666,7 @@ spec: {size: 1}
             let _seen = eventually(
                 &format!("{kind} {name} removed from {member}"),
                 within,
-                || async { member_get(&env, member, kind, name, managed) },
+                || async { env.member_get(member, kind, "shop", name, managed) },
                 absent,
             )
             .await;
@@ -730,7 +681,7 @@ spec: {size: 1}
         let _seen = eventually(
             &format!("clusterrole removed from {member}"),
             within,
-            || async { member_get(&env, member, "clusterrole", "shop-reader", managed) },
+            || async { env.member_get(member, "clusterrole", "shop", "shop-reader", managed) },
             absent,
         )
         .await;

@@ -10,60 +10,7 @@ use std::time::Duration;
 use fed_api::Placement;
 use fed_api::placement::ClusterWorkloadStatus;
 use kube::api::Api;
-use meridian_e2e::Env;
-
-/// Polls `get` until `pred` holds, failing with the last value after `within`.
-async fn eventually<T: std::fmt::Debug, F, Fut>(
-    what: &str,
-    within: Duration,
-    mut get: F,
-    pred: impl Fn(&T) -> bool,
-) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = T>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        let v = get().await;
-        if pred(&v) {
-            return v;
-        }
-        if tokio::time::Instant::now() > deadline {
-            panic!("{what}: not within {within:?}; last: {v:#?}");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// `kubectl get <kind> <name> -n shop -o jsonpath=<path>` in `context`, or kubectl's error.
-fn member_get(
-    env: &Env,
-    context: &str,
-    kind: &str,
-    name: &str,
-    path: &str,
-) -> Result<String, String> {
-    let out = env.run(
-        "kubectl",
-        &[
-            "--context",
-            context,
-            "get",
-            kind,
-            name,
-            "-n",
-            "shop",
-            "-o",
-            &format!("jsonpath={path}"),
-        ],
-    );
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
-    }
-}
+use meridian_e2e::{Env, eventually};
 
 const APP: &str = r#"
 apiVersion: federation.meridian.dev/v1alpha1
@@ -144,7 +91,7 @@ async fn wait_for(env: &Env, member: &str, kind: &str, name: &str, path: &str, w
     let _seen = eventually(
         &format!("{kind} {name} {path} in {member} is {want:?}"),
         WITHIN,
-        || async { member_get(env, member, kind, name, path) },
+        || async { env.member_get(member, kind, "shop", name, path) },
         |v| v.as_deref() == Ok(want.as_str()),
     )
     .await;
@@ -206,11 +153,13 @@ async fn members_get_their_overridden_copies() {
     )
     .await;
     assert_eq!(
-        member_get(&env, "sim-1", "deployment", "web", ARGS).as_deref(),
+        env.member_get("sim-1", "deployment", "shop", "web", ARGS)
+            .as_deref(),
         Ok(r#"["--port=80"]"#)
     );
     assert_eq!(
-        member_get(&env, "sim-2", "deployment", "web", IMAGE).as_deref(),
+        env.member_get("sim-2", "deployment", "shop", "web", IMAGE)
+            .as_deref(),
         Ok("ghcr.io/shop/web:1")
     );
     // Every member keeps its share.
@@ -236,10 +185,10 @@ async fn members_get_their_overridden_copies() {
     .await;
     wait("sim-3", "configmap", "settings", "{.data.mode}", "fast").await;
     assert_eq!(
-        member_get(
-            &env,
+        env.member_get(
             "sim-3",
             "configmap",
+            "shop",
             "settings",
             "{.metadata.labels.tier}"
         )
@@ -339,7 +288,8 @@ async fn members_get_their_overridden_copies() {
     .await;
     wait("sim-3", "deployment", "web", IMAGE, "ghcr.io/shop/web:2").await;
     assert_eq!(
-        member_get(&env, "sim-1", "deployment", "web", IMAGE).as_deref(),
+        env.member_get("sim-1", "deployment", "shop", "web", IMAGE)
+            .as_deref(),
         Ok("mirror.example/shop/web:1"),
         "nothing is pushed to sim-1 while its override fails"
     );
