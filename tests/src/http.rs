@@ -22,6 +22,39 @@ impl Response {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).map(String::as_str)
     }
+
+    /// The cluster-sim cluster whose pod answered (`x-sim-cluster`), `?` when none said.
+    pub fn sim_cluster(&self) -> String {
+        self.header("x-sim-cluster").unwrap_or("?").to_string()
+    }
+}
+
+/// `GET /` over TLS to `addr` with SNI and `Host` `name`, on a new connection.
+pub fn tls_get(
+    config: &std::sync::Arc<rustls::ClientConfig>,
+    addr: SocketAddr,
+    name: &str,
+) -> std::io::Result<Response> {
+    let timeout = Duration::from_secs(5);
+    let tcp = TcpStream::connect_timeout(&addr, timeout)?;
+    tcp.set_read_timeout(Some(timeout))?;
+    let server =
+        rustls::pki_types::ServerName::try_from(name.to_string()).map_err(std::io::Error::other)?;
+    let conn =
+        rustls::ClientConnection::new(config.clone(), server).map_err(std::io::Error::other)?;
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    write!(
+        tls,
+        "GET / HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    match tls.read_to_end(&mut raw) {
+        Ok(_) => {}
+        // A server that closes without close_notify after a complete response.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => {}
+        Err(e) => return Err(e),
+    }
+    parse(&raw).ok_or_else(|| std::io::Error::other(format!("bad response {raw:?}")))
 }
 
 /// Sends `method path` with `Host: host` to `addr` and reads the whole response

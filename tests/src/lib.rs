@@ -477,6 +477,31 @@ impl Env {
     }
 }
 
+/// lb-agent `n`'s address at `port`: `fedctl up` binds sim-n's agent to 127.0.1.n.
+pub fn lb_agent(n: u8, port: u16) -> std::net::SocketAddr {
+    std::net::SocketAddr::from(([127, 0, 1, n], port))
+}
+
+/// `f`'s first `Some` within `limit`, polling every 100 ms (blocking); `None` when time ran
+/// out.
+pub fn poll_until_or<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// [`poll_until_or`], failing the test with `what` when time runs out.
+pub fn poll_until<T>(limit: Duration, what: &str, f: impl FnMut() -> Option<T>) -> T {
+    poll_until_or(limit, f).unwrap_or_else(|| panic!("timed out waiting for {what}"))
+}
+
 /// Polls `get` until `pred` holds, failing with the last value after `within`.
 pub async fn eventually<T: std::fmt::Debug, F, Fut>(
     what: &str,

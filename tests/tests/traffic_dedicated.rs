@@ -8,36 +8,20 @@
 // Tests fail on the first unexpected error: unwrapping is how they report it.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use meridian_e2e::Up;
 use meridian_e2e::http;
 use meridian_e2e::wire::{lookup_a_for, lookup_srv, udp_ask};
+use meridian_e2e::{Up, lb_agent, poll_until};
 
 const NAME: &str = "multi.shop.global.meridian.test";
 
-fn agent(n: u8, port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 1, n], port))
-}
-
-fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// The A records `via`'s agent answers for the Service (no client subnet).
 fn a_records(via: u8) -> Vec<String> {
-    lookup_a_for(agent(via, 5353), &format!("{NAME}."), None, 7).unwrap_or_default()
+    lookup_a_for(lb_agent(via, 5353), &format!("{NAME}."), None, 7).unwrap_or_default()
 }
 
 /// The Service's allocations in the federation's `meridian-lb-addresses`, as
@@ -67,34 +51,13 @@ fn get(addr: SocketAddr) -> std::io::Result<http::Response> {
     http::get(addr, NAME, "/")
 }
 
-fn cluster_of(r: &http::Response) -> String {
-    r.header("x-sim-cluster").unwrap_or("?").to_string()
-}
-
 /// `GET /` over TLS with SNI `NAME` at `addr`.
 fn tls_get(config: &Arc<rustls::ClientConfig>, addr: SocketAddr) -> std::io::Result<String> {
-    let timeout = Duration::from_secs(5);
-    let tcp = TcpStream::connect_timeout(&addr, timeout)?;
-    tcp.set_read_timeout(Some(timeout))?;
-    let server = rustls::pki_types::ServerName::try_from(NAME).map_err(std::io::Error::other)?;
-    let conn =
-        rustls::ClientConnection::new(config.clone(), server).map_err(std::io::Error::other)?;
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
-    write!(
-        tls,
-        "GET / HTTP/1.1\r\nHost: {NAME}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut raw = Vec::new();
-    match tls.read_to_end(&mut raw) {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => {}
-        Err(e) => return Err(e),
-    }
-    let r = http::parse(&raw).ok_or_else(|| std::io::Error::other("bad response"))?;
+    let r = http::tls_get(config, addr, NAME)?;
     if r.header("x-sim-tls") != Some("true") {
         return Err(std::io::Error::other("not answered over TLS by a pod"));
     }
-    Ok(cluster_of(&r))
+    Ok(r.sim_cluster())
 }
 
 fn at(ip: &str, port: u16) -> SocketAddr {
@@ -137,12 +100,12 @@ fn a_dedicated_address_serves_the_services_own_ports_and_fails_over() {
     ]);
     // One address per cluster, the first of each pool (every cluster's agent serves it,
     // sim-3's too: its clients reach the Service through it).
-    wait_for(Duration::from_secs(30), "addresses allocated", || {
+    poll_until(Duration::from_secs(30), "addresses allocated", || {
         (allocated(&up) == ["sim-1=127.2.1.1", "sim-2=127.2.2.1", "sim-3=127.2.3.1"]).then_some(())
     });
     // A plain A lookup answers the dedicated addresses of the serving clusters, nearest
     // first: sim-1's agent puts its own first; sim-3 has no replica.
-    wait_for(
+    poll_until(
         Duration::from_secs(30),
         "DNS to answer the addresses",
         || {
@@ -153,7 +116,7 @@ fn a_dedicated_address_serves_the_services_own_ports_and_fails_over() {
         },
     );
     // `kubectl get svc` shows them as the Service's external addresses.
-    wait_for(
+    poll_until(
         Duration::from_secs(30),
         "the addresses in the status",
         || {
@@ -170,19 +133,19 @@ fn a_dedicated_address_serves_the_services_own_ports_and_fails_over() {
     );
     // SRV keeps working: each serving cluster's target now resolves to its dedicated
     // address, where the Service's own port answers.
-    let srv = lookup_srv(agent(3, 5353), &format!("_dns._udp.{NAME}.")).unwrap();
+    let srv = lookup_srv(lb_agent(3, 5353), &format!("_dns._udp.{NAME}.")).unwrap();
     assert_eq!(srv.len(), 2, "{srv:?}");
     assert!(srv.iter().all(|s| s.port == 53), "{srv:?}");
-    let target = lookup_a_for(agent(3, 5353), &srv[0].target, None, 9).unwrap();
+    let target = lookup_a_for(lb_agent(3, 5353), &srv[0].target, None, 9).unwrap();
     assert_eq!(target, ["127.2.1.1"], "{srv:?}");
 
     // The Service's own ports at the first address DNS gives, as a client that knows only
     // `multi.shop.global.meridian.test:80` (and :443, :53/UDP) would use them.
     let first = a_records(1)[0].clone();
-    let r = wait_for(Duration::from_secs(30), "HTTP at the dedicated :80", || {
+    let r = poll_until(Duration::from_secs(30), "HTTP at the dedicated :80", || {
         get(at(&first, 80)).ok().filter(|r| r.status == 200)
     });
-    assert_eq!(cluster_of(&r), "sim-1", "local first: {r:?}");
+    assert_eq!(r.sim_cluster(), "sim-1", "local first: {r:?}");
     let tls = Arc::new(meridian_e2e::wire::any_cert_tls_config(&[]));
     assert_eq!(tls_get(&tls, at(&first, 443)).unwrap(), "sim-1");
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -193,7 +156,7 @@ fn a_dedicated_address_serves_the_services_own_ports_and_fails_over() {
     for _ in 0..5 {
         let r = get(at("127.2.3.1", 80)).unwrap();
         assert!(
-            ["sim-1", "sim-2"].contains(&cluster_of(&r).as_str()),
+            ["sim-1", "sim-2"].contains(&r.sim_cluster().as_str()),
             "{r:?}"
         );
     }
@@ -211,7 +174,7 @@ fn a_dedicated_address_serves_the_services_own_ports_and_fails_over() {
                 match get(at(&first, 80)) {
                     Ok(r) if r.status == 200 => {
                         ok.fetch_add(1, Ordering::Relaxed);
-                        if cluster_of(&r) == "sim-2" {
+                        if r.sim_cluster() == "sim-2" {
                             from_sim2.fetch_add(1, Ordering::Relaxed);
                         }
                     }
@@ -222,21 +185,21 @@ fn a_dedicated_address_serves_the_services_own_ports_and_fails_over() {
             failures
         })
     };
-    wait_for(Duration::from_secs(10), "load flowing", || {
+    poll_until(Duration::from_secs(10), "load flowing", || {
         (ok.load(Ordering::Relaxed) > 10).then_some(())
     });
     up.ctl(&["down", "sim-1"]);
-    wait_for(
+    poll_until(
         Duration::from_secs(30),
         "sim-1's address to be served by sim-2",
         || (from_sim2.load(Ordering::Relaxed) > 30).then_some(()),
     );
     // DNS drops sim-1; a new client goes to sim-2's address.
-    wait_for(Duration::from_secs(30), "DNS to drop sim-1", || {
+    poll_until(Duration::from_secs(30), "DNS to drop sim-1", || {
         (a_records(3) == ["127.2.2.1"]).then_some(())
     });
     let r = get(at("127.2.2.1", 80)).unwrap();
-    assert_eq!(cluster_of(&r), "sim-2");
+    assert_eq!(r.sim_cluster(), "sim-2");
     assert_eq!(tls_get(&tls, at("127.2.1.1", 443)).unwrap(), "sim-2");
     stop.store(true, Ordering::Relaxed);
     let failures = client.join().unwrap();
@@ -262,13 +225,13 @@ fn a_dedicated_address_serves_the_services_own_ports_and_fails_over() {
         "shop",
         "federation.meridian.dev/dedicated-address-",
     ]);
-    wait_for(Duration::from_secs(30), "addresses released", || {
+    poll_until(Duration::from_secs(30), "addresses released", || {
         allocated(&up).is_empty().then_some(())
     });
-    wait_for(Duration::from_secs(60), "DNS to answer the agents", || {
+    poll_until(Duration::from_secs(60), "DNS to answer the agents", || {
         (a_records(1) == ["127.0.1.1", "127.0.1.2"]).then_some(())
     });
-    wait_for(
+    poll_until(
         Duration::from_secs(30),
         "the dedicated port to close",
         || {

@@ -8,42 +8,19 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use meridian_e2e::Up;
 use meridian_e2e::http;
 use meridian_e2e::wire::lookup_a_for;
+use meridian_e2e::{Up, lb_agent, poll_until, poll_until_or};
 
 const NAME: &str = "web.shop.global.meridian.test";
-
-fn agent(n: u8, port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 1, n], port))
-}
-
-fn wait_for<T>(limit: Duration, what: &str, f: impl FnMut() -> Option<T>) -> T {
-    wait_for_or(limit, f).unwrap_or_else(|| panic!("timed out waiting for {what}"))
-}
-
-/// `f`'s first `Some` within `limit`, polling every 200 ms; `None` when time ran out.
-fn wait_for_or<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 /// Who answered `n` GETs through `agent`'s lb-agent (all must be 200).
 fn split(via: u8, n: usize) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
     for _ in 0..n {
-        let r = http::get(agent(via, 8080), NAME, "/").expect("request");
+        let r = http::get(lb_agent(via, 8080), NAME, "/").expect("request");
         assert_eq!(r.status, 200, "{r:?}");
         *out.entry(r.header("x-sim-cluster").unwrap_or("?").to_string())
             .or_insert(0) += 1;
@@ -62,7 +39,7 @@ fn a_records(via: u8, subnet: Option<&str>, id: u16) -> Vec<String> {
         let (ip, bits) = s.split_once('/').unwrap();
         (ip.parse().unwrap(), bits.parse().unwrap())
     });
-    lookup_a_for(agent(via, 5353), &format!("{NAME}."), subnet, id).unwrap_or_default()
+    lookup_a_for(lb_agent(via, 5353), &format!("{NAME}."), subnet, id).unwrap_or_default()
 }
 
 #[test]
@@ -71,7 +48,7 @@ fn traffic_policies_change_dns_answers_and_proxy_choices() {
     up.apply_example();
     let both = vec!["127.0.1.1".to_string(), "127.0.1.2".to_string()];
     let mut last = Vec::new();
-    let answered = wait_for_or(Duration::from_secs(60), || {
+    let answered = poll_until_or(Duration::from_secs(60), || {
         last = a_records(3, None, 1);
         last.sort();
         (last == both).then_some(())
@@ -89,13 +66,13 @@ fn traffic_policies_change_dns_answers_and_proxy_choices() {
             "federation.meridian.dev/failover-order=sim-2,sim-1",
         ],
     );
-    wait_for(Duration::from_secs(30), "DNS to answer only sim-2", || {
+    poll_until(Duration::from_secs(30), "DNS to answer only sim-2", || {
         [1, 2, 3]
             .iter()
             .all(|n| a_records(*n, None, 7) == ["127.0.1.2"])
             .then_some(())
     });
-    wait_for(
+    poll_until(
         Duration::from_secs(30),
         "sim-1's agent to send to sim-2",
         || (split(1, 10) == BTreeMap::from([("sim-2".to_string(), 10)])).then_some(()),
@@ -110,7 +87,7 @@ fn traffic_policies_change_dns_answers_and_proxy_choices() {
             "federation.meridian.dev/weights=sim-1=1,sim-2=3",
         ],
     );
-    wait_for(Duration::from_secs(30), "weighted answers", || {
+    poll_until(Duration::from_secs(30), "weighted answers", || {
         let mut first = BTreeMap::<String, usize>::new();
         for id in 0..200u16 {
             let a = a_records(3, None, id.wrapping_mul(331));
@@ -122,7 +99,7 @@ fn traffic_policies_change_dns_answers_and_proxy_choices() {
         );
         ((35..=65).contains(&one) && (135..=165).contains(&two)).then_some(())
     });
-    let got = wait_for(Duration::from_secs(30), "weighted requests", || {
+    let got = poll_until(Duration::from_secs(30), "weighted requests", || {
         let got = split(3, 200);
         let one = got.get("sim-1").copied().unwrap_or(0);
         (30..=70).contains(&one).then_some(got)
@@ -150,7 +127,7 @@ fn traffic_policies_change_dns_answers_and_proxy_choices() {
         "--from-literal=us-office=10.2.0.0/16 us",
     ]);
     annotate(&up, &["federation.meridian.dev/traffic-policy=geo"]);
-    wait_for(
+    poll_until(
         Duration::from_secs(60),
         "geo answers by client subnet",
         || {
@@ -164,13 +141,13 @@ fn traffic_policies_change_dns_answers_and_proxy_choices() {
     let mut anywhere = a_records(3, Some("192.0.2.0/24"), 5);
     anywhere.sort();
     assert_eq!(anywhere, both);
-    wait_for(Duration::from_secs(30), "sim-1's agent on geo", || {
+    poll_until(Duration::from_secs(30), "sim-1's agent on geo", || {
         (a_records(1, None, 6) == ["127.0.1.1"]).then_some(())
     });
 
     // Back to nearest: every serving cluster, the asker's own first.
     annotate(&up, &["federation.meridian.dev/traffic-policy-"]);
-    wait_for(Duration::from_secs(30), "nearest answers again", || {
+    poll_until(Duration::from_secs(30), "nearest answers again", || {
         (a_records(2, None, 8) == ["127.0.1.2", "127.0.1.1"]).then_some(())
     });
     assert_eq!(split(1, 10), BTreeMap::from([("sim-1".to_string(), 10)]));

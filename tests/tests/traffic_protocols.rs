@@ -9,68 +9,20 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use meridian_e2e::Up;
 use meridian_e2e::dns::lookup_a;
 use meridian_e2e::http;
 use meridian_e2e::wire::{WebSocket, lookup_srv, udp_ask};
+use meridian_e2e::{Up, lb_agent, poll_until};
 
 const NAME: &str = "multi.shop.global.meridian.test";
 
-fn agent(n: u8, port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 1, n], port))
-}
-
-fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn tls_config() -> Arc<rustls::ClientConfig> {
     Arc::new(meridian_e2e::wire::any_cert_tls_config(&[]))
-}
-
-/// `GET /` over TLS to `addr` with SNI `name`, on a new connection.
-fn tls_get(
-    config: &Arc<rustls::ClientConfig>,
-    addr: SocketAddr,
-    name: &str,
-) -> std::io::Result<http::Response> {
-    let timeout = Duration::from_secs(5);
-    let tcp = TcpStream::connect_timeout(&addr, timeout)?;
-    tcp.set_read_timeout(Some(timeout))?;
-    let server =
-        rustls::pki_types::ServerName::try_from(name.to_string()).map_err(std::io::Error::other)?;
-    let conn =
-        rustls::ClientConnection::new(config.clone(), server).map_err(std::io::Error::other)?;
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
-    write!(
-        tls,
-        "GET / HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut raw = Vec::new();
-    match tls.read_to_end(&mut raw) {
-        Ok(_) => {}
-        // A server that closes without close_notify after a complete response.
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => {}
-        Err(e) => return Err(e),
-    }
-    http::parse(&raw).ok_or_else(|| std::io::Error::other(format!("bad response {raw:?}")))
-}
-
-fn cluster_of(r: &http::Response) -> String {
-    r.header("x-sim-cluster").unwrap_or("?").to_string()
 }
 
 /// A listen port allocated to a Service port (federation ConfigMap `meridian-lb-ports`).
@@ -176,25 +128,25 @@ fn every_protocol_through_every_lb_agent_and_across_a_cluster_failure() {
 
     // HTTPS by SNI: through sim-3 (no replica) to sim-1 or sim-2, passed through (the pods
     // terminate TLS: x-sim-tls), local first through the others.
-    wait_for(Duration::from_secs(60), "HTTPS through sim-3", || {
-        tls_get(&tls, agent(3, 8443), NAME)
+    poll_until(Duration::from_secs(60), "HTTPS through sim-3", || {
+        http::tls_get(&tls, lb_agent(3, 8443), NAME)
             .ok()
             .filter(|r| r.status == 200)
     });
     // Both backend clusters, once sim-3's agent has heard (HEALTH) that both have endpoints.
-    wait_for(
+    poll_until(
         Duration::from_secs(60),
         "HTTPS through sim-3 to both",
         || {
             let seen: BTreeSet<String> = (0..20)
                 .map(|_| {
-                    let r = tls_get(&tls, agent(3, 8443), NAME).unwrap();
+                    let r = http::tls_get(&tls, lb_agent(3, 8443), NAME).unwrap();
                     assert_eq!(
                         (r.status, r.header("x-sim-tls")),
                         (200, Some("true")),
                         "{r:?}"
                     );
-                    cluster_of(&r)
+                    r.sim_cluster()
                 })
                 .collect();
             (seen == ["sim-1".to_string(), "sim-2".to_string()].into()).then_some(())
@@ -202,14 +154,14 @@ fn every_protocol_through_every_lb_agent_and_across_a_cluster_failure() {
     );
     for n in [1u8, 2] {
         let want = format!("sim-{n}");
-        wait_for(Duration::from_secs(30), "local HTTPS", || {
-            tls_get(&tls, agent(n, 8443), "multi.shop.svc.cluster.local")
+        poll_until(Duration::from_secs(30), "local HTTPS", || {
+            http::tls_get(&tls, lb_agent(n, 8443), "multi.shop.svc.cluster.local")
                 .ok()
-                .filter(|r| cluster_of(r) == want)
+                .filter(|r| r.sim_cluster() == want)
         });
         for _ in 0..10 {
-            let r = tls_get(&tls, agent(n, 8443), NAME).unwrap();
-            assert_eq!(cluster_of(&r), want, "local first through sim-{n}");
+            let r = http::tls_get(&tls, lb_agent(n, 8443), NAME).unwrap();
+            assert_eq!(r.sim_cluster(), want, "local first through sim-{n}");
         }
     }
 
@@ -225,8 +177,8 @@ fn every_protocol_through_every_lb_agent_and_across_a_cluster_failure() {
         (format!("_443._tcp.{NAME}."), https_port),
         (format!("_dns._udp.{NAME}."), dns_port),
     ] {
-        let srv = wait_for(Duration::from_secs(30), "SRV records", || {
-            lookup_srv(agent(3, 5353), &name)
+        let srv = poll_until(Duration::from_secs(30), "SRV records", || {
+            lookup_srv(lb_agent(3, 5353), &name)
                 .ok()
                 .filter(|s| s.len() == 2)
         });
@@ -238,7 +190,7 @@ fn every_protocol_through_every_lb_agent_and_across_a_cluster_failure() {
             "{name}"
         );
     }
-    let srv = lookup_srv(agent(1, 5353), &format!("_dns._udp.{NAME}.")).unwrap();
+    let srv = lookup_srv(lb_agent(1, 5353), &format!("_dns._udp.{NAME}.")).unwrap();
     assert_eq!(
         srv[0].target,
         format!("sim-1.{NAME}."),
@@ -246,13 +198,13 @@ fn every_protocol_through_every_lb_agent_and_across_a_cluster_failure() {
     );
     assert!(srv[0].priority < srv[1].priority, "{srv:?}");
     // The SRV port works: TLS at sim-3's listen port, and UDP.
-    let r = tls_get(&tls, agent(3, https_port), NAME).unwrap();
+    let r = http::tls_get(&tls, lb_agent(3, https_port), NAME).unwrap();
     assert_eq!(r.header("x-sim-tls"), Some("true"));
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let answer = wait_for(Duration::from_secs(30), "UDP through sim-3", || {
+    let answer = poll_until(Duration::from_secs(30), "UDP through sim-3", || {
         udp_ask(
             &socket,
-            agent(3, dns_port),
+            lb_agent(3, dns_port),
             b"q",
             Duration::from_millis(500),
         )
@@ -265,13 +217,13 @@ fn every_protocol_through_every_lb_agent_and_across_a_cluster_failure() {
     assert!(answer.ends_with(b"\nq"));
     for _ in 0..5 {
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let a = udp_ask(&s, agent(1, dns_port), b"x", Duration::from_secs(2)).unwrap();
+        let a = udp_ask(&s, lb_agent(1, dns_port), b"x", Duration::from_secs(2)).unwrap();
         assert_eq!(udp_cluster(&a), "sim-1", "UDP local first");
     }
 
     // WebSocket through sim-3, and local first through sim-2.
-    let mut ws = wait_for(Duration::from_secs(30), "WebSocket through sim-3", || {
-        WebSocket::connect(agent(3, 8080), NAME, Duration::from_secs(5)).ok()
+    let mut ws = poll_until(Duration::from_secs(30), "WebSocket through sim-3", || {
+        WebSocket::connect(lb_agent(3, 8080), NAME, Duration::from_secs(5)).ok()
     });
     assert!(
         ws.greeting.starts_with("sim-1 ") || ws.greeting.starts_with("sim-2 "),
@@ -279,14 +231,14 @@ fn every_protocol_through_every_lb_agent_and_across_a_cluster_failure() {
         ws.greeting
     );
     assert_eq!(ws.echo("hello").unwrap(), "hello");
-    let ws2 = WebSocket::connect(agent(2, 8080), NAME, Duration::from_secs(5)).unwrap();
+    let ws2 = WebSocket::connect(lb_agent(2, 8080), NAME, Duration::from_secs(5)).unwrap();
     assert!(ws2.greeting.starts_with("sim-2 "), "{}", ws2.greeting);
 
     // gRPC-style streams through sim-3: h2c at the grpc port's listen port, and h2 in TLS
     // passed through by SNI.
     for lines in [
-        h2c_stream(agent(3, grpc_port), 5),
-        h2_tls_stream(&tls, agent(3, 8443), 5),
+        h2c_stream(lb_agent(3, grpc_port), 5),
+        h2_tls_stream(&tls, lb_agent(3, 8443), 5),
     ] {
         assert_eq!(lines.len(), 5, "{lines:?}");
         assert!(
@@ -305,7 +257,7 @@ fn every_protocol_through_every_lb_agent_and_across_a_cluster_failure() {
         let (stop, failures, counts) = (stop.clone(), failures.clone(), counts.clone());
         load.push(std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                match http::get(agent(3, 8080), NAME, "/") {
+                match http::get(lb_agent(3, 8080), NAME, "/") {
                     Ok(r) if r.status == 200 => {
                         counts[0].fetch_add(1, Ordering::Relaxed);
                     }
@@ -324,7 +276,7 @@ fn every_protocol_through_every_lb_agent_and_across_a_cluster_failure() {
             // open again, through sim-2, within 3 s.
             let mut broken_since: Option<(Instant, String)> = None;
             while !stop.load(Ordering::Relaxed) {
-                match tls_get(&tls, agent(3, 8443), NAME) {
+                match http::tls_get(&tls, lb_agent(3, 8443), NAME) {
                     Ok(r) if r.status == 200 => {
                         counts[1].fetch_add(1, Ordering::Relaxed);
                         if let Some((t, first)) = broken_since.take() {
@@ -366,7 +318,7 @@ fn every_protocol_through_every_lb_agent_and_across_a_cluster_failure() {
                 while started.elapsed() < Duration::from_secs(3) {
                     let asked = udp_ask(
                         &socket,
-                        agent(3, dns_port),
+                        lb_agent(3, dns_port),
                         q.as_bytes(),
                         Duration::from_millis(300),
                     );
@@ -395,7 +347,7 @@ fn every_protocol_through_every_lb_agent_and_across_a_cluster_failure() {
             // One on a pod of sim-1, the cluster about to fail.
             let mut ws = (0..50)
                 .filter_map(|_| {
-                    WebSocket::connect(agent(3, 8080), NAME, Duration::from_secs(5)).ok()
+                    WebSocket::connect(lb_agent(3, 8080), NAME, Duration::from_secs(5)).ok()
                 })
                 .find(|w| w.greeting.starts_with("sim-1 "));
             assert!(ws.is_some(), "no WebSocket reached sim-1");
@@ -412,14 +364,14 @@ fn every_protocol_through_every_lb_agent_and_across_a_cluster_failure() {
                     }
                 } else {
                     broken_at.get_or_insert_with(Instant::now);
-                    ws = WebSocket::connect(agent(3, 8080), NAME, Duration::from_secs(2)).ok();
+                    ws = WebSocket::connect(lb_agent(3, 8080), NAME, Duration::from_secs(2)).ok();
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
             (longest, broken_at.map(|t| t.elapsed()))
         })
     };
-    wait_for(Duration::from_secs(30), "load flowing", || {
+    poll_until(Duration::from_secs(30), "load flowing", || {
         counts[..3]
             .iter()
             .all(|c| c.load(Ordering::Relaxed) > 10)
@@ -428,8 +380,8 @@ fn every_protocol_through_every_lb_agent_and_across_a_cluster_failure() {
     drop(ws);
     up.ctl(&["down", "sim-1"]);
     // The whole detection window (health checks, HEALTH answers) passes under load.
-    wait_for(Duration::from_secs(15), "DNS to drop sim-1", || {
-        lookup_a(agent(3, 5353), &format!("{NAME}."))
+    poll_until(Duration::from_secs(15), "DNS to drop sim-1", || {
+        lookup_a(lb_agent(3, 5353), &format!("{NAME}."))
             .ok()
             .filter(|a| a.addresses == ["127.0.1.2"])
     });
@@ -437,7 +389,7 @@ fn every_protocol_through_every_lb_agent_and_across_a_cluster_failure() {
         .iter()
         .map(|c| c.load(Ordering::Relaxed))
         .collect();
-    wait_for(
+    poll_until(
         Duration::from_secs(30),
         "traffic through sim-2 only",
         || {
@@ -448,11 +400,11 @@ fn every_protocol_through_every_lb_agent_and_across_a_cluster_failure() {
             .then_some(())
         },
     );
-    let r = tls_get(&tls, agent(3, 8443), NAME).unwrap();
-    assert_eq!(cluster_of(&r), "sim-2");
+    let r = http::tls_get(&tls, lb_agent(3, 8443), NAME).unwrap();
+    assert_eq!(r.sim_cluster(), "sim-2");
     up.ctl(&["up", "sim-1"]);
-    wait_for(Duration::from_secs(30), "DNS to answer sim-1 again", || {
-        lookup_a(agent(3, 5353), &format!("{NAME}."))
+    poll_until(Duration::from_secs(30), "DNS to answer sim-1 again", || {
+        lookup_a(lb_agent(3, 5353), &format!("{NAME}."))
             .ok()
             .filter(|a| a.addresses.len() == 2)
     });
