@@ -274,10 +274,10 @@ fn validate_cluster_policy(o: &Value, _old: Option<&Value>) -> Vec<Cause> {
     policy_causes(o, false)
 }
 
-/// What is wrong with a PropagationPolicy (`namespaced`) or a ClusterPropagationPolicy:
-/// both have the same spec.
-fn policy_causes(o: &Value, namespaced: bool) -> Vec<Cause> {
-    let mut errs = validate::metadata(o, NameRule::Subdomain, namespaced);
+/// What is wrong with a policy's `spec.resourceSelectors` (every policy kind has them):
+/// at least one, each with apiVersion and kind, label selectors well formed.
+pub(crate) fn resource_selector_causes(o: &Value) -> Vec<Cause> {
+    let mut errs = Vec::new();
     let sels = o.at("/spec/resourceSelectors").and_then(Value::as_array);
     if sels.is_none_or(|s| s.is_empty()) {
         errs.push(required("spec.resourceSelectors"));
@@ -295,6 +295,14 @@ fn policy_causes(o: &Value, namespaced: bool) -> Vec<Cause> {
             ));
         }
     }
+    errs
+}
+
+/// What is wrong with a PropagationPolicy (`namespaced`) or a ClusterPropagationPolicy:
+/// both have the same spec.
+fn policy_causes(o: &Value, namespaced: bool) -> Vec<Cause> {
+    let mut errs = validate::metadata(o, NameRule::Subdomain, namespaced);
+    errs.extend(resource_selector_causes(o));
     let p = "/spec/placement";
     if let Some(ls) = o.at(&format!("{p}/clusterAffinity/labelSelector")) {
         errs.extend(validate::label_selector(

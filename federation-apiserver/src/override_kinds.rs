@@ -16,7 +16,7 @@ use meridian_apiserver::registry::{Column, ResourceDef};
 use meridian_apiserver::status::Cause;
 use serde_json::Value;
 
-use crate::kinds::policy_kind;
+use crate::kinds::{policy_kind, resource_selector_causes};
 
 const OPERATORS: [&str; 3] = ["add", "remove", "replace"];
 const COMPONENTS: [&str; 4] = ["Digest", "Registry", "Repository", "Tag"];
@@ -67,23 +67,7 @@ fn operator<'a>(item: &'a Value, field: &str, errs: &mut Vec<Cause>) -> Option<&
 /// What is wrong with an OverridePolicy (`namespaced`) or a ClusterOverridePolicy.
 fn override_causes(o: &Value, namespaced: bool) -> Vec<Cause> {
     let mut errs = validate::metadata(o, NameRule::Subdomain, namespaced);
-    let sels = o.at("/spec/resourceSelectors").and_then(Value::as_array);
-    if sels.is_none_or(|s| s.is_empty()) {
-        errs.push(required("spec.resourceSelectors"));
-    }
-    for (i, s) in items(o, "/spec/resourceSelectors") {
-        for f in ["apiVersion", "kind"] {
-            if s.get(f).and_then(Value::as_str).is_none_or(str::is_empty) {
-                errs.push(required(&format!("spec.resourceSelectors[{i}].{f}")));
-            }
-        }
-        if let Some(ls) = s.get("labelSelector") {
-            errs.extend(validate::label_selector(
-                ls,
-                &format!("spec.resourceSelectors[{i}].labelSelector"),
-            ));
-        }
-    }
+    errs.extend(resource_selector_causes(o));
     for (r, rule) in items(o, "/spec/overrideRules") {
         let at = format!("spec.overrideRules[{r}]");
         if let Some(ls) = rule.at("/targetCluster/labelSelector") {
