@@ -5,16 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::Request;
-use http_body_util::{BodyExt, Full};
 use meridian_store::{MemoryStore, Storage};
 use serde_json::{Value, json};
 
 use super::ApiServer;
-use crate::auth::{TokenAuthenticator, UserInfo};
-use crate::metrics::Metrics;
-use crate::registry::Registry;
+use super::test_api::{self, Answer};
 
 const JSON: &str = "application/json";
 const APPLY: &str = "application/apply-patch+yaml";
@@ -24,48 +19,13 @@ const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 
 struct Api(Arc<ApiServer>);
 
-struct Answer {
-    code: u16,
-    body: Value,
-    raw: Bytes,
-}
-
 impl Api {
     async fn over(store: Arc<dyn Storage>) -> Self {
-        let registry = Registry::new(crate::kinds::builtin());
-        let engine = crate::server::build_engine(registry, store, 100)
-            .await
-            .expect("engine");
-        Api(crate::server::api_server(
-            engine,
-            TokenAuthenticator::default(),
-            "127.0.0.1:6443".into(),
-            Arc::new(Metrics::default()),
-        ))
+        Api(test_api::server(store).await)
     }
 
     async fn send_as(&self, method: &str, uri: &str, ct: &str, accept: &str, body: &str) -> Answer {
-        let req = Request::builder()
-            .method(method)
-            .uri(uri)
-            .header("content-type", ct)
-            .header("accept", accept)
-            .header(
-                "user-agent",
-                "kubectl/v1.37.0 (linux/amd64) kubernetes/abcdef0",
-            )
-            .body(Full::new(Bytes::from(body.to_string())))
-            .expect("request");
-        let user = UserInfo {
-            name: "admin".into(),
-            uid: String::new(),
-            groups: vec!["system:masters".into()],
-        };
-        let resp = self.0.clone().handle(req, Some(user)).await;
-        let code = resp.status().as_u16();
-        let raw = resp.into_body().collect().await.expect("body").to_bytes();
-        let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
-        Answer { code, body, raw }
+        test_api::send(&self.0, method, uri, ct, accept, body).await
     }
 
     async fn send(&self, method: &str, uri: &str, body: &str) -> Answer {

@@ -4,17 +4,12 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http::Request;
-use http_body_util::{BodyExt, Full};
 use meridian_store::MemoryStore;
 use serde_json::{Value, json};
 
 use super::ApiServer;
-use crate::auth::{TokenAuthenticator, UserInfo};
+use super::test_api::{self, Answer};
 use crate::kinds::hpa_v1::convert::{BEHAVIOR, CONDITIONS, METRICS};
-use crate::metrics::Metrics;
-use crate::registry::Registry;
 
 const JSON: &str = "application/json";
 const MERGE: &str = "application/merge-patch+json";
@@ -25,26 +20,10 @@ const V2: &str = "/apis/autoscaling/v2/namespaces/shop/horizontalpodautoscalers"
 
 struct Api(Arc<ApiServer>);
 
-struct Answer {
-    code: u16,
-    body: Value,
-    raw: Bytes,
-}
-
 impl Api {
     /// A server over a memory store with the built-in kinds and namespace `shop`.
     async fn new() -> Self {
-        let registry = Registry::new(crate::kinds::builtin());
-        let store = Arc::new(MemoryStore::new());
-        let engine = crate::server::build_engine(registry, store, 100)
-            .await
-            .expect("engine");
-        let api = Api(crate::server::api_server(
-            engine,
-            TokenAuthenticator::default(),
-            "127.0.0.1:6443".into(),
-            Arc::new(Metrics::default()),
-        ));
+        let api = Api(test_api::server(Arc::new(MemoryStore::new())).await);
         let ns = api
             .send(
                 "POST",
@@ -58,27 +37,7 @@ impl Api {
     }
 
     async fn send_as(&self, method: &str, uri: &str, ct: &str, accept: &str, body: &str) -> Answer {
-        let req = Request::builder()
-            .method(method)
-            .uri(uri)
-            .header("content-type", ct)
-            .header("accept", accept)
-            .header(
-                "user-agent",
-                "kubectl/v1.37.0 (linux/amd64) kubernetes/abcdef0",
-            )
-            .body(Full::new(Bytes::from(body.to_string())))
-            .expect("request");
-        let user = UserInfo {
-            name: "admin".into(),
-            uid: String::new(),
-            groups: vec!["system:masters".into()],
-        };
-        let resp = self.0.clone().handle(req, Some(user)).await;
-        let code = resp.status().as_u16();
-        let raw = resp.into_body().collect().await.expect("body").to_bytes();
-        let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
-        Answer { code, body, raw }
+        test_api::send(&self.0, method, uri, ct, accept, body).await
     }
 
     async fn send(&self, method: &str, uri: &str, ct: &str, body: &str) -> Answer {

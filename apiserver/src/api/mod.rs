@@ -612,3 +612,5 @@ mod apply_tests;
 mod crd_tests;
 #[cfg(test)]
 mod hpa_v1_tests;
+#[cfg(test)]
+mod test_api;
