@@ -418,13 +418,16 @@ async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
 
 /// A new workload's Placement gets its per-cluster entries from the members' first reports:
 /// while every destination is still on its first sync (slowed here), nothing is written
-/// that the first report would replace at once.
+/// that the first report would replace at once. Nor does the workload get a status of its
+/// own before its Placement exists (the status delay, 2 s here, is how long the controllers
+/// wait for it).
 #[tokio::test]
 async fn a_new_workloads_status_is_first_written_from_its_members_reports() {
     let env = Env::start(&["--clusters=1", "--ready-delay=0s"]);
     let _controllers = env.controllers(&[
         "--probe-period=2s",
         "--probe-timeout=2s",
+        "--workload-status-delay=2s",
         "--metrics-bind-address=off",
     ]);
     let _scheduler = env.scheduler(&[]);
@@ -512,6 +515,38 @@ spec:
         },
     )
     .await;
+    // The workload's versions from its creation until its status shows 2 ready: the first
+    // with a status comes after the Placement was created.
+    let placement_rv = first_version(&placements, "deployment-w", &rv).await;
+    let statuses = std::sync::Mutex::new(Vec::new());
+    wait_for(&deployments, "w", &rv, "w showing 2 ready", |d| {
+        let rv: u64 = d
+            .metadata
+            .resource_version
+            .as_deref()
+            .unwrap_or("0")
+            .parse()
+            .unwrap_or(0);
+        let done = d
+            .status
+            .as_ref()
+            .is_some_and(|s| s.ready_replicas == Some(2));
+        statuses.lock().unwrap().push((rv, d.status.clone()));
+        done
+    })
+    .await;
+    let statuses = statuses.into_inner().unwrap();
+    let first_status = statuses
+        .iter()
+        .find(|(_, st)| st.is_some())
+        .map(|(rv, _)| *rv)
+        .expect("a status");
+    assert!(
+        first_status > placement_rv,
+        "a status at version {first_status}, before the Placement (version {placement_rv}): \
+         {statuses:#?}"
+    );
+
     let seen = seen.into_inner().unwrap();
     for entries in &seen {
         for e in entries {
@@ -522,4 +557,17 @@ spec:
         }
     }
     assert!(seen.iter().any(|e| !e.is_empty()), "{seen:#?}");
+}
+
+/// The resourceVersion at which `name` was first seen after `rv` (its creation).
+async fn first_version<K>(api: &Api<K>, name: &str, rv: &str) -> u64
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + 'static,
+{
+    let o = wait_for(api, name, rv, "its creation", |_| true).await;
+    o.meta()
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .expect("a numeric resourceVersion")
 }

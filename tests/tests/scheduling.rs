@@ -186,15 +186,6 @@ async fn places_scales_explains_fails_over_and_recovers() {
     wait_event(
         &fed,
         "shop",
-        "Placement",
-        "deployment-web",
-        "Scheduled",
-        "sim-1:3 sim-2:7",
-    )
-    .await;
-    wait_event(
-        &fed,
-        "shop",
         "Deployment",
         "web",
         "Scheduled",
@@ -226,8 +217,8 @@ async fn places_scales_explains_fails_over_and_recovers() {
     wait_event(
         &fed,
         "shop",
-        "Placement",
-        "deployment-api",
+        "Deployment",
+        "api",
         "FailedScheduling",
         "no PropagationPolicy",
     )

@@ -91,6 +91,9 @@ pub(super) struct Central {
     placement_pacer: Pacer<WorkloadKey>,
     /// How long each workload's member reports gather before a look (see [`StatusSpacing`]).
     status_spacing: Arc<StatusSpacing>,
+    /// Workloads whose first pass found no Placement yet and waits one status delay for it
+    /// before writing a status of its own.
+    awaiting_placement: Mutex<HashSet<WorkloadKey>>,
 }
 
 enum Input {
@@ -385,6 +388,7 @@ impl Central {
         let obj = self.caches.workloads[&key.kind].get(&key.namespace, &key.name);
         let Some(obj) = obj else {
             lock(&self.finalizer_writes).remove(key);
+            lock(&self.awaiting_placement).remove(key);
             self.placement_pacer.forget(key);
             self.status_spacing.forget(key);
             // Gone (cleaned behind the finalizer, or orphaned): nothing left to do in members.
@@ -433,6 +437,19 @@ impl Central {
             .map(|p| p.dest.clone())
             .unwrap_or_default();
         self.status_spacing.set_destinations(key, dest.len());
+        // Not scheduled yet. The scheduler gives every workload a Placement, normally within
+        // milliseconds, and the pass that causes writes the first status with the members'
+        // reports in it. A status written now (nothing placed, nothing reported) would be
+        // replaced at once: wait for the Placement for one status delay, once.
+        if placement.is_none() {
+            if lock(&self.awaiting_placement).insert(key.clone()) {
+                self.queue
+                    .add_low_after(key.clone(), self.status_spacing.delay(key));
+                return Ok(false);
+            }
+        } else {
+            lock(&self.awaiting_placement).remove(key);
+        }
 
         // The dependencies as cached; their copies are built only if an intent is.
         let mut dep_objects = Vec::new();
@@ -913,6 +930,7 @@ pub async fn run(
         finalizer_writes: Mutex::default(),
         placement_pacer,
         status_spacing,
+        awaiting_placement: Mutex::default(),
     });
     let worker = {
         let c = central.clone();

@@ -275,7 +275,7 @@ impl Reconciler {
             source,
         };
         let mut wrote = false;
-        let mut obj = match desired::plan(key, current.as_deref(), &want, &now_text) {
+        let obj = match desired::plan(key, current.as_deref(), &want, &now_text) {
             Plan::Create(p) => {
                 let created = self.writer.create(&p).await.map_err(|e| {
                     self.metrics.write("create", "error");
@@ -334,7 +334,7 @@ impl Reconciler {
             })?;
             self.metrics.write("status", "ok");
             wrote = true;
-            obj = self.remember(key, cached_rv.clone(), updated);
+            self.remember(key, cached_rv.clone(), updated);
         }
         self.index.record(key, dest.clone(), wanting);
 
@@ -346,7 +346,7 @@ impl Reconciler {
             || (spec_only
                 && (before_condition.as_ref() != Some(&after_condition) || previous != dest))
         {
-            self.emit(key, &entry.uid, &obj, &want.outcome, &dest);
+            self.emit(key, &entry.uid, &want.outcome, &dest);
         }
         tracing::debug!(workload = %key, dest = %dest_text(&dest), wrote, "decided");
         Ok(Reconciled {
@@ -355,44 +355,28 @@ impl Reconciler {
         })
     }
 
-    fn emit(
-        &self,
-        key: &WorkloadKey,
-        uid: &str,
-        placement: &Placement,
-        outcome: &Outcome,
-        dest: &[TargetCluster],
-    ) {
+    /// One Event per decision, on the workload: where `kubectl describe` is run and where
+    /// kube-scheduler puts its own (on the Pod). The Placement carries the same outcome as
+    /// its `Scheduled` condition, so a second Event there would only double the writes.
+    fn emit(&self, key: &WorkloadKey, uid: &str, outcome: &Outcome, dest: &[TargetCluster]) {
         let (type_, reason) = if outcome.scheduled {
             (EventType::Normal, "Scheduled")
         } else {
             (EventType::Warning, "FailedScheduling")
         };
-        let message = format!("destClusters {}: {}", dest_text(dest), outcome.message);
-        let on_placement = ObjectReference {
-            api_version: Some(fed_api::API_VERSION.to_owned()),
-            kind: Some("Placement".to_owned()),
-            namespace: Some(key.namespace.clone()),
-            name: Some(key.placement_name()),
-            uid: placement.uid(),
-            ..Default::default()
-        };
-        let on_workload = ObjectReference {
-            api_version: Some("apps/v1".to_owned()),
-            kind: Some(key.kind.as_str().to_owned()),
-            namespace: Some(key.namespace.clone()),
-            name: Some(key.name.clone()),
-            uid: Some(uid.to_owned()),
-            ..Default::default()
-        };
-        for regarding in [on_placement, on_workload] {
-            self.events.record(EventSpec {
-                regarding,
-                type_,
-                reason: reason.to_owned(),
-                message: message.clone(),
-            });
-        }
+        self.events.record(EventSpec {
+            regarding: ObjectReference {
+                api_version: Some("apps/v1".to_owned()),
+                kind: Some(key.kind.as_str().to_owned()),
+                namespace: Some(key.namespace.clone()),
+                name: Some(key.name.clone()),
+                uid: Some(uid.to_owned()),
+                ..Default::default()
+            },
+            type_,
+            reason: reason.to_owned(),
+            message: format!("destClusters {}: {}", dest_text(dest), outcome.message),
+        });
     }
 }
 
