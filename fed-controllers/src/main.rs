@@ -75,13 +75,13 @@ async fn control(args: Args, shutdown: Shutdown) -> anyhow::Result<()> {
     let controllers = async {
         gate.leading().await;
         tracing::info!("leading: starting the controllers");
-        // One watch of the override policies for both copy paths.
+        // One watch of the override policies for the copy, workload and service paths.
         let overrides = fleet::Overrides::start(fed.clone());
         tokio::select! {
             r = cluster::run(fed.clone(), config, metrics.clone(), recorder.clone(), ready) => r.context("cluster controller"),
             r = workload::run(fed.clone(), workload_settings, metrics.workload.clone(), recorder.clone(), overrides.clone()) => r.context("workload controller"),
-            r = copies::controller::run(fed.clone(), copy_settings, overrides) => r.context("copy controller"),
-            r = service::run(fed, service_settings, metrics, recorder) => r.context("service controller"),
+            r = copies::controller::run(fed.clone(), copy_settings, overrides.clone()) => r.context("copy controller"),
+            r = service::run(fed, service_settings, metrics, recorder, overrides) => r.context("service controller"),
         }
     };
     election.run_to_end(&shutdown, controllers).await

@@ -3,14 +3,19 @@
 //! cluster; another adds a label to the ConfigMap's copy in one cluster. Each member's
 //! object is checked, the policy is changed and the members follow, and a plaintext rule
 //! that cannot apply (removing a path that does not exist) shows on the Placement as
-//! `OverrideFailed` and holds back only the cluster it targets.
+//! `OverrideFailed` and holds back only the cluster it targets. A deleted policy takes what
+//! it set away from the members.
+//!
+//! Then the paths without a Placement of their own: a label on a ConfigMap a pod template
+//! pulls in and an annotation on a federated Service reach the targeted member only and go
+//! when their policy is deleted, and relabelling clusters moves a label-targeted override.
 
 use std::time::Duration;
 
 use fed_api::Placement;
 use fed_api::placement::ClusterWorkloadStatus;
 use kube::api::Api;
-use meridian_e2e::{Env, eventually};
+use meridian_e2e::{Env, Proc, eventually};
 
 const APP: &str = r#"
 apiVersion: federation.meridian.dev/v1alpha1
@@ -100,15 +105,16 @@ async fn wait_for(env: &Env, member: &str, kind: &str, name: &str, path: &str, w
 const IMAGE: &str = "{.spec.template.spec.containers[0].image}";
 const ARGS: &str = "{.spec.template.spec.containers[0].args}";
 
-#[tokio::test]
-async fn members_get_their_overridden_copies() {
+/// Three members joined (sim-1 and sim-2 in region eu, sim-3 in us), with the controllers
+/// and the scheduler running while the processes live.
+fn fleet() -> (Env, [Proc; 2]) {
     let env = Env::start(&["--clusters=3", "--nodes=1", "--ready-delay=0s"]);
-    let _controllers = env.controllers(&[
+    let controllers = env.controllers(&[
         "--probe-period=1s",
         "--probe-timeout=500ms",
         "--metrics-bind-address=off",
     ]);
-    let _scheduler = env.scheduler(&["--workers=4"]);
+    let scheduler = env.scheduler(&["--workers=4"]);
     for (c, region) in [("sim-1", "eu"), ("sim-2", "eu"), ("sim-3", "us")] {
         let out = env.ok(
             "fedctl",
@@ -126,6 +132,12 @@ async fn members_get_their_overridden_copies() {
         assert!(out.contains(&format!("cluster {c} is Ready")), "{out}");
     }
     env.ok("kubectl", &["create", "namespace", "shop"]);
+    (env, [controllers, scheduler])
+}
+
+#[tokio::test]
+async fn members_get_their_overridden_copies() {
+    let (env, _processes) = fleet();
     env.apply("overrides.yaml", &overrides("us", ""));
     env.apply("app.yaml", APP);
     let wait =
@@ -312,13 +324,20 @@ async fn members_get_their_overridden_copies() {
     )
     .await;
 
-    // Without its policy the ConfigMap's copy is still Meridian's and still follows the
-    // federation. (The label the override added stays: labels a copy carries beyond
-    // Meridian's are left alone, as a member's own would be.)
+    // Without its policy the ConfigMap's copy loses the label the override added, and is
+    // still Meridian's and still follows the federation.
     env.ok(
         "kubectl",
         &["delete", "overridepolicy", "settings-labels", "-n", "shop"],
     );
+    wait(
+        "sim-1",
+        "configmap",
+        "settings",
+        "{.metadata.labels.tier}",
+        "",
+    )
+    .await;
     env.ok(
         "kubectl",
         &[
@@ -333,4 +352,173 @@ async fn members_get_their_overridden_copies() {
         ],
     );
     wait("sim-1", "configmap", "settings", "{.data.mode}", "safe").await;
+}
+
+const DEPS_APP: &str = r#"
+apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: api, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment, name: api}
+  placement:
+    replicaScheduling: {type: Divided, division: StaticWeight}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: api-env, namespace: shop}
+data: {MODE: fast}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api, namespace: shop, labels: {app: api}}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec:
+      containers:
+      - name: api
+        image: "ghcr.io/shop/api:1"
+        envFrom: [{configMapRef: {name: api-env}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: api, namespace: shop}
+spec:
+  selector: {app: api}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+"#;
+
+/// A label on the dependency ConfigMap in sim-1, an annotation on the Service in sim-2.
+const DEPS_OVERRIDES: &str = r#"
+apiVersion: federation.meridian.dev/v1alpha1
+kind: OverridePolicy
+metadata: {name: api-env-labels, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: v1, kind: ConfigMap, name: api-env}
+  overrideRules:
+  - targetCluster: {clusterNames: [sim-1]}
+    overriders:
+      labelsOverrider:
+      - {operator: add, value: {tier: edge}}
+---
+apiVersion: federation.meridian.dev/v1alpha1
+kind: OverridePolicy
+metadata: {name: api-service, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: v1, kind: Service, name: api}
+  overrideRules:
+  - targetCluster: {clusterNames: [sim-2]}
+    overriders:
+      annotationsOverrider:
+      - {operator: add, value: {lb.example/scheme: internal}}
+---
+apiVersion: federation.meridian.dev/v1alpha1
+kind: OverridePolicy
+metadata: {name: edge-clusters, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: v1, kind: ConfigMap, name: api-env}
+  overrideRules:
+  - targetCluster: {labelSelector: {matchLabels: {edge: "yes"}}}
+    overriders:
+      labelsOverrider:
+      - {operator: add, value: {edge: "yes"}}
+"#;
+
+const TIER: &str = "{.metadata.labels.tier}";
+const EDGE: &str = "{.metadata.labels.edge}";
+const SCHEME: &str = "{.metadata.annotations.lb\\.example/scheme}";
+
+#[tokio::test]
+async fn dependencies_and_services_follow_policies_and_cluster_labels() {
+    let (env, _processes) = fleet();
+    env.apply("overrides.yaml", DEPS_OVERRIDES);
+    env.apply("app.yaml", DEPS_APP);
+    let wait =
+        |member: &'static str,
+         kind: &'static str,
+         name: &'static str,
+         path: &'static str,
+         want: &str| { wait_for(&env, member, kind, name, path, want.to_owned()) };
+    let get = |member: &str, kind: &str, path: &str| {
+        let name = if kind == "service" { "api" } else { "api-env" };
+        env.member_get(member, kind, "shop", name, path)
+    };
+
+    // The dependency's label reaches sim-1 only, the Service's annotation sim-2 only; every
+    // member holds both.
+    wait("sim-1", "configmap", "api-env", TIER, "edge").await;
+    wait("sim-2", "service", "api", SCHEME, "internal").await;
+    for member in ["sim-1", "sim-2", "sim-3"] {
+        wait(member, "configmap", "api-env", "{.data.MODE}", "fast").await;
+        wait(member, "service", "api", "{.spec.selector.app}", "api").await;
+    }
+    for member in ["sim-2", "sim-3"] {
+        assert_eq!(
+            get(member, "configmap", TIER).as_deref(),
+            Ok(""),
+            "{member}"
+        );
+    }
+    for member in ["sim-1", "sim-3"] {
+        assert_eq!(
+            get(member, "service", SCHEME).as_deref(),
+            Ok(""),
+            "{member}"
+        );
+    }
+    // No cluster carries the label the third policy targets yet.
+    for member in ["sim-1", "sim-2", "sim-3"] {
+        assert_eq!(
+            get(member, "configmap", EDGE).as_deref(),
+            Ok(""),
+            "{member}"
+        );
+    }
+    // The rollout settles with the overridden dependency (no push loop).
+    env.rollout_status("deploy/api", "shop");
+    let cluster_ip = get("sim-2", "service", "{.spec.clusterIP}");
+
+    // Deleting the policies takes what they set away from the members; the member's own
+    // allocations on the Service stay.
+    env.ok(
+        "kubectl",
+        &[
+            "delete",
+            "overridepolicy",
+            "api-env-labels",
+            "api-service",
+            "-n",
+            "shop",
+        ],
+    );
+    wait("sim-1", "configmap", "api-env", TIER, "").await;
+    wait("sim-2", "service", "api", SCHEME, "").await;
+    assert_eq!(get("sim-2", "service", "{.spec.clusterIP}"), cluster_ip);
+    assert_eq!(
+        get("sim-1", "configmap", "{.data.MODE}").as_deref(),
+        Ok("fast")
+    );
+
+    // Labelling a cluster brings the label-targeted override there at once; moving the
+    // label moves the override.
+    env.ok("kubectl", &["label", "cluster", "sim-3", "edge=yes"]);
+    wait("sim-3", "configmap", "api-env", EDGE, "yes").await;
+    for member in ["sim-1", "sim-2"] {
+        assert_eq!(
+            get(member, "configmap", EDGE).as_deref(),
+            Ok(""),
+            "{member}"
+        );
+    }
+    env.ok("kubectl", &["label", "cluster", "sim-3", "edge-"]);
+    env.ok("kubectl", &["label", "cluster", "sim-1", "edge=yes"]);
+    wait("sim-1", "configmap", "api-env", EDGE, "yes").await;
+    wait("sim-3", "configmap", "api-env", EDGE, "").await;
+    assert_eq!(get("sim-2", "configmap", EDGE).as_deref(), Ok(""));
 }

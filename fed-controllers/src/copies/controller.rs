@@ -766,6 +766,9 @@ pub async fn run(fed: Client, settings: Settings, overrides: Overrides) -> Resul
         queue: queue.clone(),
     });
     let mut specs: HashMap<String, String> = HashMap::new();
+    // Each cluster's labels, which override rules may target (its region and zone are in
+    // its spec).
+    let mut labels: HashMap<String, BTreeMap<String, String>> = HashMap::new();
     let mut override_changes = overrides.subscribe();
     // Copies are pushed as the policies make them: never before they are listed.
     overrides.ready().await;
@@ -818,12 +821,19 @@ pub async fn run(fed: Client, settings: Settings, overrides: Overrides) -> Resul
                 // connection and caches; its copies are re-synced over a new one.
                 Some(Ok(Event::Delete(c))) => {
                     specs.remove(&c.name_any());
+                    labels.remove(&c.name_any());
                     central.drop_member(&c.name_any()).await;
                 }
                 Some(Ok(Event::Apply(c) | Event::InitApply(c))) => {
                     let spec = serde_json::to_string(&c.spec).unwrap_or_default();
+                    let relabelled = labels
+                        .insert(c.name_any(), c.labels().clone())
+                        .is_some_and(|old| &old != c.labels());
                     if specs.insert(c.name_any(), spec.clone()).is_some_and(|old| old != spec) {
                         central.drop_member(&c.name_any()).await;
+                    } else if relabelled && !central.overrides.snapshot().is_empty() {
+                        // Relabelled: rules targeting labels may apply there now, or no more.
+                        central.requeue_for(None);
                     }
                 }
                 Some(_) => {}

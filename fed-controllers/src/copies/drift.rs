@@ -8,6 +8,7 @@
 
 use serde_json::{Map, Value};
 
+use super::record;
 use crate::workload::drift::contains;
 
 /// Top-level fields that are never Meridian's to write in a member.
@@ -22,9 +23,11 @@ fn meta<'a>(v: &'a Value, k: &str) -> &'a Value {
 }
 
 /// Whether `actual` (a member's copy) holds everything `desired` (from
-/// [`super::member_copy::member_copy`]) says.
+/// [`super::member_copy::member_copy`]) says, made under the same override rules
+/// ([`record`]).
 pub fn in_sync(actual: &Value, desired: &Value) -> bool {
-    if !contains(meta(actual, "labels"), meta(desired, "labels"))
+    if !record::same(actual, desired)
+        || !contains(meta(actual, "labels"), meta(desired, "labels"))
         || !contains(meta(actual, "annotations"), meta(desired, "annotations"))
     {
         return false;
@@ -48,7 +51,8 @@ pub fn in_sync(actual: &Value, desired: &Value) -> bool {
 
 /// The object to write over `actual`: its metadata kept (resourceVersion, the member's
 /// own labels and annotations) with Meridian's laid over it, every field Meridian owns
-/// replaced wholesale, exact fields Meridian does not set removed, and no status.
+/// replaced wholesale, exact fields Meridian does not set removed, what an override rule
+/// set before and no longer sets removed ([`record::drop_unwanted`]), and no status.
 pub fn merged(actual: &Value, desired: &Value) -> Value {
     let mut out = actual.clone();
     let Some(o) = out.as_object_mut() else {
@@ -77,6 +81,7 @@ pub fn merged(actual: &Value, desired: &Value) -> Value {
             m[k] = Value::Object(merged);
         }
     }
+    record::drop_unwanted(&mut out, actual, desired);
     out
 }
 
@@ -187,5 +192,25 @@ mod tests {
         m["status"] = json!({"x": 1});
         assert!(in_sync(&m, &desired()));
         assert!(merged(&m, &desired()).get("status").is_none());
+    }
+
+    #[test]
+    fn what_an_override_stops_setting_goes() {
+        let mut was = desired();
+        was["metadata"]["labels"]["tier"] = json!("edge");
+        was["metadata"]["annotations"] = json!({"note": "x"});
+        record::stamp(&mut was);
+        let mut actual = was.clone();
+        actual["metadata"]["resourceVersion"] = json!("7");
+        actual["metadata"]["labels"]["added-by-member"] = json!("x");
+        assert!(in_sync(&actual, &was));
+        // The policy is deleted: the plain copy is wanted, without what the rule set.
+        assert!(!in_sync(&actual, &desired()));
+        let fixed = merged(&actual, &desired());
+        assert!(in_sync(&fixed, &desired()), "{fixed}");
+        assert!(fixed["metadata"]["labels"].get("tier").is_none());
+        assert!(fixed["metadata"].get("annotations").is_none(), "{fixed}");
+        assert_eq!(fixed["metadata"]["labels"]["added-by-member"], "x");
+        assert_eq!(fixed["metadata"]["resourceVersion"], "7");
     }
 }

@@ -8,7 +8,9 @@
 use serde_json::{Map, Value};
 
 use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_UID_LABEL};
-use fed_api::overrides::apply::{MemberCluster, OverrideError, Policy, apply_selected};
+use fed_api::overrides::apply::{MemberCluster, OverrideError, Policy, apply_selected, changes_in};
+
+use super::record;
 
 /// Metadata the federation's API server sets or that refers to federation objects.
 const SERVER_METADATA: [&str; 11] = [
@@ -91,6 +93,8 @@ pub fn member_copy(fed: &Value, uid: &str) -> Value {
 /// `copy` (of `kind`, Meridian's copy of the object with `uid`) as cluster `c` gets it under
 /// the `selected` override policies. Meridian's ownership labels are put back afterwards:
 /// without them the copy would not be recognised as Meridian's, and never updated again.
+/// A copy some rule targets carries the [`record`] of what was set on it, so what a rule
+/// stops setting later leaves the member's copy.
 pub fn overridden(
     copy: &Value,
     kind: &str,
@@ -98,8 +102,12 @@ pub fn overridden(
     selected: &[&Policy],
     uid: &str,
 ) -> Result<Value, OverrideError> {
+    if !changes_in(selected, c) {
+        return Ok(copy.clone());
+    }
     let mut out = apply_selected(copy, kind, c, selected)?;
     stamp(&mut out, uid);
+    record::stamp(&mut out);
     Ok(out)
 }
 
@@ -251,6 +259,9 @@ mod tests {
             got["metadata"]["labels"],
             json!({"tier": "edge", MANAGED_BY_LABEL: MANAGED_BY_VALUE, OWNER_UID_LABEL: "u"})
         );
+        let r = record::Record::read(&got).expect("a targeted copy carries its record");
+        assert_eq!(r, record::Record::of(&got));
+        assert!(r.labels.contains("tier") && !r.labels.contains("app"));
         assert_eq!(
             overridden(&copy, "ConfigMap", &at("b"), &[&policy], "u").unwrap(),
             copy

@@ -5,7 +5,8 @@
 //! The decisions are pure and table-tested: [`member_copy`] says what a member gets of a
 //! federated object (what the member owns or its server sets left out), [`drift`] whether a
 //! member's copy still says what Meridian wants and what to write over it, [`plan`] which
-//! step each member takes for each object (create, update, delete, leave, refuse), and
+//! step each member takes for each object (create, update, delete, leave, refuse), [`record`]
+//! what Meridian set on a copy override rules changed (so what they stop setting goes), and
 //! [`report`] what the Placement's status says of the results. [`controller`] applies them
 //! from caches of the federation and of each member.
 
@@ -13,4 +14,5 @@ pub mod controller;
 pub mod drift;
 pub mod member_copy;
 pub mod plan;
+pub mod record;
 pub mod report;

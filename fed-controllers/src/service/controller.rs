@@ -3,17 +3,21 @@
 //! one member task per Cluster; and, level-triggered through a deduplicating queue, decides
 //! for each Service what every member holds, writes its Placement and status, and for the
 //! whole fleet (the `Global` key) each member's lb-agent configuration (with the client
-//! subnets of `meridian-client-subnets`) and `Cluster.status.lbAgent`.
+//! subnets of `meridian-client-subnets`) and `Cluster.status.lbAgent`. Each member's
+//! Service copy is the one the override policies make for it; a policy's change re-queues
+//! the Services of the namespaces it may affect.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio_util::task::AbortOnDropHandle;
 
+use fed_api::governance::Subject;
 use fed_api::lbconfig::LbService;
 use fed_api::names::{
     CLIENT_SUBNETS_CONFIGMAP, LB_ADDRESSES_CONFIGMAP, LB_PORTS_CONFIGMAP, SYSTEM_NAMESPACE,
 };
+use fed_api::overrides::apply::{MemberCluster, OverrideError, Policy, selecting};
 use fed_api::placement::TargetCluster;
 use fed_api::{Cluster, Placement, PropagationPolicy};
 use futures::stream::{BoxStream, StreamExt};
@@ -38,7 +42,8 @@ use super::{
     traffic,
 };
 use crate::cluster::controller::token_digest;
-use crate::fleet::{self, FedError, Fleet, reflect};
+use crate::fleet::overrides::Changed;
+use crate::fleet::{self, FedError, Fleet, Overrides, reflect};
 use crate::metrics::Metrics;
 use crate::slim_cache::SlimCache;
 
@@ -100,6 +105,8 @@ pub(super) struct Central {
     /// The service controller's Events.
     pub(super) events: Recorder,
     pub(super) members: Fleet<Member>,
+    /// The override policies (one watch per process).
+    pub(super) overrides: Overrides,
     /// Each Service's entry in the lb-agent configuration, as last reconciled.
     pub(super) lb_services: Mutex<BTreeMap<ServiceKey, LbService>>,
     /// What of each Cluster matters here, to skip the cluster controller's routine
@@ -124,6 +131,8 @@ enum Input {
     /// The port or address allocations changed.
     Ports,
     Subnets,
+    /// An override policy changed (`None`: changes were missed).
+    Overrides(Option<Changed>),
 }
 
 fn ignored(ns: &str) -> bool {
@@ -265,6 +274,17 @@ impl Central {
             Input::Secret => self.sync_members(),
             Input::Ports => self.push_services(None),
             Input::Subnets => self.queue.add(CentralKey::Global),
+            Input::Overrides(changed) => {
+                for k in self.service_keys(None) {
+                    let ns = Some(k.namespace.as_str());
+                    if changed
+                        .as_ref()
+                        .is_none_or(|c| c.may_affect("v1", "Service", ns))
+                    {
+                        self.queue.add(CentralKey::Service(k));
+                    }
+                }
+            }
         }
     }
 
@@ -309,6 +329,23 @@ impl Central {
             .get(&ObjectRef::new(LB_PORTS_CONFIGMAP).within(SYSTEM_NAMESPACE));
         let data = cm.as_ref().and_then(|c| c.data.clone()).unwrap_or_default();
         (ports::parse(&data), cm)
+    }
+
+    /// The Service copy `cluster` gets under the `selected` override policies.
+    fn copy_for(
+        &self,
+        cluster: &str,
+        copy: &Value,
+        selected: &[&Policy],
+        uid: &str,
+    ) -> Result<Value, OverrideError> {
+        if selected.is_empty() {
+            return Ok(copy.clone());
+        }
+        match self.caches.clusters.get(&ObjectRef::new(cluster)) {
+            Some(c) => desired::overridden_service(copy, &MemberCluster::of(&c), selected, uid),
+            None => Ok(copy.clone()),
+        }
     }
 
     /// The backend clusters of a Service.
@@ -427,23 +464,40 @@ impl Central {
         let views = self.views(&members);
         let dedicated = self.dedicated_addresses(key, &svc, &uid, &views).await?;
         let pushed = self.backends(&svc, &v, &views);
-        let states: BTreeMap<String, MemberState> = members
+        let mut states: BTreeMap<String, MemberState> = members
             .iter()
             .map(|(n, m)| (n.clone(), m.state(key, &uid)))
             .collect();
         let serving = status::serving(&pushed, &views, &states);
         let copy = desired::member_service(&v, &uid);
+        let policies = self.overrides.snapshot();
+        let subject = Subject {
+            api_version: "v1",
+            kind: "Service",
+            namespace: Some(key.namespace.as_str()),
+            name: &key.name,
+            labels: svc.labels(),
+        };
+        let selected = selecting(&subject, &policies);
         for (name, m) in &members {
             if pushed.contains(name) {
+                let service = match self.copy_for(name, &copy, &selected, &uid) {
+                    Ok(s) => s,
+                    // Nothing new is pushed there (what it holds stays) until the policy
+                    // is fixed; that change re-queues the Service. The Placement says why.
+                    Err(e) => {
+                        let st = states.entry(name.clone()).or_default();
+                        st.error = format!("OverrideFailed: {e}");
+                        st.override_failed = true;
+                        continue;
+                    }
+                };
                 let slice = desired::slice(key, &uid, &status::remotes(name, &serving), &lb_ports);
                 m.set_intent(
                     key,
                     Intent {
                         uid: uid.clone(),
-                        want: Want::Present {
-                            service: copy.clone(),
-                            slice,
-                        },
+                        want: Want::Present { service, slice },
                     },
                 );
             } else if m.holds(key, &uid) != Some(false) {
@@ -719,6 +773,7 @@ pub async fn run(
     settings: Settings,
     metrics: Arc<Metrics>,
     recorder: Recorder,
+    overrides: Overrides,
 ) -> Result<(), ReconcileError> {
     let all = watcher::Config::default;
     let mut streams: Vec<BoxStream<'static, Input>> = Vec::new();
@@ -790,6 +845,16 @@ pub async fn run(
         .boxed(),
     );
 
+    let changes = futures::stream::unfold(overrides.subscribe(), |mut rx| async move {
+        use tokio::sync::broadcast::error::RecvError;
+        match rx.recv().await {
+            Ok(c) => Some((Input::Overrides(Some(c)), rx)),
+            Err(RecvError::Lagged(_)) => Some((Input::Overrides(None), rx)),
+            Err(RecvError::Closed) => None,
+        }
+    });
+    streams.push(changes.boxed());
+
     let queue = WorkQueue::new(settings.fleet.queue(), metrics.service_queue.clone());
     let central = Arc::new(Central {
         fed,
@@ -810,6 +875,7 @@ pub async fn run(
         },
         queue: Arc::new(queue),
         members: Fleet::default(),
+        overrides,
         lb_services: Mutex::default(),
         cluster_digests: Mutex::default(),
         policy_errors: Mutex::default(),
@@ -837,6 +903,8 @@ pub async fn run(
             if ready.iter().any(Result::is_err) {
                 return;
             }
+            // Copies are pushed as the policies make them: never before they are listed.
+            c.overrides.ready().await;
             c.sync_members();
             c.queue.add(CentralKey::Everything);
             loop {

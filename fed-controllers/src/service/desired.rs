@@ -10,7 +10,11 @@ use fed_api::lbconfig::LbPort;
 use fed_api::names::{ENDPOINTSLICE_MANAGER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_UID_LABEL};
 use serde_json::{Map, Value, json};
 
+use fed_api::overrides::apply::{MemberCluster, OverrideError, Policy};
+
 use super::ServiceKey;
+use crate::copies::member_copy::overridden;
+use crate::copies::record;
 use crate::workload::{desired::member_metadata, drift};
 
 /// Label naming the Service an EndpointSlice belongs to.
@@ -26,10 +30,8 @@ const ALLOCATED: [&str; 4] = [
     "ipFamilies",
 ];
 
-/// The member copy of a federated Service: its metadata with Meridian's labels, its spec
-/// without the addresses and node ports the federation (or another cluster) allocated.
-pub fn member_service(fed: &Value, uid: &str) -> Value {
-    let mut spec = fed["spec"].as_object().cloned().unwrap_or_default();
+/// Takes out of a Service's spec what a member allocates for itself.
+fn remove_allocated(spec: &mut Map<String, Value>) {
     for f in ALLOCATED {
         spec.remove(f);
     }
@@ -38,12 +40,44 @@ pub fn member_service(fed: &Value, uid: &str) -> Value {
             p.remove("nodePort");
         }
     }
+}
+
+/// The member copy of a federated Service: its metadata with Meridian's labels, its spec
+/// without the addresses and node ports the federation (or another cluster) allocated.
+pub fn member_service(fed: &Value, uid: &str) -> Value {
+    let mut spec = fed["spec"].as_object().cloned().unwrap_or_default();
+    remove_allocated(&mut spec);
     json!({
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": member_metadata(fed, uid),
         "spec": spec,
     })
+}
+
+/// The Service copy (from [`member_service`]) cluster `c` gets under the `selected`
+/// override policies. What the member allocates (cluster IPs, node ports, the health-check
+/// node port) and its status stay the member's: an override that sets them is taken out
+/// again, and one that removes them finds nothing to remove (the member's values are kept
+/// on every write, see [`service_merged`]).
+pub fn overridden_service(
+    copy: &Value,
+    c: &MemberCluster<'_>,
+    selected: &[&Policy],
+    uid: &str,
+) -> Result<Value, OverrideError> {
+    let mut out = overridden(copy, "Service", c, selected, uid)?;
+    if let Some(o) = out.as_object_mut() {
+        o.remove("status");
+        if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
+            remove_allocated(spec);
+        }
+    }
+    // The record describes the copy as pushed.
+    if record::Record::read(&out).is_some() {
+        record::stamp(&mut out);
+    }
+    Ok(out)
 }
 
 /// Whether a member's Service matches the copy Meridian wants (defaults and allocated
@@ -305,6 +339,70 @@ mod tests {
         assert_eq!(fixed["spec"]["clusterIP"], "10.96.0.9");
         assert_eq!(fixed["spec"]["ports"][0]["nodePort"], 31234);
         assert_eq!(fixed["metadata"]["resourceVersion"], "3");
+    }
+
+    #[test]
+    fn overrides_never_touch_what_the_member_allocates() {
+        use fed_api::{Cluster, ClusterSpec};
+        let policy = Policy {
+            namespace: Some("shop".into()),
+            name: "svc".into(),
+            spec: serde_json::from_value(json!({
+                "resourceSelectors": [{"apiVersion": "v1", "kind": "Service", "name": "web"}],
+                "overrideRules": [{"targetCluster": {"clusterNames": ["a"]}, "overriders": {
+                    "annotationsOverrider": [{"operator": "add", "value": {"lb.example/scheme": "internal"}}],
+                    "plaintext": [
+                        {"path": "/spec/clusterIP", "operator": "add", "value": "10.0.0.99"},
+                        {"path": "/spec/ports/0/nodePort", "operator": "add", "value": 30999},
+                        {"path": "/status", "operator": "add", "value": {"loadBalancer": {}}}
+                    ]
+                }}]
+            }))
+            .unwrap(),
+        };
+        let (a, b) = (
+            Cluster::new("a", ClusterSpec::default()),
+            Cluster::new("b", ClusterSpec::default()),
+        );
+        let copy = member_service(&fed(), "u1");
+        let got = overridden_service(&copy, &MemberCluster::of(&a), &[&policy], "u1").unwrap();
+        assert_eq!(
+            got["metadata"]["annotations"],
+            json!({"team": "x", "lb.example/scheme": "internal",
+                   (record::RECORD_ANNOTATION): record::Record::of(&got).to_string()})
+        );
+        assert!(got["spec"].get("clusterIP").is_none(), "{got}");
+        assert!(got["spec"]["ports"][0].get("nodePort").is_none(), "{got}");
+        assert!(got.get("status").is_none());
+        let plain = overridden_service(&copy, &MemberCluster::of(&b), &[&policy], "u1").unwrap();
+        assert_eq!(plain, copy);
+        // The member's allocations survive the write that brings the override, and the one
+        // that takes it away again.
+        let mut member = copy.clone();
+        member["spec"]["clusterIP"] = json!("10.96.0.9");
+        member["spec"]["ports"][0]["nodePort"] = json!(31234);
+        assert!(!service_in_sync(&member, &got));
+        let with = service_merged(&member, &got);
+        assert!(service_in_sync(&with, &got));
+        assert_eq!(with["spec"]["clusterIP"], "10.96.0.9");
+        assert_eq!(with["spec"]["ports"][0]["nodePort"], 31234);
+        assert!(!service_in_sync(&with, &copy));
+        let without = service_merged(&with, &copy);
+        assert!(service_in_sync(&without, &copy));
+        assert_eq!(without["metadata"]["annotations"], json!({"team": "x"}));
+        assert_eq!(without["spec"]["clusterIP"], "10.96.0.9");
+        // Removing an allocated field finds nothing to remove: the rule fails.
+        let removing = Policy {
+            spec: serde_json::from_value(json!({
+                "resourceSelectors": [{"apiVersion": "v1", "kind": "Service"}],
+                "overrideRules": [{"overriders": {"plaintext": [
+                    {"path": "/spec/clusterIP", "operator": "remove"}
+                ]}}]
+            }))
+            .unwrap(),
+            ..policy.clone()
+        };
+        assert!(overridden_service(&copy, &MemberCluster::of(&b), &[&removing], "u1").is_err());
     }
 
     #[test]

@@ -197,6 +197,7 @@ impl Member {
             holds: Self::owned_copy(self, key, uid),
             error,
             conflict: r.conflict,
+            override_failed: false,
             last_sync_time: r.last_sync_time,
         }
     }

@@ -22,6 +22,9 @@ pub struct MemberState {
     /// Whether that error is a name conflict: the member holds a Service or slice of that
     /// name that is not Meridian's.
     pub conflict: bool,
+    /// Whether an override rule cannot make the member's copy (the error says which): the
+    /// member is left as it is until the policy is fixed.
+    pub override_failed: bool,
     /// Last successful sync (RFC 3339).
     pub last_sync_time: Option<String>,
 }
@@ -107,7 +110,8 @@ pub fn cluster_entries(
 }
 
 /// The `Propagated` condition: `(status, reason, message)`; a member's name conflict comes
-/// first (it needs a person), then any other error.
+/// first (it needs a person), then an override policy that cannot make some member's copy
+/// (it needs the policy fixed), then any other error.
 pub fn propagated(
     entries: &[ClusterWorkloadStatus],
     states: &BTreeMap<String, MemberState>,
@@ -124,6 +128,11 @@ pub fn propagated(
         .any(|e| states.get(&e.cluster).is_some_and(|s| s.conflict))
     {
         ("False", "Conflict", errors.join("; "))
+    } else if entries
+        .iter()
+        .any(|e| states.get(&e.cluster).is_some_and(|s| s.override_failed))
+    {
+        ("False", "OverrideFailed", errors.join("; "))
     } else if !errors.is_empty() {
         ("False", "SyncFailed", errors.join("; "))
     } else if entries
@@ -165,6 +174,7 @@ mod tests {
             holds,
             error: error.into(),
             conflict: false,
+            override_failed: false,
             last_sync_time: Some("2026-01-01T00:00:00Z".into()),
         }
     }
@@ -255,5 +265,18 @@ mod tests {
         assert_eq!((st, reason), ("False", "Conflict"));
         assert!(msg.starts_with("b: conflict:"), "{msg}");
         assert_eq!(propagated(&[], &states).1, "NoBackends");
+        // An override that cannot apply in a: said before other errors, after conflicts.
+        let a = states.get_mut("a").unwrap();
+        a.error = "OverrideFailed: OverridePolicy shop/p rule 0: plaintext[0]: ...".into();
+        a.override_failed = true;
+        let entries = cluster_entries(&pushed, &views, &states);
+        assert_eq!(propagated(&entries, &states).1, "Conflict");
+        states.get_mut("b").unwrap().conflict = false;
+        let (st, reason, msg) = propagated(&entries, &states);
+        assert_eq!((st, reason), ("False", "OverrideFailed"));
+        assert!(
+            msg.contains("a: OverrideFailed: OverridePolicy shop/p"),
+            "{msg}"
+        );
     }
 }

@@ -29,10 +29,11 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::compact::Compact;
+use super::dep_wants::DepWants;
 use super::events::{self, Batcher};
 use super::finalize::finalizer_write_pending;
 use super::kinds::{DepKind, Kind, WorkloadKey};
-use super::member::{self, Dependency, Intent, Look, MemberShared, Want};
+use super::member::{self, Intent, Look, MemberShared, Want};
 use super::objects::ObjectCache;
 use super::pacing::Pacer;
 use super::placements::{self, PlacementCache, PlacementView};
@@ -77,6 +78,9 @@ pub(super) struct Central {
     /// Each cluster's Ready status as last seen, to tell a readiness change (every workload
     /// is looked at again) from a routine status update (nothing to do).
     cluster_ready: Mutex<HashMap<String, Option<String>>>,
+    /// What of each cluster override rules target (labels, region, zone) as last seen: a
+    /// change re-applies the overrides at once.
+    cluster_targets: Mutex<HashMap<String, u64>>,
     /// What of each workload and Placement was last seen that changes what members should
     /// hold ([`wanted_workload`], [`wanted_placement`]): an event that changes it is urgent, one that only changes status
     /// (often our own write coming back) waits behind urgent work.
@@ -144,6 +148,14 @@ fn finalizers(v: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A digest of what override rules target in a Cluster: its labels, region and zone.
+fn targeted(c: &Cluster) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (c.labels(), &c.spec.region, &c.spec.zone).hash(&mut h);
+    h.finish()
 }
 
 /// The status of a Cluster's Ready condition, if it has one.
@@ -264,8 +276,15 @@ impl Central {
             Input::Overrides(changed) => {
                 for (kind, store) in &self.caches.workloads {
                     for o in store.state() {
+                        let ns = Some(o.namespace.as_str());
+                        // A policy on a ConfigMap or Secret the pod template uses changes
+                        // the dependency copies that go with the workload.
                         let affected = changed.as_ref().is_none_or(|c| {
-                            c.may_affect("apps/v1", kind.as_str(), Some(o.namespace.as_str()))
+                            c.may_affect("apps/v1", kind.as_str(), ns)
+                                || o.deps
+                                    .refs
+                                    .iter()
+                                    .any(|(k, _)| c.may_affect("v1", k.as_str(), ns))
                         });
                         if affected {
                             self.queue.add(WorkloadKey::new(
@@ -342,9 +361,16 @@ impl Central {
                     let was = lock(&self.cluster_ready).insert(name.clone(), ready.clone());
                     let back = ready.as_deref() == Some("True")
                         && was.as_ref().is_some_and(|w| w.as_deref() != Some("True"));
-                    // Capacity and probe times change all the time: only membership and
-                    // readiness change what workloads need.
-                    if self.sync_members() || was != Some(ready) {
+                    let t = targeted(&c);
+                    let retargeted = lock(&self.cluster_targets)
+                        .insert(name.clone(), t)
+                        .is_some_and(|old| old != t);
+                    // Another label, region or zone may change which override rules apply
+                    // there (only worth a pass while some policy exists).
+                    let overrides_move = retargeted && !self.overrides.snapshot().is_empty();
+                    // Capacity and probe times change all the time: only membership,
+                    // readiness and what override rules target change what workloads need.
+                    if self.sync_members() || was != Some(ready) || overrides_move {
                         self.requeue_all();
                     }
                     // Reachable again: what failed there (removing a copy it lost after a
@@ -356,9 +382,11 @@ impl Central {
                 Ok(Event::InitApply(c)) => {
                     let ready = ready_status(&c);
                     lock(&self.cluster_ready).insert(c.name_any(), ready);
+                    lock(&self.cluster_targets).insert(c.name_any(), targeted(&c));
                 }
                 Ok(Event::Delete(c)) => {
                     lock(&self.cluster_ready).remove(&c.name_any());
+                    lock(&self.cluster_targets).remove(&c.name_any());
                     self.sync_members();
                     self.requeue_all();
                 }
@@ -473,24 +501,9 @@ impl Central {
             }
             h.finish()
         };
-        let mut dep_copies: Option<Vec<Dependency>> = None;
-        let mut build_dep_copies = || -> Result<Vec<Dependency>, FedError> {
-            if let Some(d) = &dep_copies {
-                return Ok(d.clone());
-            }
-            let mut out = Vec::new();
-            for (kind, name, d) in &dep_objects {
-                let v = serde_json::to_value(&**d)?;
-                let duid = desired::uid_of(&v).unwrap_or_default().to_string();
-                out.push(Dependency {
-                    kind: *kind,
-                    name: name.clone(),
-                    object: Compact::new(&desired::dependency(&v, *kind, &duid)),
-                });
-            }
-            dep_copies = Some(out.clone());
-            Ok(out)
-        };
+        // Each destination's dependency copies: what the override policies change there.
+        let policies = self.overrides.snapshot();
+        let mut dep_wants = DepWants::new(dep_objects, &key.namespace, &policies);
 
         let dest_names: HashSet<&str> = dest.iter().map(|(c, _)| c.as_str()).collect();
         // Every member by name, with its copy looked up once.
@@ -506,7 +519,6 @@ impl Central {
             .map(|(name, _)| name.to_string())
             .collect();
         // Each destination's copy: its share, then what the override policies change there.
-        let policies = self.overrides.snapshot();
         let labels = labels_of(&fed);
         let subject = Subject {
             api_version: "apps/v1",
@@ -516,7 +528,7 @@ impl Central {
             labels: &labels,
         };
         let mut wants = Wants::new(&fed, key.kind, &uid, selecting(&subject, &policies));
-        let any_policy = wants.any_policy();
+        let any_policy = wants.any_policy() || dep_wants.any_policy();
         let cluster_of = |c: &str| {
             if any_policy {
                 self.caches.clusters.get(&ObjectRef::new(c))
@@ -536,6 +548,19 @@ impl Central {
                 Some((c.as_str(), e))
             })
             .collect();
+        // Destinations where some dependency's copy cannot be made: that dependency is held
+        // back there (the workload is still pushed) and the entry says why.
+        let mut dep_failures: HashMap<&str, Vec<String>> = HashMap::new();
+        if dep_wants.any_policy() {
+            for (c, _) in &dest {
+                let cluster = cluster_of(c);
+                let member = cluster.as_deref().map(MemberCluster::of);
+                let f = dep_wants.failures(member.as_ref())?;
+                if !f.is_empty() {
+                    dep_failures.insert(c.as_str(), f);
+                }
+            }
+        }
         // Whether every destination is still on its first sync. Read before the reports: a
         // sync that ends in between then shows in them, never in neither.
         let first_syncs_pending = !dest.is_empty()
@@ -593,8 +618,13 @@ impl Central {
             }
         }
         for e in entries.iter_mut().take(dest.len()) {
-            if let Some(err) = override_failures.get(e.cluster.as_str()) {
-                e.error = format!("OverrideFailed: {err}");
+            let own = override_failures
+                .get(e.cluster.as_str())
+                .map(|e| e.to_string());
+            let of_deps = dep_failures.get(e.cluster.as_str()).into_iter().flatten();
+            let failures: Vec<String> = own.into_iter().chain(of_deps.cloned()).collect();
+            if !failures.is_empty() {
+                e.error = format!("OverrideFailed: {}", failures.join("; "));
             }
         }
         let dest_ready = dest
@@ -629,7 +659,13 @@ impl Central {
                     let c = cluster_of(&cluster);
                     let member = c.as_deref().map(MemberCluster::of);
                     let variant = wants.variant(member.as_ref());
-                    let src = wants.source(source, &variant, r);
+                    let mut src = wants.source(source, member.as_ref(), r);
+                    if dep_wants.any_policy() {
+                        use std::hash::{Hash, Hasher};
+                        let mut h = std::collections::hash_map::DefaultHasher::new();
+                        (src, dep_wants.source(member.as_ref())).hash(&mut h);
+                        src = h.finish();
+                    }
                     if m.has_intent_from(key, src) {
                         continue;
                     }
@@ -646,7 +682,7 @@ impl Central {
                     let intent = Intent {
                         uid: uid.clone(),
                         want: Want::Present {
-                            deps: build_dep_copies()?,
+                            deps: dep_wants.get(member.as_ref())?,
                             workload,
                             replicas: r,
                         },
@@ -688,7 +724,7 @@ impl Central {
                         p,
                         &entries,
                         conflict,
-                        !override_failures.is_empty(),
+                        !override_failures.is_empty() || !dep_failures.is_empty(),
                         all_observed,
                         &missing,
                         &now,
@@ -925,6 +961,7 @@ pub async fn run(
         overrides,
         metrics,
         cluster_ready: Mutex::default(),
+        cluster_targets: Mutex::default(),
         wanted_seen: Mutex::default(),
         initial_pass_done: std::sync::atomic::AtomicBool::new(false),
         finalizer_writes: Mutex::default(),

@@ -4,6 +4,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::copies::record;
+
 /// The top-level fields Meridian owns (metadata is handled separately: labels and annotations).
 const OWNED: [&str; 5] = ["spec", "data", "binaryData", "type", "immutable"];
 
@@ -36,10 +38,12 @@ fn set_field<'a>(v: &'a Value, f: &str) -> Option<&'a Value> {
         .filter(|x| !x.is_null() && x.as_object().is_none_or(|o| !o.is_empty()))
 }
 
-/// Whether a member object matches the desired one in every field Meridian owns. Reads
-/// both in place: it runs on every sync of every member copy.
+/// Whether a member object matches the desired one in every field Meridian owns, and was
+/// made under the same override rules ([`record`]). Reads both in place: it runs on every
+/// sync of every member copy.
 pub fn in_sync(actual: &Value, desired: &Value) -> bool {
-    contains(meta(actual, "labels"), meta(desired, "labels"))
+    record::same(actual, desired)
+        && contains(meta(actual, "labels"), meta(desired, "labels"))
         && contains(meta(actual, "annotations"), meta(desired, "annotations"))
         && OWNED.iter().all(|f| {
             match (*f, set_field(desired, f), set_field(actual, f)) {
@@ -54,7 +58,8 @@ pub fn in_sync(actual: &Value, desired: &Value) -> bool {
 }
 
 /// The object to write over `actual`: its metadata (resourceVersion, others' labels and
-/// annotations) kept, ours laid over it, and the owned fields replaced wholesale.
+/// annotations) kept, ours laid over it, the owned fields replaced wholesale, and what an
+/// override rule set there before and no longer sets removed ([`record::drop_unwanted`]).
 pub fn merged(actual: &Value, desired: &Value) -> Value {
     let mut out = actual.clone();
     for k in ["labels", "annotations"] {
@@ -84,6 +89,7 @@ pub fn merged(actual: &Value, desired: &Value) -> Value {
         // Status is the member's to write; sending it back would only be ignored.
         o.remove("status");
     }
+    record::drop_unwanted(&mut out, actual, desired);
     out
 }
 
@@ -168,5 +174,37 @@ mod tests {
         assert_eq!(m["data"], json!({"a": "1"}));
         let unwanted = json!({"metadata": {"name": "c"}, "data": {"a": "1"}});
         assert!(!in_sync(&unwanted, &json!({"metadata": {"name": "c"}})));
+    }
+
+    #[test]
+    fn a_field_an_override_stops_setting_goes() {
+        // Pushed under a rule that added a nodeSelector and a label.
+        let mut was = desired();
+        was["spec"]["template"]["spec"]["nodeSelector"] = json!({"disk": "ssd"});
+        was["metadata"]["labels"]["tier"] = json!("edge");
+        record::stamp(&mut was);
+        let mut actual = was.clone();
+        actual["metadata"]["resourceVersion"] = json!("7");
+        actual["metadata"]["labels"]["member-own"] = json!("x");
+        assert!(in_sync(&actual, &was));
+        // The rule is gone: what it set is drift now, though the plain copy is a subset.
+        assert!(!in_sync(&actual, &desired()));
+        let fixed = merged(&actual, &desired());
+        assert!(in_sync(&fixed, &desired()), "{fixed}");
+        assert!(
+            fixed["spec"]["template"]["spec"]
+                .get("nodeSelector")
+                .is_none()
+        );
+        assert!(fixed["metadata"]["labels"].get("tier").is_none());
+        assert_eq!(fixed["metadata"]["labels"]["member-own"], "x");
+        assert_eq!(fixed["metadata"]["resourceVersion"], "7");
+        // A rule that changes only a nested field still gives another record.
+        let mut other = desired();
+        other["spec"]["template"]["spec"]["nodeSelector"] = json!({"disk": "hdd"});
+        other["metadata"]["labels"]["tier"] = json!("edge");
+        record::stamp(&mut other);
+        assert!(!in_sync(&actual, &other));
+        assert!(in_sync(&merged(&actual, &other), &other));
     }
 }

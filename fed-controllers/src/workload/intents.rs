@@ -115,9 +115,9 @@ mod tests {
                     .map(|n| Dependency {
                         kind: DepKind::ConfigMap,
                         name: n.to_string(),
-                        object: Compact::new(
+                        object: Some(Compact::new(
                             &json!({"kind": "ConfigMap", "metadata": {"name": n}}),
-                        ),
+                        )),
                     })
                     .collect(),
                 workload: Compact::new(&json!({"kind": "Deployment"})),

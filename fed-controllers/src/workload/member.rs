@@ -55,8 +55,9 @@ pub struct Dependency {
     pub kind: DepKind,
     /// Its name (in the workload's namespace).
     pub name: String,
-    /// The copy to hold.
-    pub object: Compact,
+    /// The copy to hold; `None` when an override rule cannot make it for this member:
+    /// what the member holds is left as it is (and still counts as in use).
+    pub object: Option<Compact>,
 }
 
 /// What Meridian wants from a member for one workload.
@@ -645,10 +646,11 @@ async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, Syn
                 .await?;
             let synced = caches.synced.load(Ordering::Acquire);
             for d in deps {
+                let Some(object) = &d.object else { continue };
                 let cache = caches.deps.get(&d.kind).filter(|_| synced);
                 let target = (key.namespace.as_str(), d.name.as_str());
                 let ar = d.kind.api_resource();
-                apply(m, key, &caches.client, &ar, target, &d.object, cache).await?;
+                apply(m, key, &caches.client, &ar, target, object, cache).await?;
             }
             let cache = caches.workloads.get(&key.kind).filter(|_| synced);
             let applied = apply(

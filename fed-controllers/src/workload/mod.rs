@@ -4,13 +4,14 @@
 //! into `Placement.status.clusters` and the federated object's `status`; reverts edits made
 //! in members; cleans members up behind the `member-cleanup` finalizer.
 //!
-//! Pure decisions — [`deps`], [`desired`], [`wants`] (the copy each member gets, override
-//! policies applied), [`plan`], [`drift`], [`ownership`], [`status`] —
+//! Pure decisions — [`deps`], [`desired`], [`wants`] and [`dep_wants`] (the copies of the
+//! workload and of its dependencies each member gets, override policies applied), [`plan`], [`drift`], [`ownership`], [`status`] —
 //! are separate from the effects: [`member`] runs one task and queue per member cluster,
 //! [`controller`] watches the federation and hands members their intents.
 
 pub mod compact;
 pub mod controller;
+pub mod dep_wants;
 pub mod deps;
 pub mod desired;
 pub mod drift;

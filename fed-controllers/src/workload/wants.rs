@@ -20,6 +20,7 @@ use serde_json::Value;
 use super::desired;
 use super::kinds::Kind;
 use crate::copies::member_copy::overridden;
+use crate::copies::record;
 
 /// Which copy a cluster gets: `None` for the plain one, `Some(cluster)` when a rule
 /// targets it.
@@ -70,13 +71,14 @@ impl<'a> Wants<'a> {
         (!self.selected.is_empty() && changes_in(&self.selected, c)).then(|| c.name.to_owned())
     }
 
-    /// What the copy of `variant` with `replicas` is built from, beside the workload
-    /// itself (`source`): the same digest, the same copy.
-    pub fn source(&self, source: u64, variant: &Variant, replicas: i32) -> u64 {
+    /// What the copy `cluster` gets with `replicas` is built from, beside the workload
+    /// itself (`source`): the same digest, the same copy. A targeted cluster's own copy
+    /// depends on its labels, region and zone too (they decide which rules apply there).
+    pub fn source(&self, source: u64, cluster: Option<&MemberCluster<'_>>, replicas: i32) -> u64 {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         (source, replicas).hash(&mut h);
-        if variant.is_some() {
-            (variant, self.digest).hash(&mut h);
+        if let Some(c) = cluster.filter(|c| self.variant(Some(*c)).is_some()) {
+            (c.name, c.labels, c.region, c.zone, self.digest).hash(&mut h);
         }
         h.finish()
     }
@@ -99,6 +101,8 @@ impl<'a> Wants<'a> {
                         if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
                             spec.insert("replicas".into(), replicas.into());
                         }
+                        // The record describes the copy as pushed, share included.
+                        record::stamp(&mut v);
                         Ok(v)
                     }
                     _ => Ok(plain),
@@ -193,10 +197,19 @@ mod tests {
         );
         // Sources: the plain copy's does not depend on the policies; a targeted one's does.
         let none = Wants::new(&f, Kind::Deployment, "u", vec![]);
-        assert_eq!(w.source(7, &None, 3), none.source(7, &None, 3));
-        let v = Some("cn-1".to_owned());
-        assert_ne!(w.source(7, &v, 3), none.source(7, &v, 3));
-        assert_ne!(w.source(7, &v, 3), w.source(7, &v, 4));
+        assert_eq!(w.source(7, Some(&eu1), 3), none.source(7, Some(&eu1), 3));
+        assert_eq!(w.source(7, Some(&eu1), 3), w.source(7, None, 3));
+        assert_ne!(w.source(7, Some(&cn), 3), none.source(7, Some(&cn), 3));
+        assert_ne!(w.source(7, Some(&cn), 3), w.source(7, Some(&cn), 4));
+        // A relabelled cluster that stays targeted may now get other rules: another source.
+        let mut relabelled = cluster("cn-1", "cn");
+        relabelled
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("tier".into(), "edge".into());
+        let relabelled = MemberCluster::of(&relabelled);
+        assert_ne!(w.source(7, Some(&cn), 3), w.source(7, Some(&relabelled), 3));
     }
 
     #[test]
