@@ -64,7 +64,9 @@ pub fn scheduler_rules() -> Vec<Value> {
             &WATCH,
         ),
         // runtime/copies.rs watches every kind a policy names to place its objects as
-        // copies: any resource a user may name, so every one (read only; never `get`).
+        // copies: any resource a user may name, so every one (read only; never `get`),
+        // and the CustomResourceDefinitions, whose changes make it look up a named kind
+        // that was not served yet.
         rule("*", &["*"], &WATCH),
         // runtime/watch.rs `placements` (the reflector), runtime/writer.rs `create` and the
         // merge patch that restores a Placement changed by someone else.
@@ -212,6 +214,13 @@ mod tests {
         assert!(!allows(&r, "patch", "apps", "deployments", "web"));
         assert!(allows(&r, "delete", FED_GROUP, "placements", "web"));
         assert!(allows(&r, "watch", "", "serviceaccounts", ""));
+        assert!(allows(
+            &r,
+            "watch",
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            ""
+        ));
         assert!(!allows(&r, "get", "", "secrets", "creds"));
         assert!(!allows(&r, "patch", "", "serviceaccounts", "web"));
         assert!(!allows(&r, "patch", FED_GROUP, "clusters/status", "a"));

@@ -180,6 +180,16 @@ async fn each_component_may_make_its_own_requests_and_no_others() {
     )
     .await;
     assert_forbidden(&r, SCHEDULER, "the scheduler reads a Secret");
+    // The copy loop watches the CustomResourceDefinitions to find kinds defined late.
+    let r = send(
+        &s,
+        &scheduler,
+        "GET",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        None,
+    )
+    .await;
+    assert_ok(&r, "the scheduler lists CustomResourceDefinitions");
 
     // The controllers: status and finalizers of workloads, their own ConfigMaps, no RBAC.
     let r = send(

@@ -4,7 +4,8 @@
 //! change and removes the Placement when no policy governs the object any more; the copy
 //! controller in fed-controllers pushes ServiceAccounts, RBAC, ConfigMaps,
 //! NetworkPolicies, Ingresses and PDBs to exactly those members, follows updates, reverts
-//! edits made in a member and removes the copies when the object or its policy goes.
+//! edits made in a member and removes the copies when the object or its policy goes. A
+//! custom kind named before its definition exists is placed as soon as it is defined.
 
 use std::time::Duration;
 
@@ -686,4 +687,99 @@ spec: {size: 1}
         )
         .await;
     }
+}
+
+const GADGET_POLICY: &str = r#"
+apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: gadgets, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: example.com/v1, kind: Gadget}
+  - {apiVersion: v1, kind: ConfigMap, name: marker}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: marker, namespace: shop}
+data: {note: "placed once the scheduler has acted on the policy"}
+"#;
+
+const GADGET_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+
+const GADGET: &str = r#"
+apiVersion: example.com/v1
+kind: Gadget
+metadata: {name: small, namespace: shop}
+spec: {size: 1}
+"#;
+
+/// A policy may name a custom kind before its CustomResourceDefinition exists. The
+/// scheduler runs with an hour of back-off between lookups of a kind it cannot find, so
+/// what starts placing the kind's objects once the definition is created can only be the
+/// definition's own events, not a timer.
+#[tokio::test]
+async fn a_kind_named_before_its_definition_is_placed_once_the_definition_exists() {
+    let env = Env::start(&["--clusters=1", "--nodes=1", "--ready-delay=0s"]);
+    let _scheduler = env.scheduler(&[
+        "--workers=2",
+        "--kind-retry-initial=1h",
+        "--kind-retry-max=1h",
+    ]);
+    env.ok("kubectl", &["create", "namespace", "shop"]);
+    env.apply("gadget-policy.yaml", GADGET_POLICY);
+    let fed = env.federation().await;
+    let placements: Api<Placement> = Api::namespaced(fed.clone(), "shop");
+    let get = |name: &'static str| {
+        let api = placements.clone();
+        move || {
+            let api = api.clone();
+            async move { api.get_opt(name).await.expect("get placement") }
+        }
+    };
+    // The loop takes the kinds a change names in order, `example.com/v1` before `v1`: once
+    // the ConfigMap is placed, the Gadget kind has been looked up and not found.
+    eventually(
+        "the marker ConfigMap placed",
+        Duration::from_secs(60),
+        get("configmap-marker"),
+        Option::is_some,
+    )
+    .await;
+
+    env.apply("gadget-crd.yaml", GADGET_CRD);
+    let gadget = env.dir.path().join("gadget.yaml");
+    std::fs::write(&gadget, GADGET).expect("write gadget.yaml");
+    let gadget = gadget.to_str().expect("utf-8 path");
+    // The server serves the new kind a moment after the definition is stored.
+    eventually(
+        "a Gadget created",
+        Duration::from_secs(30),
+        || async { env.run("kubectl", &["apply", "-f", gadget]) },
+        |out| out.status.success(),
+    )
+    .await;
+    eventually(
+        "the Gadget placed without waiting out the back-off",
+        Duration::from_secs(30),
+        get("gadget.example.com-small"),
+        |p| governing(p).as_deref() == Some("gadgets"),
+    )
+    .await;
 }

@@ -3,7 +3,9 @@
 //! address of each lb-agent's pool (`127.2.<n>.0/24`), and a client that knows only the name
 //! and the Service's own ports — a plain A lookup, no SRV — reaches it over HTTP, TLS and
 //! UDP, local first, and keeps reaching it through the same address when that cluster's
-//! backends go down. Opting out frees the addresses and DNS answers the agents again.
+//! backends go down. A Service a pool cannot serve says so in its `DedicatedAddressAllocated`
+//! condition until an address is freed. Opting out frees the addresses and DNS answers the
+//! agents again.
 
 // Tests fail on the first unexpected error: unwrapping is how they report it.
 #![allow(clippy::unwrap_used)]
@@ -44,6 +46,20 @@ fn allocated(up: &Up) -> Vec<String> {
             (!out.is_empty()).then(|| format!("{c}={out}"))
         })
         .collect()
+}
+
+/// The `DedicatedAddressAllocated` condition of Service `name` in `shop` as `(status,
+/// reason, message)`; `None` when it has none.
+fn address_condition(up: &Up, name: &str) -> Option<(String, String, String)> {
+    let svc: serde_json::Value =
+        serde_json::from_str(&up.kubectl(&["get", "svc", name, "-n", "shop", "-o", "json"]))
+            .unwrap();
+    let conditions = svc.pointer("/status/conditions")?.as_array()?;
+    let c = conditions
+        .iter()
+        .find(|c| c["type"] == "DedicatedAddressAllocated")?;
+    let text = |f: &str| c[f].as_str().unwrap_or_default().to_string();
+    Some((text("status"), text("reason"), text("message")))
 }
 
 /// `GET /` with the Service's name at `addr`, a new connection each time.
@@ -131,6 +147,18 @@ fn a_dedicated_address_serves_the_services_own_ports_and_fails_over() {
             (ips.trim() == "127.2.1.1 127.2.2.1").then_some(())
         },
     );
+    // The Service says so itself: every cluster with a pool gave it an address.
+    let (status, reason, message) = poll_until(
+        Duration::from_secs(30),
+        "the condition to say the addresses are allocated",
+        || address_condition(&up, "multi").filter(|c| c.0 == "True"),
+    );
+    assert_eq!(reason, "Allocated");
+    assert_eq!(
+        message, "sim-1: 127.2.1.1, sim-2: 127.2.2.1, sim-3: 127.2.3.1",
+        "{status}"
+    );
+
     // SRV keeps working: each serving cluster's target now resolves to its dedicated
     // address, where the Service's own port answers.
     let srv = lookup_srv(lb_agent(3, 5353), &format!("_dns._udp.{NAME}.")).unwrap();
@@ -217,6 +245,63 @@ fn a_dedicated_address_serves_the_services_own_ports_and_fails_over() {
     );
     up.ctl(&["up", "sim-1"]);
 
+    // A full pool shows on the object, not only in an Event: sim-3's pool shrinks to the
+    // one address `multi` holds there, and a second Service opts in.
+    up.kubectl(&[
+        "--context",
+        "sim-3",
+        "annotate",
+        "--overwrite",
+        "svc/meridian-lb-agent",
+        "-n",
+        "meridian-system",
+        "federation.meridian.dev/address-pool=127.2.3.1",
+    ]);
+    up.kubectl(&[
+        "create",
+        "service",
+        "clusterip",
+        "spare",
+        "-n",
+        "shop",
+        "--tcp=80:8080",
+    ]);
+    up.kubectl(&[
+        "annotate",
+        "svc/spare",
+        "-n",
+        "shop",
+        "federation.meridian.dev/dedicated-address=true",
+    ]);
+    let (_, reason, message) = poll_until(
+        Duration::from_secs(30),
+        "spare's condition to say sim-3's pool is full",
+        || address_condition(&up, "spare").filter(|c| c.0 == "False"),
+    );
+    assert_eq!(reason, "AddressPoolExhausted", "{message}");
+    assert!(
+        message.contains("sim-3: no free address") && !message.contains("sim-1:"),
+        "the message names the cluster without an address, and only it: {message}"
+    );
+    let transition = |name: &str| {
+        up.kubectl(&[
+            "get",
+            "svc",
+            name,
+            "-n",
+            "shop",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"DedicatedAddressAllocated\")].lastTransitionTime}",
+        ])
+    };
+    let full_since = transition("spare");
+    assert!(!full_since.is_empty());
+    assert_eq!(
+        address_condition(&up, "multi").map(|c| c.0).as_deref(),
+        Some("True"),
+        "the Service holding the address keeps it"
+    );
+
     // Opting out frees the addresses; DNS answers the agents again and the address closes.
     up.kubectl(&[
         "annotate",
@@ -228,6 +313,21 @@ fn a_dedicated_address_serves_the_services_own_ports_and_fails_over() {
     poll_until(Duration::from_secs(30), "addresses released", || {
         allocated(&up).is_empty().then_some(())
     });
+    // The freed address goes to the Service that waited for it, and its condition turns
+    // True (a new transition); the Service that opted out carries no condition any more.
+    let (_, reason, message) = poll_until(
+        Duration::from_secs(30),
+        "spare's condition to turn True once sim-3's address is freed",
+        || address_condition(&up, "spare").filter(|c| c.0 == "True"),
+    );
+    assert_eq!(reason, "Allocated");
+    assert!(message.contains("sim-3: 127.2.3.1"), "{message}");
+    assert!(transition("spare") >= full_since);
+    poll_until(
+        Duration::from_secs(30),
+        "multi's condition to go with its opt-in",
+        || address_condition(&up, "multi").is_none().then_some(()),
+    );
     poll_until(Duration::from_secs(60), "DNS to answer the agents", || {
         (a_records(1) == ["127.0.1.1", "127.0.1.2"]).then_some(())
     });

@@ -519,31 +519,15 @@ impl Central {
             .collect();
         let mut entry = lbconf::service(key, lb_ports, policy, &endpoints, &views);
         entry.tls_secret = tls_secret;
-        entry.addresses = dedicated.clone();
+        entry.addresses = dedicated.addresses.clone();
         if lock(&self.lb_services).insert(key.clone(), entry.clone()) != Some(entry) {
             self.queue.add(CentralKey::Global);
         }
 
         self.write_placement(key, &svc, &uid, &pushed, &views, &states)
             .await?;
-        let lb = status::load_balancer(&serving, &dedicated);
-        let current = v
-            .pointer("/status/loadBalancer/ingress")
-            .cloned()
-            .unwrap_or_else(|| json!([]));
-        if current != lb["ingress"] {
-            let api: Api<Service> = Api::namespaced(self.fed.clone(), &key.namespace);
-            self.timed(
-                &format!("status of {key}"),
-                api.patch_status(
-                    &key.name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"status": {"loadBalancer": lb}})),
-                ),
-            )
-            .await?;
-        }
-        Ok(())
+        self.write_service_status(key, &svc, &v, &serving, &dedicated)
+            .await
     }
 
     /// The Service's traffic policy and TLS Secret from its annotations. Unusable values

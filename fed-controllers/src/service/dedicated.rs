@@ -1,7 +1,9 @@
 //! Applies the dedicated-address decisions of [`super::addresses`]: reads the opt-in and
-//! the clusters' pools, writes `meridian-lb-addresses` when the allocation changes, and
-//! reports an unusable opt-in, unusable pool entries or an exhausted pool with a Warning
-//! Event (once per change, not per reconcile).
+//! the clusters' pools, writes `meridian-lb-addresses` when the allocation changes, decides
+//! the Service's `DedicatedAddressAllocated` condition ([`super::address_condition`], written
+//! with the rest of its status by the controller), and reports an unusable opt-in, unusable
+//! pool entries or an exhausted pool with a Warning Event (once per change, not per
+//! reconcile).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -14,32 +16,42 @@ use kube::runtime::reflector::ObjectRef;
 use meridian_runtime::events::EventType;
 use meridian_runtime::sync::lock;
 
+use super::address_condition::{self, Outcome, Verdict};
+pub use super::address_condition::{EXHAUSTED_REASON, INVALID_REASON};
 use super::addresses::{self, Allocations};
 use super::controller::{Central, ReconcileError};
 use super::{ClusterView, ServiceKey};
 
-/// Event reason when a cluster's pool has no free address for the Service.
-pub const EXHAUSTED_REASON: &str = "AddressPoolExhausted";
-/// Event reason for an unusable opt-in annotation or pool entry.
-pub const INVALID_REASON: &str = "InvalidDedicatedAddress";
+/// The clusters' address pools as the allocation reads them.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Pools {
+    /// Each cluster's usable addresses (clusters with an lb-agent that lists a pool).
+    pub usable: BTreeMap<String, Vec<Ipv4Addr>>,
+    /// Clusters whose lb-agent lists a pool of which no entry is usable, sorted.
+    pub unusable: Vec<String>,
+    /// The problems of the entries left out.
+    pub problems: Vec<String>,
+}
 
-/// Each cluster's pool (clusters with an lb-agent that lists one), and the problems of the
-/// entries left out.
-pub fn pools(views: &[ClusterView]) -> (BTreeMap<String, Vec<Ipv4Addr>>, Vec<String>) {
-    let mut out = BTreeMap::new();
-    let mut problems = Vec::new();
+/// Each cluster's pool, and what was left out of them.
+pub fn pools(views: &[ClusterView]) -> Pools {
+    let mut out = Pools::default();
     for v in views {
         let Some(agent) = &v.lb_agent else { continue };
         if agent.address_pool.is_empty() {
             continue;
         }
         let (pool, bad) = addresses::expand_pool(&agent.address_pool);
-        problems.extend(bad.iter().map(|e| format!("cluster {}: {e}", v.name)));
-        if !pool.is_empty() {
-            out.insert(v.name.clone(), pool);
+        out.problems
+            .extend(bad.iter().map(|e| format!("cluster {}: {e}", v.name)));
+        if pool.is_empty() {
+            out.unusable.push(v.name.clone());
+        } else {
+            out.usable.insert(v.name.clone(), pool);
         }
     }
-    (out, problems)
+    out.unusable.sort();
+    out
 }
 
 /// The lb-agents' own addresses: never handed to a Service.
@@ -48,6 +60,15 @@ pub fn reserved(views: &[ClusterView]) -> BTreeSet<Ipv4Addr> {
         .iter()
         .filter_map(|v| v.lb_agent.as_ref()?.address.parse().ok())
         .collect()
+}
+
+/// A Service's dedicated addresses after one reconcile.
+#[derive(Debug, Default)]
+pub struct Dedicated {
+    /// Its address per cluster (empty unless it opted in).
+    pub addresses: BTreeMap<String, String>,
+    /// Its `DedicatedAddressAllocated` condition; `None` when it has not opted in.
+    pub condition: Option<Verdict>,
 }
 
 impl Central {
@@ -61,27 +82,33 @@ impl Central {
     }
 
     /// The Service's dedicated address per cluster (empty unless it opted in), allocated
-    /// and recorded before it is handed to the lb-agents.
+    /// and recorded before it is handed to the lb-agents, and the condition it comes to.
     pub(super) async fn dedicated_addresses(
         &self,
         key: &ServiceKey,
         svc: &Service,
         uid: &str,
         views: &[ClusterView],
-    ) -> Result<BTreeMap<String, String>, ReconcileError> {
+    ) -> Result<Dedicated, ReconcileError> {
         let mut problems: Vec<(&str, String)> = Vec::new();
-        let opted_in = addresses::opted_in(svc.annotations()).unwrap_or_else(|e| {
+        let opt_in = addresses::opted_in(svc.annotations());
+        if let Err(e) = &opt_in {
             problems.push((INVALID_REASON, format!("{e}; no dedicated addresses")));
-            false
-        });
-        let (pools, pool_problems) = if opted_in {
+        }
+        let pools = if opt_in == Ok(true) {
             pools(views)
         } else {
-            Default::default()
+            Pools::default()
         };
-        problems.extend(pool_problems.into_iter().map(|p| (INVALID_REASON, p)));
+        problems.extend(pools.problems.iter().map(|p| (INVALID_REASON, p.clone())));
         let (alloc, base) = self.address_allocations();
-        let a = addresses::assign(&alloc, &key.namespace, &key.name, &pools, &reserved(views));
+        let a = addresses::assign(
+            &alloc,
+            &key.namespace,
+            &key.name,
+            &pools.usable,
+            &reserved(views),
+        );
         if let Some(next) = &a.next {
             self.write_allocation_map(LB_ADDRESSES_CONFIGMAP, base, addresses::to_data(next))
                 .await?;
@@ -97,7 +124,16 @@ impl Central {
             ));
         }
         self.report_address_problems(key, uid, &problems);
-        Ok(a.addresses)
+        let condition = address_condition::decide(Outcome {
+            opt_in: &opt_in,
+            addresses: &a.addresses,
+            exhausted: &a.exhausted,
+            unusable: &pools.unusable,
+        });
+        Ok(Dedicated {
+            addresses: a.addresses,
+            condition,
+        })
     }
 
     /// Frees a deleted Service's addresses.
@@ -144,12 +180,14 @@ mod tests {
             view("a", true, Some("127.0.1.1")),
             view("b", false, Some("127.0.1.2")),
             view("c", true, None),
+            view("d", true, Some("127.0.1.4")),
         ];
         views[0].lb_agent.as_mut().unwrap().address_pool = vec!["127.2.1.1".into(), "bad".into()];
         views[1].lb_agent.as_mut().unwrap().address_pool = vec!["127.2.2.0/30".into()];
-        let (p, problems) = pools(&views);
+        views[3].lb_agent.as_mut().unwrap().address_pool = vec!["nope".into()];
+        let p = pools(&views);
         assert_eq!(
-            p,
+            p.usable,
             BTreeMap::from([
                 ("a".to_string(), vec![Ipv4Addr::new(127, 2, 1, 1)]),
                 (
@@ -159,11 +197,21 @@ mod tests {
             ]),
             "an unready cluster keeps its pool: allocations do not follow readiness"
         );
-        assert_eq!(problems.len(), 1);
-        assert!(problems[0].contains("cluster a") && problems[0].contains("\"bad\""));
+        assert_eq!(
+            p.unusable,
+            ["d"],
+            "a pool with nothing usable gives no address"
+        );
+        assert_eq!(p.problems.len(), 2);
+        assert!(p.problems[0].contains("cluster a") && p.problems[0].contains("\"bad\""));
+        assert!(p.problems[1].contains("cluster d"));
         assert_eq!(
             reserved(&views),
-            BTreeSet::from([Ipv4Addr::new(127, 0, 1, 1), Ipv4Addr::new(127, 0, 1, 2)])
+            BTreeSet::from([
+                Ipv4Addr::new(127, 0, 1, 1),
+                Ipv4Addr::new(127, 0, 1, 2),
+                Ipv4Addr::new(127, 0, 1, 4)
+            ])
         );
     }
 }

@@ -1,5 +1,6 @@
 //! The service controller's own writes to the federation: port and address allocations
-//! (compare-and-swap on their ConfigMaps), the Service's finalizers, Events, and its Placement.
+//! (compare-and-swap on their ConfigMaps), the Service's finalizers and status, Events, and
+//! its Placement.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -9,13 +10,15 @@ use fed_api::placement::WorkloadReference;
 use fed_api::{Placement, PlacementSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::controller::{Central, PlacementSlim, ReconcileError, rfc3339_now};
+use super::dedicated::Dedicated;
 use super::status::{self, MemberState};
-use super::{ClusterView, ServiceKey, ports};
+use super::{ClusterView, ServiceKey, address_condition, ports};
 
 impl Central {
     /// Writes the port allocations with compare-and-swap on the ConfigMap's
@@ -101,6 +104,57 @@ impl Central {
         .map(|_| ())
     }
 
+    /// The federated Service's status: `loadBalancer.ingress` and its
+    /// `DedicatedAddressAllocated` condition, in one merge patch when either changed.
+    pub(super) async fn write_service_status(
+        &self,
+        key: &ServiceKey,
+        svc: &Service,
+        v: &Value,
+        serving: &BTreeMap<String, std::net::Ipv4Addr>,
+        dedicated: &Dedicated,
+    ) -> Result<(), ReconcileError> {
+        let mut patch = serde_json::Map::new();
+        let lb = status::load_balancer(serving, &dedicated.addresses);
+        let current = v
+            .pointer("/status/loadBalancer/ingress")
+            .cloned()
+            .unwrap_or_else(|| json!([]));
+        if current != lb["ingress"] {
+            patch.insert("loadBalancer".into(), lb);
+        }
+        let conditions = svc
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default();
+        let next = address_condition::conditions(
+            conditions,
+            dedicated.condition.as_ref(),
+            svc.metadata.generation,
+            &Time(now_seconds()),
+        );
+        let mut body = json!({});
+        if let Some(next) = next {
+            patch.insert("conditions".into(), serde_json::to_value(next)?);
+            // A merge patch replaces the whole list, computed from the cached Service:
+            // pinned to the version it was computed from, so a stale cache is a conflict
+            // (retried) and never drops a condition or resets a transition time.
+            body["metadata"] = json!({"resourceVersion": svc.resource_version()});
+        }
+        if patch.is_empty() {
+            return Ok(());
+        }
+        body["status"] = Value::Object(patch);
+        let api: Api<Service> = Api::namespaced(self.fed.clone(), &key.namespace);
+        self.timed(
+            &format!("status of {key}"),
+            api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(body)),
+        )
+        .await?;
+        Ok(())
+    }
+
     pub(super) async fn write_placement(
         &self,
         key: &ServiceKey,
@@ -170,4 +224,10 @@ impl Central {
         .await
         .map(|_| ())
     }
+}
+
+/// Now, to the second: Kubernetes writes condition times with second precision.
+fn now_seconds() -> jiff::Timestamp {
+    let now = jiff::Timestamp::now();
+    jiff::Timestamp::from_second(now.as_second()).unwrap_or(now)
 }

@@ -7,12 +7,13 @@
 //! members up behind the member-cleanup finalizer (docs/traffic.md).
 //!
 //! Pure decisions — [`backends`], [`desired`], [`ports`], [`addresses`] (dedicated
-//! per-Service addresses), [`lbconf`], [`status`], [`traffic`] (policies and client
-//! subnets) — are
+//! per-Service addresses) and [`address_condition`] (the Service's condition about them),
+//! [`lbconf`], [`status`], [`traffic`] (policies and client subnets) — are
 //! separate from the effects: [`member`] runs one task and queue per member cluster,
 //! [`controller`] watches the federation and hands members their intents (its own
 //! federation writes are in `fedwrite`).
 
+pub mod address_condition;
 pub mod addresses;
 pub mod backends;
 pub mod controller;

@@ -8,6 +8,7 @@ use meridian_runtime::flags::{FlagErrors, parse_duration};
 use meridian_runtime::rate::Rate;
 
 use super::controller::Config;
+use super::kind_retry::Backoff;
 
 /// `fed-scheduler`: decides where federated Deployments and ReplicaSets run.
 #[derive(Debug, clap::Parser)]
@@ -39,6 +40,13 @@ pub struct Args {
     /// Distinct workloads the work queue holds at most.
     #[arg(long, env = "MERIDIAN_QUEUE_CAPACITY", default_value_t = 1_000_000)]
     pub queue_capacity: usize,
+    /// First wait before a kind a policy names that is not served yet is looked up again
+    /// (a change of the CustomResourceDefinitions looks at once); doubles per failure.
+    #[arg(long, env = "MERIDIAN_KIND_RETRY_INITIAL", default_value = "1s", value_parser = parse_duration)]
+    pub kind_retry_initial: Duration,
+    /// Longest wait between two lookups of a kind that is not served yet.
+    #[arg(long, env = "MERIDIAN_KIND_RETRY_MAX", default_value = "1m", value_parser = parse_duration)]
+    pub kind_retry_max: Duration,
     /// The federation, `/metrics`, leader election, logging.
     #[command(flatten)]
     pub federation: FederationArgs,
@@ -89,6 +97,18 @@ impl Args {
         if self.queue_capacity == 0 {
             errors.push("--queue-capacity must be at least 1");
         }
+        if self.kind_retry_initial < Duration::from_millis(100) {
+            errors.push(format!(
+                "--kind-retry-initial {:?} must be at least 100ms",
+                self.kind_retry_initial
+            ));
+        }
+        if self.kind_retry_max < self.kind_retry_initial {
+            errors.push(format!(
+                "--kind-retry-max {:?} must be at least --kind-retry-initial {:?}",
+                self.kind_retry_max, self.kind_retry_initial
+            ));
+        }
         let metrics = self.federation.check(&mut errors);
         let Some(rate) = rate.filter(|_| errors.is_empty()) else {
             return Err(errors);
@@ -107,6 +127,10 @@ impl Args {
                 queue_capacity: self.queue_capacity,
                 event_rate,
                 event_burst: self.event_burst,
+                kind_retry: Backoff {
+                    initial: self.kind_retry_initial,
+                    max: self.kind_retry_max,
+                },
                 ..Config::default()
             },
             metrics,
@@ -127,6 +151,7 @@ mod tests {
         assert_eq!(cfg.eviction_rate, Rate::per_second(100.0));
         assert_eq!(cfg.eviction_burst, 100);
         assert_eq!(cfg.write_timeout, Duration::from_secs(10));
+        assert_eq!(cfg.kind_retry, Backoff::default());
         assert_eq!(metrics, Some("127.0.0.1:8081".parse().expect("addr")));
         // How a Lease is named is meridian-runtime's (tested there); which Lease is ours.
         assert_eq!(LEASE_NAME, "fed-scheduler");
@@ -169,9 +194,13 @@ mod tests {
             "0/s",
             "--leader-elect-renew-deadline",
             "20s",
+            "--kind-retry-initial",
+            "10s",
+            "--kind-retry-max",
+            "1s",
         ])
         .expect("parse");
         let err = args.validate().expect_err("invalid");
-        assert_eq!(err.0.len(), 7, "{err}");
+        assert_eq!(err.0.len(), 8, "{err}");
     }
 }

@@ -17,6 +17,7 @@ use tracing::Instrument as _;
 
 use super::index::Index;
 use super::key::WorkloadKey;
+use super::kind_retry::Backoff;
 use super::metrics::Metrics;
 use super::reconcile::Reconciler;
 use super::watch::{self, Ctx, Synced};
@@ -43,6 +44,9 @@ pub struct Config {
     pub event_rate: Rate,
     /// Events sent in one burst.
     pub event_burst: u32,
+    /// How the copy loop looks up a kind a policy names that is not served yet, between
+    /// changes of the CustomResourceDefinitions (which make it look at once).
+    pub kind_retry: Backoff,
 }
 
 impl Default for Config {
@@ -57,6 +61,7 @@ impl Default for Config {
             event_queue: 4096,
             event_rate: Rate::per_second(50.0),
             event_burst: 500,
+            kind_retry: Backoff::default(),
         }
     }
 }
@@ -260,9 +265,9 @@ pub async fn run(
         Writer::new(client.clone(), config.write_timeout),
         metrics.clone(),
     );
-    let copy_workers = config.workers;
+    let (copy_workers, kind_retry) = (config.workers, config.kind_retry);
     tasks.spawn(async move {
-        super::copies::run(c, i, p, w, m, copy_workers).await;
+        super::copies::run(c, i, p, w, m, copy_workers, kind_retry).await;
         "copied kinds"
     });
 

@@ -6,8 +6,11 @@
 //! dynamic watch (its resource found by discovery) keeps a digest of the objects; the watch
 //! starts when a policy first names the kind and stops when none does (the kind's objects
 //! are then re-decided: ungoverned, their Placements are deleted). A change of any policy
-//! or of a cluster's placement-relevant state re-decides every copied object. Decisions are
-//! the core's ([`crate::copies::place_copies`], [`fed_api::governance`]) and the Placement
+//! or of a cluster's placement-relevant state re-decides every copied object. Nothing
+//! polls: the index says when policies or clusters change ([`Index::subscribe`]), and a
+//! kind not served yet is looked up again when the federation's CustomResourceDefinitions
+//! change, with a back-off as the fallback ([`super::kind_retry`]). Decisions are the
+//! core's ([`crate::copies::place_copies`], [`fed_api::governance`]) and the Placement
 //! writes are the workload loop's ([`super::desired`], [`super::writer`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -18,7 +21,7 @@ use fed_api::Placement;
 use fed_api::copies::{copied_kinds, placement_of};
 use fed_api::governance::{Subject, govern};
 use fed_api::placement::WorkloadReference;
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -35,12 +38,13 @@ use crate::explain::{self, Outcome};
 
 use super::desired::{self, Desired, Plan};
 use super::index::Index;
+use super::kind_retry::{Backoff, Retries};
 use super::metrics::Metrics;
 use super::writer::{WriteError, Writer};
 
-/// How often the set of watched kinds and the generations of policies and clusters are
-/// compared with what the loop last acted on.
-const KINDS_PERIOD: Duration = Duration::from_secs(1);
+/// Least time between two re-decisions of every copied object: allocated resources move
+/// with pod churn, and a burst of such changes is one re-decision, not one per change.
+const REQUEUE_SPACING: Duration = Duration::from_secs(1);
 
 /// One copied object.
 pub use fed_api::copies::CopyKey;
@@ -87,6 +91,8 @@ struct Copies {
     metrics: Arc<Metrics>,
     objects: Objects,
     queue: WorkQueue<CopyKey>,
+    /// How a kind no server serves yet is looked up again without a definition change.
+    kind_retry: Backoff,
 }
 
 /// Places copied objects until the task is dropped; `workers` decide side by side.
@@ -97,6 +103,7 @@ pub async fn run(
     writer: Writer,
     metrics: Arc<Metrics>,
     workers: usize,
+    kind_retry: Backoff,
 ) {
     let copies = Arc::new(Copies {
         client,
@@ -106,6 +113,7 @@ pub async fn run(
         queue: WorkQueue::new(queue::Settings::default(), metrics.queue.clone()),
         metrics,
         objects: Objects::default(),
+        kind_retry,
     });
     let mut tasks = tokio::task::JoinSet::new();
     for id in 0..workers.max(1) {
@@ -119,16 +127,24 @@ pub async fn run(
 
 impl Copies {
     /// Starts and stops the per-kind watches as policies name kinds, and re-decides every
-    /// object when policies or clusters changed.
+    /// object when policies or clusters changed. Wakes only when the index's generations
+    /// move, a CustomResourceDefinition changes, or a kind's back-off ends.
     async fn follow_kinds(self: Arc<Self>) {
+        let mut generations = self.index.subscribe();
+        let mut definitions = std::pin::pin!(self.definition_changes());
+        let mut definitions_open = true;
         let mut watches: HashMap<Kind, JoinHandle<()>> = HashMap::new();
+        let mut retries: Retries<Kind> = Retries::new(self.kind_retry);
+        let mut requeues = Spacing::new(REQUEUE_SPACING);
         let mut seen = None;
-        let mut tick = tokio::time::interval(KINDS_PERIOD);
         loop {
-            tick.tick().await;
+            // Marked seen before the policies are read: a change after this wakes the
+            // loop again rather than being lost.
+            let current = *generations.borrow_and_update();
             let wanted = copied_kinds(self.index.all_policies().iter());
+            retries.retain(|k| wanted.contains(k) && !watches.contains_key(k));
             for kind in &wanted {
-                if watches.contains_key(kind) {
+                if watches.contains_key(kind) || !retries.ready(kind, tokio::time::Instant::now()) {
                     continue;
                 }
                 match self.discover(kind).await {
@@ -138,12 +154,15 @@ impl Copies {
                         let k = kind.clone();
                         watches.insert(kind.clone(), tokio::spawn(c.watch_kind(k, ar)));
                     }
-                    // Not served (yet): a CRD not created yet, a typo. Tried again next tick.
+                    // Not served (yet): a CRD not created yet, a typo. Tried again when a
+                    // definition changes, or after the back-off.
                     Err(e) => {
+                        retries.failed(kind.clone(), tokio::time::Instant::now());
                         tracing::debug!(api_version = %kind.0, kind = %kind.1, error = %Report(&e), "kind not discovered")
                     }
                 }
             }
+            retries.retain(|k| !watches.contains_key(k));
             let gone: Vec<Kind> = watches
                 .keys()
                 .filter(|k| !wanted.contains(*k))
@@ -161,15 +180,63 @@ impl Copies {
                 // Without an entry the reconcile removes the Placement.
                 keys.into_iter().for_each(|k| self.queue.add(k));
             }
-            let now = Some(self.index.generations());
-            if now != seen {
-                seen = now;
+            if Some(current) != seen {
+                seen = Some(current);
+                requeues.changed(tokio::time::Instant::now());
+            }
+            if requeues.take(tokio::time::Instant::now()) {
                 self.objects
                     .keys()
                     .into_iter()
                     .for_each(|k| self.queue.add(k));
             }
+            let due = [retries.next_due(), requeues.due()]
+                .into_iter()
+                .flatten()
+                .min();
+            tokio::select! {
+                changed = generations.changed() => {
+                    if changed.is_err() {
+                        // The index is gone: so is the scheduler.
+                        return;
+                    }
+                }
+                event = definitions.next(), if definitions_open => match event {
+                    Some(()) => retries.expedite(tokio::time::Instant::now()),
+                    // The definition watch retries for ever; should it end, the back-off
+                    // alone brings new kinds.
+                    None => definitions_open = false,
+                },
+                () = sleep_until(due), if due.is_some() => {}
+            }
         }
+    }
+
+    /// One item per change of the federation's CustomResourceDefinitions (an initial list
+    /// counts as one): the moments a kind a policy names may have become served. A CRD is
+    /// served before its `Established` condition is written, so one of its events always
+    /// comes after discovery can find it.
+    fn definition_changes(&self) -> impl Stream<Item = ()> + use<> {
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            "customresourcedefinitions",
+        );
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
+        let metrics = self.metrics.clone();
+        watch_fn(api, watcher::Config::default())
+            .default_backoff()
+            .filter_map(move |ev| {
+                let out = match ev {
+                    Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone) => Some(()),
+                    Ok(Event::Init | Event::InitApply(_)) => None,
+                    Err(e) => {
+                        metrics.watch_error("CustomResourceDefinition");
+                        tracing::warn!(error = %Report(&e), "CustomResourceDefinition watch failed; retrying");
+                        None
+                    }
+                };
+                std::future::ready(out)
+            })
     }
 
     async fn discover(&self, (api_version, kind): &Kind) -> Result<ApiResource, kube::Error> {
@@ -399,11 +466,88 @@ impl Copies {
     }
 }
 
+/// When to act on changes that come in bursts: at once after a quiet spell, then at most
+/// once per `spacing`, so the last change of a burst is always acted on.
+#[derive(Debug)]
+struct Spacing {
+    spacing: Duration,
+    last: Option<tokio::time::Instant>,
+    due: Option<tokio::time::Instant>,
+}
+
+impl Spacing {
+    fn new(spacing: Duration) -> Self {
+        Spacing {
+            spacing,
+            last: None,
+            due: None,
+        }
+    }
+
+    /// Something changed at `now`.
+    fn changed(&mut self, now: tokio::time::Instant) {
+        let earliest = self.last.map_or(now, |t| (t + self.spacing).max(now));
+        self.due.get_or_insert(earliest);
+    }
+
+    /// Whether to act at `now` (then it counts as done).
+    fn take(&mut self, now: tokio::time::Instant) -> bool {
+        if self.due.is_some_and(|d| d <= now) {
+            self.due = None;
+            self.last = Some(now);
+            return true;
+        }
+        false
+    }
+
+    /// When a change waits to be acted on.
+    fn due(&self) -> Option<tokio::time::Instant> {
+        self.due
+    }
+}
+
+/// Sleeps until `due`; never wakes when there is none (the caller disables the branch).
+async fn sleep_until(due: Option<tokio::time::Instant>) {
+    match due {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
 fn key_of((api_version, kind): &Kind, o: &DynamicObject) -> CopyKey {
     CopyKey {
         api_version: api_version.clone(),
         kind: kind.clone(),
         namespace: o.namespace(),
         name: o.name_any(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::time::Instant;
+
+    #[test]
+    fn a_burst_of_changes_is_acted_on_at_once_then_once_per_spacing() {
+        const S: Duration = Duration::from_secs(1);
+        let t0 = Instant::now();
+        let mut s = Spacing::new(S);
+        assert!(!s.take(t0), "nothing changed");
+        s.changed(t0);
+        assert!(s.take(t0), "the first change after a quiet spell: at once");
+        assert!(!s.take(t0));
+        // Three more within the second: one action, a second after the last.
+        let ms = |n| t0 + Duration::from_millis(n);
+        s.changed(ms(100));
+        s.changed(ms(400));
+        assert!(!s.take(ms(900)));
+        s.changed(ms(950));
+        assert_eq!(s.due(), Some(t0 + S));
+        assert!(s.take(t0 + S));
+        assert_eq!(s.due(), None, "all three were acted on");
+        // Quiet for longer than the spacing: at once again.
+        s.changed(t0 + 5 * S);
+        assert!(s.take(t0 + 5 * S));
     }
 }

@@ -7,7 +7,8 @@
 //! computing writes with the pure [`desired`] module and applying them through the
 //! [`writer`], with Events recorded best effort (`meridian_runtime::events`) and
 //! evictions limited by a token bucket ([`Rate`], [`TokenBucket`]). [`copies`] places the
-//! objects of every other kind a policy names (a copy in each selected cluster).
+//! objects of every other kind a policy names (a copy in each selected cluster), looking
+//! up kinds not served yet again as [`kind_retry`] says.
 
 pub mod cli;
 pub mod controller;
@@ -15,6 +16,7 @@ pub mod copies;
 pub mod desired;
 pub mod index;
 pub mod key;
+pub mod kind_retry;
 pub mod metrics;
 pub mod reconcile;
 pub mod watch;

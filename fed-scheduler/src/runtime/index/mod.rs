@@ -17,6 +17,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use tokio::sync::watch;
+
 use crate::policy_match::policy_matches;
 use crate::types::{Cluster, PropagationPolicy, Snapshot, Taint, TargetCluster, Workload};
 
@@ -147,9 +149,21 @@ struct Inner {
 }
 
 /// The digested caches; cheap to share between watch handlers and workers.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Index {
     inner: Mutex<Inner>,
+    /// The `(policy, cluster)` generations, published on every change: the copy loop
+    /// waits on it instead of polling [`Index::generations`].
+    changes: watch::Sender<(u64, u64)>,
+}
+
+impl Default for Index {
+    fn default() -> Self {
+        Index {
+            inner: Mutex::default(),
+            changes: watch::Sender::new((0, 0)),
+        }
+    }
 }
 
 impl Index {
@@ -160,6 +174,19 @@ impl Index {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         meridian_runtime::sync::lock(&self.inner)
+    }
+
+    /// Tells subscribers the generations `s` holds (called with the lock held, so
+    /// subscribers see them in the order they were reached).
+    fn publish(&self, s: &Inner) {
+        self.changes
+            .send_replace((s.policy_generation, s.cluster_generation));
+    }
+
+    /// The generations as they change: `changed()` wakes when a policy or a
+    /// placement-relevant part of a cluster changed since the last look.
+    pub fn subscribe(&self) -> watch::Receiver<(u64, u64)> {
+        self.changes.subscribe()
     }
 
     /// Records a workload; `true` when placement-relevant fields changed.
@@ -207,6 +234,7 @@ impl Index {
             ClusterChange::Allocated => {
                 // The snapshot must see the new numbers, but only short workloads care.
                 s.cluster_generation += 1;
+                self.publish(&s);
                 let mut keys: Vec<WorkloadKey> = s.wanting.iter().cloned().collect();
                 keys.sort();
                 if keys.is_empty() {
@@ -217,6 +245,7 @@ impl Index {
             }
             ClusterChange::Eligibility => {
                 s.cluster_generation += 1;
+                self.publish(&s);
                 // Workloads with replicas there are the ones a failover must move:
                 // queue them ahead of the thousands whose decision will not change.
                 let mut first: Vec<WorkloadKey> = s
@@ -287,6 +316,7 @@ impl Index {
             new.as_ref(),
         );
         s.policy_generation += 1;
+        self.publish(&s);
         match new {
             Some(p) => {
                 s.policies.insert(id, p);
@@ -336,6 +366,7 @@ impl Index {
             }
         }
         s.policy_generation += 1;
+        self.publish(&s);
         s.cluster_policy_list = Arc::new(s.cluster_policies.values().cloned().collect());
         true
     }

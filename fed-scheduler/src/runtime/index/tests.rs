@@ -251,3 +251,43 @@ fn placement_observations() {
     );
     assert!(!idx.observe_placement(&key("gone"), None));
 }
+
+#[test]
+fn subscribers_are_told_of_policy_and_cluster_changes_only() {
+    let idx = Index::new();
+    let mut rx = idx.subscribe();
+    assert!(!rx.has_changed().expect("open"));
+    let p = policy("p", json!({"apiVersion": "v1", "kind": "ServiceAccount"}));
+
+    idx.apply_policy("shop", "p", Some(p.clone()));
+    assert!(rx.has_changed().expect("open"), "a new policy");
+    assert_eq!(*rx.borrow_and_update(), idx.generations());
+    idx.apply_policy("shop", "p", Some(p.clone()));
+    assert!(!rx.has_changed().expect("open"), "the same policy again");
+
+    assert!(idx.apply_cluster_policy("all", Some(p)));
+    assert!(
+        rx.has_changed().expect("open"),
+        "a ClusterPropagationPolicy"
+    );
+    rx.mark_unchanged();
+
+    idx.apply_cluster("a", Some(cluster("a", "True", "1")));
+    assert!(rx.has_changed().expect("open"), "a cluster joined");
+    rx.mark_unchanged();
+    let mut probed = cluster("a", "True", "1");
+    probed.status.conditions[0].last_probe_time = Some("2025-01-01T00:00:09Z".into());
+    idx.apply_cluster("a", Some(probed));
+    assert!(
+        !rx.has_changed().expect("open"),
+        "a probe time is no change"
+    );
+    idx.apply_workload(key("web"), entry("web", &[]));
+    assert!(
+        !rx.has_changed().expect("open"),
+        "workloads are not the copy loop's"
+    );
+    idx.apply_cluster("a", Some(cluster("a", "False", "1")));
+    assert!(rx.has_changed().expect("open"), "a cluster went Offline");
+    assert_eq!(*rx.borrow_and_update(), idx.generations());
+}
