@@ -154,6 +154,19 @@ impl Overrides {
         self.inner.changes.subscribe()
     }
 
+    /// The changes as a stream for a controller's input loop: `Some` per change, `None` when
+    /// the subscriber fell behind and changes were missed (re-queue everything then).
+    pub fn changes(&self) -> futures::stream::BoxStream<'static, Option<Changed>> {
+        futures::stream::unfold(self.subscribe(), |mut rx| async move {
+            match rx.recv().await {
+                Ok(c) => Some((Some(c), rx)),
+                Err(broadcast::error::RecvError::Lagged(_)) => Some((None, rx)),
+                Err(broadcast::error::RecvError::Closed) => None,
+            }
+        })
+        .boxed()
+    }
+
     /// Waits until both kinds have been listed once.
     pub async fn ready(&self) {
         let mut rx = self.inner.ready.subscribe();

@@ -829,15 +829,7 @@ pub async fn run(
         .boxed(),
     );
 
-    let changes = futures::stream::unfold(overrides.subscribe(), |mut rx| async move {
-        use tokio::sync::broadcast::error::RecvError;
-        match rx.recv().await {
-            Ok(c) => Some((Input::Overrides(Some(c)), rx)),
-            Err(RecvError::Lagged(_)) => Some((Input::Overrides(None), rx)),
-            Err(RecvError::Closed) => None,
-        }
-    });
-    streams.push(changes.boxed());
+    streams.push(overrides.changes().map(Input::Overrides).boxed());
 
     let queue = WorkQueue::new(settings.fleet.queue(), metrics.service_queue.clone());
     let central = Arc::new(Central {

@@ -924,15 +924,7 @@ pub async fn run(
     let (clusters, s) = reflect(Api::<Cluster>::all(fed.clone()), watcher::Config::default());
     let cluster_store = clusters.clone();
     streams.push(s.map(|e| Input::Cluster(Box::new(e))).boxed());
-    let changes = futures::stream::unfold(overrides.subscribe(), |mut rx| async move {
-        use tokio::sync::broadcast::error::RecvError;
-        match rx.recv().await {
-            Ok(c) => Some((Input::Overrides(Some(c)), rx)),
-            Err(RecvError::Lagged(_)) => Some((Input::Overrides(None), rx)),
-            Err(RecvError::Closed) => None,
-        }
-    });
-    streams.push(changes.boxed());
+    streams.push(overrides.changes().map(Input::Overrides).boxed());
 
     let recorder = recorder.for_component(events::COMPONENT);
     let events = Batcher::start(recorder.clone(), settings.event_window);

@@ -75,13 +75,8 @@ impl<'p> DepWants<'p> {
                 };
                 for p in &selected {
                     any = true;
-                    (
-                        kind.as_str(),
-                        &name,
-                        p.to_string(),
-                        serde_json::to_string(&p.spec).unwrap_or_default(),
-                    )
-                        .hash(&mut h);
+                    (kind.as_str(), &name).hash(&mut h);
+                    super::wants::hash_policy(p, &mut h);
                 }
                 Dep {
                     kind,

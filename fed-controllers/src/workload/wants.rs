@@ -43,11 +43,7 @@ impl<'a> Wants<'a> {
     pub fn new(fed: &'a Value, kind: Kind, uid: &'a str, selected: Vec<&'a Policy>) -> Self {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         for p in &selected {
-            (
-                p.to_string(),
-                serde_json::to_string(&p.spec).unwrap_or_default(),
-            )
-                .hash(&mut h);
+            hash_policy(p, &mut h);
         }
         Wants {
             fed,
@@ -109,6 +105,16 @@ impl<'a> Wants<'a> {
                 }
             })
     }
+}
+
+/// Feeds what a selected policy contributes to a copy (its name and spec) into a digest of
+/// the inputs a copy is built from.
+pub fn hash_policy(p: &Policy, h: &mut impl Hasher) {
+    (
+        p.to_string(),
+        serde_json::to_string(&p.spec).unwrap_or_default(),
+    )
+        .hash(h);
 }
 
 #[cfg(test)]
