@@ -182,14 +182,19 @@ async fn wait_for_token(member: &Target) -> anyhow::Result<String> {
     )
 }
 
-/// The Ready condition of a Cluster, as (status, reason, message).
+/// The Ready condition of a Cluster, as (status, reason, message). A Ready cluster whose
+/// capacity is not reported yet shows as not ready: the scheduler gives such a cluster no
+/// replicas, so a workload applied right after the join would leave it out.
 fn ready_of(c: &fed_api::Cluster) -> Option<(String, String, String)> {
-    let cond = c
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")?;
+    let status = c.status.as_ref()?;
+    let cond = status.conditions.iter().find(|c| c.type_ == "Ready")?;
+    if cond.status == "True" && status.resource_summary.is_none() {
+        return Some((
+            "Unknown".to_owned(),
+            cond.reason.clone(),
+            "reachable; waiting for its first capacity report".to_owned(),
+        ));
+    }
     Some((
         cond.status.clone(),
         cond.reason.clone(),
@@ -197,7 +202,8 @@ fn ready_of(c: &fed_api::Cluster) -> Option<(String, String, String)> {
     ))
 }
 
-/// Waits until the Cluster is Ready, showing progress on a terminal.
+/// Waits until the Cluster is Ready with its capacity reported (schedulable), showing
+/// progress on a terminal.
 async fn wait_ready(federation: &Target, name: &str, limit: Duration) -> anyhow::Result<()> {
     let clusters: Api<fed_api::Cluster> = Api::all(federation.client.clone());
     let tty = std::io::stderr().is_terminal();
