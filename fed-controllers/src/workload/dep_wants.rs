@@ -178,7 +178,7 @@ mod tests {
 
     use super::*;
     use crate::copies::record;
-    use fed_api::{Cluster, ClusterSpec};
+    use crate::workload::wants::tests::cluster;
 
     fn cm(name: &str, labels: Value) -> Arc<DynamicObject> {
         Arc::new(
@@ -189,17 +189,6 @@ mod tests {
                 "data": {"mode": "fast"}
             }))
             .unwrap(),
-        )
-    }
-
-    fn cluster(name: &str, region: &str) -> Cluster {
-        Cluster::new(
-            name,
-            ClusterSpec {
-                api_endpoint: "https://x".into(),
-                region: Some(region.into()),
-                ..Default::default()
-            },
         )
     }
 

@@ -118,7 +118,7 @@ pub fn hash_policy(p: &Policy, h: &mut impl Hasher) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use serde_json::json;
 
     use super::*;
@@ -134,7 +134,8 @@ mod tests {
         })
     }
 
-    fn cluster(name: &str, region: &str) -> Cluster {
+    /// A Cluster in `region`.
+    pub(in crate::workload) fn cluster(name: &str, region: &str) -> Cluster {
         Cluster::new(
             name,
             ClusterSpec {
