@@ -18,7 +18,7 @@ pub(crate) mod testdata;
 
 pub use json_pointer::JsonPointer;
 pub use packed::{PackedJson, Packer};
-pub use patch::{PatchError, json_patch, merge_patch, strategic_merge_patch};
+pub use patch::{PatchError, json_patch, merge_patch, merge_patch_diff, strategic_merge_patch};
 pub use quantity::{Quantity, QuantityError, format_bytes, format_cpu_milli, parse_quantity};
 pub use schema::Definitions;
 pub use schema_check::{type_errors, unknown_fields};

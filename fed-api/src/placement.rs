@@ -116,6 +116,17 @@ pub struct ClusterWorkloadStatus {
     /// Services only: whether the member's lb-agent receives the Service's traffic
     /// (cluster Ready, lb-agent known, ready endpoints there).
     pub healthy: Option<bool>,
+    /// HorizontalPodAutoscalers only: the replicas the member's autoscaler last saw.
+    pub current_replicas: Option<i32>,
+    /// HorizontalPodAutoscalers only: the replicas the member's autoscaler wants.
+    pub desired_replicas: Option<i32>,
+    /// PodDisruptionBudgets only: how many pod disruptions the member allows now.
+    pub disruptions_allowed: Option<i32>,
+    /// Copied objects: the member copy's own `status.conditions`, as the member reports
+    /// them (an HPA's `ScalingActive`, a PDB's `DisruptionAllowed`, a custom resource's
+    /// `Ready`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
 }
 
 /// Replicas that could not be placed.

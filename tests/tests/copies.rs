@@ -4,8 +4,10 @@
 //! change and removes the Placement when no policy governs the object any more; the copy
 //! controller in fed-controllers pushes ServiceAccounts, RBAC, ConfigMaps,
 //! NetworkPolicies, Ingresses and PDBs to exactly those members, follows updates, reverts
-//! edits made in a member and removes the copies when the object or its policy goes. A
-//! custom kind named before its definition exists is placed as soon as it is defined.
+//! edits made in a member and removes the copies when the object or its policy goes, and
+//! brings what the members' copies report back (the federated Ingress's addresses, the
+//! federated PDB's counts, each member's on the Placement). A custom kind named before its
+//! definition exists is placed as soon as it is defined.
 
 use std::time::Duration;
 
@@ -495,6 +497,95 @@ async fn copies_are_pushed_to_the_members_and_removed() {
             "{kind} {name} must not be in sim-3: {there:?}"
         );
     }
+    // What the members' copies report comes back: the federated Ingress lists every
+    // member's load-balancer address, the federated PDB sums the members' counts, and the
+    // PDB's Placement shows each member's allowed disruptions and its own condition.
+    for (member, ip) in [("sim-1", "198.51.100.1"), ("sim-3", "198.51.100.3")] {
+        let lb = format!(r#"{{"status":{{"loadBalancer":{{"ingress":[{{"ip":"{ip}"}}]}}}}}}"#);
+        let generation = env.member_get(
+            member,
+            "poddisruptionbudget",
+            "shop",
+            "web",
+            "{.metadata.generation}",
+        );
+        let generation = generation.expect("the PDB copy's generation");
+        let pdb = format!(
+            r#"{{"status":{{"observedGeneration":{generation},"currentHealthy":2,"desiredHealthy":1,"expectedPods":2,"disruptionsAllowed":1,"conditions":[{{"type":"DisruptionAllowed","status":"True","reason":"SufficientPods","message":"","lastTransitionTime":"2026-11-27T10:00:00Z","observedGeneration":{generation}}}]}}}}"#
+        );
+        for (kind, body) in [("ingress", lb), ("poddisruptionbudget", pdb)] {
+            env.ok(
+                "kubectl",
+                &[
+                    "--context",
+                    member,
+                    "-n",
+                    "shop",
+                    "patch",
+                    kind,
+                    "web",
+                    "--subresource=status",
+                    "--type=merge",
+                    "-p",
+                    &body,
+                ],
+            );
+        }
+    }
+    let fed_field = |kind: &str, path: &str| {
+        env.run(
+            "kubectl",
+            &["-n", "shop", "get", kind, "web", "-o", &format!("jsonpath={path}")],
+        )
+    };
+    let _ingress = eventually(
+        "the federated Ingress lists both members' addresses",
+        within,
+        || async { fed_field("ingress", "{.status.loadBalancer.ingress[*].ip}") },
+        |o| String::from_utf8_lossy(&o.stdout).trim() == "198.51.100.1 198.51.100.3",
+    )
+    .await;
+    let _pdb = eventually(
+        "the federated PDB sums the members' counts",
+        within,
+        || async {
+            fed_field(
+                "poddisruptionbudget",
+                "{.status.disruptionsAllowed} {.status.expectedPods} {.status.observedGeneration}/{.metadata.generation}",
+            )
+        },
+        |o| {
+            let out = String::from_utf8_lossy(&o.stdout);
+            let mut parts = out.trim().split(' ');
+            let fields: Vec<&str> = parts.by_ref().take(2).collect();
+            let generations = parts.next().and_then(|g| g.split_once('/'));
+            fields == ["2", "4"] && generations.is_some_and(|(seen, have)| seen == have)
+        },
+    )
+    .await;
+    let _pdb_placement = eventually(
+        "the PDB's Placement shows each member's allowed disruptions and condition",
+        within,
+        || async {
+            placements
+                .get_opt("poddisruptionbudget.policy-web")
+                .await
+                .expect("get")
+        },
+        |p| {
+            p.as_ref().and_then(|p| p.status.as_ref()).is_some_and(|s| {
+                s.clusters.len() == 2
+                    && s.clusters.iter().all(|c| {
+                        c.disruptions_allowed == Some(1)
+                            && c.conditions.iter().any(|k| {
+                                k.type_ == "DisruptionAllowed" && k.reason == "SufficientPods"
+                            })
+                    })
+            })
+        },
+    )
+    .await;
+
     let system: Api<Placement> = Api::namespaced(fed.clone(), "meridian-system");
     let crole = system
         .get("clusterrole.rbac.authorization.k8s.io-shop-reader")

@@ -7,7 +7,7 @@ mod strategic;
 mod strategic_tests;
 
 pub use json::json_patch;
-pub use merge::merge_patch;
+pub use merge::{merge_patch, merge_patch_diff};
 pub use strategic::strategic_merge_patch;
 
 /// Errors from applying a patch. Nothing is modified when one is returned.

@@ -40,6 +40,7 @@ use tracing::Instrument as _;
 use super::member_copy::overridden;
 use super::plan::{Finalizer, Step, finalizer, step, wanted};
 use super::report::{FailReason, Outcome, cluster_entries, propagated};
+use super::status::{MemberCopy, StatusKind, federated, member_entry};
 use crate::fleet::overrides::Changed;
 use crate::fleet::{Overrides, Settings, reflect};
 
@@ -338,6 +339,8 @@ impl Central {
         let mut clusters: BTreeSet<String> = dest.iter().map(|t| t.cluster.clone()).collect();
         clusters.extend(self.clusters.state().iter().map(|c| c.name_any()));
         let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
+        // Each destination's copy as cached, and whether it was current (nothing written).
+        let mut copies: BTreeMap<String, (Value, bool)> = BTreeMap::new();
         let mut held = false;
         let mut failed = 0usize;
         for cluster in clusters {
@@ -406,15 +409,13 @@ impl Central {
                 Some(ns) if fk.namespaced => Api::namespaced_with(m.client.clone(), ns, &ar),
                 _ => Api::all_with(m.client.clone(), &ar),
             };
-            let result = self
-                .apply(
-                    &m,
-                    &api,
-                    key,
-                    fk.namespaced,
-                    step(want.as_ref(), actual.as_ref(), &uid),
-                )
-                .await;
+            let step = step(want.as_ref(), actual.as_ref(), &uid);
+            if want.is_some()
+                && let Some(a) = actual
+            {
+                copies.insert(cluster.clone(), (a, step == Step::Leave));
+            }
+            let result = self.apply(&m, &api, key, fk.namespaced, step).await;
             match result {
                 Ok(holds) => {
                     held |= holds;
@@ -431,11 +432,39 @@ impl Central {
         }
         lock(&self.outcomes).insert(key.clone(), outcomes.clone());
 
+        let status_kind = StatusKind::of(&key.api_version, &key.kind);
         if let Some(p) = placement
             .as_ref()
             .filter(|_| !dest.is_empty() || fed_obj.is_some())
         {
-            self.write_status(p, &dest, &outcomes).await?;
+            let mut entries = cluster_entries(&dest, &outcomes);
+            for e in &mut entries {
+                if let Some((copy, _)) = copies.get(&e.cluster) {
+                    member_entry(status_kind, copy, e);
+                }
+            }
+            self.write_status(p, entries, propagated(&dest, &outcomes))
+                .await?;
+        }
+        if let (Some(kind), Some(fed)) = (status_kind, &fed_value)
+            && fed["metadata"]["deletionTimestamp"].is_null()
+            && !dest.is_empty()
+        {
+            let members: Vec<MemberCopy> = dest
+                .iter()
+                .map(|t| match copies.get(&t.cluster) {
+                    Some((o, current)) => MemberCopy {
+                        object: Some(o),
+                        current: *current,
+                    },
+                    None => MemberCopy {
+                        object: None,
+                        current: false,
+                    },
+                })
+                .collect();
+            self.write_fed_status(&fk, key, fed, federated(kind, fed, &members))
+                .await?;
         }
         if let Some(o) = &fed_obj {
             let has = o.finalizers().iter().any(|f| f == WORKLOAD_FINALIZER);
@@ -517,14 +546,14 @@ impl Central {
         }
     }
 
+    /// Writes the Placement's `Propagated` condition and per-cluster `entries` when they
+    /// changed.
     async fn write_status(
         &self,
         p: &Placement,
-        dest: &[fed_api::placement::TargetCluster],
-        outcomes: &BTreeMap<String, Outcome>,
+        entries: Vec<fed_api::placement::ClusterWorkloadStatus>,
+        mut cond: fed_api::common::Condition,
     ) -> Result<(), CopyError> {
-        let entries = cluster_entries(dest, outcomes);
-        let mut cond = propagated(dest, outcomes);
         let old = p
             .status
             .as_ref()
@@ -532,12 +561,9 @@ impl Central {
         // Entries without their sync times, so a resync that changed nothing writes nothing.
         let strip = |v: &[fed_api::placement::ClusterWorkloadStatus]| {
             v.iter()
-                .map(|e| {
-                    (
-                        e.cluster.clone(),
-                        e.error.clone(),
-                        e.last_sync_time.is_some(),
-                    )
+                .map(|e| fed_api::placement::ClusterWorkloadStatus {
+                    last_sync_time: e.last_sync_time.as_ref().map(|_| String::new()),
+                    ..e.clone()
                 })
                 .collect::<Vec<_>>()
         };
@@ -575,6 +601,45 @@ impl Central {
             source,
         })?;
         Ok(())
+    }
+
+    /// Writes the federated object's `status` (through `/status`) as its members' copies
+    /// report it, when it differs from what the object carries: a merge patch of the
+    /// difference, so nothing else of the status is touched.
+    async fn write_fed_status(
+        &self,
+        fk: &FedKind,
+        key: &CopyKey,
+        fed: &Value,
+        status: Value,
+    ) -> Result<(), CopyError> {
+        let current = match &fed["status"] {
+            Value::Null => Value::Object(serde_json::Map::new()),
+            s => s.clone(),
+        };
+        let Some(diff) = apimachinery::merge_patch_diff(&current, &status) else {
+            return Ok(());
+        };
+        let api: Api<DynamicObject> = match &key.namespace {
+            Some(ns) if fk.namespaced => Api::namespaced_with(self.fed.clone(), ns, &fk.ar),
+            _ => Api::all_with(self.fed.clone(), &fk.ar),
+        };
+        let patch = serde_json::json!({ "status": diff });
+        match tokio::time::timeout(
+            self.settings.sync_timeout,
+            api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch)),
+        )
+        .await
+        {
+            Err(_) => Err(CopyError::Timeout("status")),
+            Ok(Ok(_)) => Ok(()),
+            // Deleted meanwhile: its watch event brings the cleanup.
+            Ok(Err(kube::Error::Api(s))) if s.code == 404 => Ok(()),
+            Ok(Err(source)) => Err(CopyError::Federation {
+                what: "status",
+                source,
+            }),
+        }
     }
 
     async fn set_finalizer(

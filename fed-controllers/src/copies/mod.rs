@@ -7,8 +7,10 @@
 //! member's copy still says what Meridian wants and what to write over it, [`plan`] which
 //! step each member takes for each object (create, update, delete, leave, refuse), [`record`]
 //! what Meridian set on a copy override rules changed (so what they stop setting goes), and
-//! [`report`] what the Placement's status says of the results. [`controller`] applies them
-//! from caches of the federation and of each member.
+//! [`report`] what the Placement's status says of the results, and [`status`] what the
+//! members' copies report, combined into the federated object's status (DaemonSets,
+//! CronJobs, Ingresses, HPAs, PDBs) and shown per member on the Placement. [`controller`]
+//! applies them from caches of the federation and of each member.
 
 pub mod controller;
 pub mod drift;
@@ -16,3 +18,4 @@ pub mod member_copy;
 pub mod plan;
 pub mod record;
 pub mod report;
+pub mod status;
