@@ -26,6 +26,8 @@ pub struct JoinOptions {
     pub zone: Option<String>,
     /// Labels for the Cluster.
     pub labels: std::collections::BTreeMap<String, String>,
+    /// Custom resource groups Meridian may write in the member (every resource of each).
+    pub custom_groups: Vec<String>,
     /// Print, do not create.
     pub dry_run: bool,
     /// How long to wait for Ready (zero: do not wait).
@@ -52,6 +54,7 @@ fn report(side: &str, o: &Value, e: Ensured) {
 
 /// Joins a member cluster.
 pub async fn join(kc: &kube::config::Kubeconfig, o: &JoinOptions) -> anyhow::Result<()> {
+    plan::check_custom_groups(&o.custom_groups)?;
     let member = kubeutil::target(kc, Some(&o.cluster_context)).await?;
     let (region, zone) = match (&o.region, &o.zone) {
         (Some(r), Some(z)) => (Some(r.clone()), Some(z.clone())),
@@ -72,7 +75,7 @@ pub async fn join(kc: &kube::config::Kubeconfig, o: &JoinOptions) -> anyhow::Res
     };
     if o.dry_run {
         println!("# in member cluster (context {}):", o.cluster_context);
-        for obj in plan::member_objects() {
+        for obj in plan::member_objects(&o.custom_groups) {
             println!("---\n{}", serde_yaml_ng::to_string(&obj)?);
         }
         println!("# in the federation:");
@@ -95,7 +98,7 @@ pub async fn join(kc: &kube::config::Kubeconfig, o: &JoinOptions) -> anyhow::Res
     let federation = kubeutil::target(kc, o.federation_context.as_deref()).await?;
     kubeutil::check_reachable(&federation).await?;
 
-    for obj in plan::member_objects() {
+    for obj in plan::member_objects(&o.custom_groups) {
         let (e, _) = kubeutil::ensure(&member, &obj)
             .await
             .map_err(|err| explain_member(&obj, err))?;
@@ -294,7 +297,7 @@ pub async fn unjoin(kc: &kube::config::Kubeconfig, o: &UnjoinOptions) -> anyhow:
         Ok(member) => match kubeutil::check_reachable(&member).await {
             Ok(_) => {
                 // Reverse creation order: the token and binding go before the namespace.
-                for obj in plan::member_objects().iter().rev() {
+                for obj in plan::member_objects(&[]).iter().rev() {
                     if kubeutil::remove(&member, obj).await? {
                         println!("member: {} deleted", describe(obj));
                     }

@@ -53,6 +53,11 @@ enum Cmd {
         /// Labels of the Cluster object, k=v (repeatable or comma-separated).
         #[arg(long, value_delimiter = ',')]
         labels: Vec<String>,
+        /// A custom resource group (a CRD's spec.group, e.g. monitoring.coreos.com) whose
+        /// objects Meridian may write in the member, so policies can propagate them
+        /// (repeatable or comma-separated; run join again to change the list).
+        #[arg(long = "custom-resource-group", value_delimiter = ',')]
+        custom_resource_groups: Vec<String>,
         /// Print what would be created, create nothing.
         #[arg(long)]
         dry_run: bool,
@@ -282,6 +287,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             region,
             zone,
             labels,
+            custom_resource_groups,
             dry_run,
             wait_seconds,
         } => {
@@ -292,6 +298,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 region,
                 zone,
                 labels: parse_labels(&labels)?,
+                custom_groups: custom_resource_groups,
                 dry_run,
                 wait: Duration::from_secs(wait_seconds),
             };

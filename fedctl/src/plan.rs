@@ -34,18 +34,64 @@ pub struct JoinRequest {
     pub labels: BTreeMap<String, String>,
 }
 
-/// The rules Meridian's controllers need in a member, and nothing more.
-pub fn controller_rules() -> Value {
+/// Why a `--custom-resource-group` is refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum GroupError {
+    /// Not a DNS subdomain with a dot, as a CustomResourceDefinition's `spec.group` must be.
+    #[error(
+        "custom resource group {0:?} is not a DNS subdomain with at least one dot (as a CustomResourceDefinition's spec.group)"
+    )]
+    NotAGroup(String),
+    /// A group the member's own API server serves: its rights are fixed by Meridian.
+    #[error("{0:?} is a built-in group: fedctl join grants only the rights Meridian needs there")]
+    BuiltIn(String),
+}
+
+/// Checks the custom resource groups a join grants rights on.
+pub fn check_custom_groups(groups: &[String]) -> Result<(), GroupError> {
+    const BUILT_IN: [&str; 6] = [
+        "rbac.authorization.k8s.io",
+        "apiextensions.k8s.io",
+        "networking.k8s.io",
+        "discovery.k8s.io",
+        "admissionregistration.k8s.io",
+        "authorization.k8s.io",
+    ];
+    for g in groups {
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        };
+        if g.len() > 253 || !g.contains('.') || !g.split('.').all(label_ok) {
+            return Err(GroupError::NotAGroup(g.clone()));
+        }
+        if BUILT_IN.contains(&g.as_str()) || g == fed_api::GROUP {
+            return Err(GroupError::BuiltIn(g.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// The rules Meridian's controllers need in a member, and nothing more; plus every
+/// resource of the `custom_groups` the joiner names, so copies of those custom resources
+/// can be pushed (a member grants nothing on custom groups otherwise).
+pub fn controller_rules(custom_groups: &[String]) -> Value {
     let rw = json!([
         "get", "list", "watch", "create", "update", "patch", "delete"
     ]);
-    json!([
+    let mut rules = json!([
         // Capacity tracking reads nodes and pods.
         {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
         // Workloads land in their own namespaces, with the ConfigMaps/Secrets they use.
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch", "create"]},
         {"apiGroups": [""], "resources": ["configmaps", "secrets", "services"], "verbs": rw},
-        {"apiGroups": ["apps"], "resources": ["deployments", "replicasets"], "verbs": rw},
+        {"apiGroups": ["apps"],
+         "resources": ["deployments", "replicasets", "statefulsets", "daemonsets"], "verbs": rw},
+        {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": rw},
         // Cross-cluster endpoints for the load balancers.
         {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": rw},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
@@ -60,17 +106,24 @@ pub fn controller_rules() -> Value {
         {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": rw},
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": rw},
         {"nonResourceURLs": ["/readyz", "/healthz", "/livez", "/version"], "verbs": ["get"]},
-    ])
+    ]);
+    if !custom_groups.is_empty()
+        && let Some(list) = rules.as_array_mut()
+    {
+        list.push(json!({"apiGroups": custom_groups, "resources": ["*"], "verbs": rw}));
+    }
+    rules
 }
 
-/// Objects created in the member cluster, in creation order.
-pub fn member_objects() -> Vec<Value> {
+/// Objects created in the member cluster, in creation order; the ClusterRole also grants
+/// every resource of `custom_groups`.
+pub fn member_objects(custom_groups: &[String]) -> Vec<Value> {
     vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount",
                "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE}}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-               "metadata": {"name": CLUSTER_ROLE}, "rules": controller_rules()}),
+               "metadata": {"name": CLUSTER_ROLE}, "rules": controller_rules(custom_groups)}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
                "metadata": {"name": CLUSTER_ROLE},
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CLUSTER_ROLE},
@@ -125,7 +178,7 @@ mod tests {
 
     #[test]
     fn member_side_is_least_privilege() {
-        let rules = controller_rules();
+        let rules = controller_rules(&[]);
         let text = rules.to_string();
         // Never cluster-admin-like wildcards, never RBAC escalation, never node writes.
         assert!(!text.contains("\"*\""));
@@ -136,9 +189,68 @@ mod tests {
         );
         let node_rule = &rules[0];
         assert_eq!(node_rule["verbs"], json!(["get", "list", "watch"]));
-        let objs = member_objects();
+        let objs = member_objects(&[]);
         assert_eq!(objs.len(), 5);
         assert_eq!(objs[3]["subjects"][0]["name"], SERVICE_ACCOUNT);
+        // Every built-in kind Meridian pushes is covered.
+        for (group, resource) in [
+            ("apps", "statefulsets"),
+            ("apps", "daemonsets"),
+            ("batch", "jobs"),
+            ("batch", "cronjobs"),
+            ("policy", "poddisruptionbudgets"),
+        ] {
+            assert!(
+                rules.as_array().expect("rules").iter().any(|r| {
+                    r["apiGroups"] == json!([group])
+                        && r["resources"]
+                            .as_array()
+                            .is_some_and(|l| l.iter().any(|x| x == resource))
+                }),
+                "{group}/{resource}"
+            );
+        }
+    }
+
+    #[test]
+    fn custom_groups_get_their_own_rule_only() {
+        let groups = vec!["example.com".to_owned(), "monitoring.coreos.com".to_owned()];
+        let rules = controller_rules(&groups);
+        let list = rules.as_array().expect("rules");
+        let custom: Vec<&Value> = list
+            .iter()
+            .filter(|r| r["resources"] == json!(["*"]))
+            .collect();
+        assert_eq!(custom.len(), 1);
+        assert_eq!(custom[0]["apiGroups"], json!(groups));
+        assert!(!custom[0]["verbs"].to_string().contains("escalate"));
+        // Nothing else changed.
+        assert_eq!(
+            list.len(),
+            controller_rules(&[]).as_array().map_or(0, Vec::len) + 1
+        );
+        assert_eq!(member_objects(&groups)[2]["rules"], rules);
+    }
+
+    #[test]
+    fn custom_group_names_are_checked() {
+        let ok = |g: &str| check_custom_groups(&[g.to_owned()]);
+        assert_eq!(ok("example.com"), Ok(()));
+        assert_eq!(ok("gateway.networking.k8s.io"), Ok(()));
+        for bad in [
+            "*",
+            "",
+            "example",
+            "Example.com",
+            "-a.com",
+            "a..com",
+            "a.com-",
+        ] {
+            assert_eq!(ok(bad), Err(GroupError::NotAGroup(bad.to_owned())), "{bad}");
+        }
+        for built_in in ["rbac.authorization.k8s.io", fed_api::GROUP] {
+            assert_eq!(ok(built_in), Err(GroupError::BuiltIn(built_in.to_owned())));
+        }
     }
 
     #[test]

@@ -275,6 +275,7 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
             region: None,
             zone: None,
             labels: Default::default(),
+            custom_groups: Vec::new(),
             dry_run: false,
             wait: Duration::from_secs(60),
         };

@@ -400,21 +400,27 @@ async fn copies_are_pushed_to_the_members_and_removed() {
         "--metrics-bind-address=off",
     ]);
     let _scheduler = env.scheduler(&["--workers=4"]);
-    for (c, env_label) in [("sim-1", "prod"), ("sim-2", "dev"), ("sim-3", "prod")] {
+    // Only sim-1 lets Meridian write the custom group example.com.
+    for (c, env_label, custom) in [
+        ("sim-1", "prod", "example.com"),
+        ("sim-2", "dev", ""),
+        ("sim-3", "prod", ""),
+    ] {
         let labels = format!("env={env_label}");
-        env.ok(
-            "fedctl",
-            &[
-                "join",
-                c,
-                "--cluster-context",
-                c,
-                "--labels",
-                &labels,
-                "--wait-seconds",
-                "60",
-            ],
-        );
+        let mut args = vec![
+            "join",
+            c,
+            "--cluster-context",
+            c,
+            "--labels",
+            &labels,
+            "--wait-seconds",
+            "60",
+        ];
+        if !custom.is_empty() {
+            args.extend(["--custom-resource-group", custom]);
+        }
+        env.ok("fedctl", &args);
     }
     env.ok("kubectl", &["create", "namespace", "shop"]);
     env.apply("app.yaml", APP);
@@ -535,7 +541,15 @@ async fn copies_are_pushed_to_the_members_and_removed() {
     let fed_field = |kind: &str, path: &str| {
         env.run(
             "kubectl",
-            &["-n", "shop", "get", kind, "web", "-o", &format!("jsonpath={path}")],
+            &[
+                "-n",
+                "shop",
+                "get",
+                kind,
+                "web",
+                "-o",
+                &format!("jsonpath={path}"),
+            ],
         )
     };
     let _ingress = eventually(
@@ -600,10 +614,10 @@ async fn copies_are_pushed_to_the_members_and_removed() {
         ("ClusterPropagationPolicy", "platform")
     );
 
-    // A custom resource of that CRD: its Placement says why sim-1 holds no copy, either
-    // the scheduler's reason (the member's discovery, refreshed by the cluster controller,
-    // does not list the new kind yet) or, once placed, the member's refusal (fedctl join
-    // grants no rights on custom groups).
+    // A custom resource of that CRD, placed on sim-1 and sim-2 (both got the CRD above, and
+    // both members' discovery lists it moments later): sim-1, joined with
+    // `--custom-resource-group example.com`, holds its copy; sim-2 refuses it, and the
+    // Placement says so.
     env.apply(
         "widgets.yaml",
         r#"
@@ -614,7 +628,7 @@ spec:
   resourceSelectors:
   - {apiVersion: example.com/v1, kind: Widget}
   placement:
-    clusterAffinity: {clusterNames: [sim-1]}
+    clusterAffinity: {clusterNames: [sim-1, sim-2]}
 ---
 apiVersion: example.com/v1
 kind: Widget
@@ -622,8 +636,15 @@ metadata: {name: small, namespace: shop}
 spec: {size: 1}
 "#,
     );
-    let widget_status = eventually(
-        "the Widget's Placement says why sim-1 holds no copy",
+    let _widget = eventually(
+        "the Widget in sim-1",
+        within,
+        || async { env.member_get("sim-1", "widget", "shop", "small", "{.spec.size}") },
+        |v| v.as_deref() == Ok("1"),
+    )
+    .await;
+    let _widget_status = eventually(
+        "the Widget's Placement: sim-1 in sync, sim-2 refused",
         within,
         || async {
             placements
@@ -633,31 +654,18 @@ spec: {size: 1}
         },
         |p| {
             p.as_ref().and_then(|p| p.status.as_ref()).is_some_and(|s| {
-                let unserved = s.conditions.iter().any(|c| {
-                    c.type_ == "Scheduled"
-                        && c.status == "False"
-                        && c.message
-                            .contains("sim-1: APIEnablement: does not serve example.com/v1 widgets")
-                });
-                let refused = s
-                    .clusters
-                    .iter()
-                    .any(|c| c.cluster == "sim-1" && !c.error.is_empty());
-                unserved || refused
+                let entry = |c: &str| s.clusters.iter().find(|e| e.cluster == c);
+                entry("sim-1").is_some_and(|e| e.error.is_empty() && e.last_sync_time.is_some())
+                    && entry("sim-2").is_some_and(|e| e.error.starts_with("Rejected"))
+                    && s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Propagated" && c.reason == "Rejected")
             })
         },
     )
-    .await
-    .and_then(|p| p.status)
-    .expect("status");
-    let propagated = widget_status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Propagated")
-        .expect("Propagated");
-    assert_eq!(propagated.status, "False", "{propagated:?}");
-    let there = env.member_get("sim-1", "widget", "shop", "small", managed);
-    assert!(there.is_err(), "no Widget copy in sim-1: {there:?}");
+    .await;
+    let there = env.member_get("sim-2", "widget", "shop", "small", managed);
+    assert!(there.is_err(), "no Widget copy in sim-2: {there:?}");
 
     // What the member owns stays the member's, and no federation bookkeeping is copied.
     let fed_uid = env.ok(

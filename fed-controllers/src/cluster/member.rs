@@ -9,7 +9,8 @@ use fed_api::Cluster;
 use fed_api::common::Condition;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
@@ -277,6 +278,7 @@ async fn run(m: Arc<Member>) {
     tasks.spawn(status_writer(m.clone()).in_current_span());
     let client = connect(&m).await;
     tasks.spawn(discovery_loop(m.clone(), client.clone()).in_current_span());
+    tasks.spawn(definitions_loop(m.clone(), client.clone()).in_current_span());
     tasks.spawn(watch_loop::<Node>(m.clone(), client.clone()).in_current_span());
     tasks.spawn(watch_loop::<Pod>(m.clone(), client.clone()).in_current_span());
     probe_loop(&m, client).await;
@@ -358,6 +360,34 @@ async fn discovery_loop(m: Arc<Member>, client: Client) {
                 }
             }
             Err(error) => tracing::info!(error = %Report(&error), "discovery failed; will retry"),
+        }
+    }
+}
+
+/// Re-runs discovery whenever one of the member's CustomResourceDefinitions changes, so a
+/// kind defined there (a CRD Meridian just copied in, or one the member's owners installed)
+/// is in `apiEnablements`, and so placeable, within moments rather than at the next
+/// periodic discovery. A metadata-only watch: a definition's establishment changes its
+/// resourceVersion too. A re-list after a broken watch counts as a change, since one may
+/// have been missed.
+async fn definitions_loop(m: Arc<Member>, client: Client) {
+    let api = Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client);
+    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    let mut stream = std::pin::pin!(stream);
+    let mut listed = false;
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::InitDone) => {
+                if listed {
+                    m.rediscover.notify_one();
+                }
+                listed = true;
+            }
+            Ok(Event::Apply(_) | Event::Delete(_)) => m.rediscover.notify_one(),
+            Ok(Event::Init | Event::InitApply(_)) => {}
+            Err(error) => {
+                tracing::debug!(error = %Report(&error), "definitions watch error; backing off")
+            }
         }
     }
 }

@@ -147,7 +147,11 @@ pub fn federated(kind: StatusKind, fed: &Value, members: &[MemberCopy]) -> Value
         StatusKind::Ingress => {
             let mut ingress: Vec<Value> = Vec::new();
             for s in &statuses {
-                for entry in s["loadBalancer"]["ingress"].as_array().into_iter().flatten() {
+                for entry in s["loadBalancer"]["ingress"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                {
                     if !ingress.contains(entry) {
                         ingress.push(entry.clone());
                     }
