@@ -113,8 +113,9 @@ pub struct ClusterWorkloadStatus {
     pub endpoints: Option<i32>,
     /// Services only: address of that member's lb-agent, once known.
     pub lb_agent: Option<String>,
-    /// Services only: whether the member's lb-agent receives the Service's traffic
-    /// (cluster Ready, lb-agent known, ready endpoints there).
+    /// Services: whether the member's lb-agent receives the Service's traffic (cluster
+    /// Ready, lb-agent known, ready endpoints there). Custom kinds whose
+    /// ResourceInterpreter names a health condition: whether the copy's is `True`.
     pub healthy: Option<bool>,
     /// HorizontalPodAutoscalers only: the replicas the member's autoscaler last saw.
     pub current_replicas: Option<i32>,

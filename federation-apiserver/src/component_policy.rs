@@ -151,11 +151,12 @@ pub fn controllers_rules() -> Vec<Value> {
             &["overridepolicies", "clusteroverridepolicies"],
             &WATCH,
         ),
-        // copies/controller.rs watches every placed kind and merge-patches its cleanup
-        // finalizer onto the objects it copies: any resource a policy may name. At start it
-        // also labels copied objects' Placements an earlier scheduler left unlabelled. No
-        // other write: the copies themselves are written in members with members'
-        // credentials.
+        // copies/controller.rs watches every placed kind (and the ResourceInterpreters)
+        // and merge-patches its cleanup finalizer onto the objects it copies, and their
+        // `/status` with what the members' copies report: any resource a policy may name.
+        // At start it also labels copied objects' Placements an earlier scheduler left
+        // unlabelled. No other write: the copies themselves are written in members with
+        // members' credentials.
         rule("*", &["*"], &["list", "watch", "patch"]),
         events(),
     ];
@@ -269,6 +270,8 @@ mod tests {
             "web"
         ));
         assert!(allows(&r, "watch", FED_GROUP, "overridepolicies", ""));
+        assert!(allows(&r, "watch", FED_GROUP, "resourceinterpreters", ""));
+        assert!(allows(&r, "patch", "apps", "daemonsets/status", "agent"));
         assert!(allows(&r, "list", FED_GROUP, "clusteroverridepolicies", ""));
         assert!(!allows(&r, "update", FED_GROUP, "overridepolicies", "web"));
         assert!(!allows(&r, "create", FED_GROUP, "clusters", "a"));

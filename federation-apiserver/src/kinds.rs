@@ -27,6 +27,7 @@ pub fn federation_registry() -> Registry {
         cluster_propagation_policies(),
         crate::override_kinds::override_policies(),
         crate::override_kinds::cluster_override_policies(),
+        crate::interpreter_kind::resource_interpreters(),
         placements(),
     ]);
     Registry::new(defs)

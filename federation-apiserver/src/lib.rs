@@ -4,6 +4,7 @@
 pub mod cli;
 pub mod component_policy;
 pub mod credentials;
+pub mod interpreter_kind;
 pub mod kinds;
 pub mod override_kinds;
 pub mod storage;

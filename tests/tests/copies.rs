@@ -375,6 +375,7 @@ spec:
   - name: v1
     served: true
     storage: true
+    subresources: {status: {}}
     schema:
       openAPIV3Schema:
         type: object
@@ -383,6 +384,13 @@ spec:
             type: object
             properties:
               size: {type: integer}
+          status:
+            type: object
+            properties:
+              readyReplicas: {type: integer}
+              conditions:
+                type: array
+                items: {type: object, x-kubernetes-preserve-unknown-fields: true}
 "#;
 
 /// Whether kubectl said the object does not exist.
@@ -666,6 +674,76 @@ spec: {size: 1}
     .await;
     let there = env.member_get("sim-2", "widget", "shop", "small", managed);
     assert!(there.is_err(), "no Widget copy in sim-2: {there:?}");
+
+    // A ResourceInterpreter says how Widgets report: sim-1's copy's ready replicas come
+    // back summed into the federated Widget, and its Ready condition as its health.
+    env.apply(
+        "widget-interpreter.yaml",
+        r#"
+apiVersion: federation.meridian.dev/v1alpha1
+kind: ResourceInterpreter
+metadata: {name: widgets}
+spec:
+  target: {apiVersion: example.com/v1, kind: Widget}
+  statusAggregation:
+  - {path: .status.readyReplicas, op: Sum}
+  health: {conditionType: Ready}
+"#,
+    );
+    env.ok(
+        "kubectl",
+        &[
+            "--context",
+            "sim-1",
+            "-n",
+            "shop",
+            "patch",
+            "widget",
+            "small",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"readyReplicas":3,"conditions":[{"type":"Ready","status":"True"}]}}"#,
+        ],
+    );
+    let _ready = eventually(
+        "the federated Widget's readyReplicas from sim-1",
+        within,
+        || async {
+            env.run(
+                "kubectl",
+                &[
+                    "-n",
+                    "shop",
+                    "get",
+                    "widget",
+                    "small",
+                    "-o",
+                    "jsonpath={.status.readyReplicas}",
+                ],
+            )
+        },
+        |o| String::from_utf8_lossy(&o.stdout).trim() == "3",
+    )
+    .await;
+    let _healthy = eventually(
+        "the Widget's Placement says sim-1's copy is healthy",
+        within,
+        || async {
+            placements
+                .get_opt("widget.example.com-small")
+                .await
+                .expect("get")
+        },
+        |p| {
+            p.as_ref().and_then(|p| p.status.as_ref()).is_some_and(|s| {
+                s.clusters
+                    .iter()
+                    .any(|e| e.cluster == "sim-1" && e.healthy == Some(true))
+            })
+        },
+    )
+    .await;
 
     // What the member owns stays the member's, and no federation bookkeeping is copied.
     let fed_uid = env.ok(

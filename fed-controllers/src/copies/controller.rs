@@ -19,7 +19,7 @@ use fed_api::copies::{Path, path, placement_of};
 use fed_api::governance::Subject;
 use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_FINALIZER};
 use fed_api::overrides::apply::{MemberCluster, labels_of, selecting};
-use fed_api::{Cluster, Placement};
+use fed_api::{Cluster, Placement, ResourceInterpreter};
 use futures::StreamExt;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
@@ -40,7 +40,7 @@ use tracing::Instrument as _;
 use super::member_copy::overridden;
 use super::plan::{Finalizer, Step, finalizer, step, wanted};
 use super::report::{FailReason, Outcome, cluster_entries, propagated};
-use super::status::{MemberCopy, StatusKind, federated, member_entry};
+use super::status::{MemberCopy, Rule, StatusKind, combined, member_entry};
 use crate::fleet::overrides::Changed;
 use crate::fleet::{Overrides, Settings, reflect};
 
@@ -102,6 +102,8 @@ struct Central {
     settings: Settings,
     placements: Store<Placement>,
     clusters: Store<Cluster>,
+    /// How custom kinds' statuses combine.
+    interpreters: Store<ResourceInterpreter>,
     overrides: Overrides,
     kinds: tokio::sync::Mutex<HashMap<Kind, Arc<FedKind>>>,
     members: tokio::sync::Mutex<HashMap<String, Arc<Member>>>,
@@ -277,6 +279,29 @@ impl Central {
         keys.into_iter().for_each(|k| self.queue.add(k));
     }
 
+    /// How the statuses of `kind`'s copies combine: a built-in rule, else the first (by
+    /// name) ResourceInterpreter for the kind, else none.
+    fn status_rule(&self, kind: &Kind) -> Option<Rule> {
+        if let Some(k) = StatusKind::of(&kind.0, &kind.1) {
+            return Some(Rule::BuiltIn(k));
+        }
+        let mut all = self.interpreters.state();
+        all.sort_by_key(|i| i.name_any());
+        all.iter()
+            .find(|i| i.spec.target.api_version == kind.0 && i.spec.target.kind == kind.1)
+            .map(|i| Rule::Interpreted(i.spec.clone()))
+    }
+
+    /// Re-queues every copied object of `kind` (its interpreter changed).
+    fn requeue_kind(&self, kind: &Kind) {
+        let keys: Vec<CopyKey> = lock(&self.outcomes)
+            .keys()
+            .filter(|k| k.api_version == kind.0 && k.kind == kind.1)
+            .cloned()
+            .collect();
+        keys.into_iter().for_each(|k| self.queue.add(k));
+    }
+
     /// Forgets member `cluster` (its watches stop) and re-syncs every copy it may hold.
     async fn drop_member(&self, cluster: &str) {
         self.members.lock().await.remove(cluster);
@@ -432,7 +457,7 @@ impl Central {
         }
         lock(&self.outcomes).insert(key.clone(), outcomes.clone());
 
-        let status_kind = StatusKind::of(&key.api_version, &key.kind);
+        let rule = self.status_rule(&kind);
         if let Some(p) = placement
             .as_ref()
             .filter(|_| !dest.is_empty() || fed_obj.is_some())
@@ -440,13 +465,13 @@ impl Central {
             let mut entries = cluster_entries(&dest, &outcomes);
             for e in &mut entries {
                 if let Some((copy, _)) = copies.get(&e.cluster) {
-                    member_entry(status_kind, copy, e);
+                    member_entry(rule.as_ref(), copy, e);
                 }
             }
             self.write_status(p, entries, propagated(&dest, &outcomes))
                 .await?;
         }
-        if let (Some(kind), Some(fed)) = (status_kind, &fed_value)
+        if let (Some(rule), Some(fed)) = (&rule, &fed_value)
             && fed["metadata"]["deletionTimestamp"].is_null()
             && !dest.is_empty()
         {
@@ -463,8 +488,9 @@ impl Central {
                     },
                 })
                 .collect();
-            self.write_fed_status(&fk, key, fed, federated(kind, fed, &members))
-                .await?;
+            if let Some(status) = combined(rule, fed, &members) {
+                self.write_fed_status(&fk, key, fed, status).await?;
+            }
         }
         if let Some(o) = &fed_obj {
             let has = o.finalizers().iter().any(|f| f == WORKLOAD_FINALIZER);
@@ -815,6 +841,8 @@ pub async fn run(fed: Client, settings: Settings, overrides: Overrides) -> Resul
     let (placements, mut placement_events) =
         reflect(Api::<Placement>::all(fed.clone()), copies_only);
     let (clusters, mut cluster_events) = reflect(Api::<Cluster>::all(fed.clone()), all());
+    let (interpreters, mut interpreter_events) =
+        reflect(Api::<ResourceInterpreter>::all(fed.clone()), all());
     let queue = Arc::new(WorkQueue::new(
         settings.queue(),
         meridian_runtime::queue::QueueMetrics::default(),
@@ -824,6 +852,7 @@ pub async fn run(fed: Client, settings: Settings, overrides: Overrides) -> Resul
         settings,
         placements,
         clusters,
+        interpreters,
         overrides: overrides.clone(),
         kinds: tokio::sync::Mutex::default(),
         members: tokio::sync::Mutex::default(),
@@ -872,6 +901,14 @@ pub async fn run(fed: Client, settings: Settings, overrides: Overrides) -> Resul
                         Ok(k) => queue.add(key_of_placement(&p, k.namespaced)),
                         Err(e) => tracing::warn!(error = %Report(&e), "placement of an undiscovered kind"),
                     }
+                }
+                Some(_) => {}
+                None => return Ok(()),
+            },
+            ev = interpreter_events.next() => match ev {
+                Some(Ok(Event::Apply(i) | Event::Delete(i) | Event::InitApply(i))) => {
+                    let t = &i.spec.target;
+                    central.requeue_kind(&(t.api_version.clone(), t.kind.clone()));
                 }
                 Some(_) => {}
                 None => return Ok(()),

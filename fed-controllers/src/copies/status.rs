@@ -1,15 +1,18 @@
 //! What the members' copies of a copied object report, combined: the federated object's own
 //! `status` for the built-in kinds that have one worth reading on the federation
-//! (DaemonSet, CronJob, Ingress, HorizontalPodAutoscaler, PodDisruptionBudget), and what
-//! each member's copy says on its Placement entry (its counts and its own conditions).
-//! Pure: the copy controller reads the member caches and writes the result.
+//! (DaemonSet, CronJob, Ingress, HorizontalPodAutoscaler, PodDisruptionBudget) and for
+//! custom kinds a `ResourceInterpreter` describes, and what each member's copy says on its
+//! Placement entry (its counts, its health, its own conditions). Pure: the copy controller
+//! reads the member caches and writes the result.
 //!
 //! Counts are summed over the destinations, so `kubectl get ds` on the federation shows the
 //! fleet. `observedGeneration` moves to the federated object's generation only once every
 //! destination holds the current copy and has observed it, so `kubectl rollout status`
 //! never finishes on a sum that still lacks a member.
 
+use fed_api::ResourceInterpreterSpec;
 use fed_api::common::Condition;
+use fed_api::interpreter::AggregationOp;
 use fed_api::placement::ClusterWorkloadStatus;
 use serde_json::{Map, Value, json};
 
@@ -75,6 +78,15 @@ impl StatusKind {
     }
 }
 
+/// How a kind's member statuses combine: a built-in rule, or a custom kind's interpreter.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Rule {
+    /// A built-in kind.
+    BuiltIn(StatusKind),
+    /// A custom kind, as its `ResourceInterpreter` says.
+    Interpreted(ResourceInterpreterSpec),
+}
+
 /// One destination's copy as its member's cache shows it.
 #[derive(Clone, Copy, Debug)]
 pub struct MemberCopy<'a> {
@@ -109,8 +121,89 @@ fn latest(members: &[MemberCopy], field: &str) -> Option<Value> {
         .map(|t| Value::String(t.to_owned()))
 }
 
-/// The federated object's `status` combined from its destinations' copies. `fed` is the federated object as cached (its generation and
-/// the status it carries now).
+/// The federated object's `status` as `rule` combines it from its destinations' copies, or
+/// `None` when the rule combines nothing (an interpreter without `statusAggregation`).
+/// `fed` is the federated object as cached (its generation and the status it carries now).
+pub fn combined(rule: &Rule, fed: &Value, members: &[MemberCopy]) -> Option<Value> {
+    match rule {
+        Rule::BuiltIn(kind) => Some(federated(*kind, fed, members)),
+        Rule::Interpreted(spec) => interpreted(spec, fed, members),
+    }
+}
+
+/// The federated generation once every destination observed its copy, else the one the
+/// federated status already says was observed.
+fn observed_generation(fed: &Value, members: &[MemberCopy]) -> Option<i64> {
+    if !members.is_empty() && members.iter().all(MemberCopy::observed) {
+        fed["metadata"]["generation"].as_i64()
+    } else {
+        fed["status"]["observedGeneration"].as_i64()
+    }
+}
+
+/// A custom kind's status: the federated object's current status with each aggregated
+/// field set (the sum, least or largest of the members that report it; a field no member
+/// reports is left as it is). `.status.observedGeneration` follows the federated
+/// generation as for built-in kinds: the members' own generations mean nothing here.
+fn interpreted(
+    spec: &ResourceInterpreterSpec,
+    fed: &Value,
+    members: &[MemberCopy],
+) -> Option<Value> {
+    if spec.status_aggregation.is_empty() {
+        return None;
+    }
+    let mut status = match &fed["status"] {
+        Value::Object(m) => Value::Object(m.clone()),
+        _ => Value::Object(Map::new()),
+    };
+    for a in &spec.status_aggregation {
+        let Some(rest) = a.path.strip_prefix(".status.") else {
+            continue;
+        };
+        let segments: Vec<&str> = rest.split('.').collect();
+        let value = if a.path == ".status.observedGeneration" {
+            observed_generation(fed, members).map(Value::from)
+        } else {
+            let pointer: String = segments.iter().map(|s| format!("/{s}")).collect();
+            let values = members
+                .iter()
+                .filter_map(|m| m.object?["status"].pointer(&pointer)?.as_i64());
+            match a.op {
+                AggregationOp::Sum => {
+                    let v: Vec<i64> = values.collect();
+                    (!v.is_empty()).then(|| Value::from(v.iter().sum::<i64>()))
+                }
+                AggregationOp::Min => values.min().map(Value::from),
+                AggregationOp::Max => values.max().map(Value::from),
+            }
+        };
+        if let Some(v) = value {
+            set_path(&mut status, &segments, v);
+        }
+    }
+    Some(status)
+}
+
+/// Sets `value` at `segments` below `target`, making objects on the way (a non-object on
+/// the way is replaced: the interpreter's path says what the field is).
+fn set_path(target: &mut Value, segments: &[&str], value: Value) {
+    let Some((last, parents)) = segments.split_last() else {
+        return;
+    };
+    let mut at = target;
+    for s in parents {
+        if !at[*s].is_object() {
+            at[*s] = Value::Object(Map::new());
+        }
+        at = &mut at[*s];
+    }
+    at[*last] = value;
+}
+
+/// The federated object's `status` combined from its destinations' copies of a built-in
+/// kind. `fed` is the federated object as cached (its generation and the status it
+/// carries now).
 pub fn federated(kind: StatusKind, fed: &Value, members: &[MemberCopy]) -> Value {
     let statuses: Vec<&Value> = members
         .iter()
@@ -164,24 +257,32 @@ pub fn federated(kind: StatusKind, fed: &Value, members: &[MemberCopy]) -> Value
             Map::from_iter([("loadBalancer".to_owned(), Value::Object(lb))])
         }
     };
-    if kind.has_observed_generation() {
-        let all = !members.is_empty() && members.iter().all(MemberCopy::observed);
-        let generation = if all {
-            fed["metadata"]["generation"].as_i64()
-        } else {
-            fed["status"]["observedGeneration"].as_i64()
-        };
-        if let Some(g) = generation {
-            status.insert("observedGeneration".into(), json!(g));
-        }
+    if kind.has_observed_generation()
+        && let Some(g) = observed_generation(fed, members)
+    {
+        status.insert("observedGeneration".into(), json!(g));
     }
     Value::Object(status)
 }
 
 /// Fills `entry` (a destination's Placement entry) with what the member's copy reports:
-/// the kind's counts and the copy's own conditions.
-pub fn member_entry(kind: Option<StatusKind>, copy: &Value, entry: &mut ClusterWorkloadStatus) {
+/// the kind's counts (or, for an interpreted kind, its health) and the copy's own
+/// conditions.
+pub fn member_entry(rule: Option<&Rule>, copy: &Value, entry: &mut ClusterWorkloadStatus) {
     let status = &copy["status"];
+    let kind = match rule {
+        Some(Rule::BuiltIn(kind)) => Some(*kind),
+        Some(Rule::Interpreted(spec)) => {
+            entry.healthy = spec.health.as_ref().map(|h| {
+                status["conditions"].as_array().is_some_and(|list| {
+                    list.iter()
+                        .any(|c| c["type"] == h.condition_type.as_str() && c["status"] == "True")
+                })
+            });
+            None
+        }
+        None => None,
+    };
     let count = |f: &str| status[f].as_i64().and_then(|v| i32::try_from(v).ok());
     match kind {
         Some(StatusKind::DaemonSet) => {
@@ -419,7 +520,7 @@ mod tests {
                        {"status": "no type: not a condition"}]}),
         );
         let mut e = ClusterWorkloadStatus::default();
-        member_entry(Some(StatusKind::Autoscaler), &hpa, &mut e);
+        member_entry(Some(&Rule::BuiltIn(StatusKind::Autoscaler)), &hpa, &mut e);
         assert_eq!((e.current_replicas, e.desired_replicas), (Some(2), Some(4)));
         assert_eq!(e.observed_generation, Some(1));
         let types: Vec<_> = e.conditions.iter().map(|c| c.type_.as_str()).collect();
@@ -428,7 +529,11 @@ mod tests {
 
         let pdb = copy(1, json!({"disruptionsAllowed": 0}));
         let mut e = ClusterWorkloadStatus::default();
-        member_entry(Some(StatusKind::DisruptionBudget), &pdb, &mut e);
+        member_entry(
+            Some(&Rule::BuiltIn(StatusKind::DisruptionBudget)),
+            &pdb,
+            &mut e,
+        );
         assert_eq!(e.disruptions_allowed, Some(0));
 
         let ds = copy(
@@ -437,7 +542,7 @@ mod tests {
                    "updatedNumberScheduled": 3}),
         );
         let mut e = ClusterWorkloadStatus::default();
-        member_entry(Some(StatusKind::DaemonSet), &ds, &mut e);
+        member_entry(Some(&Rule::BuiltIn(StatusKind::DaemonSet)), &ds, &mut e);
         assert_eq!(
             (
                 e.replicas,
@@ -466,5 +571,82 @@ mod tests {
         let mut e = ClusterWorkloadStatus::default();
         member_entry(None, &copy(1, json!({"conditions": many})), &mut e);
         assert_eq!(e.conditions.len(), MAX_MEMBER_CONDITIONS);
+    }
+
+    fn interpreter(aggregations: Value, health: Option<&str>) -> Rule {
+        let mut spec = json!({
+            "target": {"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout"},
+            "statusAggregation": aggregations,
+        });
+        if let Some(h) = health {
+            spec["health"] = json!({"conditionType": h});
+        }
+        Rule::Interpreted(serde_json::from_value(spec).expect("spec"))
+    }
+
+    #[test]
+    fn interpreted_status_sets_only_the_named_fields() {
+        let rule = interpreter(
+            json!([
+                {"path": ".status.readyReplicas", "op": "Sum"},
+                {"path": ".status.canary.weight", "op": "Min"},
+                {"path": ".status.revision", "op": "Max"},
+                {"path": ".status.observedGeneration", "op": "Min"},
+                {"path": ".status.absentEverywhere", "op": "Sum"},
+            ]),
+            None,
+        );
+        let a = copy(
+            3,
+            json!({"observedGeneration": 3, "readyReplicas": 2, "canary": {"weight": 20}, "revision": 4}),
+        );
+        let b = copy(
+            1,
+            json!({"observedGeneration": 1, "readyReplicas": 3, "canary": {"weight": 10}, "revision": 7}),
+        );
+        let f = fed(
+            5,
+            json!({"phase": "Healthy", "readyReplicas": 1, "canary": "not an object"}),
+        );
+        let m = |o| MemberCopy {
+            object: Some(o),
+            current: true,
+        };
+        let s = combined(&rule, &f, &[m(&a), m(&b)]).expect("combined");
+        assert_eq!(
+            s,
+            json!({"phase": "Healthy", "readyReplicas": 5, "canary": {"weight": 10},
+                   "revision": 7, "observedGeneration": 5})
+        );
+        // A member not yet observed: the old observedGeneration (none) stays out.
+        let stale = copy(4, json!({"observedGeneration": 3, "readyReplicas": 0}));
+        let s = combined(&rule, &f, &[m(&a), m(&stale)]).expect("combined");
+        assert_eq!(s.get("observedGeneration"), None);
+        assert_eq!(s["readyReplicas"], 2);
+        // Nothing to combine: nothing to write.
+        assert_eq!(combined(&interpreter(json!([]), None), &f, &[m(&a)]), None);
+    }
+
+    #[test]
+    fn interpreted_health_from_the_condition() {
+        let rule = interpreter(json!([]), Some("Available"));
+        let healthy = copy(
+            1,
+            json!({"conditions": [{"type": "Available", "status": "True"}]}),
+        );
+        let unhealthy = copy(
+            1,
+            json!({"conditions": [{"type": "Available", "status": "False", "reason": "Degraded"}]}),
+        );
+        let silent = copy(1, json!({}));
+        for (c, want) in [(&healthy, true), (&unhealthy, false), (&silent, false)] {
+            let mut e = ClusterWorkloadStatus::default();
+            member_entry(Some(&rule), c, &mut e);
+            assert_eq!(e.healthy, Some(want), "{c}");
+        }
+        let mut e = ClusterWorkloadStatus::default();
+        member_entry(Some(&interpreter(json!([]), None)), &healthy, &mut e);
+        assert_eq!(e.healthy, None);
+        assert_eq!(e.conditions.len(), 1);
     }
 }
