@@ -14,6 +14,7 @@ pub mod cron;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
 pub mod endpoints;
 pub mod job;
 pub mod kubelet;
@@ -156,6 +157,8 @@ pub struct Kinds {
     pub cron_jobs: Arc<ResourceDef>,
     /// `v1` PersistentVolumeClaim.
     pub pvcs: Arc<ResourceDef>,
+    /// `policy/v1` PodDisruptionBudget.
+    pub pdbs: Arc<ResourceDef>,
 }
 
 impl Kinds {
@@ -184,6 +187,7 @@ impl Kinds {
             jobs: get("batch", "v1", "jobs")?,
             cron_jobs: get("batch", "v1", "cronjobs")?,
             pvcs: get("", "v1", "persistentvolumeclaims")?,
+            pdbs: get("policy", "v1", "poddisruptionbudgets")?,
         })
     }
 }
@@ -292,6 +296,7 @@ pub fn start(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
     handles.extend(cronjob::spawn(sim.clone()));
     handles.extend(statefulset::spawn(sim.clone()));
     handles.extend(daemonset::spawn(sim.clone()));
+    handles.extend(disruption::spawn(sim.clone()));
     handles.extend(scheduler::spawn(sim.clone()));
     handles.extend(kubelet::spawn(sim.clone()));
     handles.extend(endpoints::spawn(sim.clone()));

@@ -93,7 +93,7 @@ pub(super) async fn until(sim: &Sim, what: &str, mut check: impl FnMut() -> bool
     }
 }
 
-fn deployment(name: &str, replicas: i64, image: &str, cpu: &str) -> Value {
+pub(super) fn deployment(name: &str, replicas: i64, image: &str, cpu: &str) -> Value {
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name},

@@ -10,7 +10,7 @@ use meridian_apiserver::registry::ResourceDef;
 use meridian_apiserver::engine::{PatchType, Target, WriteOptions};
 use serde_json::{Value, json};
 
-use super::tests::{cluster_with, create, get, list, two_nodes, until};
+use super::tests::{cluster_with, create, deployment, get, list, two_nodes, until};
 use super::util::{condition, condition_true, controller_of, str_at};
 use super::*;
 
@@ -582,4 +582,52 @@ async fn cronjob_starts_jobs_on_schedule_and_keeps_history() {
     })
     .await;
     assert_eq!(jobs(), [second]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn disruption_budget_follows_pod_health() {
+    let sim = sim(Duration::from_millis(200), Duration::ZERO).await;
+    two_nodes(&sim).await;
+    create(
+        &sim,
+        &sim.kinds.deployments,
+        "default",
+        deployment("web", 4, "nginx", "100m"),
+    )
+    .await;
+    let pdb = |spec: Value| {
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web"},
+            "spec": spec})
+    };
+    create(
+        &sim,
+        &sim.kinds.pdbs,
+        "default",
+        pdb(json!({"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}})),
+    )
+    .await;
+    let status = |want: [i64; 4]| {
+        get(&sim, &sim.kinds.pdbs, "default", "web").is_some_and(|p| {
+            let n = |f: &str| p["status"][f].as_i64().unwrap_or(-1);
+            [
+                n("expectedPods"),
+                n("desiredHealthy"),
+                n("currentHealthy"),
+                n("disruptionsAllowed"),
+            ] == want
+                && n("observedGeneration") == 1
+        })
+    };
+    until(&sim, "one disruption allowed", || status([4, 3, 4, 1])).await;
+    let p = get(&sim, &sim.kinds.pdbs, "default", "web").expect("pdb");
+    assert_eq!(
+        condition(&p, "DisruptionAllowed").expect("condition")["reason"],
+        "SufficientPods"
+    );
+    // Two pods on a failed node are not healthy: nothing may go.
+    set_node_ready(&sim, "node-a", false).await.expect("node");
+    until(&sim, "no disruption allowed", || status([4, 3, 2, 0])).await;
+    set_node_ready(&sim, "node-a", true).await.expect("node");
+    until(&sim, "allowed again", || status([4, 3, 4, 1])).await;
 }
