@@ -327,7 +327,8 @@ impl DaemonSetController {
             Seen::Upsert { obj, .. } | Seen::Deleted { obj } => obj,
             Seen::Reset | Seen::Synced => return,
         };
-        if obj.owners.is_empty() {
+        // Only a set's pods carry the template-generation label: other pods are not parsed.
+        if obj.owners.is_empty() || obj.labels.get(GENERATION_LABEL).is_none() {
             return;
         }
         let pod = obj.value();

@@ -135,25 +135,13 @@ impl Reconciler<String> for DisruptionController {
             Some(sel) => self
                 .sim
                 .cache(&kinds.pods)
-                .list(
-                    &kinds.pods.namespace_prefix(Some(ns)),
-                    None,
-                    None,
-                    0,
-                    |_| true,
-                )
+                .list(&kinds.pods.namespace_prefix(Some(ns)), None, None, 0, |c| {
+                    c.labels.matches(sel)
+                })
                 .items
                 .iter()
                 .map(|c| c.value())
-                .filter(|p| {
-                    let empty = serde_json::Map::new();
-                    let labels = p
-                        .pointer("/metadata/labels")
-                        .and_then(Value::as_object)
-                        .unwrap_or(&empty);
-                    sel.matches(labels)
-                        && !matches!(str_at(p, "/status/phase"), Some("Succeeded" | "Failed"))
-                })
+                .filter(|p| !matches!(str_at(p, "/status/phase"), Some("Succeeded" | "Failed")))
                 .collect(),
         };
         let healthy = pods

@@ -25,7 +25,7 @@ use meridian_apiserver::engine::{DeleteOptions, Target, WriteOptions};
 use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
 
-use super::util::{self, condition, condition_true, controller_of, i64_at, lock, str_at};
+use super::util::{self, condition, condition_true, i64_at, lock, str_at};
 use super::{Reconciler, Requeue, Seen, Sim, SimError, WorkQueue, ns_key, split_key};
 
 /// Most pods created or deleted per reconcile; the rest follow in the next pass.
@@ -214,11 +214,12 @@ impl JobController {
             Seen::Upsert { obj, .. } | Seen::Deleted { obj } => obj,
             Seen::Reset | Seen::Synced => return,
         };
+        // A Job's pods carry its name as a label: other pods are not parsed at all (a pod
+        // that lost the label is still counted when its Job is reconciled for another reason).
         if obj.owners.is_empty() {
             return;
         }
-        let pod = obj.value();
-        if let Some((job, _)) = controller_of(&pod, "Job") {
+        if let Some(job) = obj.labels.get(JOB_NAME_LABELS[0]) {
             self.queue.add(ns_key(obj.namespace(), job));
         }
     }

@@ -262,7 +262,8 @@ impl StatefulSetController {
             Seen::Upsert { obj, .. } | Seen::Deleted { obj } => obj,
             Seen::Reset | Seen::Synced => return,
         };
-        if obj.owners.is_empty() {
+        // Only a set's pods carry the pod-name label: other pods are not parsed at all.
+        if obj.owners.is_empty() || obj.labels.get(POD_NAME_LABEL).is_none() {
             return;
         }
         let pod = obj.value();
