@@ -9,8 +9,8 @@
 //! (upstream taints such a node `not-ready:NoSchedule`, which the pod does not tolerate, but
 //! only `NoExecute` taints evict); it is deleted when its node no longer matches, is gone, or
 //! has a `NoExecute` taint it does not tolerate. Pod names are `{name}-{5 chars}` derived
-//! from the set's uid, template hash, node and a count, so the same requests on a fresh
-//! cluster give the same names. Memory per DaemonSet: none.
+//! from the set's uid, template hash, node and a count (a pod replaced for a new template
+//! gets a new name). Memory per DaemonSet: none.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -7,13 +7,14 @@
 //! Pods are simulated by the kubelet ([`super::kubelet`]): they run for the cluster's
 //! `job_pod_duration`, then succeed, or fail while the Job is switched to fail
 //! ([`JobFailures`], `cluster-sim ctl job-fail`). Pod names are `{job}-{5 chars}` derived
-//! from the Job's uid and a count, so the same requests on a fresh cluster give the same
-//! names. Memory per Job: none (the counts are read from the pods and the Job's status).
+//! from the Job's uid and a count (no random draw). Memory per Job: none (the counts are
+//! read from the pods and the Job's status).
 //!
 //! Approximations of upstream: `completionMode: Indexed` is run as `NonIndexed` (no
 //! completion index annotation); without `completions` (the "work queue" pattern) the Job
 //! stops creating pods once one succeeded and completes when none is left running; failed
-//! pods are replaced at once (no exponential back-off); `podFailurePolicy`,
+//! pods are replaced at once (no exponential back-off), and a failing pod with
+//! `restartPolicy: OnFailure` ends `Failed` rather than restarting in place; `podFailurePolicy`,
 //! `successPolicy` and `ttlSecondsAfterFinished` are not acted on.
 
 use std::collections::HashSet;
