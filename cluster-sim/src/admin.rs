@@ -1,5 +1,5 @@
 //! The fleet's admin API (HTTPS on loopback, bearer token): list clusters, switch faults,
-//! change nodes, make pod servers fail. `cluster-sim ctl` is its client.
+//! change nodes, make pod servers or Jobs fail. `cluster-sim ctl` is its client.
 
 use std::sync::Arc;
 
@@ -64,6 +64,14 @@ pub struct PodFailRequest {
     /// Refuse connections.
     #[serde(default)]
     pub refuse: bool,
+}
+
+/// A Job-failure request.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JobFailRequest {
+    /// Whether the Job's pods fail (false: they succeed again).
+    pub fail: bool,
 }
 
 fn reply(code: StatusCode, v: serde_json::Value) -> Response<Full<Bytes>> {
@@ -211,6 +219,22 @@ pub async fn handle(
             reply(
                 StatusCode::OK,
                 json!({"name": name, "pod": format!("{ns}/{pod}"), "fail": format!("{mode:?}")}),
+            )
+        }
+        (Method::POST, ["clusters", name, "jobs", ns, job, "fail"]) => {
+            let Some(c) = fleet.get(name) else {
+                return error(StatusCode::NOT_FOUND, format!("no cluster named {name}"));
+            };
+            let r: JobFailRequest = match serde_json::from_slice(&body) {
+                Ok(r) => r,
+                Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+            };
+            // The switch may be set before the Job exists (its first pods fail too).
+            tracing::info!(cluster = %name, job = %format!("{ns}/{job}"), fail = r.fail, "job failure switched");
+            c.sim.job_failures.set(ns, job, r.fail);
+            reply(
+                StatusCode::OK,
+                json!({"name": name, "job": format!("{ns}/{job}"), "fail": r.fail}),
             )
         }
         _ => error(StatusCode::NOT_FOUND, format!("no route {path}")),

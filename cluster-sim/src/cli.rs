@@ -33,6 +33,7 @@ const FLEET_HELP: &str = "\
 FLEET FILE (--fleet):
   podNetwork: loopback        # overlay (default) or loopback; --pod-network overrides
   servePods: true             # needs podNetwork: loopback; --serve-pods turns it on
+  jobPodDuration: 1s          # how long Job pods run; --job-pod-duration overrides
   clusters:
   - name: eu-1                # cluster and kubeconfig context name (DNS label)
     region: eu-west           # topology labels of its nodes
@@ -98,6 +99,11 @@ pub struct RunArgs {
     /// Delay from a pod's binding to it being Ready.
     #[arg(long, default_value = "1s")]
     pub ready_delay: String,
+    /// How long a Job's pod (any pod with restartPolicy Never or OnFailure) runs before it
+    /// exits: Succeeded, or Failed while its Job is switched to fail (`ctl job-fail`).
+    /// Default 1s, or the fleet file's jobPodDuration.
+    #[arg(long)]
+    pub job_pod_duration: Option<String>,
     /// Load-balancer pool of each cluster built from flags: addresses or ranges, where
     /// `{i}` is the cluster's index from 0 (modulo 256) and `{n}` its number from 1
     /// (e.g. `127.0.1.{n}`).
@@ -213,6 +219,17 @@ pub enum CtlAction {
         #[arg(long)]
         clear: bool,
     },
+    /// Make a Job's pods fail, or (with --clear) succeed again: its running pods and those
+    /// it creates next exit 1 when they finish, until backoffLimit fails the Job.
+    JobFail {
+        /// Cluster name.
+        cluster: String,
+        /// The Job, as namespace/name.
+        job: String,
+        /// Let the Job's pods succeed again.
+        #[arg(long)]
+        clear: bool,
+    },
     /// Change a node's capacity.
     NodeCapacity {
         /// Cluster name.
@@ -245,6 +262,9 @@ pub fn fleet_from_flags(a: &RunArgs) -> anyhow::Result<FleetFile> {
         f.pod_network = net;
     }
     f.serve_pods |= a.serve_pods;
+    if let Some(d) = &a.job_pod_duration {
+        f.job_pod_duration = Some(d.clone());
+    }
     f.api_only |= a.api_only;
     let patterns: Vec<String> = match &a.lb_pool {
         Some(p) => p.clone(),
@@ -429,6 +449,20 @@ pub async fn ctl(c: CtlArgs) -> anyhow::Result<()> {
                 "POST",
                 format!("/clusters/{cluster}/pods/{ns}/{name}/fail"),
                 fail,
+            )
+        }
+        CtlAction::JobFail {
+            cluster,
+            job,
+            clear,
+        } => {
+            let Some((ns, name)) = job.split_once('/') else {
+                anyhow::bail!("job {job:?}: use namespace/name");
+            };
+            (
+                "POST",
+                format!("/clusters/{cluster}/jobs/{ns}/{name}/fail"),
+                serde_json::json!({"fail": !clear}),
             )
         }
         CtlAction::NodeCapacity {

@@ -134,6 +134,7 @@ impl SimCluster {
                 ca_pem: ca.cert_pem.clone(),
                 pod_network: pods.network,
                 serve_pods: pods.serve,
+                job_pod_duration: pods.job_pod_duration,
             },
         )?;
         let api = Arc::new(ApiServer {

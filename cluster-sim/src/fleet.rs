@@ -124,10 +124,17 @@ pub struct FleetFile {
     /// kubelets, so written objects stay as written (for measuring API clients alone).
     #[serde(default)]
     pub api_only: bool,
+    /// How long a Job's pod (any run-to-completion pod) runs before it exits, e.g. `1s`
+    /// (default [`DEFAULT_JOB_POD_DURATION`]).
+    #[serde(default)]
+    pub job_pod_duration: Option<String>,
 }
 
+/// How long a run-to-completion pod runs unless the fleet says otherwise.
+pub const DEFAULT_JOB_POD_DURATION: Duration = Duration::from_secs(1);
+
 /// The fleet-wide pod and loop settings every cluster gets.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PodOptions {
     /// How pods are addressed.
     pub network: PodNetwork,
@@ -135,6 +142,19 @@ pub struct PodOptions {
     pub serve: bool,
     /// Whether the simulated control loops are off (see [`FleetFile::api_only`]).
     pub api_only: bool,
+    /// How long run-to-completion pods run (see [`FleetFile::job_pod_duration`]).
+    pub job_pod_duration: Duration,
+}
+
+impl Default for PodOptions {
+    fn default() -> Self {
+        Self {
+            network: PodNetwork::default(),
+            serve: false,
+            api_only: false,
+            job_pod_duration: DEFAULT_JOB_POD_DURATION,
+        }
+    }
 }
 
 /// Parses `500ms`, `2s`, `1m` or a bare number of seconds, up to a day.
@@ -184,6 +204,7 @@ impl FleetFile {
             pod_network: PodNetwork::Overlay,
             serve_pods: false,
             api_only: false,
+            job_pod_duration: None,
         }
     }
 
@@ -193,6 +214,12 @@ impl FleetFile {
             network: self.pod_network,
             serve: self.serve_pods,
             api_only: self.api_only,
+            // Checked by `validate`.
+            job_pod_duration: self
+                .job_pod_duration
+                .as_deref()
+                .and_then(|d| parse_duration(d).ok())
+                .unwrap_or(DEFAULT_JOB_POD_DURATION),
         }
     }
 
@@ -219,6 +246,11 @@ impl FleetFile {
         let mut seen = std::collections::HashSet::new();
         if self.clusters.is_empty() {
             problems.push("the fleet has no clusters".to_string());
+        }
+        if let Some(d) = &self.job_pod_duration
+            && let Err(e) = parse_duration(d)
+        {
+            problems.push(format!("jobPodDuration: {e}"));
         }
         for c in &self.clusters {
             if apimachinery::validation::dns1123_label(&c.name).is_err() {
@@ -362,6 +394,7 @@ mod tests {
                 network: PodNetwork::Loopback,
                 serve: true,
                 api_only: false,
+                job_pod_duration: DEFAULT_JOB_POD_DURATION,
             }
         );
         let plain: FleetFile = serde_yaml_ng::from_str("clusters:\n- name: a\n").unwrap();

@@ -2,12 +2,14 @@
 //! `examples/kinds.yaml`, one object of each built-in kind beyond Deployments and
 //! Services: apply, the `kubectl get` tables, `get all`, `explain`, `scale statefulset`,
 //! `api-resources` (from aggregated discovery alone), a 422 naming the field for a bad object of each kind, and
-//! `delete -f`.
+//! `delete -f`. On the member the simulated loops run the StatefulSet, DaemonSet and Job, so
+//! their rows show them done, and the StatefulSet's claims outlive it.
 
 // Tests fail on the first unexpected error: unwrapping is how they report it.
 #![allow(clippy::unwrap_used)]
 
 use std::process::Output;
+use std::time::Duration;
 
 use meridian_e2e::Env;
 
@@ -120,6 +122,18 @@ const ROWS: &[(&str, &str, &str)] = &[
         "catalog-fast",
         "catalog-fast csi.example.com Delete Immediate true",
     ),
+];
+
+/// Rows that differ on a member, where cluster-sim runs the workloads: the StatefulSet's pod
+/// is Ready, the DaemonSet has a pod on the one node, the Job has completed.
+const MEMBER_ROWS: &[(&str, &str, &str)] = &[
+    ("sts", "db", "db 1/1"),
+    (
+        "ds",
+        "log-agent",
+        "log-agent 1 1 1 1 1 kubernetes.io/os=linux",
+    ),
+    ("jobs", "migrate", "migrate Complete 1/1"),
 ];
 
 /// Bad objects, one of each kind: (file name, manifest, field the 422 names).
@@ -287,7 +301,34 @@ fn check(t: &Target<'_>, example: &str) {
         assert_eq!(l[0], *header, "{who}: kubectl get {resource}\n{out}");
         assert!(l[1].starts_with(name), "{who}: {resource}\n{out}");
     }
+    if t.context.is_some() {
+        for target in ["statefulset/db", "daemonset/log-agent"] {
+            t.ok(&[
+                "rollout",
+                "status",
+                target,
+                "-n",
+                NAMESPACE,
+                "--timeout=120s",
+            ]);
+        }
+        t.ok(&[
+            "wait",
+            "--for=condition=complete",
+            "job/migrate",
+            "-n",
+            NAMESPACE,
+            "--timeout=120s",
+        ]);
+    }
     for (resource, name, row) in ROWS {
+        let row = match t.context {
+            Some(_) => MEMBER_ROWS
+                .iter()
+                .find(|(r, n, _)| r == resource && n == name)
+                .map_or(*row, |m| m.2),
+            None => *row,
+        };
         let namespaced = TABLES
             .iter()
             .find(|(r, ..)| r == resource)
@@ -498,6 +539,25 @@ fn check(t: &Target<'_>, example: &str) {
         deleted.contains("statefulset.apps \"db\" deleted"),
         "{who}: {deleted}"
     );
+    if t.context.is_some() {
+        // A member keeps the StatefulSet's claims (the default retention policy); they go
+        // once its pods have.
+        meridian_e2e::poll_until(
+            Duration::from_secs(60),
+            "the StatefulSet's pods gone",
+            || {
+                t.ok(&["get", "pods", "-l", "app=db", "-n", NAMESPACE, "-o", "name"])
+                    .trim()
+                    .is_empty()
+                    .then_some(())
+            },
+        );
+        let claims = t.ok(&["delete", "pvc", "-l", "app=db", "-n", NAMESPACE]);
+        assert!(
+            claims.contains("persistentvolumeclaim \"data-db-0\" deleted"),
+            "{who}: {claims}"
+        );
+    }
     let left = t.run(&[
         "get",
         "pvc,quota,limits,sts,ds,controllerrevisions,jobs,cj,ing,netpol,pdb,hpa",

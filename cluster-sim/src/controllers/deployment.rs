@@ -79,7 +79,7 @@ pub fn pod_template_hash(template: &Value) -> String {
 }
 
 /// Resolves an int-or-percent against `total` (percentages round up or down).
-fn int_or_percent(v: Option<&Value>, total: i64, round_up: bool, default: &str) -> i64 {
+pub(crate) fn int_or_percent(v: Option<&Value>, total: i64, round_up: bool, default: &str) -> i64 {
     let pct = |s: &str| -> Option<i64> {
         let p: i64 = s.strip_suffix('%')?.trim().parse().ok()?;
         let x = p * total;

@@ -7,8 +7,9 @@
 //! `Ready=True` is written, so the API never reports a Ready pod that does not answer.
 //!
 //! A pod that runs to completion (`restartPolicy` `Never` or `OnFailure`, as a Job's or a
-//! `helm test` hook's) is simulated as containers that exit 0 once started: after `Running`
-//! it turns `Succeeded` and its address is freed.
+//! `helm test` hook's) is simulated as containers that exit 0 after running for the cluster's
+//! `job_pod_duration`: it turns `Succeeded` and its address is freed. A Job's pod whose Job is
+//! switched to fail ([`super::job::JobFailures`]) exits 1 instead and turns `Failed`.
 //!
 //! Pods on a node that turns NotReady get `Ready=False` (as the node lifecycle controller
 //! marks them) and `True` again when it recovers. Pods being deleted are left to the engine.
@@ -82,6 +83,8 @@ struct State {
     nodes: HashMap<String, KNode>,
     /// Bound pods waiting out `ready_delay` → when they start.
     starts: HashMap<String, Instant>,
+    /// Running run-to-completion pods → when their containers exit.
+    finishes: HashMap<String, Instant>,
 }
 
 /// The simulated kubelets of one cluster.
@@ -187,6 +190,7 @@ impl Kubelet {
             Seen::Deleted { obj } => {
                 let key = ns_key(obj.namespace(), obj.name());
                 st.starts.remove(&key);
+                st.finishes.remove(&key);
                 let pod = obj.value();
                 // A finished pod's address was freed when it finished (and may be another's now).
                 if let (Some(node), Some(ip)) = (
@@ -247,18 +251,24 @@ fn is_finished(pod: &Value) -> bool {
     matches!(str_at(pod, "/status/phase"), Some("Succeeded" | "Failed"))
 }
 
-/// The `status` of a pod whose containers all exited 0, from its running status: not ready
-/// (reason `PodCompleted`, as the kubelet writes), each container terminated `Completed`.
-fn succeeded_status(pod: &Value, now: &str) -> Value {
+/// The `status` of a pod whose containers all exited, from its running status: not ready
+/// (reason `PodCompleted` or `PodFailed`, as the kubelet writes), each container terminated
+/// `Completed` (exit 0) or, when `failed`, `Error` (exit 1).
+fn finished_status(pod: &Value, now: &str, failed: bool) -> Value {
+    let (phase, pod_reason, exit_code, container_reason) = if failed {
+        ("Failed", "PodFailed", 1, "Error")
+    } else {
+        ("Succeeded", "PodCompleted", 0, "Completed")
+    };
     let mut status = pod.get("status").cloned().unwrap_or_else(|| json!({}));
-    status["phase"] = Value::from("Succeeded");
+    status["phase"] = Value::from(phase);
     let started = str_at(pod, "/status/startTime").unwrap_or(now).to_string();
     for t in ["Ready", "ContainersReady"] {
         let c = merge_condition(
             condition(pod, t),
             t,
             "False",
-            Some("PodCompleted"),
+            Some(pod_reason),
             None,
             now,
             false,
@@ -274,7 +284,7 @@ fn succeeded_status(pod: &Value, now: &str) -> Value {
             c["ready"] = Value::from(false);
             c["started"] = Value::from(false);
             c["state"] = json!({"terminated": {
-                "exitCode": 0, "reason": "Completed", "startedAt": started,
+                "exitCode": exit_code, "reason": container_reason, "startedAt": started,
                 "finishedAt": now, "containerID": id,
             }});
         }
@@ -366,7 +376,8 @@ impl Kubelet {
             .await
     }
 
-    /// Reports a started run-to-completion pod `Succeeded` and frees its address.
+    /// Reports a started run-to-completion pod `Succeeded` (or `Failed`, when its Job is
+    /// switched to fail) once it has run for `job_pod_duration`, and frees its address.
     async fn complete(
         &self,
         key: &str,
@@ -374,13 +385,34 @@ impl Kubelet {
         node: &str,
         ip: &str,
     ) -> Result<Requeue, SimError> {
-        let status = succeeded_status(pod, &self.sim.now_rfc3339());
+        {
+            let mut st = lock(&self.state);
+            let run_for = self.sim.config.job_pod_duration;
+            let due = *st
+                .finishes
+                .entry(key.to_string())
+                .or_insert_with(|| Instant::now() + run_for);
+            let now = Instant::now();
+            if now < due {
+                return Ok(Requeue::After(due - now));
+            }
+        }
+        let failed = super::util::controller_of(pod, "Job").is_some_and(|(job, _)| {
+            self.sim
+                .job_failures
+                .failing(str_at(pod, "/metadata/namespace").unwrap_or(""), job)
+        });
+        let status = finished_status(pod, &self.sim.now_rfc3339(), failed);
         match self.write_status(key, status).await {
             Ok(_) => {
+                lock(&self.state).finishes.remove(key);
                 self.release(node, ip);
                 Ok(Requeue::No)
             }
-            Err(e) if e.code == 404 => Ok(Requeue::No),
+            Err(e) if e.code == 404 => {
+                lock(&self.state).finishes.remove(key);
+                Ok(Requeue::No)
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -393,7 +425,9 @@ impl Reconciler<String> for Kubelet {
         let def = &self.sim.kinds.pods;
         let (ns, name) = split_key(key);
         let Some(cached) = self.sim.cache(def).get(&def.key(ns, name)) else {
-            lock(&self.state).starts.remove(key);
+            let mut st = lock(&self.state);
+            st.starts.remove(key);
+            st.finishes.remove(key);
             return Ok(Requeue::No);
         };
         let pod = cached.value();

@@ -10,8 +10,13 @@
 //! names and numbers, never objects.
 
 pub mod containers;
+pub mod cron;
+pub mod cronjob;
+pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
 pub mod endpoints;
+pub mod job;
 pub mod kubelet;
 pub mod loadbalancer;
 pub mod nodes;
@@ -19,11 +24,14 @@ pub mod replicaset;
 mod responder;
 pub mod scheduler;
 pub mod serviceaccount;
+pub mod statefulset;
 pub(crate) mod util;
 mod websocket;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod workload_tests;
 
 // The field managers the loops write as (`metadata.managedFields`), upstream's names, so
 // ownership reads as in a real cluster to kubectl, Helm and appliers.
@@ -80,6 +88,9 @@ pub struct ClusterConfig {
     pub pod_network: crate::podnet::PodNetwork,
     /// Whether Ready pods listen on their container ports (see [`containers`]).
     pub serve_pods: bool,
+    /// How long a run-to-completion pod (a Job's) runs before its containers exit (zero: at
+    /// once).
+    pub job_pod_duration: Duration,
 }
 
 /// Errors setting up or running the loops.
@@ -136,6 +147,18 @@ pub struct Kinds {
     pub deployments: Arc<ResourceDef>,
     /// `apps/v1` ReplicaSet.
     pub replica_sets: Arc<ResourceDef>,
+    /// `apps/v1` StatefulSet.
+    pub stateful_sets: Arc<ResourceDef>,
+    /// `apps/v1` DaemonSet.
+    pub daemon_sets: Arc<ResourceDef>,
+    /// `batch/v1` Job.
+    pub jobs: Arc<ResourceDef>,
+    /// `batch/v1` CronJob.
+    pub cron_jobs: Arc<ResourceDef>,
+    /// `v1` PersistentVolumeClaim.
+    pub pvcs: Arc<ResourceDef>,
+    /// `policy/v1` PodDisruptionBudget.
+    pub pdbs: Arc<ResourceDef>,
 }
 
 impl Kinds {
@@ -159,6 +182,12 @@ impl Kinds {
             events: get("", "v1", "events")?,
             deployments: get("apps", "v1", "deployments")?,
             replica_sets: get("apps", "v1", "replicasets")?,
+            stateful_sets: get("apps", "v1", "statefulsets")?,
+            daemon_sets: get("apps", "v1", "daemonsets")?,
+            jobs: get("batch", "v1", "jobs")?,
+            cron_jobs: get("batch", "v1", "cronjobs")?,
+            pvcs: get("", "v1", "persistentvolumeclaims")?,
+            pdbs: get("policy", "v1", "poddisruptionbudgets")?,
         })
     }
 }
@@ -177,6 +206,8 @@ pub struct Sim {
     pub faults: Faults,
     /// The pod servers, with `serve_pods`.
     pub containers: Option<Arc<Containers>>,
+    /// The Jobs whose pods are made to fail (`cluster-sim ctl job-fail`).
+    pub job_failures: job::JobFailures,
     /// Wall-clock time at `epoch`: timestamps follow the tokio clock from here, so tests
     /// with a paused clock see consistent `lastTransitionTime`s and `minReadySeconds`.
     wall_epoch: jiff::Timestamp,
@@ -198,6 +229,7 @@ impl Sim {
             tokens: serviceaccount::TokenIndex::default(),
             faults,
             containers,
+            job_failures: job::JobFailures::default(),
             wall_epoch: jiff::Timestamp::now(),
             epoch: Instant::now(),
         }))
@@ -260,6 +292,11 @@ pub fn start(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
     let mut handles = Vec::new();
     handles.extend(deployment::spawn(sim.clone()));
     handles.extend(replicaset::spawn(sim.clone()));
+    handles.extend(job::spawn(sim.clone()));
+    handles.extend(cronjob::spawn(sim.clone()));
+    handles.extend(statefulset::spawn(sim.clone()));
+    handles.extend(daemonset::spawn(sim.clone()));
+    handles.extend(disruption::spawn(sim.clone()));
     handles.extend(scheduler::spawn(sim.clone()));
     handles.extend(kubelet::spawn(sim.clone()));
     handles.extend(endpoints::spawn(sim.clone()));

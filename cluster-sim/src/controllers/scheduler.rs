@@ -167,7 +167,8 @@ fn usage(node: usize, r: Requests) -> Usage {
     }
 }
 
-fn tolerates(tolerations: &[Value], key: &str, value: &str, effect: &str) -> bool {
+/// Whether one of `tolerations` tolerates the taint `key=value:effect`.
+pub(crate) fn tolerates(tolerations: &[Value], key: &str, value: &str, effect: &str) -> bool {
     tolerations.iter().any(|t| {
         let s = |f: &str| t.get(f).and_then(Value::as_str).unwrap_or("");
         let effect_ok = s("effect").is_empty() || s("effect") == effect;

@@ -19,6 +19,16 @@ use super::*;
 const CA: &str = "-----BEGIN CERTIFICATE-----\nTUVSSURJQU4=\n-----END CERTIFICATE-----\n";
 
 async fn cluster(ready_delay: Duration, lb_pool: &[&str]) -> Arc<Sim> {
+    cluster_with(ClusterConfig {
+        ready_delay,
+        lb_pool: parse_address_pool(lb_pool).expect("pool"),
+        ..ClusterConfig::default()
+    })
+    .await
+}
+
+/// A started cluster named `test` with this configuration (and the test CA).
+pub(super) async fn cluster_with(config: ClusterConfig) -> Arc<Sim> {
     let store: Arc<dyn Storage> = Arc::new(MemoryStore::new());
     let engine =
         meridian_apiserver::server::build_engine(crate::kinds::member_registry(), store, 10_000)
@@ -28,11 +38,9 @@ async fn cluster(ready_delay: Duration, lb_pool: &[&str]) -> Arc<Sim> {
         engine,
         ClusterConfig {
             name: "test".into(),
-            ready_delay,
-            lb_pool: parse_address_pool(lb_pool).expect("pool"),
             ca_pem: CA.into(),
             index: 0,
-            ..ClusterConfig::default()
+            ..config
         },
     )
     .expect("sim");
@@ -48,7 +56,7 @@ async fn cluster(ready_delay: Duration, lb_pool: &[&str]) -> Arc<Sim> {
     sim
 }
 
-async fn create(sim: &Sim, def: &ResourceDef, ns: &str, obj: Value) -> Value {
+pub(super) async fn create(sim: &Sim, def: &ResourceDef, ns: &str, obj: Value) -> Value {
     sim.engine
         .create(def, ns, obj, &WriteOptions::default())
         .await
@@ -56,11 +64,11 @@ async fn create(sim: &Sim, def: &ResourceDef, ns: &str, obj: Value) -> Value {
         .obj
 }
 
-fn get(sim: &Sim, def: &ResourceDef, ns: &str, name: &str) -> Option<Value> {
+pub(super) fn get(sim: &Sim, def: &ResourceDef, ns: &str, name: &str) -> Option<Value> {
     sim.cache(def).get(&def.key(ns, name)).map(|c| c.value())
 }
 
-fn list(sim: &Sim, def: &ResourceDef, ns: &str) -> Vec<Value> {
+pub(super) fn list(sim: &Sim, def: &ResourceDef, ns: &str) -> Vec<Value> {
     sim.cache(def)
         .list(&def.namespace_prefix(Some(ns)), None, None, 0, |_| true)
         .items
@@ -70,7 +78,7 @@ fn list(sim: &Sim, def: &ResourceDef, ns: &str) -> Vec<Value> {
 }
 
 /// Waits (on cache revisions, and the paused clock where used) until `check` holds.
-async fn until(sim: &Sim, what: &str, mut check: impl FnMut() -> bool) {
+pub(super) async fn until(sim: &Sim, what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         if check() {
@@ -85,7 +93,7 @@ async fn until(sim: &Sim, what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
-fn deployment(name: &str, replicas: i64, image: &str, cpu: &str) -> Value {
+pub(super) fn deployment(name: &str, replicas: i64, image: &str, cpu: &str) -> Value {
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name},
@@ -127,7 +135,7 @@ fn pods_of(sim: &Sim, app: &str) -> Vec<Value> {
         .collect()
 }
 
-async fn two_nodes(sim: &Sim) {
+pub(super) async fn two_nodes(sim: &Sim) {
     create_nodes(
         sim,
         &[
