@@ -45,7 +45,8 @@ pub fn controller_rules() -> Value {
         // Workloads land in their own namespaces, with the ConfigMaps/Secrets they use.
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch", "create"]},
         {"apiGroups": [""], "resources": ["configmaps", "secrets", "services"], "verbs": rw},
-        {"apiGroups": ["apps"], "resources": ["deployments", "replicasets"], "verbs": rw},
+        {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets"], "verbs": rw},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": rw},
         // Cross-cluster endpoints for the load balancers.
         {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": rw},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},

@@ -280,7 +280,7 @@ impl Central {
                         // A policy on a ConfigMap or Secret the pod template uses changes
                         // the dependency copies that go with the workload.
                         let affected = changed.as_ref().is_none_or(|c| {
-                            c.may_affect("apps/v1", kind.as_str(), ns)
+                            c.may_affect(kind.api_version(), kind.as_str(), ns)
                                 || o.deps
                                     .refs
                                     .iter()
@@ -465,6 +465,13 @@ impl Central {
             .map(|p| p.dest.clone())
             .unwrap_or_default();
         self.status_spacing.set_destinations(key, dest.len());
+        // Each destination's share: its replicas and, for a Job, its completions.
+        let shares: HashMap<&str, desired::Share> = dest
+            .iter()
+            .map(|(c, _)| c.as_str())
+            .zip(desired::shares(key.kind, &fed, &dest))
+            .collect();
+        let share_of = |c: &str| shares.get(c).copied().unwrap_or_default();
         // Not scheduled yet. The scheduler gives every workload a Placement, normally within
         // milliseconds, and the pass that causes writes the first status with the members'
         // reports in it. A status written now (nothing placed, nothing reported) would be
@@ -521,7 +528,7 @@ impl Central {
         // Each destination's copy: its share, then what the override policies change there.
         let labels = labels_of(&fed);
         let subject = Subject {
-            api_version: "apps/v1",
+            api_version: key.kind.api_version(),
             kind: key.kind.as_str(),
             namespace: Some(key.namespace.as_str()),
             name: &key.name,
@@ -540,11 +547,15 @@ impl Central {
         // they hold stays as it is) and their entry says why.
         let override_failures: HashMap<&str, OverrideError> = dest
             .iter()
-            .filter_map(|(c, r)| {
+            .filter_map(|(c, _)| {
                 let cluster = cluster_of(c);
                 let member = cluster.as_deref().map(MemberCluster::of);
                 wants.variant(member.as_ref())?;
-                let e = wants.get(member.as_ref(), *r).as_ref().err()?.clone();
+                let e = wants
+                    .get(member.as_ref(), share_of(c))
+                    .as_ref()
+                    .err()?
+                    .clone();
                 Some((c.as_str(), e))
             })
             .collect();
@@ -584,13 +595,13 @@ impl Central {
         // copy.
         let observed: Vec<bool> = dest
             .iter()
-            .map(|(c, r)| {
+            .map(|(c, _)| {
                 let entry = looks.get(c.as_str()).and_then(|(_, l)| l.entry.as_ref());
                 entry.is_some_and(|entry| {
                     let cluster = cluster_of(c);
                     let member = cluster.as_deref().map(MemberCluster::of);
                     entry.status.caught_up()
-                        && match wants.get(member.as_ref(), *r) {
+                        && match wants.get(member.as_ref(), share_of(c)) {
                             Ok(want) => status::observed(&entry.status, || entry.value(), want),
                             Err(_) => false,
                         }
@@ -648,7 +659,7 @@ impl Central {
         let mut handed_out = false;
         // Members holding equal shares (and no copy of their own) share one copy of the
         // wanted object.
-        let mut built: HashMap<(Option<String>, i32), Compact> = HashMap::new();
+        let mut built: HashMap<(Option<String>, desired::Share), Compact> = HashMap::new();
         for (cluster, p) in plans {
             let Some((m, _)) = looks.get(cluster.as_str()) else {
                 continue;
@@ -659,7 +670,8 @@ impl Central {
                     let c = cluster_of(&cluster);
                     let member = c.as_deref().map(MemberCluster::of);
                     let variant = wants.variant(member.as_ref());
-                    let mut src = wants.source(source, member.as_ref(), r);
+                    let share = share_of(&cluster);
+                    let mut src = wants.source(source, member.as_ref(), share);
                     if dep_wants.any_policy() {
                         use std::hash::{Hash, Hasher};
                         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -669,10 +681,10 @@ impl Central {
                     if m.has_intent_from(key, src) {
                         continue;
                     }
-                    let workload = match built.entry((variant, r)) {
+                    let workload = match built.entry((variant, share)) {
                         std::collections::hash_map::Entry::Occupied(e) => e.get().clone(),
                         std::collections::hash_map::Entry::Vacant(e) => {
-                            match wants.get(member.as_ref(), r) {
+                            match wants.get(member.as_ref(), share) {
                                 Ok(v) => e.insert(Compact::new(v)).clone(),
                                 // Failures were found above, for every destination.
                                 Err(_) => continue,
@@ -734,7 +746,21 @@ impl Central {
                 None => Ok(false),
             }
         };
-        let st = status::federated(key.kind, &fed, status::sum(&entries), all_observed, &now);
+        let copies: Vec<Option<&status::CopyStatus>> = entries
+            .iter()
+            .map(|e| reports.get(e.cluster.as_str())?.copy.as_ref())
+            .collect();
+        let st = status::federated(
+            key.kind,
+            &fed,
+            &status::Reports {
+                entries: &entries,
+                copies: &copies,
+                destinations: dest.len(),
+                all_observed,
+            },
+            &now,
+        );
         let workload_write = async {
             if super::drift::contains(&fed["status"], &st) {
                 return Ok(false);
