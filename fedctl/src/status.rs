@@ -95,7 +95,9 @@ pub fn parse_target(target: &str, name: Option<&str>) -> anyhow::Result<(Kind, S
         (None, None) => anyhow::bail!("give <kind>/<name>, e.g. deploy/web"),
     };
     let kind = Kind::parse(kind).with_context(|| {
-        format!("unknown kind {kind:?}: use deploy|deployment, rs|replicaset or svc|service")
+        format!(
+            "unknown kind {kind:?}: use deploy|deployment, rs|replicaset, sts|statefulset, job or svc|service"
+        )
     })?;
     if name.is_empty() {
         anyhow::bail!("the name is empty");
@@ -387,8 +389,8 @@ mod tests {
             parse_target("Deployments/a", None).unwrap().0,
             Kind::Deployment
         );
-        let e = parse_target("sts/web", None).unwrap_err().to_string();
-        assert!(e.contains("unknown kind \"sts\""), "{e}");
+        let e = parse_target("ds/web", None).unwrap_err().to_string();
+        assert!(e.contains("unknown kind \"ds\""), "{e}");
         assert!(parse_target("deploy/", None).is_err());
         assert!(parse_target("deploy", None).is_err());
         assert!(parse_target("deploy/a", Some("b")).is_err());

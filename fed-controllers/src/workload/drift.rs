@@ -226,4 +226,51 @@ mod tests {
         assert!(!in_sync(&actual, &other));
         assert!(in_sync(&merged(&actual, &other), &other));
     }
+
+    #[test]
+    fn a_member_jobs_own_fields_are_not_drift() {
+        let desired = json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "crunch", "labels": {"app.kubernetes.io/managed-by": "meridian"}},
+            "spec": {"parallelism": 1, "completions": 2,
+                     "template": {"metadata": {"labels": {"app": "crunch"}},
+                                  "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}
+        });
+        // As the member holds it: its selector and uid labels, its defaults, and the
+        // completions of an earlier division (fixed at creation).
+        let member = json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "crunch", "resourceVersion": "4",
+                         "labels": {"app.kubernetes.io/managed-by": "meridian"}},
+            "spec": {"parallelism": 1, "completions": 3, "suspend": false, "backoffLimit": 6,
+                     "completionMode": "NonIndexed", "podReplacementPolicy": "TerminatingOrFailed",
+                     "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "m-1"}},
+                     "template": {"metadata": {"labels": {"app": "crunch", "controller-uid": "m-1",
+                                                          "batch.kubernetes.io/controller-uid": "m-1"}},
+                                  "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}},
+            "status": {"active": 1}
+        });
+        assert!(in_sync(&member, &desired));
+        // A new division changes its parallelism, and only that.
+        let mut wider = desired.clone();
+        wider["spec"]["parallelism"] = json!(2);
+        wider["spec"]["completions"] = json!(4);
+        assert!(!in_sync(&member, &wider));
+        let fixed = merged(&member, &wider);
+        assert!(in_sync(&fixed, &wider));
+        assert_eq!(fixed["spec"]["parallelism"], 2);
+        assert_eq!(fixed["spec"]["completions"], 3);
+        assert_eq!(fixed["spec"]["selector"], member["spec"]["selector"]);
+        assert_eq!(
+            fixed["spec"]["template"], member["spec"]["template"],
+            "the template is immutable"
+        );
+        assert_eq!(fixed["metadata"]["resourceVersion"], "4");
+        assert!(fixed.get("status").is_none());
+        // Our labels are still ours to restore.
+        let mut relabelled = member.clone();
+        relabelled["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("x");
+        assert!(!in_sync(&relabelled, &desired));
+        assert!(in_sync(&merged(&relabelled, &desired), &desired));
+    }
 }

@@ -796,4 +796,27 @@ mod tests {
         settled["status"]["currentRevision"] = json!("db-4");
         assert_eq!(stateful_set_status(&settled, &r)["currentRevision"], "");
     }
+
+    #[test]
+    fn a_member_jobs_counts() {
+        let c = CopyStatus::of_object(&json!({"kind": "Job", "metadata": {"generation": 3},
+            "status": {"active": 2, "ready": 1, "succeeded": 4, "failed": 1,
+                       "startTime": "2026-11-27T10:00:00Z",
+                       "conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded",
+                                       "message": "Job was active longer than specified deadline"}]}}));
+        // A Job reports no observedGeneration: its generation counts as observed.
+        assert!(c.caught_up());
+        assert_eq!((c.replicas, c.ready, c.available, c.updated), (2, 1, 1, 2));
+        let job = c.job.as_deref().expect("a Job's status");
+        assert_eq!((job.succeeded, job.failed, job.complete), (4, 1, false));
+        assert_eq!(
+            job.failure.as_ref().map(|(r, _)| r.as_str()),
+            Some("DeadlineExceeded")
+        );
+        assert_eq!(job.start_time.as_deref(), Some("2026-11-27T10:00:00Z"));
+        let sts = sts_copy(2, 2, 2, 2, false);
+        assert!(sts.job.is_none());
+        assert!(!sts.revision_current);
+        assert!(sts_copy(2, 2, 2, 2, true).revision_current);
+    }
 }
