@@ -642,7 +642,10 @@ impl Central {
             .iter()
             .zip(&observed)
             .zip(&entries)
-            .all(|(((_, r), seen), e)| *seen && e.available_replicas >= *r);
+            .all(|(((c, r), seen), e)| {
+                let copy = reports.get(c.as_str()).and_then(|r| r.copy.as_ref());
+                *seen && (e.available_replicas >= *r || status::completed(copy))
+            });
         let plans = plan::plan(&dest, &holding, dest_ready);
         // A copy being removed has its pods terminating: like a ReplicaSet's terminating
         // pods they count no more (its entry stays, at zero, until the copy is gone). This

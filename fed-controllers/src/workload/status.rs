@@ -146,6 +146,13 @@ impl CopyStatus {
     }
 }
 
+/// Whether a copy is a Job that has completed: its share is done, so it counts as ready
+/// when a member that left the destinations waits for the replacements.
+pub fn completed(copy: Option<&CopyStatus>) -> bool {
+    copy.and_then(|c| c.job.as_deref())
+        .is_some_and(|j| j.complete)
+}
+
 /// What one member reports for a workload.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MemberReport {
@@ -814,6 +821,12 @@ mod tests {
             Some("DeadlineExceeded")
         );
         assert_eq!(job.start_time.as_deref(), Some("2026-11-27T10:00:00Z"));
+        assert!(!completed(Some(&c)));
+        assert!(completed(Some(&CopyStatus::of_object(
+            &json!({"kind": "Job",
+            "status": {"conditions": [{"type": "Complete", "status": "True"}]}})
+        ))));
+        assert!(!completed(None));
         let sts = sts_copy(2, 2, 2, 2, false);
         assert!(sts.job.is_none());
         assert!(!sts.revision_current);
