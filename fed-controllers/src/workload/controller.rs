@@ -652,9 +652,11 @@ impl Central {
         // is what lets a rollout finish while a failed member that lost its share is still
         // unreachable, and keeps its old pods out of READY when it returns. Only members
         // outside the destinations (their entries follow the destinations') can be removed.
+        let mut removing = HashSet::new();
         for e in &mut entries[dest.len()..] {
             if plans.get(&e.cluster) == Some(&MemberPlan::Remove) {
                 status::count_nothing(e);
+                removing.insert(e.cluster.clone());
             }
         }
         // Whether a member got a new intent: it reports back once it has acted on it, and
@@ -749,9 +751,15 @@ impl Central {
                 None => Ok(false),
             }
         };
+        // The copies behind the entries; one being removed counts no more (as above).
         let copies: Vec<Option<&status::CopyStatus>> = entries
             .iter()
-            .map(|e| reports.get(e.cluster.as_str())?.copy.as_ref())
+            .map(|e| {
+                let report = reports.get(e.cluster.as_str())?;
+                (!removing.contains(&e.cluster))
+                    .then_some(report.copy.as_ref())
+                    .flatten()
+            })
             .collect();
         let st = status::federated(
             key.kind,
