@@ -3,7 +3,8 @@
 //! every member exactly its share (1 replica; parallelism 1 and 2 completions, under the
 //! member's own generated selector), and the members' status sums up on the federation:
 //! `kubectl rollout status statefulset/db` returns once every member's rollout is done,
-//! and `kubectl wait --for=condition=complete job/crunch` once every member's Job is.
+//! and `kubectl wait --for=condition=complete job/crunch` once every member's Job is; a
+//! Job fails as soon as one member's does.
 //!
 //! cluster-sim runs no StatefulSet or Job pods yet, so the members' status is written here
 //! with each member's client, in one helper ([`report`]).
@@ -33,6 +34,7 @@ spec:
   resourceSelectors:
   - {apiVersion: apps/v1, kind: StatefulSet, name: db}
   - {apiVersion: batch/v1, kind: Job, name: crunch}
+  - {apiVersion: batch/v1, kind: Job, name: flaky}
   placement:
     clusterAffinity:
       clusterNames: [sim-1, sim-2, sim-3]
@@ -65,6 +67,16 @@ spec:
     spec:
       restartPolicy: Never
       containers: [{name: crunch, image: "busybox:1"}]
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: flaky, namespace: batch}
+spec:
+  parallelism: 3
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: flaky, image: "busybox:1"}]
 "#;
 
 /// The first `Some` of `get` within a minute.
@@ -297,6 +309,60 @@ async fn stateful_sets_and_jobs_are_divided_and_their_status_summed() {
         s.completion_time.map(|t| t.0.to_string()),
         Some("2026-11-27T10:03:00Z".to_string())
     );
+
+    // A Job without completions keeps none in its members; one member's failure fails
+    // the federated Job at once, naming that member.
+    for c in CLUSTERS {
+        let jobs: Api<Job> = Api::namespaced(env.member(c).await, NS);
+        let job = until(&format!("flaky in {c}"), || async {
+            jobs.get_opt("flaky").await.ok().flatten()
+        })
+        .await;
+        let spec = job.spec.expect("spec");
+        assert_eq!((spec.parallelism, spec.completions), (Some(1), None), "{c}");
+    }
+    report(
+        &env,
+        "sim-2",
+        "jobs",
+        "flaky",
+        json!({"active": 0, "failed": 7, "startTime": "2026-11-27T10:00:00Z",
+               "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                               "message": "Job has reached the specified backoff limit"}]}),
+    )
+    .await;
+    env.ok(
+        "kubectl",
+        &[
+            "wait",
+            "--for=condition=failed",
+            "job/flaky",
+            "-n",
+            NS,
+            "--timeout=60s",
+        ],
+    );
+    let failed = fed_jobs
+        .get("flaky")
+        .await
+        .expect("flaky")
+        .status
+        .expect("status");
+    let condition = failed
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Failed")
+        .expect("Failed condition");
+    assert_eq!(condition.reason.as_deref(), Some("BackoffLimitExceeded"));
+    assert!(
+        condition
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("sim-2")),
+        "{condition:?}"
+    );
+    assert_eq!(failed.failed, Some(7));
 
     // The members' generated and defaulted fields are never fought over: every member
     // is in sync (a rewrite of a Job's selector or completions would be refused, and
