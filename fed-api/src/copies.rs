@@ -2,7 +2,7 @@
 //! kinds take that path, which kinds the policies ask to watch, and where each copied
 //! object's Placement lives.
 //!
-//! Deployments and ReplicaSets are divided by the workload path and Services have their
+//! Deployments, ReplicaSets, StatefulSets and Jobs are divided by the workload path and Services have their
 //! own; Meridian's own kinds and Events are never propagated. Every other kind a policy
 //! names is copied.
 
@@ -54,7 +54,8 @@ pub fn placement_labels(api_version: &str, kind: &str) -> BTreeMap<String, Strin
 /// Which path propagates objects of a kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Path {
-    /// Divided by the workload path (`apps/v1` Deployment and ReplicaSet).
+    /// Divided by the workload path ([`crate::workload::WorkloadKind`]: `apps/v1`
+    /// Deployment, ReplicaSet and StatefulSet, `batch/v1` Job).
     Workload,
     /// Pushed with cross-cluster endpoints by the service path (`v1` Service).
     Service,
@@ -67,8 +68,10 @@ pub enum Path {
 /// The path of objects of `kind` in `api_version`.
 pub fn path(api_version: &str, kind: &str) -> Path {
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    if crate::workload::WorkloadKind::of_group(group, kind).is_some() {
+        return Path::Workload;
+    }
     match (group, kind) {
-        ("apps", "Deployment" | "ReplicaSet") => Path::Workload,
         ("", "Service") => Path::Service,
         (crate::GROUP, _) | ("" | "events.k8s.io", "Event") => Path::Never,
         _ => Path::Copy,
@@ -117,7 +120,10 @@ mod tests {
         let cases = [
             ("apps/v1", "Deployment", Path::Workload),
             ("apps/v1", "ReplicaSet", Path::Workload),
-            ("apps/v1", "StatefulSet", Path::Copy),
+            ("apps/v1", "StatefulSet", Path::Workload),
+            ("batch/v1", "Job", Path::Workload),
+            ("batch/v1", "CronJob", Path::Copy),
+            ("apps/v1", "DaemonSet", Path::Copy),
             ("v1", "Service", Path::Service),
             ("v1", "ServiceAccount", Path::Copy),
             ("example.com/v1", "Service", Path::Copy),

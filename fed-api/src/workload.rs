@@ -5,24 +5,37 @@ use std::fmt;
 
 use crate::placement::WorkloadReference;
 
-/// A federated workload kind (`apps/v1`). Deployments and ReplicaSets take one generic path.
+/// A federated workload kind: one whose pods Meridian divides across members. All take
+/// one generic path; what differs by kind (the field holding the count, the status) is
+/// asked of the kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum WorkloadKind {
     /// `apps/v1` Deployment.
     Deployment,
     /// `apps/v1` ReplicaSet.
     ReplicaSet,
+    /// `apps/v1` StatefulSet.
+    StatefulSet,
+    /// `batch/v1` Job: its parallelism is divided.
+    Job,
 }
 
 impl WorkloadKind {
     /// Every workload kind.
-    pub const ALL: [WorkloadKind; 2] = [WorkloadKind::Deployment, WorkloadKind::ReplicaSet];
+    pub const ALL: [WorkloadKind; 4] = [
+        WorkloadKind::Deployment,
+        WorkloadKind::ReplicaSet,
+        WorkloadKind::StatefulSet,
+        WorkloadKind::Job,
+    ];
 
     /// The Kubernetes kind name.
     pub fn as_str(self) -> &'static str {
         match self {
             WorkloadKind::Deployment => "Deployment",
             WorkloadKind::ReplicaSet => "ReplicaSet",
+            WorkloadKind::StatefulSet => "StatefulSet",
+            WorkloadKind::Job => "Job",
         }
     }
 
@@ -31,11 +44,48 @@ impl WorkloadKind {
         Self::ALL.into_iter().find(|k| k.as_str() == kind)
     }
 
+    /// The workload kind of `kind` in API group `group`, if it is one.
+    pub fn of_group(group: &str, kind: &str) -> Option<Self> {
+        Self::parse(kind).filter(|k| k.group() == group)
+    }
+
+    /// The workload kind of `kind` in `api_version` (`apps/v1`, `batch/v1`), if it is one.
+    pub fn of(api_version: &str, kind: &str) -> Option<Self> {
+        Self::parse(kind).filter(|k| k.api_version() == api_version)
+    }
+
+    /// The API group.
+    pub fn group(self) -> &'static str {
+        match self {
+            WorkloadKind::Job => "batch",
+            _ => "apps",
+        }
+    }
+
+    /// The `apiVersion` objects of this kind are read and written in.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            WorkloadKind::Job => "batch/v1",
+            _ => "apps/v1",
+        }
+    }
+
+    /// The field of `spec` holding the count the scheduler divides: a Job's pods run
+    /// `parallelism` at a time, the others keep `replicas`.
+    pub fn count_field(self) -> &'static str {
+        match self {
+            WorkloadKind::Job => "parallelism",
+            _ => "replicas",
+        }
+    }
+
     /// The plural resource name.
     pub fn plural(self) -> &'static str {
         match self {
             WorkloadKind::Deployment => "deployments",
             WorkloadKind::ReplicaSet => "replicasets",
+            WorkloadKind::StatefulSet => "statefulsets",
+            WorkloadKind::Job => "jobs",
         }
     }
 
@@ -43,7 +93,7 @@ impl WorkloadKind {
     #[cfg(feature = "kube")]
     pub fn api_resource(self) -> kube::api::ApiResource {
         kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk("apps", "v1", self.as_str()),
+            &kube::api::GroupVersionKind::gvk(self.group(), "v1", self.as_str()),
             self.plural(),
         )
     }
@@ -77,9 +127,7 @@ impl WorkloadKey {
 
     /// The workload a Placement is about, from its namespace and `spec.resource`.
     pub fn of_placement(namespace: &str, resource: &WorkloadReference) -> Option<Self> {
-        (resource.api_version == "apps/v1")
-            .then(|| WorkloadKind::parse(&resource.kind))
-            .flatten()
+        WorkloadKind::of(&resource.api_version, &resource.kind)
             .map(|k| WorkloadKey::new(k, namespace, resource.name.clone()))
     }
 }
@@ -111,12 +159,29 @@ mod tests {
             WorkloadKind::parse("ReplicaSet"),
             Some(WorkloadKind::ReplicaSet)
         );
-        assert_eq!(WorkloadKind::parse("StatefulSet"), None);
+        assert_eq!(
+            WorkloadKind::parse("StatefulSet"),
+            Some(WorkloadKind::StatefulSet)
+        );
+        assert_eq!(WorkloadKind::parse("DaemonSet"), None);
+        assert_eq!(
+            WorkloadKey::new(WorkloadKind::Job, "b", "x").placement_name(),
+            "job-x"
+        );
+        assert_eq!(WorkloadKind::of("batch/v1", "Job"), Some(WorkloadKind::Job));
+        assert_eq!(WorkloadKind::of("apps/v1", "Job"), None);
+        assert_eq!(
+            WorkloadKind::of_group("apps", "StatefulSet"),
+            Some(WorkloadKind::StatefulSet)
+        );
+        assert_eq!(WorkloadKind::of_group("batch", "Deployment"), None);
+        assert_eq!(WorkloadKind::Job.count_field(), "parallelism");
+        assert_eq!(WorkloadKind::StatefulSet.count_field(), "replicas");
         assert_eq!(placement_name("Service", "web"), "service-web");
     }
 
     #[test]
-    fn placements_of_apps_v1_workloads_only() {
+    fn placements_of_workloads_only() {
         let reference = |api_version: &str, kind: &str| WorkloadReference {
             api_version: api_version.into(),
             kind: kind.into(),
@@ -135,6 +200,10 @@ mod tests {
             WorkloadKey::of_placement("shop", &reference("apps/v1", "Job")),
             None
         );
+        assert_eq!(
+            WorkloadKey::of_placement("shop", &reference("batch/v1", "Job")),
+            Some(WorkloadKey::new(WorkloadKind::Job, "shop", "web"))
+        );
     }
 
     #[cfg(feature = "kube")]
@@ -144,6 +213,20 @@ mod tests {
         assert_eq!(
             (ar.plural.as_str(), ar.api_version.as_str()),
             ("deployments", "apps/v1")
+        );
+        let ar = WorkloadKind::Job.api_resource();
+        assert_eq!(
+            (
+                ar.plural.as_str(),
+                ar.api_version.as_str(),
+                ar.group.as_str()
+            ),
+            ("jobs", "batch/v1", "batch")
+        );
+        let ar = WorkloadKind::StatefulSet.api_resource();
+        assert_eq!(
+            (ar.plural.as_str(), ar.api_version.as_str()),
+            ("statefulsets", "apps/v1")
         );
     }
 }

@@ -668,3 +668,41 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_job_is_divided_by_its_parallelism_where_jobs_are_served() {
+    let serving_jobs = |name: &str| {
+        let mut c = cluster(name, "eu", 100);
+        c.status.api_enablements.push(
+            serde_json::from_value(json!({"groupVersion": "batch/v1", "resources": ["jobs"]}))
+                .unwrap(),
+        );
+        c
+    };
+    let fleet = Snapshot::new(
+        [
+            serving_jobs("a"),
+            serving_jobs("b"),
+            cluster("c", "us", 100),
+        ],
+        NOW,
+    );
+    let job = Workload::from_object(&json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "crunch", "namespace": "shop"},
+        "spec": {"parallelism": 4, "completions": 8, "template": {"spec": {"containers": [
+            {"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}
+    }))
+    .unwrap();
+    let p: PropagationPolicy = serde_json::from_value(json!({
+        "metadata": {"name": "jobs", "namespace": "shop"},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "batch/v1", "kind": "Job"}],
+            "placement": {"replicaScheduling": {"type": "Divided", "division": "StaticWeight"}}
+        }
+    }))
+    .unwrap();
+    let d = schedule(&fleet, &job, Some(&p), None).unwrap();
+    // c serves no batch/v1 jobs: the parallelism goes to a and b.
+    assert_eq!(targets(&d), vec![("a", 2), ("b", 2)]);
+}

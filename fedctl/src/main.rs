@@ -131,10 +131,11 @@ enum Cmd {
         #[command(flatten)]
         etcd: backup::EtcdArgs,
     },
-    /// Where a federated Deployment, ReplicaSet or Service runs: one row per member cluster
-    /// from its Placement (e.g. `fedctl status deploy/web -n shop`).
+    /// Where a federated Deployment, ReplicaSet, StatefulSet, Job or Service runs: one row
+    /// per member cluster from its Placement (e.g. `fedctl status deploy/web -n shop`).
     Status {
-        /// `<kind>/<name>` with kind deploy|deployment, rs|replicaset or svc|service (or the
+        /// `<kind>/<name>` with kind deploy|deployment, rs|replicaset, sts|statefulset, job or
+        /// svc|service (or the
         /// kind alone, with the name as the next argument).
         target: String,
         /// The name, when `target` is only the kind.

@@ -58,7 +58,7 @@ impl Sources {
                 .with_context(|| format!("{source_name}: {kind} {name}"))
         };
         match (group, kind) {
-            ("apps", "Deployment" | "ReplicaSet") => {
+            (g, k) if WorkloadKind::of_group(g, k).is_some() => {
                 self.workloads.insert(
                     (namespace.to_owned(), kind.to_owned(), name.to_owned()),
                     v.clone(),
@@ -98,19 +98,29 @@ impl Sources {
             .unwrap_or_default();
         let labels = labels_of(fed);
         let subject = Subject {
-            api_version: "apps/v1",
+            api_version: kind.api_version(),
             kind: kind.as_str(),
             namespace: Some(namespace),
             name,
             labels: &labels,
         };
         let mut wants = Wants::new(fed, kind, uid, selecting(&subject, &self.policies));
-        dest.iter()
+        let replicas: Vec<(String, i32)> = dest
+            .iter()
             .map(|t| {
+                (
+                    t.cluster.clone(),
+                    i32::try_from(t.replicas).unwrap_or(i32::MAX),
+                )
+            })
+            .collect();
+        let shares = fed_controllers::workload::desired::shares(kind, fed, &replicas);
+        dest.iter()
+            .zip(shares)
+            .map(|(t, share)| {
                 let c = clusters.iter().find(|c| c.metadata.name == t.cluster);
                 let member = c.map(|c| MemberCluster::new(&c.metadata.name, &c.metadata.labels, &c.spec));
-                let replicas = i32::try_from(t.replicas).unwrap_or(i32::MAX);
-                match wants.get(member.as_ref(), replicas) {
+                match wants.get(member.as_ref(), share) {
                     Ok(object) => json!({"cluster": t.cluster, "replicas": t.replicas, "object": object}),
                     Err(e) => json!({"cluster": t.cluster, "replicas": t.replicas, "error": format!("OverrideFailed: {e}")}),
                 }

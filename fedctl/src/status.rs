@@ -29,6 +29,10 @@ pub enum Kind {
     Deployment,
     /// `apps/v1` ReplicaSet.
     ReplicaSet,
+    /// `apps/v1` StatefulSet.
+    StatefulSet,
+    /// `batch/v1` Job.
+    Job,
     /// `v1` Service.
     Service,
 }
@@ -39,6 +43,8 @@ impl Kind {
         match s.to_ascii_lowercase().as_str() {
             "deploy" | "deployment" | "deployments" => Some(Kind::Deployment),
             "rs" | "replicaset" | "replicasets" => Some(Kind::ReplicaSet),
+            "sts" | "statefulset" | "statefulsets" => Some(Kind::StatefulSet),
+            "job" | "jobs" => Some(Kind::Job),
             "svc" | "service" | "services" => Some(Kind::Service),
             _ => None,
         }
@@ -49,6 +55,8 @@ impl Kind {
         match self {
             Kind::Deployment => "deployment",
             Kind::ReplicaSet => "replicaset",
+            Kind::StatefulSet => "statefulset",
+            Kind::Job => "job",
             Kind::Service => "service",
         }
     }
@@ -58,6 +66,8 @@ impl Kind {
         match self {
             Kind::Deployment => "deployments",
             Kind::ReplicaSet => "replicasets",
+            Kind::StatefulSet => "statefulsets",
+            Kind::Job => "jobs",
             Kind::Service => "services",
         }
     }
@@ -66,6 +76,8 @@ impl Kind {
         let (group, kind) = match self {
             Kind::Deployment => ("apps", "Deployment"),
             Kind::ReplicaSet => ("apps", "ReplicaSet"),
+            Kind::StatefulSet => ("apps", "StatefulSet"),
+            Kind::Job => ("batch", "Job"),
             Kind::Service => ("", "Service"),
         };
         ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", kind), self.plural())
@@ -83,7 +95,9 @@ pub fn parse_target(target: &str, name: Option<&str>) -> anyhow::Result<(Kind, S
         (None, None) => anyhow::bail!("give <kind>/<name>, e.g. deploy/web"),
     };
     let kind = Kind::parse(kind).with_context(|| {
-        format!("unknown kind {kind:?}: use deploy|deployment, rs|replicaset or svc|service")
+        format!(
+            "unknown kind {kind:?}: use deploy|deployment, rs|replicaset, sts|statefulset, job or svc|service"
+        )
     })?;
     if name.is_empty() {
         anyhow::bail!("the name is empty");
@@ -369,12 +383,14 @@ mod tests {
             (Kind::ReplicaSet, "x".into())
         );
         assert_eq!(parse_target("svc/web", None).unwrap().0, Kind::Service);
+        assert_eq!(parse_target("sts/db", None).unwrap().0, Kind::StatefulSet);
+        assert_eq!(parse_target("job", Some("crunch")).unwrap().0, Kind::Job);
         assert_eq!(
             parse_target("Deployments/a", None).unwrap().0,
             Kind::Deployment
         );
-        let e = parse_target("sts/web", None).unwrap_err().to_string();
-        assert!(e.contains("unknown kind \"sts\""), "{e}");
+        let e = parse_target("ds/web", None).unwrap_err().to_string();
+        assert!(e.contains("unknown kind \"ds\""), "{e}");
         assert!(parse_target("deploy/", None).is_err());
         assert!(parse_target("deploy", None).is_err());
         assert!(parse_target("deploy/a", Some("b")).is_err());

@@ -51,8 +51,14 @@ fn events() -> Value {
 /// fed-scheduler's rules.
 pub fn scheduler_rules() -> Vec<Value> {
     let mut rules = vec![
-        // runtime/watch.rs `workloads::<Deployment>` and `workloads::<ReplicaSet>`.
-        rule("apps", &["deployments", "replicasets"], &WATCH),
+        // runtime/watch.rs `workloads::<Deployment>`, `<ReplicaSet>`, `<StatefulSet>`
+        // and `<Job>`.
+        rule(
+            "apps",
+            &["deployments", "replicasets", "statefulsets"],
+            &WATCH,
+        ),
+        rule("batch", &["jobs"], &WATCH),
         // runtime/watch.rs `clusters`, `policies` and `cluster_policies`.
         rule(
             FED_GROUP,
@@ -90,19 +96,26 @@ pub fn scheduler_rules() -> Vec<Value> {
 /// clusters is authorized there, with each member's own credentials.
 pub fn controllers_rules() -> Vec<Value> {
     let mut rules = vec![
-        // workload/controller.rs watches Deployments and ReplicaSets (and the service
-        // controller their labels); workload/finalize.rs merge-patches finalizers.
+        // workload/controller.rs watches Deployments, ReplicaSets, StatefulSets and Jobs
+        // (and the service controller the labels of the first two); workload/finalize.rs
+        // merge-patches finalizers.
         rule(
             "apps",
-            &["deployments", "replicasets"],
+            &["deployments", "replicasets", "statefulsets"],
             &["list", "watch", "patch"],
         ),
+        rule("batch", &["jobs"], &["list", "watch", "patch"]),
         // workload/controller.rs: the federated status, a merge patch of status.
         rule(
             "apps",
-            &["deployments/status", "replicasets/status"],
+            &[
+                "deployments/status",
+                "replicasets/status",
+                "statefulsets/status",
+            ],
             &["patch"],
         ),
+        rule("batch", &["jobs/status"], &["patch"]),
         // service/controller.rs watches Services; service/fedwrite.rs merge-patches their
         // finalizers; service/controller.rs writes status.loadBalancer.
         rule("", &["services"], &["list", "watch", "patch"]),

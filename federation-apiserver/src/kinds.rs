@@ -39,6 +39,8 @@ pub fn federation_registry() -> Registry {
         .with_deleted_first(&[
             ("apps", "deployments"),
             ("apps", "replicasets"),
+            ("apps", "statefulsets"),
+            ("batch", "jobs"),
             ("", "services"),
         ])
 }

@@ -280,7 +280,7 @@ impl Central {
                         // A policy on a ConfigMap or Secret the pod template uses changes
                         // the dependency copies that go with the workload.
                         let affected = changed.as_ref().is_none_or(|c| {
-                            c.may_affect("apps/v1", kind.as_str(), ns)
+                            c.may_affect(kind.api_version(), kind.as_str(), ns)
                                 || o.deps
                                     .refs
                                     .iter()
@@ -465,6 +465,13 @@ impl Central {
             .map(|p| p.dest.clone())
             .unwrap_or_default();
         self.status_spacing.set_destinations(key, dest.len());
+        // Each destination's share: its replicas and, for a Job, its completions.
+        let shares: HashMap<&str, desired::Share> = dest
+            .iter()
+            .map(|(c, _)| c.as_str())
+            .zip(desired::shares(key.kind, &fed, &dest))
+            .collect();
+        let share_of = |c: &str| shares.get(c).copied().unwrap_or_default();
         // Not scheduled yet. The scheduler gives every workload a Placement, normally within
         // milliseconds, and the pass that causes writes the first status with the members'
         // reports in it. A status written now (nothing placed, nothing reported) would be
@@ -521,7 +528,7 @@ impl Central {
         // Each destination's copy: its share, then what the override policies change there.
         let labels = labels_of(&fed);
         let subject = Subject {
-            api_version: "apps/v1",
+            api_version: key.kind.api_version(),
             kind: key.kind.as_str(),
             namespace: Some(key.namespace.as_str()),
             name: &key.name,
@@ -540,11 +547,15 @@ impl Central {
         // they hold stays as it is) and their entry says why.
         let override_failures: HashMap<&str, OverrideError> = dest
             .iter()
-            .filter_map(|(c, r)| {
+            .filter_map(|(c, _)| {
                 let cluster = cluster_of(c);
                 let member = cluster.as_deref().map(MemberCluster::of);
                 wants.variant(member.as_ref())?;
-                let e = wants.get(member.as_ref(), *r).as_ref().err()?.clone();
+                let e = wants
+                    .get(member.as_ref(), share_of(c))
+                    .as_ref()
+                    .err()?
+                    .clone();
                 Some((c.as_str(), e))
             })
             .collect();
@@ -584,13 +595,13 @@ impl Central {
         // copy.
         let observed: Vec<bool> = dest
             .iter()
-            .map(|(c, r)| {
+            .map(|(c, _)| {
                 let entry = looks.get(c.as_str()).and_then(|(_, l)| l.entry.as_ref());
                 entry.is_some_and(|entry| {
                     let cluster = cluster_of(c);
                     let member = cluster.as_deref().map(MemberCluster::of);
                     entry.status.caught_up()
-                        && match wants.get(member.as_ref(), *r) {
+                        && match wants.get(member.as_ref(), share_of(c)) {
                             Ok(want) => status::observed(&entry.status, || entry.value(), want),
                             Err(_) => false,
                         }
@@ -631,16 +642,21 @@ impl Central {
             .iter()
             .zip(&observed)
             .zip(&entries)
-            .all(|(((_, r), seen), e)| *seen && e.available_replicas >= *r);
+            .all(|(((c, r), seen), e)| {
+                let copy = reports.get(c.as_str()).and_then(|r| r.copy.as_ref());
+                *seen && (e.available_replicas >= *r || status::completed(copy))
+            });
         let plans = plan::plan(&dest, &holding, dest_ready);
         // A copy being removed has its pods terminating: like a ReplicaSet's terminating
         // pods they count no more (its entry stays, at zero, until the copy is gone). This
         // is what lets a rollout finish while a failed member that lost its share is still
         // unreachable, and keeps its old pods out of READY when it returns. Only members
         // outside the destinations (their entries follow the destinations') can be removed.
+        let mut removing = HashSet::new();
         for e in &mut entries[dest.len()..] {
             if plans.get(&e.cluster) == Some(&MemberPlan::Remove) {
                 status::count_nothing(e);
+                removing.insert(e.cluster.clone());
             }
         }
         // Whether a member got a new intent: it reports back once it has acted on it, and
@@ -648,7 +664,7 @@ impl Central {
         let mut handed_out = false;
         // Members holding equal shares (and no copy of their own) share one copy of the
         // wanted object.
-        let mut built: HashMap<(Option<String>, i32), Compact> = HashMap::new();
+        let mut built: HashMap<(Option<String>, desired::Share), Compact> = HashMap::new();
         for (cluster, p) in plans {
             let Some((m, _)) = looks.get(cluster.as_str()) else {
                 continue;
@@ -659,7 +675,8 @@ impl Central {
                     let c = cluster_of(&cluster);
                     let member = c.as_deref().map(MemberCluster::of);
                     let variant = wants.variant(member.as_ref());
-                    let mut src = wants.source(source, member.as_ref(), r);
+                    let share = share_of(&cluster);
+                    let mut src = wants.source(source, member.as_ref(), share);
                     if dep_wants.any_policy() {
                         use std::hash::{Hash, Hasher};
                         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -669,10 +686,10 @@ impl Central {
                     if m.has_intent_from(key, src) {
                         continue;
                     }
-                    let workload = match built.entry((variant, r)) {
+                    let workload = match built.entry((variant, share)) {
                         std::collections::hash_map::Entry::Occupied(e) => e.get().clone(),
                         std::collections::hash_map::Entry::Vacant(e) => {
-                            match wants.get(member.as_ref(), r) {
+                            match wants.get(member.as_ref(), share) {
                                 Ok(v) => e.insert(Compact::new(v)).clone(),
                                 // Failures were found above, for every destination.
                                 Err(_) => continue,
@@ -734,7 +751,27 @@ impl Central {
                 None => Ok(false),
             }
         };
-        let st = status::federated(key.kind, &fed, status::sum(&entries), all_observed, &now);
+        // The copies behind the entries; one being removed counts no more (as above).
+        let copies: Vec<Option<&status::CopyStatus>> = entries
+            .iter()
+            .map(|e| {
+                let report = reports.get(e.cluster.as_str())?;
+                (!removing.contains(&e.cluster))
+                    .then_some(report.copy.as_ref())
+                    .flatten()
+            })
+            .collect();
+        let st = status::federated(
+            key.kind,
+            &fed,
+            &status::Reports {
+                entries: &entries,
+                copies: &copies,
+                destinations: dest.len(),
+                all_observed,
+            },
+            &now,
+        );
         let workload_write = async {
             if super::drift::contains(&fed["status"], &st) {
                 return Ok(false);

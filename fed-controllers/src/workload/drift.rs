@@ -1,9 +1,12 @@
 //! Drift between what a member holds and what Meridian wants, over the fields Meridian owns
 //! (our labels and annotations, `spec` of workloads, `data`/`binaryData`/`type` of
 //! dependencies). Fields a member's API server defaults, or fields nobody set, are not drift.
+//! Of a Job's spec only `parallelism` counts ([`job`]): the rest is fixed at creation or
+//! the member's own.
 
 use serde_json::{Map, Value};
 
+use super::job;
 use crate::copies::record;
 
 /// The top-level fields Meridian owns (metadata is handled separately: labels and annotations).
@@ -45,16 +48,25 @@ pub fn in_sync(actual: &Value, desired: &Value) -> bool {
     record::same(actual, desired)
         && contains(meta(actual, "labels"), meta(desired, "labels"))
         && contains(meta(actual, "annotations"), meta(desired, "annotations"))
-        && OWNED.iter().all(|f| {
-            match (*f, set_field(desired, f), set_field(actual, f)) {
-                // Values, not defaults: a key added in the member is drift too.
-                ("data" | "binaryData", want, have) => want == have,
-                // Not ours to set; the member's server may default it.
-                (_, None, _) => true,
-                (_, Some(want), Some(have)) => contains(have, want),
-                (_, Some(_), None) => false,
-            }
-        })
+        && if job::is_job(desired) {
+            job::spec_in_sync(actual, desired)
+        } else {
+            owned_in_sync(actual, desired)
+        }
+}
+
+/// Whether `actual` holds every field of [`OWNED`] that `desired` sets.
+fn owned_in_sync(actual: &Value, desired: &Value) -> bool {
+    OWNED.iter().all(|f| {
+        match (*f, set_field(desired, f), set_field(actual, f)) {
+            // Values, not defaults: a key added in the member is drift too.
+            ("data" | "binaryData", want, have) => want == have,
+            // Not ours to set; the member's server may default it.
+            (_, None, _) => true,
+            (_, Some(want), Some(have)) => contains(have, want),
+            (_, Some(_), None) => false,
+        }
+    })
 }
 
 /// The object to write over `actual`: its metadata (resourceVersion, others' labels and
@@ -73,6 +85,13 @@ pub fn merged(actual: &Value, desired: &Value) -> Value {
         if !m.is_empty() {
             out["metadata"][k] = Value::Object(m);
         }
+    }
+    if job::is_job(desired) {
+        job::merge_spec(&mut out, desired);
+        if let Some(o) = out.as_object_mut() {
+            o.remove("status");
+        }
+        return out;
     }
     if let Some(o) = out.as_object_mut() {
         for f in OWNED {
@@ -206,5 +225,52 @@ mod tests {
         record::stamp(&mut other);
         assert!(!in_sync(&actual, &other));
         assert!(in_sync(&merged(&actual, &other), &other));
+    }
+
+    #[test]
+    fn a_member_jobs_own_fields_are_not_drift() {
+        let desired = json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "crunch", "labels": {"app.kubernetes.io/managed-by": "meridian"}},
+            "spec": {"parallelism": 1, "completions": 2,
+                     "template": {"metadata": {"labels": {"app": "crunch"}},
+                                  "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}
+        });
+        // As the member holds it: its selector and uid labels, its defaults, and the
+        // completions of an earlier division (fixed at creation).
+        let member = json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "crunch", "resourceVersion": "4",
+                         "labels": {"app.kubernetes.io/managed-by": "meridian"}},
+            "spec": {"parallelism": 1, "completions": 3, "suspend": false, "backoffLimit": 6,
+                     "completionMode": "NonIndexed", "podReplacementPolicy": "TerminatingOrFailed",
+                     "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "m-1"}},
+                     "template": {"metadata": {"labels": {"app": "crunch", "controller-uid": "m-1",
+                                                          "batch.kubernetes.io/controller-uid": "m-1"}},
+                                  "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}},
+            "status": {"active": 1}
+        });
+        assert!(in_sync(&member, &desired));
+        // A new division changes its parallelism, and only that.
+        let mut wider = desired.clone();
+        wider["spec"]["parallelism"] = json!(2);
+        wider["spec"]["completions"] = json!(4);
+        assert!(!in_sync(&member, &wider));
+        let fixed = merged(&member, &wider);
+        assert!(in_sync(&fixed, &wider));
+        assert_eq!(fixed["spec"]["parallelism"], 2);
+        assert_eq!(fixed["spec"]["completions"], 3);
+        assert_eq!(fixed["spec"]["selector"], member["spec"]["selector"]);
+        assert_eq!(
+            fixed["spec"]["template"], member["spec"]["template"],
+            "the template is immutable"
+        );
+        assert_eq!(fixed["metadata"]["resourceVersion"], "4");
+        assert!(fixed.get("status").is_none());
+        // Our labels are still ours to restore.
+        let mut relabelled = member.clone();
+        relabelled["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("x");
+        assert!(!in_sync(&relabelled, &desired));
+        assert!(in_sync(&merged(&relabelled, &desired), &desired));
     }
 }

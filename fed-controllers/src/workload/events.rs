@@ -31,7 +31,8 @@ pub fn build(
     message: &str,
 ) -> EventSpec {
     let kind = key.kind.as_str();
-    let regarding = fleet::events::regarding("apps/v1", kind, &key.namespace, &key.name, uid);
+    let regarding =
+        fleet::events::regarding(key.kind.api_version(), kind, &key.namespace, &key.name, uid);
     fleet::events::event(regarding, type_, reason, message)
 }
 

@@ -258,7 +258,7 @@ impl MemberShared {
             .unwrap_or_default();
         let error = self.connection.error_or(error);
         MemberReport {
-            copy: copy.map(|e| e.status),
+            copy: copy.map(|e| e.status.clone()),
             error,
             conflict,
             last_sync_time,

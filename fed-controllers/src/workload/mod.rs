@@ -1,11 +1,12 @@
-//! The workload controller: pushes federated Deployments and ReplicaSets (with their
-//! namespace and the ConfigMaps/Secrets their pod templates use) into the member clusters
-//! their Placement names, with each member's replica share; aggregates the members' status
+//! The workload controller: pushes federated Deployments, ReplicaSets, StatefulSets and
+//! Jobs (with their namespace and the ConfigMaps/Secrets their pod templates use) into the
+//! member clusters their Placement names, with each member's share (a Job's parallelism and
+//! completions, [`job`]); aggregates the members' status
 //! into `Placement.status.clusters` and the federated object's `status`; reverts edits made
 //! in members; cleans members up behind the `member-cleanup` finalizer.
 //!
 //! Pure decisions — [`deps`], [`desired`], [`wants`] and [`dep_wants`] (the copies of the
-//! workload and of its dependencies each member gets, override policies applied), [`plan`], [`drift`], [`ownership`], [`status`] —
+//! workload and of its dependencies each member gets, override policies applied), [`plan`], [`drift`], [`ownership`], [`status`], [`job_status`] —
 //! are separate from the effects: [`member`] runs one task and queue per member cluster,
 //! [`controller`] watches the federation and hands members their intents.
 
@@ -19,6 +20,8 @@ pub mod echo;
 pub mod events;
 mod finalize;
 pub mod intents;
+pub mod job;
+pub mod job_status;
 pub mod kinds;
 pub mod member;
 pub mod objects;

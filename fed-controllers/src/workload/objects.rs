@@ -136,7 +136,7 @@ impl Entry {
             serde_json::to_string(&WithoutStatus(o))
         }
         .map(|text| Compact::from_json(kind, text));
-        let status = CopyStatus::of(o.metadata.generation, &o.data["status"]);
+        let status = CopyStatus::of(kind, o.metadata.generation, &o.data["status"]);
         Self {
             namespace: o.namespace().unwrap_or_default(),
             name: o.name_any(),
@@ -250,11 +250,11 @@ impl ObjectCache {
         let mut g = meridian_runtime::sync::write(&self.inner);
         match (event, entry) {
             (Event::Apply(_), Some(e)) => {
-                let (shape, status) = (e.shape, e.status);
+                let new = e.clone();
                 match g.objects.insert(e) {
                     Some(old) => Change {
-                        shape: old.shape != shape,
-                        status: old.status != status,
+                        shape: old.shape != new.shape,
+                        status: old.status != new.status,
                     },
                     None => Change::ALL,
                 }

@@ -17,39 +17,124 @@ fn int(v: &Value, ptr: &str) -> i32 {
 
 /// The counts a member's copy reports, read once when its watch event arrives, so status
 /// aggregation never parses the copy.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CopyStatus {
     /// `metadata.generation` (bumped by the member's API server on every spec change).
     pub generation: Option<i64>,
     /// `status.observedGeneration`.
     pub observed_generation: Option<i64>,
-    /// Pods.
+    /// Pods (a Job's active pods).
     pub replicas: i32,
     /// Ready pods.
     pub ready: i32,
-    /// Available pods.
+    /// Available pods (a Job's ready ones).
     pub available: i32,
-    /// Pods of the current template.
+    /// Pods of the current template (a Job's active ones: its template never changes).
     pub updated: i32,
+    /// A StatefulSet's pods of its current revision.
+    pub current: i32,
+    /// Whether a StatefulSet's current revision is its update revision: its rollout is done.
+    pub revision_current: bool,
+    /// A Job's own status (`None` for other kinds).
+    pub job: Option<Box<JobCopyStatus>>,
+}
+
+/// What a member's Job reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct JobCopyStatus {
+    /// Running pods.
+    pub active: i32,
+    /// Ready pods.
+    pub ready: i32,
+    /// Pods that succeeded.
+    pub succeeded: i32,
+    /// Pods that failed.
+    pub failed: i32,
+    /// `status.startTime` (RFC 3339).
+    pub start_time: Option<String>,
+    /// `status.completionTime` (RFC 3339).
+    pub completion_time: Option<String>,
+    /// Whether its `Complete` condition is True.
+    pub complete: bool,
+    /// Reason and message of its `Failed` condition when True.
+    pub failure: Option<(String, String)>,
+}
+
+impl JobCopyStatus {
+    /// A Job's `status`.
+    pub fn of(status: &Value) -> Self {
+        let condition = |type_: &str| {
+            status
+                .get("conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|c| c["type"] == type_ && c["status"] == "True")
+        };
+        let text = |v: &Value, f: &str| v.get(f).and_then(Value::as_str).map(String::from);
+        JobCopyStatus {
+            active: int(status, "/active"),
+            ready: int(status, "/ready"),
+            succeeded: int(status, "/succeeded"),
+            failed: int(status, "/failed"),
+            start_time: text(status, "startTime"),
+            completion_time: text(status, "completionTime"),
+            complete: condition("Complete").is_some(),
+            failure: condition("Failed").map(|c| {
+                (
+                    text(c, "reason").unwrap_or_default(),
+                    text(c, "message").unwrap_or_default(),
+                )
+            }),
+        }
+    }
 }
 
 impl CopyStatus {
-    /// The counts of a workload with `generation` and `status` (zero where it reports none).
-    pub fn of(generation: Option<i64>, status: &Value) -> Self {
+    /// The counts of a workload of `kind` with `generation` and `status` (zero where it
+    /// reports none).
+    pub fn of(kind: &str, generation: Option<i64>, status: &Value) -> Self {
+        let observed_generation = status.get("observedGeneration").and_then(Value::as_i64);
+        if kind == Kind::Job.as_str() {
+            let job = JobCopyStatus::of(status);
+            return Self {
+                generation,
+                // A Job's status has no observedGeneration: only its parallelism changes
+                // after creation, and the Job controller acts on it at once.
+                observed_generation: generation,
+                replicas: job.active,
+                ready: job.ready,
+                available: job.ready,
+                updated: job.active,
+                job: Some(Box::new(job)),
+                ..Self::default()
+            };
+        }
+        let revision = |f: &str| {
+            status
+                .get(f)
+                .and_then(Value::as_str)
+                .filter(|r| !r.is_empty())
+        };
         Self {
             generation,
-            observed_generation: status.get("observedGeneration").and_then(Value::as_i64),
+            observed_generation,
             replicas: int(status, "/replicas"),
             ready: int(status, "/readyReplicas"),
             available: int(status, "/availableReplicas"),
             updated: int(status, "/updatedReplicas"),
+            current: int(status, "/currentReplicas"),
+            revision_current: revision("currentRevision")
+                .is_some_and(|c| Some(c) == revision("updateRevision")),
+            job: None,
         }
     }
 
     /// [`CopyStatus::of`] a whole object.
     #[cfg(test)]
-    fn of_object(o: &Value) -> Self {
+    pub(super) fn of_object(o: &Value) -> Self {
         Self::of(
+            o["kind"].as_str().unwrap_or("Deployment"),
             o.pointer("/metadata/generation").and_then(Value::as_i64),
             &o["status"],
         )
@@ -59,6 +144,13 @@ impl CopyStatus {
     pub fn caught_up(&self) -> bool {
         self.observed_generation.is_some() && self.observed_generation >= self.generation
     }
+}
+
+/// Whether a copy is a Job that has completed: its share is done, so it counts as ready
+/// when a member that left the destinations waits for the replacements.
+pub fn completed(copy: Option<&CopyStatus>) -> bool {
+    copy.and_then(|c| c.job.as_deref())
+        .is_some_and(|j| j.complete)
 }
 
 /// What one member reports for a workload.
@@ -77,14 +169,15 @@ pub struct MemberReport {
 
 /// A `Placement.status.clusters` entry from a member's report.
 pub fn cluster_status(cluster: &str, report: &MemberReport) -> ClusterWorkloadStatus {
-    let c = report.copy.unwrap_or_default();
+    let none = CopyStatus::default();
+    let c = report.copy.as_ref().unwrap_or(&none);
     ClusterWorkloadStatus {
         cluster: cluster.to_string(),
         replicas: c.replicas,
         ready_replicas: c.ready,
         available_replicas: c.available,
         updated_replicas: c.updated,
-        observed_generation: report.copy.and_then(|c| c.observed_generation),
+        observed_generation: report.copy.as_ref().and_then(|c| c.observed_generation),
         last_sync_time: report.last_sync_time.clone(),
         error: report.error.clone(),
         ..Default::default()
@@ -196,7 +289,7 @@ pub fn max_unavailable(spec: &Value, replicas: i32) -> i32 {
     }
 }
 
-fn condition(
+pub(super) fn condition(
     prev: &Value,
     type_: &str,
     status: &str,
@@ -222,18 +315,114 @@ fn condition(
            "lastUpdateTime": now, "lastTransitionTime": transition})
 }
 
-/// The federated workload's `status`: member sums; `observedGeneration` becomes the
-/// federated generation only once every member has observed the current spec (else the
-/// previous value stays, so rollout status waits); Available/Progressing for Deployments.
-pub fn federated(kind: Kind, fed: &Value, totals: Totals, all_observed: bool, now: &str) -> Value {
+/// What the members report of one workload, for its federated status.
+#[derive(Clone, Copy, Debug)]
+pub struct Reports<'a> {
+    /// The members' entries: the destinations' first, then those of members outside the
+    /// destinations that still hold a copy.
+    pub entries: &'a [ClusterWorkloadStatus],
+    /// The copy behind each entry, in the same order (`None` where a member holds none).
+    pub copies: &'a [Option<&'a CopyStatus>],
+    /// How many of the entries are destinations'.
+    pub destinations: usize,
+    /// Whether every destination has observed the spec it should hold.
+    pub all_observed: bool,
+}
+
+impl Reports<'_> {
+    /// The destinations' copies.
+    pub fn destination_copies(&self) -> impl Iterator<Item = Option<&CopyStatus>> {
+        self.copies.iter().take(self.destinations).copied()
+    }
+}
+
+/// The federated workload's `status`, by kind: the sums of [`apps_status`] for
+/// Deployments and ReplicaSets, [`stateful_set_status`], and a Job's
+/// ([`super::job_status::federated`]).
+pub fn federated(kind: Kind, fed: &Value, reports: &Reports<'_>, now: &str) -> Value {
+    match kind {
+        Kind::Deployment | Kind::ReplicaSet => {
+            apps_status(kind, fed, sum(reports.entries), reports.all_observed, now)
+        }
+        Kind::StatefulSet => stateful_set_status(fed, reports),
+        Kind::Job => super::job_status::federated(fed, reports, now),
+    }
+}
+
+/// `observedGeneration` of the federated status: the federated generation once every
+/// member has observed the current spec, else the value already written (so rollout
+/// status waits).
+fn observed_generation(fed: &Value, all_observed: bool) -> Option<i64> {
+    if all_observed {
+        fed.pointer("/metadata/generation").and_then(Value::as_i64)
+    } else {
+        fed.pointer("/status/observedGeneration")
+            .and_then(Value::as_i64)
+    }
+}
+
+/// A federated StatefulSet's `status`: member sums and `observedGeneration` as for a
+/// Deployment, and revisions named after the federated generation. `updateRevision` is
+/// the current generation's; `currentRevision` becomes it only once every destination
+/// has observed its copy and finished its own rollout (its current revision is its update
+/// revision), so `kubectl rollout status`, which waits for the two to be equal, returns
+/// exactly when every member's rollout is done. Until then it keeps the revision it had,
+/// or is empty.
+pub fn stateful_set_status(fed: &Value, reports: &Reports<'_>) -> Value {
+    let totals = sum(reports.entries);
+    let current: i32 = reports.copies.iter().flatten().map(|c| c.current).sum();
+    let name = fed
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let generation = fed
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let update_revision = format!("{name}-{generation}");
+    let done = reports.all_observed
+        && reports.destinations > 0
+        && reports
+            .destination_copies()
+            .all(|c| c.is_some_and(|c| c.revision_current));
+    let current_revision = if done {
+        update_revision.clone()
+    } else {
+        fed.pointer("/status/currentRevision")
+            .and_then(Value::as_str)
+            .filter(|r| *r != update_revision)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mut s = json!({
+        "replicas": totals.replicas,
+        "readyReplicas": totals.ready,
+        "currentReplicas": current,
+        "updatedReplicas": totals.updated,
+        "availableReplicas": totals.available,
+        "currentRevision": current_revision,
+        "updateRevision": update_revision,
+    });
+    if let Some(g) = observed_generation(fed, reports.all_observed) {
+        s["observedGeneration"] = json!(g);
+    }
+    s
+}
+
+/// A federated Deployment's or ReplicaSet's `status`: member sums; `observedGeneration`
+/// becomes the federated generation only once every member has observed the current spec
+/// (else the previous value stays, so rollout status waits); Available/Progressing for
+/// Deployments.
+pub fn apps_status(
+    kind: Kind,
+    fed: &Value,
+    totals: Totals,
+    all_observed: bool,
+    now: &str,
+) -> Value {
     let prev = &fed["status"];
     let desired = int(fed, "/spec/replicas");
-    let generation = fed.pointer("/metadata/generation").and_then(Value::as_i64);
-    let observed = if all_observed {
-        generation
-    } else {
-        prev.get("observedGeneration").and_then(Value::as_i64)
-    };
+    let observed = observed_generation(fed, all_observed);
     let mut s = json!({
         "replicas": totals.replicas,
         "readyReplicas": totals.ready,
@@ -455,10 +644,10 @@ mod tests {
             available: 10,
             updated: 10,
         };
-        let waiting = federated(Kind::Deployment, &fed, t, false, "now");
+        let waiting = apps_status(Kind::Deployment, &fed, t, false, "now");
         assert_eq!(waiting["observedGeneration"], 4);
         assert_eq!(waiting["conditions"][1]["reason"], "ReplicaSetUpdated");
-        let done = federated(Kind::Deployment, &fed, t, true, "now");
+        let done = apps_status(Kind::Deployment, &fed, t, true, "now");
         assert_eq!(done["observedGeneration"], 5);
         assert_eq!(done["conditions"][0]["status"], "True");
         assert_eq!(done["conditions"][1]["reason"], "NewReplicaSetAvailable");
@@ -466,7 +655,10 @@ mod tests {
         // A steady state rewrites nothing: conditions keep their times.
         let mut again = fed.clone();
         again["status"] = done.clone();
-        assert_eq!(federated(Kind::Deployment, &again, t, true, "later"), done);
+        assert_eq!(
+            apps_status(Kind::Deployment, &again, t, true, "later"),
+            done
+        );
     }
 
     #[test]
@@ -479,14 +671,14 @@ mod tests {
             updated: 10,
         };
         assert_eq!(
-            federated(Kind::Deployment, &fed, t(8), true, "n")["conditions"][0]["status"],
+            apps_status(Kind::Deployment, &fed, t(8), true, "n")["conditions"][0]["status"],
             "True"
         );
         assert_eq!(
-            federated(Kind::Deployment, &fed, t(7), true, "n")["conditions"][0]["status"],
+            apps_status(Kind::Deployment, &fed, t(7), true, "n")["conditions"][0]["status"],
             "False"
         );
-        let rs = federated(Kind::ReplicaSet, &fed, t(7), true, "n");
+        let rs = apps_status(Kind::ReplicaSet, &fed, t(7), true, "n");
         assert!(rs.get("conditions").is_none());
         assert_eq!(rs["observedGeneration"], 1);
     }
@@ -505,5 +697,139 @@ mod tests {
         // A copy whose controller is behind is not parsed at all.
         let behind = CopyStatus::of_object(&member(3, 3, 2));
         assert!(!observed(&behind, || unreachable!(), &desired));
+    }
+
+    fn sts_copy(replicas: i32, ready: i32, updated: i32, current: i32, done: bool) -> CopyStatus {
+        let update = if done { "db-a" } else { "db-b" };
+        CopyStatus::of_object(
+            &json!({"kind": "StatefulSet", "metadata": {"generation": 2},
+            "status": {"observedGeneration": 2, "replicas": replicas, "readyReplicas": ready,
+                       "availableReplicas": ready, "updatedReplicas": updated,
+                       "currentReplicas": current, "currentRevision": "db-a",
+                       "updateRevision": update}}),
+        )
+    }
+
+    #[test]
+    fn stateful_set_status_table() {
+        let fed = json!({"metadata": {"name": "db", "generation": 4}, "spec": {"replicas": 3},
+                         "status": {"observedGeneration": 3, "currentRevision": "db-3"}});
+        let done = sts_copy(1, 1, 1, 1, true);
+        let rolling = sts_copy(1, 1, 0, 1, false);
+        let entry_of = |c: &str, s: &CopyStatus| {
+            cluster_status(
+                c,
+                &MemberReport {
+                    copy: Some(s.clone()),
+                    ..Default::default()
+                },
+            )
+        };
+        // (case, copies of a, b, c, all observed) → (currentRevision, observedGeneration)
+        type Case<'a> = (&'a str, [Option<&'a CopyStatus>; 3], bool, &'a str, i64);
+        let cases: [Case; 5] = [
+            (
+                "every member done",
+                [Some(&done), Some(&done), Some(&done)],
+                true,
+                "db-4",
+                4,
+            ),
+            (
+                "one member rolling",
+                [Some(&done), Some(&rolling), Some(&done)],
+                true,
+                "db-3",
+                4,
+            ),
+            (
+                "one member missing",
+                [Some(&done), None, Some(&done)],
+                true,
+                "db-3",
+                4,
+            ),
+            (
+                "not observed yet",
+                [Some(&done), Some(&done), Some(&done)],
+                false,
+                "db-3",
+                3,
+            ),
+            ("nothing yet", [None, None, None], false, "db-3", 3),
+        ];
+        for (case, copies, all_observed, current, observed) in cases {
+            let entries: Vec<_> = ["a", "b", "c"]
+                .iter()
+                .zip(&copies)
+                .map(|(c, s)| entry_of(c, s.unwrap_or(&CopyStatus::default())))
+                .collect();
+            let r = Reports {
+                entries: &entries,
+                copies: &copies,
+                destinations: 3,
+                all_observed,
+            };
+            let st = federated(Kind::StatefulSet, &fed, &r, "now");
+            assert_eq!(st["updateRevision"], "db-4", "{case}");
+            assert_eq!(st["currentRevision"], current, "{case}");
+            assert_eq!(st["observedGeneration"], observed, "{case}");
+        }
+        let entries: Vec<_> = [("a", &done), ("b", &rolling)]
+            .iter()
+            .map(|(c, s)| entry_of(c, s))
+            .collect();
+        let copies = [Some(&done), Some(&rolling)];
+        let r = Reports {
+            entries: &entries,
+            copies: &copies,
+            destinations: 2,
+            all_observed: true,
+        };
+        let st = stateful_set_status(&fed, &r);
+        assert_eq!(
+            (
+                &st["replicas"],
+                &st["readyReplicas"],
+                &st["currentReplicas"],
+                &st["updatedReplicas"],
+                &st["availableReplicas"]
+            ),
+            (&json!(2), &json!(2), &json!(2), &json!(1), &json!(2))
+        );
+        // Once done at a generation, a member that starts rolling again (an edit made in
+        // it, reverted) takes the current revision away until it is done.
+        let mut settled = fed.clone();
+        settled["status"]["currentRevision"] = json!("db-4");
+        assert_eq!(stateful_set_status(&settled, &r)["currentRevision"], "");
+    }
+
+    #[test]
+    fn a_member_jobs_counts() {
+        let c = CopyStatus::of_object(&json!({"kind": "Job", "metadata": {"generation": 3},
+            "status": {"active": 2, "ready": 1, "succeeded": 4, "failed": 1,
+                       "startTime": "2026-11-27T10:00:00Z",
+                       "conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded",
+                                       "message": "Job was active longer than specified deadline"}]}}));
+        // A Job reports no observedGeneration: its generation counts as observed.
+        assert!(c.caught_up());
+        assert_eq!((c.replicas, c.ready, c.available, c.updated), (2, 1, 1, 2));
+        let job = c.job.as_deref().expect("a Job's status");
+        assert_eq!((job.succeeded, job.failed, job.complete), (4, 1, false));
+        assert_eq!(
+            job.failure.as_ref().map(|(r, _)| r.as_str()),
+            Some("DeadlineExceeded")
+        );
+        assert_eq!(job.start_time.as_deref(), Some("2026-11-27T10:00:00Z"));
+        assert!(!completed(Some(&c)));
+        assert!(completed(Some(&CopyStatus::of_object(
+            &json!({"kind": "Job",
+            "status": {"conditions": [{"type": "Complete", "status": "True"}]}})
+        ))));
+        assert!(!completed(None));
+        let sts = sts_copy(2, 2, 2, 2, false);
+        assert!(sts.job.is_none());
+        assert!(!sts.revision_current);
+        assert!(sts_copy(2, 2, 2, 2, true).revision_current);
     }
 }

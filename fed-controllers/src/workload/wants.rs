@@ -5,9 +5,9 @@
 //! Built lazily and shared: one copy per share for the clusters no rule targets (most of
 //! them, usually all), one per cluster and share for those a rule does.
 //!
-//! The replica count is the scheduler's: overrides run after the share is set, and
-//! `spec.replicas` is set back to the share afterwards, so a plaintext rule on
-//! `/spec/replicas` never moves a member away from its share (the federated status and
+//! The replica count is the scheduler's: overrides run after the share is set, and the
+//! share (`spec.replicas`, a Job's parallelism and completions) is set back afterwards, so
+//! a plaintext rule on `/spec/replicas` never moves a member away from its share (the federated status and
 //! rollouts sum the shares; per-cluster counts are the placement's `weights` and
 //! `clusters` bounds). Every other field is the policies' to change.
 
@@ -17,7 +17,7 @@ use std::hash::{Hash, Hasher};
 use fed_api::overrides::apply::{MemberCluster, OverrideError, Policy, changes_in};
 use serde_json::Value;
 
-use super::desired;
+use super::desired::{self, Share};
 use super::kinds::Kind;
 use crate::copies::member_copy::overridden;
 use crate::copies::record;
@@ -34,7 +34,7 @@ pub struct Wants<'a> {
     selected: Vec<&'a Policy>,
     /// A digest of the selected policies (empty without any).
     digest: u64,
-    built: HashMap<(Variant, i32), Result<Value, OverrideError>>,
+    built: HashMap<(Variant, Share), Result<Value, OverrideError>>,
 }
 
 impl<'a> Wants<'a> {
@@ -67,35 +67,35 @@ impl<'a> Wants<'a> {
         (!self.selected.is_empty() && changes_in(&self.selected, c)).then(|| c.name.to_owned())
     }
 
-    /// What the copy `cluster` gets with `replicas` is built from, beside the workload
+    /// What the copy `cluster` gets with `share` is built from, beside the workload
     /// itself (`source`): the same digest, the same copy. A targeted cluster's own copy
     /// depends on its labels, region and zone too (they decide which rules apply there).
-    pub fn source(&self, source: u64, cluster: Option<&MemberCluster<'_>>, replicas: i32) -> u64 {
+    pub fn source(&self, source: u64, cluster: Option<&MemberCluster<'_>>, share: Share) -> u64 {
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        (source, replicas).hash(&mut h);
+        (source, share).hash(&mut h);
         if let Some(c) = cluster.filter(|c| self.variant(Some(*c)).is_some()) {
             (c.name, c.labels, c.region, c.zone, self.digest).hash(&mut h);
         }
         h.finish()
     }
 
-    /// The copy `cluster` gets with `replicas`, built on first use.
+    /// The copy `cluster` gets with `share`, built on first use.
     pub fn get(
         &mut self,
         cluster: Option<&MemberCluster<'_>>,
-        replicas: i32,
+        share: Share,
     ) -> &Result<Value, OverrideError> {
         let variant = self.variant(cluster);
         let (fed, kind, uid, selected) = (self.fed, self.kind, self.uid, &self.selected);
         self.built
-            .entry((variant.clone(), replicas))
+            .entry((variant.clone(), share))
             .or_insert_with(|| {
-                let plain = desired::sub_object(fed, kind, replicas, uid);
+                let plain = desired::sub_object(fed, kind, share, uid);
                 match (variant, cluster) {
                     (Some(_), Some(c)) => {
                         let mut v = overridden(&plain, kind.as_str(), c, selected, uid)?;
                         if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
-                            spec.insert("replicas".into(), replicas.into());
+                            desired::set_share(spec, kind, share);
                         }
                         // The record describes the copy as pushed, share included.
                         record::stamp(&mut v);
@@ -184,7 +184,7 @@ pub(super) mod tests {
         assert_eq!(w.variant(Some(&cn)), Some("cn-1".to_owned()));
         assert_eq!(w.variant(Some(&eu1)), None);
         assert_eq!(w.variant(None), None);
-        let got = w.get(Some(&cn), 3).clone().unwrap();
+        let got = w.get(Some(&cn), Share::replicas(3)).clone().unwrap();
         let c = &got["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(c["image"], "registry.cn.example/shop/web:1");
         assert_eq!(
@@ -195,19 +195,34 @@ pub(super) mod tests {
             got["metadata"]["labels"]["federation.meridian.dev/owner-uid"],
             "u"
         );
-        let plain = w.get(Some(&eu1), 3).clone().unwrap();
-        assert_eq!(plain, desired::sub_object(&f, Kind::Deployment, 3, "u"));
-        let eu = w.get(Some(&eu2), 3).clone().unwrap();
+        let plain = w.get(Some(&eu1), Share::replicas(3)).clone().unwrap();
+        assert_eq!(
+            plain,
+            desired::sub_object(&f, Kind::Deployment, Share::replicas(3), "u")
+        );
+        let eu = w.get(Some(&eu2), Share::replicas(3)).clone().unwrap();
         assert_eq!(
             eu["spec"]["template"]["spec"]["containers"][0]["args"],
             json!(["--port=80", "--eu"])
         );
         // Sources: the plain copy's does not depend on the policies; a targeted one's does.
         let none = Wants::new(&f, Kind::Deployment, "u", vec![]);
-        assert_eq!(w.source(7, Some(&eu1), 3), none.source(7, Some(&eu1), 3));
-        assert_eq!(w.source(7, Some(&eu1), 3), w.source(7, None, 3));
-        assert_ne!(w.source(7, Some(&cn), 3), none.source(7, Some(&cn), 3));
-        assert_ne!(w.source(7, Some(&cn), 3), w.source(7, Some(&cn), 4));
+        assert_eq!(
+            w.source(7, Some(&eu1), Share::replicas(3)),
+            none.source(7, Some(&eu1), Share::replicas(3))
+        );
+        assert_eq!(
+            w.source(7, Some(&eu1), Share::replicas(3)),
+            w.source(7, None, Share::replicas(3))
+        );
+        assert_ne!(
+            w.source(7, Some(&cn), Share::replicas(3)),
+            none.source(7, Some(&cn), Share::replicas(3))
+        );
+        assert_ne!(
+            w.source(7, Some(&cn), Share::replicas(3)),
+            w.source(7, Some(&cn), Share::replicas(4))
+        );
         // A relabelled cluster that stays targeted may now get other rules: another source.
         let mut relabelled = cluster("cn-1", "cn");
         relabelled
@@ -216,7 +231,10 @@ pub(super) mod tests {
             .get_or_insert_default()
             .insert("tier".into(), "edge".into());
         let relabelled = MemberCluster::of(&relabelled);
-        assert_ne!(w.source(7, Some(&cn), 3), w.source(7, Some(&relabelled), 3));
+        assert_ne!(
+            w.source(7, Some(&cn), Share::replicas(3)),
+            w.source(7, Some(&relabelled), Share::replicas(3))
+        );
     }
 
     #[test]
@@ -229,11 +247,17 @@ pub(super) mod tests {
         let f = fed();
         let mut w = Wants::new(&f, Kind::Deployment, "u", vec![&p]);
         let (cn, eu) = (cluster("cn-1", "cn"), cluster("eu-1", "eu"));
-        let err = w.get(Some(&MemberCluster::of(&cn)), 2).clone().unwrap_err();
+        let err = w
+            .get(Some(&MemberCluster::of(&cn)), Share::replicas(2))
+            .clone()
+            .unwrap_err();
         assert_eq!(
             (err.policy.as_str(), err.rule),
             ("OverridePolicy shop/p", 0)
         );
-        assert!(w.get(Some(&MemberCluster::of(&eu)), 2).is_ok());
+        assert!(
+            w.get(Some(&MemberCluster::of(&eu)), Share::replicas(2))
+                .is_ok()
+        );
     }
 }

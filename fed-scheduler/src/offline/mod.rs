@@ -237,7 +237,7 @@ impl PlanInput {
                     dest_clusters,
                 });
             }
-            ("apps", "Deployment" | "ReplicaSet") => {
+            (g, k) if fed_api::workload::WorkloadKind::of_group(g, k).is_some() => {
                 let mut w = Workload::from_object(&obj).map_err(|source| PlanError::Workload {
                     source_name: source_name.to_owned(),
                     index,

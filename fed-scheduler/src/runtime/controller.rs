@@ -133,13 +133,12 @@ pub async fn run(
     let (placements, placements_w) = reflector::store::<Placement>();
     let [
         placements_synced,
-        deployments,
-        replicasets,
         clusters,
         policies,
         cluster_policies,
         status,
     ] = std::array::from_fn(|_| Synced::default());
+    let workloads_synced: watch::WorkloadsSynced = std::array::from_fn(|_| Synced::default());
 
     // Over the rate or with the buffer full, Events are dropped and counted: a mass
     // failover must not spend the API server's capacity on Events while Placements wait.
@@ -180,14 +179,9 @@ pub async fn run(
     };
 
     let mut tasks = tokio::task::JoinSet::new();
-    let (c, x, d, r) = (
-        client.clone(),
-        ctx.clone(),
-        deployments.clone(),
-        replicasets.clone(),
-    );
+    let (c, x, w) = (client.clone(), ctx.clone(), workloads_synced.clone());
     tasks.spawn(async move {
-        watch::all_workloads(c, d, r, x).await;
+        watch::all_workloads(c, w, x).await;
         "workload"
     });
     let (c, x, s) = (client.clone(), ctx.clone(), clusters.clone());
@@ -220,14 +214,11 @@ pub async fn run(
     // evict from clusters not seen yet.
     let synced = async {
         wait(&placements).await?;
-        for kind in [
-            &deployments,
-            &replicasets,
-            &clusters,
-            &policies,
-            &cluster_policies,
-            &status,
-        ] {
+        for kind in
+            workloads_synced
+                .iter()
+                .chain([&clusters, &policies, &cluster_policies, &status])
+        {
             kind.wait().await;
         }
         Ok(())

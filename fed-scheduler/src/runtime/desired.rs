@@ -71,7 +71,7 @@ pub fn desired(
     policy: Option<PolicyChoice>,
 ) -> Desired {
     let owner = OwnerReference {
-        api_version: "apps/v1".into(),
+        api_version: key.kind.api_version().into(),
         kind: key.kind.as_str().into(),
         name: key.name.clone(),
         uid: uid.to_owned(),
@@ -80,7 +80,7 @@ pub fn desired(
     };
     let spec = PlacementSpec {
         resource: WorkloadReference {
-            api_version: "apps/v1".into(),
+            api_version: key.kind.api_version().into(),
             kind: key.kind.as_str().into(),
             name: key.name.clone(),
             uid: Some(uid.to_owned()),

@@ -366,7 +366,7 @@ impl Reconciler {
         };
         self.events.record(EventSpec {
             regarding: ObjectReference {
-                api_version: Some("apps/v1".to_owned()),
+                api_version: Some(key.kind.api_version().to_owned()),
                 kind: Some(key.kind.as_str().to_owned()),
                 namespace: Some(key.namespace.clone()),
                 name: Some(key.name.clone()),

@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use fed_api::Placement;
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec};
 use kube::api::Api;
 use kube::runtime::reflector::store::Writer;
@@ -143,7 +144,7 @@ where
 /// The parts of a federated workload kind placement reads, taken from kube's own types:
 /// the watch hands over typed objects and nothing is rendered to JSON to be read again.
 pub trait WorkloadObject: Resource + k8s_openapi::Resource {
-    /// `spec.replicas`.
+    /// The count the scheduler divides: `spec.replicas`, a Job's `spec.parallelism`.
     fn replicas(&self) -> Option<i32>;
     /// `spec.template.spec`.
     fn pod_spec(&self) -> Option<&PodSpec>;
@@ -169,6 +170,26 @@ impl WorkloadObject for ReplicaSet {
     }
 }
 
+impl WorkloadObject for StatefulSet {
+    fn replicas(&self) -> Option<i32> {
+        self.spec.as_ref()?.replicas
+    }
+
+    fn pod_spec(&self) -> Option<&PodSpec> {
+        self.spec.as_ref()?.template.spec.as_ref()
+    }
+}
+
+impl WorkloadObject for Job {
+    fn replicas(&self) -> Option<i32> {
+        self.spec.as_ref()?.parallelism
+    }
+
+    fn pod_spec(&self) -> Option<&PodSpec> {
+        self.spec.as_ref()?.template.spec.as_ref()
+    }
+}
+
 /// The requests of each container in `list`.
 fn requests(list: &[Container]) -> impl Iterator<Item = ContainerRequests<'_>> {
     list.iter().map(|c| {
@@ -182,7 +203,7 @@ fn requests(list: &[Container]) -> impl Iterator<Item = ContainerRequests<'_>> {
     })
 }
 
-/// The core's view of a Deployment or ReplicaSet.
+/// The core's view of a workload object.
 pub fn digest_workload<K: WorkloadObject>(o: &K) -> Result<Workload, WorkloadError> {
     let pod = o.pod_spec();
     let containers = requests(pod.map(|p| p.containers.as_slice()).unwrap_or_default());
@@ -201,12 +222,15 @@ pub fn digest_workload<K: WorkloadObject>(o: &K) -> Result<Workload, WorkloadErr
             .ok_or(WorkloadError::Field("metadata.name"))?,
         labels: meta.labels.clone().unwrap_or_default(),
         annotations: meta.annotations.clone().unwrap_or_default(),
-        replicas: Workload::replicas_of(o.replicas().map(i64::from))?,
+        replicas: Workload::replicas_of(
+            o.replicas().map(i64::from),
+            Workload::count_field(K::KIND),
+        )?,
         requests: PodRequests::of_pod(containers, init)?,
     })
 }
 
-/// Watches one workload kind (Deployments or ReplicaSets).
+/// Watches one workload kind.
 pub async fn workloads<K>(client: Client, synced: Synced, kind: WorkloadKind, ctx: Ctx)
 where
     K: WorkloadObject
@@ -391,12 +415,7 @@ pub async fn cluster_policies(client: Client, synced: Synced, ctx: Ctx) {
 }
 
 fn placement_key(p: &Placement) -> Option<WorkloadKey> {
-    let kind = WorkloadKind::parse(&p.spec.resource.kind)?;
-    Some(WorkloadKey::new(
-        kind,
-        p.namespace().unwrap_or_default(),
-        p.spec.resource.name.clone(),
-    ))
+    WorkloadKey::of_placement(&p.namespace().unwrap_or_default(), &p.spec.resource)
 }
 
 /// Watches Placements: the cache the reconciler reads, and a trigger to restore a
@@ -466,8 +485,12 @@ pub async fn federation_status(client: Client, synced: Synced, ctx: Ctx) {
     .await;
 }
 
-/// Watches both workload kinds (helper for callers that do not care which is which).
-pub async fn all_workloads(client: Client, deployments: Synced, replicasets: Synced, ctx: Ctx) {
+/// Whether each workload kind's watch has listed, in the order of [`WorkloadKind::ALL`].
+pub type WorkloadsSynced = [Synced; WorkloadKind::ALL.len()];
+
+/// Watches every workload kind (helper for callers that do not care which is which).
+pub async fn all_workloads(client: Client, synced: WorkloadsSynced, ctx: Ctx) {
+    let [deployments, replicasets, statefulsets, jobs] = synced;
     tokio::join!(
         workloads::<Deployment>(
             client.clone(),
@@ -475,7 +498,19 @@ pub async fn all_workloads(client: Client, deployments: Synced, replicasets: Syn
             WorkloadKind::Deployment,
             ctx.clone()
         ),
-        workloads::<ReplicaSet>(client, replicasets, WorkloadKind::ReplicaSet, ctx),
+        workloads::<ReplicaSet>(
+            client.clone(),
+            replicasets,
+            WorkloadKind::ReplicaSet,
+            ctx.clone()
+        ),
+        workloads::<StatefulSet>(
+            client.clone(),
+            statefulsets,
+            WorkloadKind::StatefulSet,
+            ctx.clone()
+        ),
+        workloads::<Job>(client, jobs, WorkloadKind::Job, ctx),
     );
 }
 
@@ -519,6 +554,39 @@ mod tests {
         let w = digest_workload(&typed).unwrap();
         assert_eq!(w, Workload::from_object(&replica_set).unwrap());
         assert_eq!((w.kind.as_str(), w.replicas), ("ReplicaSet", 1));
+
+        let stateful_set = serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "db", "namespace": "shop"},
+            "spec": {"replicas": 3, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+                     "template": {"spec": {"containers": [
+                         {"name": "db", "resources": {"requests": {"cpu": "1"}}}]}}}
+        });
+        let typed: StatefulSet = serde_json::from_value(stateful_set.clone()).unwrap();
+        assert_eq!(
+            digest_workload(&typed).unwrap(),
+            Workload::from_object(&stateful_set).unwrap()
+        );
+        let job = serde_json::json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "crunch", "namespace": "b"},
+            "spec": {"parallelism": 3, "completions": 6, "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "resources": {"requests": {"memory": "1Gi"}}}]}}}
+        });
+        let typed: Job = serde_json::from_value(job.clone()).unwrap();
+        let w = digest_workload(&typed).unwrap();
+        assert_eq!(w, Workload::from_object(&job).unwrap());
+        assert_eq!(
+            (w.api_version.as_str(), w.kind.as_str(), w.replicas),
+            ("batch/v1", "Job", 3)
+        );
+        let mut bad_job = typed;
+        bad_job.spec.as_mut().unwrap().parallelism = Some(-2);
+        assert!(matches!(
+            digest_workload(&bad_job),
+            Err(WorkloadError::Field("spec.parallelism"))
+        ));
 
         let mut bad: Deployment = serde_json::from_value(deployment).unwrap();
         bad.spec.as_mut().unwrap().replicas = Some(-1);

@@ -36,7 +36,8 @@ pub struct PodRequests {
     pub memory_bytes: u64,
 }
 
-/// A federated Deployment/ReplicaSet, reduced to what placement needs.
+/// A federated workload (Deployment, ReplicaSet, StatefulSet, Job), reduced to what
+/// placement needs.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Workload {
@@ -54,7 +55,7 @@ pub struct Workload {
     /// Annotations (Federation v1 preferences live here).
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
-    /// Desired total replicas.
+    /// Desired total replicas (a Job's `parallelism`).
     pub replicas: u32,
     /// Requests of one pod.
     #[serde(default)]
@@ -120,14 +121,23 @@ impl PodRequests {
 }
 
 impl Workload {
-    /// `spec.replicas` as written: absent is 1 (the API's default), negative is an error.
-    pub fn replicas_of(written: Option<i64>) -> Result<u32, WorkloadError> {
+    /// The divided count as written at `field` (`spec.replicas`, a Job's
+    /// `spec.parallelism`): absent is 1 (the API's default for both), negative is an error.
+    pub fn replicas_of(written: Option<i64>, field: &'static str) -> Result<u32, WorkloadError> {
         written.map_or(Ok(1), |r| {
-            u32::try_from(r).map_err(|_| WorkloadError::Field("spec.replicas"))
+            u32::try_from(r).map_err(|_| WorkloadError::Field(field))
         })
     }
 
-    /// Reads a Deployment/ReplicaSet object's JSON (as `fedctl plan` gets it from files).
+    /// The field holding the divided count of `kind`.
+    pub fn count_field(kind: &str) -> &'static str {
+        match fed_api::workload::WorkloadKind::parse(kind) {
+            Some(fed_api::workload::WorkloadKind::Job) => "spec.parallelism",
+            _ => "spec.replicas",
+        }
+    }
+
+    /// Reads a workload object's JSON (as `fedctl plan` gets it from files).
     pub fn from_object(obj: &serde_json::Value) -> Result<Self, WorkloadError> {
         let str_field = |v: &serde_json::Value, f: &'static str| {
             v.as_str().map(str::to_owned).ok_or(WorkloadError::Field(f))
@@ -141,9 +151,10 @@ impl Workload {
             }
             serde_json::from_value(v.clone()).map_err(|_| WorkloadError::Field(f))
         };
-        let replicas = match &obj["spec"]["replicas"] {
-            serde_json::Value::Null => None,
-            v => Some(v.as_i64().ok_or(WorkloadError::Field("spec.replicas"))?),
+        let field = Self::count_field(obj["kind"].as_str().unwrap_or_default());
+        let replicas = match obj.pointer(&format!("/{}", field.replace('.', "/"))) {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => Some(v.as_i64().ok_or(WorkloadError::Field(field))?),
         };
         let pod = &obj["spec"]["template"]["spec"];
         let containers = |list: &'static str| {
@@ -168,7 +179,7 @@ impl Workload {
             name: str_field(&meta["name"], "metadata.name")?,
             labels: map(&meta["labels"], "metadata.labels")?,
             annotations: map(&meta["annotations"], "metadata.annotations")?,
-            replicas: Self::replicas_of(replicas)?,
+            replicas: Self::replicas_of(replicas, field)?,
             requests: PodRequests::of_pod(containers("containers"), containers("initContainers"))?,
         })
     }
@@ -216,5 +227,35 @@ mod tests {
         ));
         let no_replicas = serde_json::json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "x"}});
         assert_eq!(Workload::from_object(&no_replicas).unwrap().replicas, 1);
+    }
+
+    #[test]
+    fn a_jobs_count_is_its_parallelism() {
+        let job = |spec: serde_json::Value| {
+            serde_json::json!({"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "crunch", "namespace": "b"}, "spec": spec})
+        };
+        let cases = [
+            (
+                serde_json::json!({"parallelism": 3, "completions": 6}),
+                Some(3),
+            ),
+            (serde_json::json!({"completions": 6}), Some(1)),
+            (serde_json::json!({"replicas": 9}), Some(1)),
+            (serde_json::json!({"parallelism": -1}), None),
+        ];
+        for (spec, want) in cases {
+            let got = Workload::from_object(&job(spec.clone()));
+            match want {
+                Some(n) => assert_eq!(got.unwrap().replicas, n, "{spec}"),
+                None => assert!(
+                    matches!(got, Err(WorkloadError::Field("spec.parallelism"))),
+                    "{spec}"
+                ),
+            }
+        }
+        let sts = serde_json::json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "db"}, "spec": {"replicas": 3}});
+        assert_eq!(Workload::from_object(&sts).unwrap().replicas, 3);
     }
 }
