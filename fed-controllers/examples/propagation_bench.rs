@@ -42,19 +42,23 @@
 // A bench aborts on the first failure: unwrapping is its error handling.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use common::{
+    Cpu, Fleet, client, fed_writes, report_fed_writes, rss_mb, scrape, settle, status_mb, summary,
+    until,
+};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
-use meridian_e2e::process::{Spawn, sibling_binary};
-use meridian_e2e::{KUBECONFIG_LINE, federation_apiserver};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
@@ -68,111 +72,6 @@ fn arg(name: &str, default: usize) -> usize {
         .nth(1)
         .map(|v| v.parse().expect("number"))
         .unwrap_or(default)
-}
-
-/// How long a server may take to print its ready line.
-const READY_WITHIN: Duration = Duration::from_secs(300);
-
-/// The release binary `name`, or the program `PROPAGATION_BENCH_<NAME>` names (upper case,
-/// `-` as `_`): another build, or a profiler wrapper, against the same everything else. It
-/// runs with `RUST_LOG=error`, its output in `<dir>/<name>.log`; the API server with its
-/// data in `<dir>/fed`.
-fn spawn(name: &str, dir: &Path) -> anyhow::Result<Spawn> {
-    let var = format!(
-        "PROPAGATION_BENCH_{}",
-        name.to_ascii_uppercase().replace('-', "_")
-    );
-    let program = match std::env::var_os(var) {
-        Some(p) => PathBuf::from(p),
-        None => sibling_binary(name)?,
-    };
-    let spawn = match name {
-        "federation-apiserver" => federation_apiserver(program, &dir.join("fed")),
-        _ => Spawn::new(program),
-    };
-    Ok(spawn
-        .interruptible()
-        .env("RUST_LOG", "error")
-        .output(dir.join(format!("{name}.log"))))
-}
-
-/// A `/proc/<pid>/status` size field (`VmRSS:`, `RssFile:`) in MB.
-fn status_mb(pid: u32, field: &str) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|k| k.parse::<f64>().ok())
-        .unwrap_or(0.0)
-        / 1024.0
-}
-
-fn rss_mb(pid: u32) -> f64 {
-    status_mb(pid, "VmRSS:")
-}
-
-/// CPU seconds (user + system) `pid` has used so far.
-fn cpu_secs(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<f64> = rest
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    f.iter().sum::<f64>() / 100.0
-}
-
-/// CPU seconds of each control-plane process and of the simulated members.
-#[derive(Clone, Copy)]
-struct Cpu {
-    apiserver: f64,
-    scheduler: f64,
-    controllers: f64,
-    members: f64,
-}
-
-impl Cpu {
-    fn sample(pids: [u32; 4]) -> Self {
-        Self {
-            apiserver: cpu_secs(pids[0]),
-            scheduler: cpu_secs(pids[1]),
-            controllers: cpu_secs(pids[2]),
-            members: cpu_secs(pids[3]),
-        }
-    }
-
-    /// Prints what each used since `before`, and the controllers' CPU per `per` unit.
-    fn report(self, before: Cpu, label: &str, per: (f64, &str)) {
-        let c = self.controllers - before.controllers;
-        println!(
-            "  CPU during {label}: apiserver {:.2}s, scheduler {:.2}s, controllers {c:.2}s, members {:.2}s; controllers {:.0} us per {}",
-            self.apiserver - before.apiserver,
-            self.scheduler - before.scheduler,
-            self.members - before.members,
-            c * 1e6 / per.0.max(1.0),
-            per.1
-        );
-    }
-}
-
-fn summary(label: &str, mut ms: Vec<f64>) {
-    if ms.is_empty() {
-        println!("{label}: no samples");
-        return;
-    }
-    ms.sort_by(f64::total_cmp);
-    let p = |q: f64| ms[((ms.len() as f64 - 1.0) * q).round() as usize];
-    println!(
-        "{label}: n={} p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
-        ms.len(),
-        p(0.5),
-        p(0.99),
-        p(1.0)
-    );
 }
 
 /// What the watches saw, keyed by Deployment name; times are arrival times.
@@ -441,27 +340,6 @@ async fn create_all(
     Arc::try_unwrap(started).unwrap().into_inner().unwrap()
 }
 
-/// Polls until `done` holds, printing progress; gives up after `limit`.
-async fn until(what: &str, limit: Duration, mut done: impl FnMut() -> (usize, usize)) -> bool {
-    let start = Instant::now();
-    let mut last_print = Instant::now();
-    loop {
-        let (have, want) = done();
-        if have >= want {
-            return true;
-        }
-        if start.elapsed() > limit {
-            println!("  {what}: gave up after {limit:?} at {have}/{want}");
-            return false;
-        }
-        if last_print.elapsed() > Duration::from_secs(10) {
-            println!("  {what}: {have}/{want}");
-            last_print = Instant::now();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 fn dests(group: usize) -> [usize; 2] {
     [2 * group, 2 * group + 1]
 }
@@ -627,100 +505,6 @@ async fn status_lag(seen: &Arc<Mutex<Seen>>, paced: &[(String, usize)]) {
 /// The federation API server's request counters (`verb resource`, with ` (code)` when it
 /// was refused → count), from its `/metrics`; writes only (reads and watches do not change
 /// state).
-async fn fed_writes(fed: &kube::Client) -> HashMap<String, f64> {
-    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let text = fed.request_text(req).await.unwrap_or_default();
-    let mut out = HashMap::new();
-    for l in text
-        .lines()
-        .filter(|l| l.starts_with("meridian_apiserver_requests_total{"))
-    {
-        let label = |k: &str| {
-            l.split_once(&format!("{k}=\""))
-                .and_then(|(_, r)| r.split_once('"'))
-                .map(|(v, _)| v.to_string())
-                .unwrap_or_default()
-        };
-        let verb = label("verb");
-        if !["create", "update", "patch", "delete"].contains(&verb.as_str()) {
-            continue;
-        }
-        let n: f64 = l
-            .rsplit(' ')
-            .next()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0);
-        // Refused writes (409 Conflict above all) are counted apart from the ones that took.
-        let code = label("code");
-        let refused = if code.starts_with('2') {
-            String::new()
-        } else {
-            format!(" ({code})")
-        };
-        *out.entry(format!("{verb} {}{refused}", label("resource")))
-            .or_default() += n;
-    }
-    out
-}
-
-/// Waits until the federation's workload writes stop (none for a second; Cluster status
-/// patches, which never stop, do not count), so a phase's status write-back is counted in
-/// that phase and does not run on into the next. Prints how long that took after `start`.
-async fn settle(fed: &kube::Client, start: Instant) {
-    let quiet = |w: &HashMap<String, f64>| -> f64 {
-        w.iter()
-            .filter(|(k, _)| !k.contains(" clusters"))
-            .map(|(_, v)| v)
-            .sum()
-    };
-    let mut last = quiet(&fed_writes(fed).await);
-    let mut still = 0;
-    let limit = Instant::now() + Duration::from_secs(300);
-    while still < 4 && Instant::now() < limit {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        let now = quiet(&fed_writes(fed).await);
-        still = if now == last { still + 1 } else { 0 };
-        last = now;
-    }
-    println!(
-        "  federation settled (no workload writes for 1s) {:.2}s after the first request",
-        start.elapsed().as_secs_f64() - 1.0
-    );
-}
-
-/// Prints the federation writes made since `before`, per `per` unit.
-fn report_fed_writes(before: &HashMap<String, f64>, after: &HashMap<String, f64>, per: f64) {
-    let mut rows: Vec<(String, f64)> = after
-        .iter()
-        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
-        .filter(|(_, d)| *d > 0.0)
-        .collect();
-    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let total: f64 = rows.iter().map(|r| r.1).sum();
-    let list: Vec<String> = rows.iter().map(|(k, d)| format!("{k} {d:.0}")).collect();
-    println!(
-        "  federation writes: {total:.0} ({:.2} per Deployment): {}",
-        total / per.max(1.0),
-        list.join(", ")
-    );
-}
-
-async fn scrape(port: u16, metric: &str) -> f64 {
-    let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
-        return f64::NAN;
-    };
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let _ = s
-        .write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-        .await;
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body).await;
-    body.lines()
-        .filter(|l| l.starts_with(metric))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // Ctrl-C drops the run, and with it the child processes.
@@ -747,71 +531,22 @@ async fn run() -> anyhow::Result<()> {
             ""
         }
     );
-    let dir = std::env::temp_dir().join(format!("propagation-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let apiserver = spawn("federation-apiserver", &dir)?
-        .ready_line(KUBECONFIG_LINE, READY_WITHIN)
-        .spawn()?;
-    let fed_kc = PathBuf::from(apiserver.ready_value().context("apiserver banner")?);
-    let sim_kc = dir.join("sim.kubeconfig");
     // Room for every pod after the scale to 4, whatever the split.
     let fan_out = arg("--fan-out-writes", 2000).div_ceil(clusters).max(20);
     let pods_per_node = (4 * (deployments + burst) / clusters + 2 * fan_out).max(110) as u32;
-    let mut sim_args = vec![format!("--clusters={clusters}")];
+    let mut sim_args = vec![
+        "--nodes=2".into(),
+        "--node-cpu=512".into(),
+        "--node-memory=2Ti".into(),
+        format!("--node-pods={pods_per_node}"),
+        format!("--ready-delay={ready_delay_ms}ms"),
+    ];
     if api_only {
         sim_args.push("--api-only".into());
     }
-    let sim_proc = spawn("cluster-sim", &dir)?
-        .args(sim_args)
-        .args([
-            "--nodes=2".into(),
-            "--node-cpu=512".into(),
-            "--node-memory=2Ti".into(),
-            format!("--node-pods={pods_per_node}"),
-            format!("--ready-delay={ready_delay_ms}ms"),
-            format!("--kubeconfig-out={}", sim_kc.display()),
-        ])
-        .ready_line("admin API:", READY_WITHIN)
-        .spawn()?;
-
-    let fed = client(&fed_kc, None).await;
-    let sim: serde_json::Value = serde_yaml_ng::from_str(&std::fs::read_to_string(&sim_kc)?)?;
-    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(fed.clone());
-    for ns in ["meridian-system", NS] {
-        nss.create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
-        )
-        .await?;
-    }
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
-        Api::namespaced(fed.clone(), "meridian-system");
-    let cl_api: Api<fed_api::Cluster> = Api::all(fed.clone());
-    let mut names = Vec::new();
-    for (i, c) in sim["clusters"]
-        .as_array()
-        .context("clusters")?
-        .iter()
-        .enumerate()
-    {
-        let name = c["name"].as_str().context("name")?.to_string();
-        let token = sim["users"][i]["user"]["token"].as_str().context("token")?;
-        use base64::Engine;
-        let b64 = base64::engine::general_purpose::STANDARD.encode(token);
-        secrets
-            .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": format!("{name}-credentials")}, "data": {"token": b64}}))?)
-            .await?;
-        let cluster: fed_api::Cluster = serde_json::from_value(json!({
-            "apiVersion": "federation.meridian.dev/v1alpha1", "kind": "Cluster",
-            "metadata": {"name": name},
-            "spec": {"apiEndpoint": c["cluster"]["server"], "caBundle": c["cluster"]["certificate-authority-data"],
-                     "secretRef": {"namespace": "meridian-system", "name": format!("{name}-credentials")}}
-        }))?;
-        cl_api.create(&PostParams::default(), &cluster).await?;
-        names.push(name);
-    }
-    // sim-1..sim-N sorted by number: group g holds clusters 2g and 2g+1.
-    names.sort_by_key(|n| n.trim_start_matches("sim-").parse::<usize>().unwrap_or(0));
+    let fleet = Fleet::start("propagation-bench", clusters, sim_args, &[NS]).await?;
+    let (fed, names) = (fleet.fed.clone(), fleet.names.clone());
+    // Group g holds clusters 2g and 2g+1.
     let policies: Api<fed_api::PropagationPolicy> = Api::namespaced(fed.clone(), NS);
     for g in 0..groups {
         let [a, b] = dests(g);
@@ -825,40 +560,8 @@ async fn run() -> anyhow::Result<()> {
         }))?;
         policies.create(&PostParams::default(), &p).await?;
     }
-
-    let fed_arg = format!("--kubeconfig={}", fed_kc.display());
-    let scheduler = spawn("fed-scheduler", &dir)?
-        .args([fed_arg.clone(), "--metrics-bind-address=off".into()])
-        .spawn()?;
-    let controllers = spawn("fed-controllers", &dir)?
-        .args([
-            fed_arg,
-            "--probe-period=5s".into(),
-            format!("--metrics-bind-address=127.0.0.1:{metrics_port}"),
-        ])
-        .spawn()?;
-    let t0 = Instant::now();
-    let mut stream = Box::pin(cl_api.watch(&WatchParams::default(), "0").await?);
-    let mut ready = std::collections::HashSet::new();
-    while ready.len() < clusters {
-        let ev = stream
-            .next()
-            .await
-            .context("the Cluster watch ended before every cluster was Ready")?;
-        if let Ok(WatchEvent::Added(c) | WatchEvent::Modified(c)) = ev
-            && c.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|x| x.type_ == "Ready" && x.status == "True")
-            })
-        {
-            ready.insert(c.metadata.name.clone().unwrap_or_default());
-        }
-    }
-    println!(
-        "{clusters} clusters Ready after {:.1}s",
-        t0.elapsed().as_secs_f64()
-    );
+    let (scheduler, controllers) = fleet.start_control_plane(metrics_port).await?;
+    let (apiserver, sim_proc, sim_kc) = (&fleet.apiserver, &fleet.sim, fleet.sim_kc.clone());
 
     let seen = Arc::new(Mutex::new(Seen::default()));
     let mut member_clients = Vec::new();
@@ -901,7 +604,11 @@ async fn run() -> anyhow::Result<()> {
         "paced creation",
         (2.0 * paced.len() as f64, "sub-object"),
     );
-    report_fed_writes(&fw0, &fed_writes(&fed).await, paced.len() as f64);
+    report_fed_writes(
+        &fw0,
+        &fed_writes(&fed).await,
+        (paced.len() as f64, "Deployment"),
+    );
 
     // (d) status lag on the paced set: last member copy Ready -> federated READY.
     if api_only {
@@ -1002,7 +709,11 @@ async fn run() -> anyhow::Result<()> {
     );
     settle(&fed, start).await;
     Cpu::sample(pids).report(cpu0, "the scale", (writes1 - writes0, "member write"));
-    report_fed_writes(&fw0, &fed_writes(&fed).await, paced.len() as f64);
+    report_fed_writes(
+        &fw0,
+        &fed_writes(&fed).await,
+        (paced.len() as f64, "Deployment"),
+    );
 
     // (a) burst: a new batch created as fast as the client can.
     if burst > 0 {
@@ -1057,7 +768,9 @@ async fn run() -> anyhow::Result<()> {
             scrape(metrics_port, &series).await
         );
     }
-    drop((controllers, scheduler, apiserver));
+    drop((controllers, scheduler));
+    let dir = fleet.dir.clone();
+    drop(fleet);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
@@ -1266,7 +979,7 @@ async fn fan_out_phase(
             "  controller reconciles: {reconciles:.0} ({:.1} per Deployment)",
             reconciles / count as f64
         );
-        report_fed_writes(&fw0, &fed_writes(fed).await, count as f64);
+        report_fed_writes(&fw0, &fed_writes(fed).await, (count as f64, "Deployment"));
         verify_copies(&members, &names, replicas).await?;
     }
     Ok(())
@@ -1274,15 +987,3 @@ async fn fan_out_phase(
 
 /// The workload controller's reconcile counter (every result).
 const RECONCILES: &str = "meridian_controllers_workload_reconciles_total";
-
-async fn client(path: &Path, context: Option<&str>) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
-    let opts = kube::config::KubeConfigOptions {
-        context: context.map(String::from),
-        ..Default::default()
-    };
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &opts)
-        .await
-        .unwrap();
-    kube::Client::try_from(cfg).unwrap()
-}
