@@ -18,8 +18,8 @@ use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
 
 use super::cron::{Schedule, time_zone};
-use super::util::{self, condition_true, controller_of, i64_at, str_at};
-use super::{Reconciler, Requeue, Seen, Sim, SimError, WorkQueue, ns_key, split_key};
+use super::util::{self, condition_true, i64_at, str_at};
+use super::{Reconciler, Requeue, Sim, SimError, WorkQueue, split_key};
 
 /// Upstream stops counting missed runs here (and only warns).
 const MISSED_LIMIT: usize = 100;
@@ -145,26 +145,6 @@ fn job_for(cj: &Value, name: &str, at: &jiff::Zoned) -> Value {
 }
 
 impl CronJobController {
-    fn on_cronjob(&self, seen: Seen<'_>) {
-        if let Seen::Upsert { obj, .. } = seen {
-            self.queue.add(ns_key(obj.namespace(), obj.name()));
-        }
-    }
-
-    fn on_job(&self, seen: Seen<'_>) {
-        let obj = match seen {
-            Seen::Upsert { obj, .. } | Seen::Deleted { obj } => obj,
-            Seen::Reset | Seen::Synced => return,
-        };
-        if obj.owners.is_empty() {
-            return;
-        }
-        let job = obj.value();
-        if let Some((cj, _)) = controller_of(&job, "CronJob") {
-            self.queue.add(ns_key(obj.namespace(), cj));
-        }
-    }
-
     async fn delete_job(&self, ns: &str, name: &str) -> Result<(), SimError> {
         // Background propagation: the garbage collector removes the Job's pods.
         super::done_unless_failed(
@@ -368,12 +348,14 @@ pub(crate) fn spawn(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
         sim: sim.clone(),
         queue: Arc::new(WorkQueue::default()),
     });
-    let (a, b) = (c.clone(), c.clone());
-    vec![
-        super::spawn_watch(sim.cache(&sim.kinds.cron_jobs), move |e| a.on_cronjob(e)),
-        super::spawn_watch(sim.cache(&sim.kinds.jobs), move |e| b.on_job(e)),
-        super::spawn_worker(sim, c.queue.clone(), c),
-    ]
+    let (cron_jobs, jobs, queue) = (
+        sim.kinds.cron_jobs.clone(),
+        sim.kinds.jobs.clone(),
+        c.queue.clone(),
+    );
+    super::spawn_owner_loop(sim, &cron_jobs, &jobs, queue, c, |e| {
+        super::controlling_owner(e, "CronJob", None)
+    })
 }
 
 #[cfg(test)]

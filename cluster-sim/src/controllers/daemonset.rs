@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 
 use super::deployment::{int_or_percent, pod_template_hash};
 use super::scheduler::tolerates;
-use super::util::{self, condition_true, controller_of, i64_at, str_at};
+use super::util::{self, condition_true, i64_at, str_at};
 use super::{Reconciler, Requeue, Seen, Sim, SimError, WorkQueue, ns_key, split_key};
 
 /// The pod label holding the template hash the pod was created from.
@@ -316,27 +316,6 @@ pub(crate) struct DaemonSetController {
 }
 
 impl DaemonSetController {
-    fn on_set(&self, seen: Seen<'_>) {
-        if let Seen::Upsert { obj, .. } = seen {
-            self.queue.add(ns_key(obj.namespace(), obj.name()));
-        }
-    }
-
-    fn on_pod(&self, seen: Seen<'_>) {
-        let obj = match seen {
-            Seen::Upsert { obj, .. } | Seen::Deleted { obj } => obj,
-            Seen::Reset | Seen::Synced => return,
-        };
-        // Only a set's pods carry the template-generation label: other pods are not parsed.
-        if obj.owners.is_empty() || obj.labels.get(GENERATION_LABEL).is_none() {
-            return;
-        }
-        let pod = obj.value();
-        if let Some((set, _)) = controller_of(&pod, "DaemonSet") {
-            self.queue.add(ns_key(obj.namespace(), set));
-        }
-    }
-
     /// Any node change may change every set's nodes: all sets look again.
     fn on_node(&self, seen: Seen<'_>) {
         if matches!(seen, Seen::Reset) {
@@ -521,13 +500,19 @@ pub(crate) fn spawn(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
         sim: sim.clone(),
         queue: Arc::new(WorkQueue::default()),
     });
-    let (a, b, n) = (c.clone(), c.clone(), c.clone());
-    vec![
-        super::spawn_watch(sim.cache(&sim.kinds.daemon_sets), move |e| a.on_set(e)),
-        super::spawn_watch(sim.cache(&sim.kinds.pods), move |e| b.on_pod(e)),
-        super::spawn_watch(sim.cache(&sim.kinds.nodes), move |e| n.on_node(e)),
-        super::spawn_worker(sim, c.queue.clone(), c),
-    ]
+    let n = c.clone();
+    let nodes = super::spawn_watch(sim.cache(&sim.kinds.nodes), move |e| n.on_node(e));
+    let (sets, pods, queue) = (
+        sim.kinds.daemon_sets.clone(),
+        sim.kinds.pods.clone(),
+        c.queue.clone(),
+    );
+    // Only a set's pods carry the template-generation label: other pods are not parsed.
+    let mut tasks = super::spawn_owner_loop(sim, &sets, &pods, queue, c, |e| {
+        super::controlling_owner(e, "DaemonSet", Some(GENERATION_LABEL))
+    });
+    tasks.push(nodes);
+    tasks
 }
 
 #[cfg(test)]

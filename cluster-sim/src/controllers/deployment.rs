@@ -175,15 +175,8 @@ impl DeploymentController {
     }
 
     fn on_rs(&self, seen: Seen<'_>) {
-        let obj = match seen {
-            Seen::Upsert { obj, .. } | Seen::Deleted { obj } => obj,
-            Seen::Reset | Seen::Synced => return,
-        };
-        if obj.owners.is_empty() {
-            return;
-        }
-        if let Some((d, _)) = controller_of(&obj.value(), "Deployment") {
-            self.queue.add(ns_key(obj.namespace(), d));
+        if let Some(key) = super::controlling_owner(seen, "Deployment", None) {
+            self.queue.add(key);
         }
     }
 

@@ -204,25 +204,19 @@ fn set_conditions(job: &Value, set: &[(&str, &str, &str, &str)], now: &str) -> V
 }
 
 impl JobController {
-    fn on_job(&self, seen: Seen<'_>) {
-        if let Seen::Upsert { obj, .. } = seen {
-            self.queue.add(ns_key(obj.namespace(), obj.name()));
-        }
-    }
-
-    fn on_pod(&self, seen: Seen<'_>) {
+    /// The Job a changed pod belongs to. A Job's pods carry its name as a label: other
+    /// pods are not parsed at all (a pod that lost the label is still counted when its Job
+    /// is reconciled for another reason).
+    fn job_of_pod(seen: Seen<'_>) -> Option<String> {
         let obj = match seen {
             Seen::Upsert { obj, .. } | Seen::Deleted { obj } => obj,
-            Seen::Reset | Seen::Synced => return,
+            Seen::Reset | Seen::Synced => return None,
         };
-        // A Job's pods carry its name as a label: other pods are not parsed at all (a pod
-        // that lost the label is still counted when its Job is reconciled for another reason).
         if obj.owners.is_empty() {
-            return;
+            return None;
         }
-        if let Some(job) = obj.labels.get(JOB_NAME_LABELS[0]) {
-            self.queue.add(ns_key(obj.namespace(), job));
-        }
+        let job = obj.labels.get(JOB_NAME_LABELS[0])?;
+        Some(ns_key(obj.namespace(), job))
     }
 
     fn owned_pods(&self, ns: &str, uid: &str) -> Vec<Arc<Cached>> {
@@ -454,12 +448,12 @@ pub(crate) fn spawn(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
         sim: sim.clone(),
         queue: Arc::new(WorkQueue::default()),
     });
-    let (a, b) = (c.clone(), c.clone());
-    vec![
-        super::spawn_watch(sim.cache(&sim.kinds.jobs), move |e| a.on_job(e)),
-        super::spawn_watch(sim.cache(&sim.kinds.pods), move |e| b.on_pod(e)),
-        super::spawn_worker(sim, c.queue.clone(), c),
-    ]
+    let (jobs, pods, queue) = (
+        sim.kinds.jobs.clone(),
+        sim.kinds.pods.clone(),
+        c.queue.clone(),
+    );
+    super::spawn_owner_loop(sim, &jobs, &pods, queue, c, JobController::job_of_pod)
 }
 
 #[cfg(test)]

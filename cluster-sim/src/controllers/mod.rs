@@ -389,6 +389,50 @@ pub(crate) enum Seen<'a> {
     Synced,
 }
 
+/// The `namespace/name` key of the `kind` object that controls a changed child (a pod, a
+/// ReplicaSet, a Job), when it has one. With `label`, only children carrying that label
+/// are parsed (the label marks the owner's children), so other children cost a map lookup.
+pub(crate) fn controlling_owner(seen: Seen<'_>, kind: &str, label: Option<&str>) -> Option<String> {
+    let obj = match seen {
+        Seen::Upsert { obj, .. } | Seen::Deleted { obj } => obj,
+        Seen::Reset | Seen::Synced => return None,
+    };
+    if obj.owners.is_empty() || label.is_some_and(|l| obj.labels.get(l).is_none()) {
+        return None;
+    }
+    util::controller_of(&obj.value(), kind).map(|(owner, _)| ns_key(obj.namespace(), owner))
+}
+
+/// Spawns a controller's loop over the objects of `owners` (each queued when it is created
+/// or changes), a watch of `children` that queues the owner `child_owner` names for a
+/// changed child, and its worker.
+pub(crate) fn spawn_owner_loop<R>(
+    sim: Arc<Sim>,
+    owners: &Arc<ResourceDef>,
+    children: &Arc<ResourceDef>,
+    queue: Arc<WorkQueue<String>>,
+    reconciler: Arc<R>,
+    child_owner: impl Fn(Seen<'_>) -> Option<String> + Send + Sync + 'static,
+) -> Vec<JoinHandle<()>>
+where
+    R: Reconciler<String>,
+{
+    let (q1, q2) = (queue.clone(), queue.clone());
+    vec![
+        spawn_watch(sim.cache(owners), move |e| {
+            if let Seen::Upsert { obj, .. } = e {
+                q1.add(ns_key(obj.namespace(), obj.name()));
+            }
+        }),
+        spawn_watch(sim.cache(children), move |e| {
+            if let Some(key) = child_owner(e) {
+                q2.add(key);
+            }
+        }),
+        spawn_worker(sim, queue, reconciler),
+    ]
+}
+
 /// Follows one resource: a snapshot first, then live events; re-snapshots after lagging.
 pub(crate) fn spawn_watch<F>(cache: Arc<ResourceCache>, handler: F) -> JoinHandle<()>
 where

@@ -17,9 +17,7 @@ use meridian_apiserver::engine::{DeleteOptions, PatchType, Target, WriteOptions}
 use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
 
-use super::util::{
-    self, condition, condition_true, controller_of, i64_at, lock, owner_ref, str_at,
-};
+use super::util::{self, condition, condition_true, i64_at, lock, owner_ref, str_at};
 use super::{Reconciler, Requeue, Seen, Sim, SimError, WorkQueue, ns_key, split_key};
 
 /// Most pods created or deleted per reconcile; the rest follow in the next pass.
@@ -112,16 +110,8 @@ impl ReplicaSetController {
     }
 
     fn on_pod(&self, seen: Seen<'_>) {
-        let obj = match seen {
-            Seen::Upsert { obj, .. } | Seen::Deleted { obj } => obj,
-            Seen::Reset | Seen::Synced => return,
-        };
-        if obj.owners.is_empty() {
-            return;
-        }
-        let pod = obj.value();
-        if let Some((rs, _)) = controller_of(&pod, "ReplicaSet") {
-            self.queue.add(ns_key(obj.namespace(), rs));
+        if let Some(key) = super::controlling_owner(seen, "ReplicaSet", None) {
+            self.queue.add(key);
         }
     }
 

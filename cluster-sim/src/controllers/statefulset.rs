@@ -25,8 +25,8 @@ use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
 
 use super::replicaset::availability;
-use super::util::{self, condition_true, controller_of, i64_at, str_at};
-use super::{Reconciler, Requeue, Seen, Sim, SimError, WorkQueue, ns_key, split_key};
+use super::util::{self, condition_true, i64_at, str_at};
+use super::{Reconciler, Requeue, Sim, SimError, WorkQueue, split_key};
 
 /// The pod label holding a pod's own name (what a per-pod Service selects).
 pub(crate) const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
@@ -251,27 +251,6 @@ pub(crate) struct StatefulSetController {
 }
 
 impl StatefulSetController {
-    fn on_set(&self, seen: Seen<'_>) {
-        if let Seen::Upsert { obj, .. } = seen {
-            self.queue.add(ns_key(obj.namespace(), obj.name()));
-        }
-    }
-
-    fn on_pod(&self, seen: Seen<'_>) {
-        let obj = match seen {
-            Seen::Upsert { obj, .. } | Seen::Deleted { obj } => obj,
-            Seen::Reset | Seen::Synced => return,
-        };
-        // Only a set's pods carry the pod-name label: other pods are not parsed at all.
-        if obj.owners.is_empty() || obj.labels.get(POD_NAME_LABEL).is_none() {
-            return;
-        }
-        let pod = obj.value();
-        if let Some((set, _)) = controller_of(&pod, "StatefulSet") {
-            self.queue.add(ns_key(obj.namespace(), set));
-        }
-    }
-
     fn owned_pods(&self, ns: &str, uid: &str) -> Vec<Arc<Cached>> {
         let def = &self.sim.kinds.pods;
         self.sim
@@ -478,12 +457,15 @@ pub(crate) fn spawn(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
         sim: sim.clone(),
         queue: Arc::new(WorkQueue::default()),
     });
-    let (a, b) = (c.clone(), c.clone());
-    vec![
-        super::spawn_watch(sim.cache(&sim.kinds.stateful_sets), move |e| a.on_set(e)),
-        super::spawn_watch(sim.cache(&sim.kinds.pods), move |e| b.on_pod(e)),
-        super::spawn_worker(sim, c.queue.clone(), c),
-    ]
+    let (sets, pods, queue) = (
+        sim.kinds.stateful_sets.clone(),
+        sim.kinds.pods.clone(),
+        c.queue.clone(),
+    );
+    // Only a set's pods carry the pod-name label: other pods are not parsed at all.
+    super::spawn_owner_loop(sim, &sets, &pods, queue, c, |e| {
+        super::controlling_owner(e, "StatefulSet", Some(POD_NAME_LABEL))
+    })
 }
 
 #[cfg(test)]
