@@ -23,30 +23,23 @@
 // A bench aborts on the first failure: unwrapping is its error handling.
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::{Fleet, arg, cpu_secs, rss_mb, spawn};
 use futures::TryStreamExt;
-use kube::api::{Api, PostParams, WatchEvent, WatchParams};
-use meridian_e2e::process::{Spawn, sibling_binary};
-use meridian_e2e::{KUBECONFIG_LINE, federation_apiserver};
+use kube::api::{Api, WatchEvent, WatchParams};
 use serde_json::json;
 
-fn arg_value(name: &str) -> Option<String> {
-    std::env::args().skip_while(|a| a != name).nth(1)
-}
-
-fn arg(name: &str, default: usize) -> usize {
-    arg_value(name)
-        .map(|v| v.parse().expect("number"))
-        .unwrap_or(default)
-}
-
 fn arg_list(name: &str, default: usize) -> Vec<usize> {
-    arg_value(name).map_or_else(
-        || vec![default],
-        |v| v.split(',').map(|x| x.parse().expect("number")).collect(),
-    )
+    std::env::args()
+        .skip_while(|a| a != name)
+        .nth(1)
+        .map_or_else(
+            || vec![default],
+            |v| v.split(',').map(|x| x.parse().expect("number")).collect(),
+        )
 }
 
 fn controller_env() -> Vec<(String, String)> {
@@ -58,46 +51,6 @@ fn controller_env() -> Vec<(String, String)> {
             (k.to_string(), v.to_string())
         })
         .collect()
-}
-
-/// How long a server may take to print its ready line (a fleet of 1,000 clusters of 100
-/// nodes takes a while to build).
-const READY_WITHIN: Duration = Duration::from_secs(600);
-
-/// A release binary beside this example, started with `RUST_LOG=error` and its output in
-/// `<dir>/<name>.log`; the API server with its data in `<dir>/fed`.
-fn spawn(name: &str, dir: &Path) -> anyhow::Result<Spawn> {
-    let program = sibling_binary(name)?;
-    let spawn = match name {
-        "federation-apiserver" => federation_apiserver(program, &dir.join("fed")),
-        _ => Spawn::new(program),
-    };
-    Ok(spawn
-        .interruptible()
-        .env("RUST_LOG", "error")
-        .output(dir.join(format!("{name}.log"))))
-}
-
-/// RSS in bytes and CPU seconds (user + system) of a process.
-fn proc_stat(pid: u32) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|k| k.parse::<f64>().ok())
-        .unwrap_or(0.0)
-        * 1024.0;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let ticks: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
-        + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    (rss, ticks / 100.0)
 }
 
 /// Open sockets and threads of a process.
@@ -197,56 +150,25 @@ async fn run(clusters: usize, nodes: usize) -> anyhow::Result<Figures> {
     let period = arg("--probe-period-s", 10);
     let rounds = arg("--rounds", 3);
     let settle = arg("--settle-s", 20) as u64;
-    let dir = tempfile_dir(clusters, nodes);
-    let fed_proc = spawn("federation-apiserver", &dir)?
-        .ready_line(KUBECONFIG_LINE, READY_WITHIN)
-        .spawn()?;
-    let fed_kc = PathBuf::from(fed_proc.ready_value().unwrap());
-    let sim_kc = dir.join("sim.kubeconfig");
     let t0 = Instant::now();
-    let _sim = spawn("cluster-sim", &dir)?
-        .args([
-            format!("--clusters={clusters}"),
-            format!("--nodes={nodes}"),
-            "--ready-delay=0s".into(),
-            format!("--kubeconfig-out={}", sim_kc.display()),
-        ])
-        .ready_line("admin API:", READY_WITHIN)
-        .spawn()?;
+    // Every member registered directly (what fedctl join would do, minus the member-side RBAC).
+    let fleet = Fleet::start(
+        &format!("cluster-bench-{clusters}x{nodes}"),
+        clusters,
+        vec![format!("--nodes={nodes}"), "--ready-delay=0s".into()],
+        &[],
+    )
+    .await?;
     println!(
-        "fleet of {clusters} x {nodes} nodes up in {:.1}s",
+        "fleet of {clusters} x {nodes} nodes up and registered in {:.1}s",
         t0.elapsed().as_secs_f64()
     );
-
-    // Register every member directly (what fedctl join would do, minus the member-side RBAC).
-    let fed = client(&fed_kc).await;
-    let sim: serde_json::Value = serde_yaml_ng::from_str(&std::fs::read_to_string(&sim_kc)?)?;
-    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(fed.clone());
-    let _ = nss
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "meridian-system"}}))?,
-        )
-        .await;
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
-        Api::namespaced(fed.clone(), "meridian-system");
-    let cl_api: Api<fed_api::Cluster> = Api::all(fed.clone());
-    for (i, c) in sim["clusters"].as_array().unwrap().iter().enumerate() {
-        let name = c["name"].as_str().unwrap();
-        let token = sim["users"][i]["user"]["token"].as_str().unwrap();
-        use base64::Engine;
-        let b64 = base64::engine::general_purpose::STANDARD.encode(token);
-        secrets
-            .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": format!("{name}-credentials")}, "data": {"token": b64}}))?)
-            .await?;
-        let cluster: fed_api::Cluster = serde_json::from_value(json!({
-            "apiVersion": "federation.meridian.dev/v1alpha1", "kind": "Cluster",
-            "metadata": {"name": name},
-            "spec": {"apiEndpoint": c["cluster"]["server"], "caBundle": c["cluster"]["certificate-authority-data"],
-                     "secretRef": {"namespace": "meridian-system", "name": format!("{name}-credentials")}}
-        }))?;
-        cl_api.create(&PostParams::default(), &cluster).await?;
-    }
+    let (dir, fed_kc, sim_kc) = (
+        fleet.dir.clone(),
+        fleet.fed_kc.clone(),
+        fleet.sim_kc.clone(),
+    );
+    let cl_api: Api<fed_api::Cluster> = Api::all(fleet.fed.clone());
     let t1 = Instant::now();
     let ctrl = spawn("fed-controllers", &dir)?
         .args([
@@ -278,7 +200,7 @@ async fn run(clusters: usize, nodes: usize) -> anyhow::Result<Figures> {
         "all {clusters} clusters Ready with {nodes}/{nodes} nodes after {:.1}s",
         t1.elapsed().as_secs_f64()
     );
-    let (rss_ready, _) = proc_stat(pid);
+    let rss_ready = rss_mb(pid) * 1e6;
     let tracked = (clusters * nodes) as f64;
     println!(
         "controller RSS {:.0} MB = {:.0} bytes per tracked member node (all-in, incl. TLS clients and runtime)",
@@ -294,9 +216,9 @@ async fn run(clusters: usize, nodes: usize) -> anyhow::Result<Figures> {
         // Becoming Ready starts each member's discovery; let that finish so the rounds
         // measure probing (and watching an idle fleet), not start-up.
         tokio::time::sleep(Duration::from_secs(settle)).await;
-        let (_, cpu0) = proc_stat(pid);
+        let cpu0 = cpu_secs(pid);
         tokio::time::sleep(Duration::from_secs((period * rounds) as u64)).await;
-        let (_, cpu1) = proc_stat(pid);
+        let cpu1 = cpu_secs(pid);
         println!(
             "CPU per probe round ({clusters} probes): {:.3} s",
             (cpu1 - cpu0) / rounds as f64
@@ -304,7 +226,7 @@ async fn run(clusters: usize, nodes: usize) -> anyhow::Result<Figures> {
     } else {
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
-    let (rss_steady, _) = proc_stat(pid);
+    let rss_steady = rss_mb(pid) * 1e6;
     println!(
         "controller RSS after the probe rounds {:.0} MB = {:.0} bytes per tracked member node",
         rss_steady / 1e6,
@@ -355,6 +277,7 @@ async fn run(clusters: usize, nodes: usize) -> anyhow::Result<Figures> {
         );
     }
     drop(ctrl);
+    drop(fleet);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(Figures {
         clusters,
@@ -362,21 +285,4 @@ async fn run(clusters: usize, nodes: usize) -> anyhow::Result<Figures> {
         rss_ready,
         rss_steady,
     })
-}
-
-fn tempfile_dir(clusters: usize, nodes: usize) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "cluster-bench-{}-{clusters}x{nodes}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-async fn client(path: &Path) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    kube::Client::try_from(cfg).unwrap()
 }

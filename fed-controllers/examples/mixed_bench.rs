@@ -33,7 +33,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Cpu, Fleet, fed_writes, report_fed_writes, rss_mb, scrape, settle, summary, until};
+use common::{
+    Cpu, Fleet, arg, fed_writes, report_fed_writes, rss_mb, scrape, settle, summary, until,
+};
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -58,14 +60,6 @@ const KINDS: [(&str, &str, &str); 8] = [
     ("apps/v1", "StatefulSet", "statefulsets"),
     ("batch/v1", "Job", "jobs"),
 ];
-
-fn arg(name: &str, default: usize) -> usize {
-    std::env::args()
-        .skip_while(|a| a != name)
-        .nth(1)
-        .map(|v| v.parse().expect("number"))
-        .unwrap_or(default)
-}
 
 fn resource(api_version: &str, kind: &str, plural: &str) -> ApiResource {
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));

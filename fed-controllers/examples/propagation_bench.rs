@@ -52,8 +52,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use common::{
-    Cpu, Fleet, client, fed_writes, report_fed_writes, rss_mb, scrape, settle, status_mb, summary,
-    until,
+    Cpu, Fleet, arg, client, fed_writes, report_fed_writes, rss_mb, scrape, settle, status_mb,
+    summary, until,
 };
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -65,14 +65,6 @@ use tokio::sync::Semaphore;
 const NS: &str = "bench";
 /// Requests in flight while creating or scaling.
 const CONCURRENCY: usize = 64;
-
-fn arg(name: &str, default: usize) -> usize {
-    std::env::args()
-        .skip_while(|a| a != name)
-        .nth(1)
-        .map(|v| v.parse().expect("number"))
-        .unwrap_or(default)
-}
 
 /// What the watches saw, keyed by Deployment name; times are arrival times.
 #[derive(Default)]

@@ -16,8 +16,18 @@ use meridian_e2e::process::{Proc, Spawn, sibling_binary};
 use meridian_e2e::{KUBECONFIG_LINE, federation_apiserver};
 use serde_json::json;
 
-/// How long a server may take to print its ready line.
-pub const READY_WITHIN: Duration = Duration::from_secs(300);
+/// How long a server may take to print its ready line (a fleet of 1,000 clusters of 100
+/// nodes takes a while to build).
+pub const READY_WITHIN: Duration = Duration::from_secs(600);
+
+/// The number after flag `name` on the command line, or `default`.
+pub fn arg(name: &str, default: usize) -> usize {
+    std::env::args()
+        .skip_while(|a| a != name)
+        .nth(1)
+        .map(|v| v.parse().expect("number"))
+        .unwrap_or(default)
+}
 
 /// The release binary `name`, or the program `PROPAGATION_BENCH_<NAME>` names (upper case,
 /// `-` as `_`): another build, or a profiler wrapper, against the same everything else. It
