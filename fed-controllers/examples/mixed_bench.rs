@@ -150,6 +150,33 @@ fn watch_member(
         .collect()
 }
 
+/// Watches the federation's Placements, recording when each object's first had
+/// destinations (the scheduler's half of the propagation latency).
+fn watch_placements(fed: kube::Client, placed: Seen) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let api: Api<fed_api::Placement> = Api::namespaced(fed, NS);
+        let mut stream = std::pin::pin!(
+            watcher::watcher(api, watcher::Config::default())
+                .default_backoff()
+                .applied_objects()
+        );
+        while let Some(ev) = stream.next().await {
+            let Ok(p) = ev else { continue };
+            if p.spec.dest_clusters.is_empty() {
+                continue;
+            }
+            let r = &p.spec.resource;
+            placed
+                .lock()
+                .unwrap()
+                .entry((r.kind.clone(), r.name.clone()))
+                .or_default()
+                .entry(0)
+                .or_insert_with(Instant::now);
+        }
+    })
+}
+
 /// Creates `objects` in the federation, `rate` per second; returns each one's creation
 /// start time by `(kind, name)`.
 async fn create_all(
@@ -275,6 +302,8 @@ async fn main() -> anyhow::Result<()> {
     for (i, n) in fleet.names.iter().enumerate() {
         watches.extend(watch_member(fleet.member(n).await, i, seen.clone()));
     }
+    let placed: Seen = Arc::default();
+    watches.push(watch_placements(fed.clone(), placed.clone()));
     let pids = [
         fleet.apiserver.pid(),
         scheduler.pid(),
@@ -324,7 +353,9 @@ async fn main() -> anyhow::Result<()> {
 
     // Latency per kind and over all; member writes per second over the whole run.
     let seen_now = seen.lock().unwrap().clone();
+    let placed_now = placed.lock().unwrap().clone();
     let mut by_kind: HashMap<&str, Vec<f64>> = HashMap::new();
+    let mut placing: HashMap<&str, Vec<f64>> = HashMap::new();
     let mut all = Vec::new();
     let (mut copies, mut last) = (0usize, t0);
     for (key, start) in &created {
@@ -339,8 +370,20 @@ async fn main() -> anyhow::Result<()> {
         let ms = done.saturating_duration_since(*start).as_secs_f64() * 1e3;
         let kind = KINDS.iter().find(|k| k.1 == key.0).map_or("?", |k| k.1);
         by_kind.entry(kind).or_default().push(ms);
+        if let Some(at) = placed_now.get(key).and_then(|m| m.get(&0)) {
+            let placed_ms = at.saturating_duration_since(*start).as_secs_f64() * 1e3;
+            placing.entry(kind).or_default().push(placed_ms);
+        }
         all.push(ms);
     }
+    println!("create → placed (the scheduler's Placement has destinations), by kind:");
+    for (_, kind, _) in KINDS {
+        summary(
+            &format!("  {kind}"),
+            placing.remove(kind).unwrap_or_default(),
+        );
+    }
+    println!("create → a copy in every destination member, by kind:");
     for (_, kind, _) in KINDS {
         summary(
             &format!("  {kind}"),

@@ -50,6 +50,9 @@ type Kind = (String, String);
 /// One copied object: its kind and where its Placement lives.
 pub use fed_api::copies::CopyKey;
 
+/// Objects reconciled at once.
+const COPY_WORKERS: usize = 16;
+
 /// Why one reconcile failed (it is retried with back-off).
 #[derive(Debug, thiserror::Error)]
 pub enum CopyError {
@@ -89,6 +92,32 @@ enum MemberKind {
         _task: JoinHandle<()>,
     },
     NotServed(String),
+}
+
+/// One federated object being synced, as every member's step reads it.
+struct Object<'a> {
+    key: &'a CopyKey,
+    kind: &'a Kind,
+    fk: &'a FedKind,
+    /// The federated object as cached (`None`: gone).
+    fed: Option<&'a Value>,
+    dest: &'a [fed_api::placement::TargetCluster],
+    uid: &'a str,
+    /// The override policies that select it, in the order they apply.
+    selected: &'a [&'a fed_api::overrides::apply::Policy],
+}
+
+/// What one member's step came to.
+#[derive(Default)]
+struct MemberResult {
+    /// The entry on the Placement (none for a member that should hold nothing).
+    outcome: Option<Outcome>,
+    /// The member still holds a copy (or may: its step failed).
+    held: bool,
+    /// The step failed.
+    failed: bool,
+    /// The member's copy as cached, and whether it was current (nothing written).
+    copy: Option<(Value, bool)>,
 }
 
 /// One connected member.
@@ -347,112 +376,51 @@ impl Central {
             .unwrap_or_default();
 
         // The finalizer goes on before the first copy, so a deletion always waits for the
-        // cleanup; its own watch event brings the object back here.
+        // cleanup; the copies follow in the same pass.
+        let mut has_finalizer = fed_obj
+            .as_ref()
+            .is_some_and(|o| o.finalizers().iter().any(|f| f == WORKLOAD_FINALIZER));
         if let Some(o) = &fed_obj
             && finalizer(
-                o.finalizers().iter().any(|f| f == WORKLOAD_FINALIZER),
+                has_finalizer,
                 o.metadata.deletion_timestamp.is_some(),
                 !dest.is_empty(),
                 false,
             ) == Finalizer::Add
         {
             self.set_finalizer(&fk, key, o, true).await?;
-            return Ok("finalizer added");
+            has_finalizer = true;
         }
 
         // Every member that should hold a copy, and every known one that may hold one.
         let mut clusters: BTreeSet<String> = dest.iter().map(|t| t.cluster.clone()).collect();
         clusters.extend(self.clusters.state().iter().map(|c| c.name_any()));
+        // Every member's step at once: one slow or unreachable member does not hold up the
+        // others, and the reconcile takes as long as its slowest member, not their sum.
+        let object = Object {
+            key,
+            kind: &kind,
+            fk: &fk,
+            fed: fed_value.as_ref(),
+            dest: &dest,
+            uid: &uid,
+            selected: &selected,
+        };
+        let results =
+            futures::future::join_all(clusters.iter().map(|c| self.sync_member(&object, c))).await;
         let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
         // Each destination's copy as cached, and whether it was current (nothing written).
         let mut copies: BTreeMap<String, (Value, bool)> = BTreeMap::new();
         let mut held = false;
         let mut failed = 0usize;
-        for cluster in clusters {
-            let mut want = wanted(fed_value.as_ref(), &dest, &cluster);
-            if let Some(w) = &want
-                && !selected.is_empty()
-                && let Some(c) = self.clusters.get(&ObjectRef::new(&cluster))
-            {
-                match overridden(w, &key.kind, &MemberCluster::of(&c), &selected, &uid) {
-                    Ok(v) => want = Some(v),
-                    // Nothing is pushed there (nor removed) until the policy is fixed; its
-                    // change re-queues the object, so no retry is needed meanwhile.
-                    Err(e) => {
-                        held = true;
-                        outcomes.insert(
-                            cluster,
-                            Outcome::Failed {
-                                reason: FailReason::OverrideFailed,
-                                message: e.to_string(),
-                            },
-                        );
-                        continue;
-                    }
-                }
+        for (cluster, r) in clusters.into_iter().zip(results) {
+            held |= r.held;
+            failed += usize::from(r.failed);
+            if let Some(copy) = r.copy {
+                copies.insert(cluster.clone(), copy);
             }
-            let m = match self.member(&cluster).await {
-                Ok(m) => m,
-                Err(message) => {
-                    if want.is_some() {
-                        failed += 1;
-                        outcomes.insert(
-                            cluster,
-                            Outcome::Failed {
-                                reason: FailReason::Unreachable,
-                                message,
-                            },
-                        );
-                    }
-                    continue;
-                }
-            };
-            let (ar, store) = match &*self.member_kind(&m, &kind).await {
-                MemberKind::Served { ar, store, .. } => (ar.clone(), store.clone()),
-                MemberKind::NotServed(message) => {
-                    if want.is_some() {
-                        failed += 1;
-                        outcomes.insert(
-                            cluster,
-                            Outcome::Failed {
-                                reason: FailReason::KindNotServed,
-                                message: message.clone(),
-                            },
-                        );
-                    }
-                    continue;
-                }
-            };
-            let actual_ref = match &key.namespace {
-                Some(ns) if fk.namespaced => ObjectRef::new_with(&key.name, ar.clone()).within(ns),
-                _ => ObjectRef::new_with(&key.name, ar.clone()),
-            };
-            let actual = store
-                .get(&actual_ref)
-                .map(|o| serde_json::to_value(&*o).unwrap_or(Value::Null));
-            let api: Api<DynamicObject> = match &key.namespace {
-                Some(ns) if fk.namespaced => Api::namespaced_with(m.client.clone(), ns, &ar),
-                _ => Api::all_with(m.client.clone(), &ar),
-            };
-            let step = step(want.as_ref(), actual.as_ref(), &uid);
-            if want.is_some()
-                && let Some(a) = actual
-            {
-                copies.insert(cluster.clone(), (a, step == Step::Leave));
-            }
-            let result = self.apply(&m, &api, key, fk.namespaced, step).await;
-            match result {
-                Ok(holds) => {
-                    held |= holds;
-                    if want.is_some() {
-                        outcomes.insert(cluster, Outcome::Synced { at: now() });
-                    }
-                }
-                Err((reason, message)) => {
-                    held = true;
-                    failed += 1;
-                    outcomes.insert(cluster, Outcome::Failed { reason, message });
-                }
+            if let Some(o) = r.outcome {
+                outcomes.insert(cluster, o);
             }
         }
         lock(&self.outcomes).insert(key.clone(), outcomes.clone());
@@ -493,9 +461,8 @@ impl Central {
             }
         }
         if let Some(o) = &fed_obj {
-            let has = o.finalizers().iter().any(|f| f == WORKLOAD_FINALIZER);
             let deleting = o.metadata.deletion_timestamp.is_some();
-            match finalizer(has, deleting, !dest.is_empty(), held) {
+            match finalizer(has_finalizer, deleting, !dest.is_empty(), held) {
                 Finalizer::Add => self.set_finalizer(&fk, key, o, true).await?,
                 Finalizer::Remove => self.set_finalizer(&fk, key, o, false).await?,
                 Finalizer::Leave => {}
@@ -511,6 +478,81 @@ impl Central {
         } else {
             "synced"
         })
+    }
+
+    /// Takes member `cluster`'s step for one object: what it should hold (its copy with
+    /// the override policies applied), against what its cache shows.
+    async fn sync_member(&self, o: &Object<'_>, cluster: &str) -> MemberResult {
+        let key = o.key;
+        let mut want = wanted(o.fed, o.dest, cluster);
+        if let Some(w) = &want
+            && !o.selected.is_empty()
+            && let Some(c) = self.clusters.get(&ObjectRef::new(cluster))
+        {
+            match overridden(w, &key.kind, &MemberCluster::of(&c), o.selected, o.uid) {
+                Ok(v) => want = Some(v),
+                // Nothing is pushed there (nor removed) until the policy is fixed; its
+                // change re-queues the object, so no retry is needed meanwhile.
+                Err(e) => {
+                    return MemberResult {
+                        held: true,
+                        outcome: Some(Outcome::Failed {
+                            reason: FailReason::OverrideFailed,
+                            message: e.to_string(),
+                        }),
+                        ..MemberResult::default()
+                    };
+                }
+            }
+        }
+        // A member that cannot be asked fails only where it should hold a copy.
+        let unable = |reason: FailReason, message: String| MemberResult {
+            failed: want.is_some(),
+            outcome: want
+                .is_some()
+                .then_some(Outcome::Failed { reason, message }),
+            ..MemberResult::default()
+        };
+        let m = match self.member(cluster).await {
+            Ok(m) => m,
+            Err(message) => return unable(FailReason::Unreachable, message),
+        };
+        let (ar, store) = match &*self.member_kind(&m, o.kind).await {
+            MemberKind::Served { ar, store, .. } => (ar.clone(), store.clone()),
+            MemberKind::NotServed(message) => {
+                return unable(FailReason::KindNotServed, message.clone());
+            }
+        };
+        let actual_ref = match &key.namespace {
+            Some(ns) if o.fk.namespaced => ObjectRef::new_with(&key.name, ar.clone()).within(ns),
+            _ => ObjectRef::new_with(&key.name, ar.clone()),
+        };
+        let actual = store
+            .get(&actual_ref)
+            .map(|o| serde_json::to_value(&*o).unwrap_or(Value::Null));
+        let api: Api<DynamicObject> = match &key.namespace {
+            Some(ns) if o.fk.namespaced => Api::namespaced_with(m.client.clone(), ns, &ar),
+            _ => Api::all_with(m.client.clone(), &ar),
+        };
+        let step = step(want.as_ref(), actual.as_ref(), o.uid);
+        let copy = match (&want, actual) {
+            (Some(_), Some(a)) => Some((a, step == Step::Leave)),
+            _ => None,
+        };
+        match self.apply(&m, &api, key, o.fk.namespaced, step).await {
+            Ok(holds) => MemberResult {
+                held: holds,
+                outcome: want.is_some().then(|| Outcome::Synced { at: now() }),
+                copy,
+                ..MemberResult::default()
+            },
+            Err((reason, message)) => MemberResult {
+                held: true,
+                failed: true,
+                outcome: Some(Outcome::Failed { reason, message }),
+                copy,
+            },
+        }
     }
 
     /// Takes one member's step; says whether the member still holds a copy, or why the
@@ -867,7 +909,8 @@ pub async fn run(fed: Client, settings: Settings, overrides: Overrides) -> Resul
     // Copies are pushed as the policies make them: never before they are listed.
     overrides.ready().await;
     let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..4 {
+    // Reconciles wait on member and federation requests far more than they compute.
+    for _ in 0..COPY_WORKERS {
         let c = central.clone();
         workers.spawn(async move {
             loop {
