@@ -100,6 +100,10 @@ enum Cmd {
         /// tools/install-etcd.sh installs one).
         #[arg(long, env = "ETCD")]
         etcd_binary: Option<PathBuf>,
+        /// A custom resource group (a CRD's spec.group) every simulated cluster is joined
+        /// with, as `fedctl join --custom-resource-group` (repeatable or comma-separated).
+        #[arg(long = "custom-resource-group", value_delimiter = ',')]
+        custom_resource_groups: Vec<String>,
     },
     /// Write every object of the federation's store to a file (the embedded store of a
     /// stopped API server, or etcd), in the order of their writes.
@@ -230,6 +234,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         port,
         storage,
         etcd_binary,
+        custom_resource_groups,
     } = &cli.command
     {
         let o = up::UpOptions {
@@ -244,6 +249,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     binary: etcd_binary.clone(),
                 },
             },
+            custom_groups: custom_resource_groups.clone(),
         };
         return up::up(&o).await;
     }

@@ -31,6 +31,9 @@ pub struct UpOptions {
     pub port: u16,
     /// What the API server stores its objects in.
     pub storage: Storage,
+    /// Custom resource groups Meridian may write in every simulated cluster (passed to
+    /// each join).
+    pub custom_groups: Vec<String>,
 }
 
 /// The federation's storage under `fedctl up`.
@@ -275,7 +278,7 @@ pub async fn up(o: &UpOptions) -> anyhow::Result<()> {
             region: None,
             zone: None,
             labels: Default::default(),
-            custom_groups: Vec::new(),
+            custom_groups: o.custom_groups.clone(),
             dry_run: false,
             wait: Duration::from_secs(60),
         };

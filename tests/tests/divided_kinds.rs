@@ -1,22 +1,21 @@
-//! StatefulSets and Jobs divided end to end: on a fleet of three, a StatefulSet of 3
-//! replicas and a Job of parallelism 3 and 6 completions placed by a Divided policy give
-//! every member exactly its share (1 replica; parallelism 1 and 2 completions, under the
-//! member's own generated selector), and the members' status sums up on the federation:
-//! `kubectl rollout status statefulset/db` returns once every member's rollout is done,
-//! and `kubectl wait --for=condition=complete job/crunch` once every member's Job is; a
-//! Job fails as soon as one member's does.
-//!
-//! cluster-sim runs no StatefulSet or Job pods yet, so the members' status is written here
-//! with each member's client, in one helper ([`report`]).
+//! StatefulSets and Jobs divided end to end, on members whose own (simulated) controllers
+//! run them: on a fleet of three, a StatefulSet of 3 replicas and a Job of parallelism 3
+//! and 6 completions placed by a Divided policy give every member exactly its share (1
+//! replica; parallelism 1 and 2 completions, under the member's own generated selector),
+//! and the members' status sums up on the federation: `kubectl rollout status
+//! statefulset/db` returns once every member's set has rolled out, again after `kubectl set
+//! image` on the federation rolls the members' pods, `kubectl wait
+//! --for=condition=complete job/crunch` once every member's Job has completed, and a Job
+//! fails as soon as one member's does (`cluster-sim ctl job-fail` makes its pods fail).
 
 use std::time::Duration;
 
 use fed_api::Placement;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use meridian_e2e::{Env, eventually};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::future::Future;
 
 const NS: &str = "batch";
@@ -67,12 +66,18 @@ spec:
     spec:
       restartPolicy: Never
       containers: [{name: crunch, image: "busybox:1"}]
----
+"#;
+
+/// Applied once sim-2 is set to fail its pods: each member runs one pod at a time (no
+/// completions: the first success completes a member's copy); sim-2's copy fails on its
+/// second failed pod.
+const FLAKY: &str = r#"
 apiVersion: batch/v1
 kind: Job
 metadata: {name: flaky, namespace: batch}
 spec:
   parallelism: 3
+  backoffLimit: 1
   template:
     spec:
       restartPolicy: Never
@@ -89,45 +94,6 @@ async fn until<T: std::fmt::Debug, Fut: Future<Output = Option<T>>>(
         .unwrap_or_else(|| panic!("{what}"))
 }
 
-/// Writes the status a member's controller would write for its copy of `kind` `name`
-/// (`statefulsets` or `jobs`): the one place that stands in for cluster-sim's loops.
-async fn report(env: &Env, cluster: &str, plural: &str, name: &str, status: Value) {
-    let member = env.member(cluster).await;
-    let (group, kind) = match plural {
-        "statefulsets" => ("apps", "StatefulSet"),
-        _ => ("batch", "Job"),
-    };
-    let ar = kube::api::ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk(group, "v1", kind),
-        plural,
-    );
-    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(member, NS, &ar);
-    api.patch_status(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": status})),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("status of {kind} {name} in {cluster}: {e}"));
-}
-
-/// A member StatefulSet's status with its rollout done (`done`) or under way.
-fn stateful_set_status(generation: i64, done: bool) -> Value {
-    let update = if done { "db-5d4f" } else { "db-7c9a" };
-    json!({"observedGeneration": generation, "replicas": 1, "readyReplicas": 1,
-           "currentReplicas": 1, "updatedReplicas": 1, "availableReplicas": 1,
-           "currentRevision": "db-5d4f", "updateRevision": update})
-}
-
-/// A member Job's status: complete with 2 succeeded pods.
-fn job_complete(start: &str, end: &str) -> Value {
-    json!({"active": 0, "ready": 0, "succeeded": 2, "failed": 0,
-           "startTime": start, "completionTime": end,
-           "conditions": [
-               {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached"},
-               {"type": "Complete", "status": "True", "reason": "CompletionsReached"}]})
-}
-
 #[tokio::test]
 async fn stateful_sets_and_jobs_are_divided_and_their_status_summed() {
     let env = Env::start(&[
@@ -135,7 +101,8 @@ async fn stateful_sets_and_jobs_are_divided_and_their_status_summed() {
         "--nodes=2",
         "--node-cpu=8",
         "--node-memory=16Gi",
-        "--ready-delay=0s",
+        "--ready-delay=100ms",
+        "--job-pod-duration=300ms",
     ]);
     let _controllers = env.controllers(&[
         "--probe-period=1s",
@@ -203,90 +170,63 @@ async fn stateful_sets_and_jobs_are_divided_and_their_status_summed() {
         assert_ne!(selector, fed_uid, "{c}");
     }
 
-    // StatefulSet: rolled out in two members, still rolling in the third.
+    // StatefulSet: the members' own controllers roll out their replica; the federation's
+    // rollout status returns once all three have, with the members' counts summed.
     let sets: Api<kube::api::DynamicObject> = Api::namespaced_with(
         fed.clone(),
         NS,
         &fed_api::workload::WorkloadKind::StatefulSet.api_resource(),
     );
-    for (c, done) in [("sim-1", true), ("sim-2", true), ("sim-3", false)] {
-        report(&env, c, "statefulsets", "db", stateful_set_status(1, done)).await;
-    }
-    let rolling = until("readyReplicas 3", || async {
-        let s = sets.get("db").await.ok()?.data["status"].clone();
-        (s["readyReplicas"] == 3 && s["observedGeneration"] == 1).then_some(s)
-    })
-    .await;
-    assert_ne!(
-        rolling["currentRevision"], rolling["updateRevision"],
-        "{rolling}"
-    );
-    report(
-        &env,
-        "sim-3",
-        "statefulsets",
-        "db",
-        stateful_set_status(1, true),
-    )
-    .await;
     env.rollout_status("statefulset/db", NS);
-    let done = sets.get("db").await.expect("db").data["status"].clone();
+    let summed = |generation: i64| {
+        let sets = sets.clone();
+        async move {
+            until(&format!("db's sums at generation {generation}"), || async {
+                let s = sets.get("db").await.ok()?.data["status"].clone();
+                (s["observedGeneration"] == generation
+                    && s["readyReplicas"] == 3
+                    && s["currentReplicas"] == 3
+                    && s["availableReplicas"] == 3)
+                    .then_some(s)
+            })
+            .await
+        }
+    };
+    let done = summed(1).await;
+    assert_eq!(done["replicas"], json!(3), "{done}");
     assert_eq!(done["currentRevision"], done["updateRevision"], "{done}");
-    assert_eq!(
-        (
-            &done["replicas"],
-            &done["currentReplicas"],
-            &done["availableReplicas"]
-        ),
-        (&json!(3), &json!(3), &json!(3)),
-        "{done}"
-    );
 
-    // Job: complete in two members only, then in the third.
-    report(
-        &env,
-        "sim-1",
-        "jobs",
-        "crunch",
-        job_complete("2026-11-27T10:00:02Z", "2026-11-27T10:01:00Z"),
-    )
-    .await;
-    report(
-        &env,
-        "sim-2",
-        "jobs",
-        "crunch",
-        job_complete("2026-11-27T10:00:01Z", "2026-11-27T10:03:00Z"),
-    )
-    .await;
-    report(
-        &env,
-        "sim-3",
-        "jobs",
-        "crunch",
-        json!({"active": 1, "ready": 1, "succeeded": 1, "startTime": "2026-11-27T10:00:03Z"}),
-    )
-    .await;
-    let partial = until("succeeded 5", || async {
-        let j = fed_jobs.get("crunch").await.ok()?;
-        let s = j.status?;
-        (s.succeeded == Some(5)).then_some(s)
-    })
-    .await;
-    assert_eq!(partial.active, Some(1));
-    assert!(partial.conditions.unwrap_or_default().is_empty());
-    assert_eq!(
-        partial.start_time.map(|t| t.0.to_string()),
-        Some("2026-11-27T10:00:01Z".to_string())
+    // A new image on the federation rolls every member's pod; rollout status waits for it.
+    env.ok(
+        "kubectl",
+        &["set", "image", "statefulset/db", "db=postgres:17", "-n", NS],
     );
-    report(
-        &env,
-        "sim-3",
-        "jobs",
-        "crunch",
-        job_complete("2026-11-27T10:00:03Z", "2026-11-27T10:02:00Z"),
-    )
-    .await;
+    env.rollout_status("statefulset/db", NS);
+    let rolled = summed(2).await;
+    assert_eq!(
+        rolled["currentRevision"], rolled["updateRevision"],
+        "{rolled}"
+    );
+    for c in CLUSTERS {
+        let images = env.ok(
+            "kubectl",
+            &[
+                "--context",
+                c,
+                "get",
+                "pods",
+                "-n",
+                NS,
+                "-l",
+                "app=db",
+                "-o",
+                "jsonpath={.items[*].metadata.name} {.items[*].spec.containers[0].image}",
+            ],
+        );
+        assert_eq!(images, "db-0 postgres:17", "{c}");
+    }
+
+    // Job: each member's copy runs its 2 completions; the federation completes once all do.
     env.ok(
         "kubectl",
         &[
@@ -305,13 +245,21 @@ async fn stateful_sets_and_jobs_are_divided_and_their_status_summed() {
         .status
         .expect("status");
     assert_eq!((s.succeeded, s.active), (Some(6), Some(0)));
-    assert_eq!(
-        s.completion_time.map(|t| t.0.to_string()),
-        Some("2026-11-27T10:03:00Z".to_string())
-    );
+    // The latest member completion is the federation's.
+    let mut ends = Vec::new();
+    for c in CLUSTERS {
+        let jobs: Api<Job> = Api::namespaced(env.member(c).await, NS);
+        let member = jobs.get("crunch").await.expect("member Job");
+        let st = member.status.expect("member status");
+        assert_eq!(st.succeeded, Some(2), "{c}");
+        ends.push(st.completion_time.expect("member completionTime").0);
+    }
+    assert_eq!(s.completion_time.map(|t| t.0), ends.into_iter().max());
 
     // A Job without completions keeps none in its members; one member's failure fails
-    // the federated Job at once, naming that member.
+    // the federated Job, naming that member.
+    env.ctl(&["job-fail", "sim-2", "batch/flaky"]);
+    env.apply("flaky.yaml", FLAKY);
     for c in CLUSTERS {
         let jobs: Api<Job> = Api::namespaced(env.member(c).await, NS);
         let job = until(&format!("flaky in {c}"), || async {
@@ -321,16 +269,6 @@ async fn stateful_sets_and_jobs_are_divided_and_their_status_summed() {
         let spec = job.spec.expect("spec");
         assert_eq!((spec.parallelism, spec.completions), (Some(1), None), "{c}");
     }
-    report(
-        &env,
-        "sim-2",
-        "jobs",
-        "flaky",
-        json!({"active": 0, "failed": 7, "startTime": "2026-11-27T10:00:00Z",
-               "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
-                               "message": "Job has reached the specified backoff limit"}]}),
-    )
-    .await;
     env.ok(
         "kubectl",
         &[
@@ -350,6 +288,7 @@ async fn stateful_sets_and_jobs_are_divided_and_their_status_summed() {
         .expect("status");
     let condition = failed
         .conditions
+        .clone()
         .unwrap_or_default()
         .into_iter()
         .find(|c| c.type_ == "Failed")
@@ -362,7 +301,8 @@ async fn stateful_sets_and_jobs_are_divided_and_their_status_summed() {
             .is_some_and(|m| m.contains("sim-2")),
         "{condition:?}"
     );
-    assert_eq!(failed.failed, Some(7));
+    // sim-2's two failed pods (backoffLimit 1); the others' pods succeeded.
+    assert_eq!(failed.failed, Some(2), "{failed:?}");
 
     // The members' generated and defaulted fields are never fought over: every member
     // is in sync (a rewrite of a Job's selector or completions would be refused, and
