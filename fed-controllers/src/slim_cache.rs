@@ -70,6 +70,9 @@ impl<K, V> Clone for SlimCache<K, V> {
     }
 }
 
+/// A watcher event and what the cache kept of its object before it.
+pub type WithPrevious<K, V> = (Event<K>, Option<Arc<V>>);
+
 fn key<K: Resource>(o: &K) -> (String, String) {
     (o.namespace().unwrap_or_default(), o.name_any())
 }
@@ -87,8 +90,9 @@ impl<K: Resource, V> SlimCache<K, V> {
         }
     }
 
-    /// Applies one watcher event.
-    pub fn apply(&self, event: &Event<K>) {
+    /// Applies one watcher event; returns what was kept of an applied or deleted object
+    /// before it.
+    pub fn apply(&self, event: &Event<K>) -> Option<Arc<V>> {
         // Derive outside the lock.
         let derived = match event {
             Event::Apply(o) | Event::InitApply(o) => (self.derive)(o).map(Arc::new),
@@ -96,23 +100,24 @@ impl<K: Resource, V> SlimCache<K, V> {
         };
         let mut g = meridian_runtime::sync::write(&self.inner);
         match (event, derived) {
-            (Event::Apply(o), Some(v)) => {
-                g.values.insert(key(o), v);
+            (Event::Apply(o), Some(v)) => g.values.insert(key(o), v),
+            (Event::Apply(o) | Event::Delete(o), _) => g.values.remove(&key(o)),
+            (Event::Init, _) => {
+                g.relist = Some(Map::new());
+                None
             }
-            (Event::Apply(o) | Event::Delete(o), _) => {
-                g.values.remove(&key(o));
-            }
-            (Event::Init, _) => g.relist = Some(Map::new()),
             (Event::InitApply(o), Some(v)) => {
                 g.relist.get_or_insert_with(Map::new).insert(key(o), v);
+                None
             }
-            (Event::InitApply(_), None) => {}
+            (Event::InitApply(_), None) => None,
             (Event::InitDone, _) => {
                 if let Some(m) = g.relist.take() {
                     g.values = m;
                 }
                 drop(g);
                 self.ready.set();
+                None
             }
         }
     }
@@ -141,13 +146,29 @@ impl<K: Resource, V> SlimCache<K, V> {
         K: Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
         V: Send + Sync + 'static,
     {
+        self.watch_with_previous(api)
+            .map(|r| r.map(|(e, _)| e))
+            .boxed()
+    }
+
+    /// Like [`Self::watch`], each event with what the cache kept of the object before it
+    /// (so a consumer sees what changed: the labels a workload had and has now).
+    pub fn watch_with_previous(
+        &self,
+        api: Api<K>,
+    ) -> BoxStream<'static, Result<WithPrevious<K, V>, watcher::Error>>
+    where
+        K: Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+        V: Send + Sync + 'static,
+    {
         let cache = self.clone();
         watcher::watcher(api, watcher::Config::default())
             .default_backoff()
-            .inspect(move |e| {
-                if let Ok(e) = e {
-                    cache.apply(e);
-                }
+            .map(move |e| {
+                e.map(|e| {
+                    let previous = cache.apply(&e);
+                    (e, previous)
+                })
             })
             .boxed()
     }

@@ -112,6 +112,8 @@ pub(super) struct Central {
     /// What of each Cluster matters here, to skip the cluster controller's routine
     /// status writes (probe times).
     pub(super) cluster_digests: Mutex<HashMap<String, String>>,
+    /// The listen port allocations last seen, to tell which Services a change concerns.
+    pub(super) listen_ports: Mutex<BTreeMap<String, String>>,
     /// The last unusable traffic policy reported per Service (an Event on each change,
     /// not on each reconcile).
     pub(super) policy_errors: Mutex<HashMap<ServiceKey, String>>,
@@ -123,12 +125,19 @@ pub(super) struct Central {
 
 enum Input {
     Service(Box<Result<Event<Service>, watcher::Error>>),
-    Workload(Option<String>),
+    /// A Deployment or ReplicaSet changed in `namespace`: the template labels it had
+    /// (`None`: not cached before) and has (`None`: deleted).
+    Workload {
+        namespace: String,
+        labels: [Option<Arc<Labels>>; 2],
+    },
     Placement(Box<Result<Event<Placement>, watcher::Error>>),
     Policy(Option<String>),
     Cluster(Box<Result<Event<Cluster>, watcher::Error>>),
     Secret,
-    /// The port or address allocations changed.
+    /// The lb-agent listen port allocations are now this (the ConfigMap's data).
+    ListenPorts(BTreeMap<String, String>),
+    /// The address allocations changed.
     Ports,
     Subnets,
     /// An override policy changed (`None`: changes were missed).
@@ -184,6 +193,32 @@ impl Central {
             .collect()
     }
 
+    /// Queues the Services of `namespace` whose selector picks pods with any of `labels`.
+    fn push_selecting(&self, namespace: &str, labels: &[&Labels]) {
+        if ignored(namespace) || labels.is_empty() {
+            return;
+        }
+        for s in self.caches.services.state() {
+            if s.namespace().as_deref() != Some(namespace) {
+                continue;
+            }
+            let selector = s
+                .spec
+                .as_ref()
+                .and_then(|spec| spec.selector.clone())
+                .unwrap_or_default();
+            if labels
+                .iter()
+                .any(|l| super::backends::selects(&selector, l))
+            {
+                self.queue.add(CentralKey::Service(ServiceKey::new(
+                    namespace.to_owned(),
+                    s.name_any(),
+                )));
+            }
+        }
+    }
+
     fn push_services(&self, namespace: Option<&str>) {
         for k in self.service_keys(namespace) {
             self.queue.add(CentralKey::Service(k));
@@ -229,7 +264,12 @@ impl Central {
                     tracing::warn!(error = %Report(&error), "federation Service watch failed; retrying")
                 }
             },
-            Input::Workload(ns) | Input::Policy(ns) => self.push_services(ns.as_deref()),
+            Input::Workload { namespace, labels } => {
+                // Only the Services that select its pods, before or after the change.
+                let known: Vec<&Labels> = labels.iter().flatten().map(|l| &**l).collect();
+                self.push_selecting(&namespace, &known);
+            }
+            Input::Policy(ns) => self.push_services(ns.as_deref()),
             Input::Placement(ev) => {
                 if let Ok(Event::Apply(p) | Event::Delete(p) | Event::InitApply(p)) = *ev {
                     let ns = p.namespace().unwrap_or_default();
@@ -239,8 +279,18 @@ impl Central {
                             p.spec.resource.name.clone(),
                         )));
                     } else {
-                        // A workload moved: the Services selecting its pods follow.
-                        self.push_services(Some(&ns));
+                        // A workload moved: the Services selecting its pods follow (all
+                        // of the namespace's while the workload is not cached yet).
+                        let r = &p.spec.resource;
+                        let labels = match r.kind.as_str() {
+                            "Deployment" => self.caches.deployments.get(&ns, &r.name),
+                            "ReplicaSet" => self.caches.replicasets.get(&ns, &r.name),
+                            _ => None,
+                        };
+                        match labels {
+                            Some(l) => self.push_selecting(&ns, &[&l]),
+                            None => self.push_services(Some(&ns)),
+                        }
                     }
                 }
             }
@@ -272,6 +322,20 @@ impl Central {
                 }
             }
             Input::Secret => self.sync_members(),
+            Input::ListenPorts(data) => {
+                let old = std::mem::replace(&mut *lock(&self.listen_ports), data);
+                let (changed, freed) =
+                    super::ports::changed_services(&old, &lock(&self.listen_ports));
+                if freed {
+                    // A Service waiting for a port may get one now.
+                    self.push_services(None);
+                } else {
+                    for (ns, name) in changed {
+                        self.queue
+                            .add(CentralKey::Service(ServiceKey::new(ns, name)));
+                    }
+                }
+            }
             Input::Ports => self.push_services(None),
             Input::Subnets => self.queue.add(CentralKey::Global),
             Input::Overrides(changed) => {
@@ -741,6 +805,28 @@ fn placement_slim(p: &Placement) -> Option<PlacementSlim> {
     })
 }
 
+/// A workload event as the Services it may concern see it: its namespace and its
+/// template labels before and after.
+fn workload_change<K: Resource>(
+    template_labels: fn(&K) -> Option<Labels>,
+    ev: Result<(Event<K>, Option<Arc<Labels>>), watcher::Error>,
+) -> Option<Input> {
+    let (ev, before) = ev.ok()?;
+    let o = match &ev {
+        Event::Apply(o) | Event::Delete(o) | Event::InitApply(o) => o,
+        Event::Init | Event::InitDone => return None,
+    };
+    let namespace = o.meta().namespace.clone().unwrap_or_default();
+    let after = match &ev {
+        Event::Delete(_) => None,
+        _ => template_labels(o).map(Arc::new),
+    };
+    Some(Input::Workload {
+        namespace,
+        labels: [before, after],
+    })
+}
+
 fn ns_of<K: Resource>(ev: &Result<Event<K>, watcher::Error>) -> Option<Option<String>> {
     match ev {
         Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => {
@@ -766,15 +852,21 @@ pub async fn run(
     let deployments = SlimCache::new(deployment_labels);
     streams.push(
         deployments
-            .watch(Api::<Deployment>::all(fed.clone()))
-            .filter_map(|e| async move { ns_of(&e).map(Input::Workload) })
+            .watch_with_previous(Api::<Deployment>::all(fed.clone()))
+            .filter_map(|e| {
+                let input = workload_change(deployment_labels, e);
+                async move { input }
+            })
             .boxed(),
     );
     let replicasets = SlimCache::new(replicaset_labels);
     streams.push(
         replicasets
-            .watch(Api::<ReplicaSet>::all(fed.clone()))
-            .filter_map(|e| async move { ns_of(&e).map(Input::Workload) })
+            .watch_with_previous(Api::<ReplicaSet>::all(fed.clone()))
+            .filter_map(|e| {
+                let input = workload_change(replicaset_labels, e);
+                async move { input }
+            })
             .boxed(),
     );
     let placements = SlimCache::new(placement_slim);
@@ -802,9 +894,17 @@ pub async fn run(
         Api::<ConfigMap>::namespaced(fed.clone(), SYSTEM_NAMESPACE),
         all().fields(&format!("metadata.name={LB_PORTS_CONFIGMAP}")),
     );
+    // Each new Service allocates ports here: only the Services whose allocations moved
+    // look again, not every Service at every allocation.
     streams.push(
         s.filter_map(|e| async move {
-            matches!(e, Ok(Event::Apply(_) | Event::Delete(_))).then_some(Input::Ports)
+            match e {
+                Ok(Event::Apply(cm) | Event::InitApply(cm)) => {
+                    Some(Input::ListenPorts(cm.data.unwrap_or_default()))
+                }
+                Ok(Event::Delete(_)) => Some(Input::ListenPorts(BTreeMap::new())),
+                _ => None,
+            }
         })
         .boxed(),
     );
@@ -854,6 +954,7 @@ pub async fn run(
         overrides,
         lb_services: Mutex::default(),
         cluster_digests: Mutex::default(),
+        listen_ports: Mutex::default(),
         policy_errors: Mutex::default(),
         subnet_problems: Mutex::default(),
         address_problems: Mutex::default(),

@@ -83,6 +83,31 @@ fn prefix(namespace: &str, service: &str) -> String {
     format!("{namespace}.{service}.")
 }
 
+/// What a change of the allocations (`old` → `new`, the ConfigMap's data) means for the
+/// Services: the `(namespace, name)`s whose allocations differ, and whether any port was
+/// freed (a Service waiting for a port may get one now).
+pub fn changed_services(
+    old: &BTreeMap<String, String>,
+    new: &BTreeMap<String, String>,
+) -> (BTreeSet<(String, String)>, bool) {
+    let service = |k: &str| {
+        let mut parts = k.splitn(3, '.');
+        Some((parts.next()?.to_owned(), parts.next()?.to_owned()))
+    };
+    let mut changed = BTreeSet::new();
+    for (k, v) in new {
+        if old.get(k) != Some(v) {
+            changed.extend(service(k));
+        }
+    }
+    let mut freed = false;
+    for k in old.keys().filter(|k| !new.contains_key(*k)) {
+        freed = true;
+        changed.extend(service(k));
+    }
+    (changed, freed)
+}
+
 /// The ConfigMap's data as allocations; values that are not ports are dropped (and so
 /// reallocated), never trusted.
 pub fn parse(data: &BTreeMap<String, String>) -> BTreeMap<String, u16> {
@@ -278,5 +303,37 @@ mod tests {
         );
         assert_eq!(release(&next, "shop", "web"), None);
         assert_eq!(lookup(&next, "shop", "web2", "http"), Some(30001));
+    }
+
+    #[test]
+    fn changed_services_names_only_what_moved() {
+        let data = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let old = data(&[("shop.web.http", "30000"), ("shop.api.grpc", "30001")]);
+        let svc = |ns: &str, n: &str| (ns.to_owned(), n.to_owned());
+        // One Service allocated a port: only it.
+        let new = data(&[
+            ("shop.web.http", "30000"),
+            ("shop.api.grpc", "30001"),
+            ("blog.front.http", "30002"),
+        ]);
+        assert_eq!(
+            changed_services(&old, &new),
+            (BTreeSet::from([svc("blog", "front")]), false)
+        );
+        // A port moved and one was freed.
+        let new = data(&[("shop.web.http", "30005")]);
+        assert_eq!(
+            changed_services(&old, &new),
+            (
+                BTreeSet::from([svc("shop", "api"), svc("shop", "web")]),
+                true
+            )
+        );
+        assert_eq!(changed_services(&old, &old), (BTreeSet::new(), false));
     }
 }
