@@ -1,5 +1,6 @@
 //! The workload controller: pushes federated Deployments, ReplicaSets, StatefulSets and
-//! Jobs (with their namespace and the ConfigMaps/Secrets their pod templates use) into the
+//! Jobs (with their namespace and the ConfigMaps, Secrets, ServiceAccounts and
+//! PersistentVolumeClaims their pod templates use, [`deps`]) into the
 //! member clusters their Placement names, with each member's share (a Job's parallelism and
 //! completions, [`job`]); aggregates the members' status
 //! into `Placement.status.clusters` and the federated object's `status`; reverts edits made
@@ -12,6 +13,7 @@
 
 pub mod compact;
 pub mod controller;
+pub mod dep_drift;
 pub mod dep_wants;
 pub mod deps;
 pub mod desired;
