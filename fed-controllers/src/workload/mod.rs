@@ -4,9 +4,10 @@
 //! member clusters their Placement names, with each member's share (a Job's parallelism and
 //! completions, [`job`]); aggregates the members' status
 //! into `Placement.status.clusters` and the federated object's `status`; reverts edits made
-//! in members; cleans members up behind the `member-cleanup` finalizer.
+//! in members (but not the replicas a member's copy of an HPA writes, [`hpa`]); cleans
+//! members up behind the `member-cleanup` finalizer.
 //!
-//! Pure decisions — [`deps`], [`desired`], [`wants`] and [`dep_wants`] (the copies of the
+//! Pure decisions — [`deps`], [`hpa`], [`desired`], [`wants`] and [`dep_wants`] (the copies of the
 //! workload and of its dependencies each member gets, override policies applied), [`plan`], [`drift`], [`ownership`], [`status`], [`job_status`] —
 //! are separate from the effects: [`member`] runs one task and queue per member cluster,
 //! [`controller`] watches the federation and hands members their intents.
@@ -21,6 +22,7 @@ pub mod drift;
 pub mod echo;
 pub mod events;
 mod finalize;
+pub mod hpa;
 pub mod intents;
 pub mod job;
 pub mod job_status;
