@@ -1,7 +1,8 @@
 //! A member HPA's replicas are not fought over: a federated Deployment and a federated HPA
 //! targeting it are both propagated; scaling the member's Deployment as its HPA would
 //! (`kubectl scale` in the member) stays, later changes of the federated Deployment still
-//! arrive, and the federated status counts the member's real replicas.
+//! arrive, and the federated status counts the member's real replicas. The member copy's
+//! own conditions show on its Placement entry.
 
 use std::time::Duration;
 
@@ -136,4 +137,23 @@ async fn replicas_an_hpa_writes_in_a_member_are_left_alone() {
     .await;
     let d = deployments.get("api").await.expect("member copy");
     assert_eq!(replicas(&d), Some(5));
+
+    // The member copy's own conditions show on its Placement entry.
+    let placements: Api<fed_api::Placement> = Api::namespaced(env.federation().await, "scaled");
+    eventually(
+        "sim-1's entry showing its copy's Available condition",
+        WITHIN,
+        || async { placements.get("deployment-api").await.expect("get") },
+        |p| {
+            p.status.as_ref().is_some_and(|s| {
+                s.clusters.iter().any(|c| {
+                    c.cluster == "sim-1"
+                        && c.conditions
+                            .iter()
+                            .any(|c| c.type_ == "Available" && c.status == "True")
+                })
+            })
+        },
+    )
+    .await;
 }
