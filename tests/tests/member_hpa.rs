@@ -122,19 +122,24 @@ async fn replicas_an_hpa_writes_in_a_member_are_left_alone() {
         "the member's replicas were rewritten"
     );
 
-    // The federated status counts what the member runs.
+    // The federated status counts what the member runs, and the member's copy counts as
+    // having observed the new spec (its replicas are the HPA's, not a difference).
     let fed: Api<Deployment> = Api::namespaced(env.federation().await, "scaled");
     eventually(
-        "the federated status counting 5 replicas",
+        "the federated status counting 5 replicas of the new generation",
         WITHIN,
         || async { fed.get("api").await.expect("get") },
         |d| {
-            d.status
-                .as_ref()
-                .is_some_and(|s| s.replicas == Some(5) && s.updated_replicas == Some(5))
+            d.status.as_ref().is_some_and(|s| {
+                s.replicas == Some(5)
+                    && s.updated_replicas == Some(5)
+                    && s.observed_generation.is_some()
+                    && s.observed_generation == d.metadata.generation
+            })
         },
     )
     .await;
+    env.rollout_status("deploy/api", "scaled");
     let d = deployments.get("api").await.expect("member copy");
     assert_eq!(replicas(&d), Some(5));
 

@@ -253,6 +253,14 @@ impl MemberShared {
         }
     }
 
+    /// Whether Meridian's copy of an HPA in the member scales the workload `key` there, so
+    /// the replicas of its copy are the member's ([`hpa`]).
+    pub fn scaled_by_hpa(&self, key: &WorkloadKey) -> bool {
+        self.caches()
+            .and_then(|c| c.hpas.clone())
+            .is_some_and(|h| scaled_in_member(&h, key))
+    }
+
     /// What the member reports for a workload whose copy there is `copy` (see [`Self::look`]).
     pub fn report(&self, key: &WorkloadKey, copy: Option<&Entry>) -> MemberReport {
         let (error, conflict, last_sync_time) = lock(&self.records)
@@ -374,7 +382,9 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
             if let Some(key) = hpa::target(&ns, &v)
                 && lock(&m.intents).contains(&key)
             {
-                m.queue.add(key);
+                // Whether its copy counts as observed changes too.
+                m.queue.add(key.clone());
+                m.status_soon(key);
             }
         }),
     );
