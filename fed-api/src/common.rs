@@ -6,7 +6,7 @@ use serde_with::skip_serializing_none;
 
 /// A condition in the Kubernetes style (`type`, `status`, `reason`, `message`, times).
 #[skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     /// Type of the condition, e.g. `Ready` or `Scheduled`.

@@ -169,7 +169,8 @@ pub fn controllers_rules() -> Vec<Value> {
         // `/status` with what the members' copies report: any resource a policy may name.
         // At start it also labels copied objects' Placements an earlier scheduler left
         // unlabelled. No other write: the copies themselves are written in members with
-        // members' credentials.
+        // members' credentials. The workload controller's watches of the ServiceAccounts
+        // and PersistentVolumeClaims workloads use (workload/deps.rs) are covered here too.
         rule("*", &["*"], &["list", "watch", "patch"]),
         events(),
     ];
@@ -283,6 +284,8 @@ mod tests {
             "web"
         ));
         assert!(allows(&r, "watch", FED_GROUP, "overridepolicies", ""));
+        assert!(allows(&r, "list", "", "serviceaccounts", ""));
+        assert!(allows(&r, "watch", "", "persistentvolumeclaims", ""));
         assert!(allows(&r, "watch", FED_GROUP, "resourceinterpreters", ""));
         assert!(allows(&r, "patch", "apps", "daemonsets/status", "agent"));
         assert!(allows(&r, "list", FED_GROUP, "clusteroverridepolicies", ""));

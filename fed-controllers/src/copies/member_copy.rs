@@ -61,6 +61,19 @@ pub fn member_copy(fed: &Value, uid: &str) -> Value {
         return out;
     };
     obj.remove("status");
+    without_member_fields(obj, &group, &kind);
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        for k in SERVER_METADATA {
+            meta.remove(k);
+        }
+    }
+    stamp(&mut out, uid);
+    out
+}
+
+/// Removes from `obj` (of `group` and `kind`) the fields and annotations the member's own
+/// controllers write: a copy that carried them would fight those controllers.
+pub fn without_member_fields(obj: &mut Map<String, Value>, group: &str, kind: &str) {
     for (g, k, path) in MEMBER_FIELDS {
         if g == group && k == kind {
             remove_path(obj, path);
@@ -70,9 +83,6 @@ pub fn member_copy(fed: &Value, uid: &str) -> Value {
         .entry("metadata")
         .or_insert_with(|| Value::Object(Map::new()));
     if let Some(meta) = meta.as_object_mut() {
-        for k in SERVER_METADATA {
-            meta.remove(k);
-        }
         if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
             for k in MEMBER_ANNOTATIONS {
                 a.remove(k);
@@ -86,8 +96,6 @@ pub fn member_copy(fed: &Value, uid: &str) -> Value {
             meta.remove("annotations");
         }
     }
-    stamp(&mut out, uid);
-    out
 }
 
 /// `copy` (of `kind`, Meridian's copy of the object with `uid`) as cluster `c` gets it under

@@ -303,13 +303,20 @@ pub fn member_entry(rule: Option<&Rule>, copy: &Value, entry: &mut ClusterWorklo
     if kind.is_some_and(StatusKind::has_observed_generation) {
         entry.observed_generation = status["observedGeneration"].as_i64();
     }
-    entry.conditions = status["conditions"]
+    entry.conditions = member_conditions(status);
+}
+
+/// The conditions of a member copy's `status` as its Placement entry shows them: at most
+/// [`MAX_MEMBER_CONDITIONS`], with the fields of [`Condition`] only (a Deployment's
+/// `lastUpdateTime`, which moves on every bit of progress, is not one of them).
+pub fn member_conditions(status: &Value) -> Vec<Condition> {
+    status["conditions"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|c| serde_json::from_value::<Condition>(c.clone()).ok())
         .take(MAX_MEMBER_CONDITIONS)
-        .collect();
+        .collect()
 }
 
 #[cfg(test)]

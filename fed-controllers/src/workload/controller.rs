@@ -40,7 +40,7 @@ use super::placements::{self, PlacementCache, PlacementView};
 use super::plan::{self, MemberPlan};
 use super::status_spacing::StatusSpacing;
 use super::wants::Wants;
-use super::{Settings, deps, desired, status};
+use super::{Settings, deps, desired, hpa, status};
 use crate::cluster::controller::token_digest;
 use crate::fleet::overrides::Changed;
 use crate::fleet::{self, FedError, Fleet, Overrides, reflect};
@@ -596,13 +596,24 @@ impl Central {
         let observed: Vec<bool> = dest
             .iter()
             .map(|(c, _)| {
-                let entry = looks.get(c.as_str()).and_then(|(_, l)| l.entry.as_ref());
-                entry.is_some_and(|entry| {
+                let Some((m, look)) = looks.get(c.as_str()) else {
+                    return false;
+                };
+                look.entry.as_ref().is_some_and(|entry| {
                     let cluster = cluster_of(c);
                     let member = cluster.as_deref().map(MemberCluster::of);
                     entry.status.caught_up()
                         && match wants.get(member.as_ref(), share_of(c)) {
-                            Ok(want) => status::observed(&entry.status, || entry.value(), want),
+                            // The replicas an HPA there writes are the member's; asked
+                            // only when the copy differs.
+                            Ok(want) => {
+                                status::observed(&entry.status, || entry.value(), want)
+                                    || (m.scaled_by_hpa(key) && {
+                                        let actual = entry.value();
+                                        let want = hpa::with_member_replicas(want, &actual);
+                                        status::observed(&entry.status, || actual, &want)
+                                    })
+                            }
                             Err(_) => false,
                         }
                 })

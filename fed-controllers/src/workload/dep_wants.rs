@@ -1,4 +1,4 @@
-//! The dependency copies (ConfigMaps, Secrets a pod template references) each destination
+//! The dependency copies (what a pod template references, [`super::deps`]) each destination
 //! of a workload gets: the federated object as a member copy ([`desired::dependency`]),
 //! then changed by the override policies that select it for that cluster, exactly as a
 //! copied object is ([`overridden`]).

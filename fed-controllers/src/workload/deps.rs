@@ -1,5 +1,6 @@
-//! Which ConfigMaps and Secrets a pod template needs in a member: env `valueFrom`, `envFrom`,
-//! volumes (`configMap`, `secret`, `projected`) and `imagePullSecrets`.
+//! Which ConfigMaps, Secrets, ServiceAccounts and PersistentVolumeClaims a pod template
+//! needs in a member: env `valueFrom`, `envFrom`, volumes (`configMap`, `secret`,
+//! `projected`, `persistentVolumeClaim`), `imagePullSecrets` and `serviceAccountName`.
 
 use std::collections::BTreeSet;
 
@@ -7,7 +8,7 @@ use serde_json::Value;
 
 use super::kinds::DepKind;
 
-/// The ConfigMaps and Secrets (names, in the workload's namespace) a pod template references.
+/// The dependencies (names, in the workload's namespace) a pod template references.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Dependencies {
     /// `(kind, name)`, sorted, without duplicates.
@@ -53,6 +54,10 @@ pub fn of_pod_template(template: &Value) -> Dependencies {
     for v in items(spec, "volumes") {
         d.add(DepKind::ConfigMap, v.pointer("/configMap/name"));
         d.add(DepKind::Secret, v.pointer("/secret/secretName"));
+        d.add(
+            DepKind::PersistentVolumeClaim,
+            v.pointer("/persistentVolumeClaim/claimName"),
+        );
         if let Some(p) = v.get("projected") {
             for s in items(p, "sources") {
                 d.add(DepKind::ConfigMap, s.pointer("/configMap/name"));
@@ -63,8 +68,20 @@ pub fn of_pod_template(template: &Value) -> Dependencies {
     for s in items(spec, "imagePullSecrets") {
         d.add(DepKind::Secret, s.get("name"));
     }
+    // `serviceAccount` is the deprecated name, read by Kubernetes when the other is unset.
+    // Every namespace of a member has its own `default`: that one is not copied.
+    let account = [spec.get("serviceAccountName"), spec.get("serviceAccount")]
+        .into_iter()
+        .flatten()
+        .find(|v| v.as_str().is_some_and(|n| !n.is_empty()));
+    if account.and_then(Value::as_str) != Some(DEFAULT_SERVICE_ACCOUNT) {
+        d.add(DepKind::ServiceAccount, account);
+    }
     d
 }
+
+/// The ServiceAccount pods run as when their template names none.
+const DEFAULT_SERVICE_ACCOUNT: &str = "default";
 
 #[cfg(test)]
 mod tests {
@@ -92,8 +109,11 @@ mod tests {
                     {"configMap": {"name": "cm-proj"}}, {"secret": {"name": "sec-proj"}},
                     {"serviceAccountToken": {"path": "t"}}
                 ]}},
-                {"name": "v4", "emptyDir": {}}
+                {"name": "v4", "emptyDir": {}},
+                {"name": "v5", "persistentVolumeClaim": {"claimName": "data"}},
+                {"name": "v6", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}
             ],
+            "serviceAccountName": "web-sa",
             "imagePullSecrets": [{"name": "registry"}, {"name": "cm-env"}]
         }});
         let d = of_pod_template(&t);
@@ -109,11 +129,49 @@ mod tests {
             (DepKind::Secret, "sec-from"),
             (DepKind::Secret, "sec-proj"),
             (DepKind::Secret, "sec-vol"),
+            (DepKind::ServiceAccount, "web-sa"),
+            (DepKind::PersistentVolumeClaim, "data"),
         ];
         let got: Vec<(DepKind, &str)> = d.refs.iter().map(|(k, n)| (*k, n.as_str())).collect();
         assert_eq!(got, want);
         assert!(d.contains(DepKind::ConfigMap, "cm-vol"));
         assert!(!d.contains(DepKind::Secret, "cm-vol"));
+    }
+
+    #[test]
+    fn service_accounts() {
+        let sa = |spec: serde_json::Value| -> Vec<String> {
+            of_pod_template(&json!({ "spec": spec }))
+                .refs
+                .into_iter()
+                .filter(|(k, _)| *k == DepKind::ServiceAccount)
+                .map(|(_, n)| n)
+                .collect()
+        };
+        // (what, pod spec, the ServiceAccount copied)
+        let cases: [(&str, serde_json::Value, &[&str]); 6] = [
+            ("named", json!({"serviceAccountName": "web"}), &["web"]),
+            (
+                "every namespace has default",
+                json!({"serviceAccountName": "default"}),
+                &[],
+            ),
+            ("none named", json!({}), &[]),
+            ("empty", json!({"serviceAccountName": ""}), &[]),
+            (
+                "the deprecated field alone",
+                json!({"serviceAccount": "old"}),
+                &["old"],
+            ),
+            (
+                "the current field wins",
+                json!({"serviceAccountName": "new", "serviceAccount": "old"}),
+                &["new"],
+            ),
+        ];
+        for (what, spec, want) in cases {
+            assert_eq!(sa(spec), want, "{what}");
+        }
     }
 
     #[test]

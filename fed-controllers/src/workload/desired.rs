@@ -1,5 +1,5 @@
 //! What a member should hold for one federated workload: the sub-object with that member's
-//! replica share, and copies of the ConfigMaps/Secrets its pod template references — all
+//! replica share, and copies of the dependencies its pod template references — all
 //! labelled as Meridian's. Pure functions over JSON objects, so both kinds share one path.
 
 use serde_json::{Map, Value, json};
@@ -10,6 +10,7 @@ use fed_api::names::{
 
 use super::job;
 use super::kinds::{DepKind, Kind};
+use crate::copies::member_copy::without_member_fields;
 
 /// Annotations that describe the federated object itself and must not travel to members.
 const LOCAL_ANNOTATIONS: [&str; 3] = [
@@ -141,20 +142,22 @@ pub fn sub_object(fed: &Value, kind: Kind, share: Share, uid: &str) -> Value {
     Value::Object(o)
 }
 
-/// The member copy of a federated ConfigMap or Secret; it belongs to the federated
-/// dependency (its uid), so workloads sharing it share one copy.
+/// The member copy of a federated dependency ([`DepKind`]); it belongs to the federated
+/// dependency (its uid), so workloads sharing it share one copy. What the member's own
+/// controllers write (a bound PVC's `volumeName`, its binding annotations) is left out,
+/// as the copy path leaves it out ([`without_member_fields`]).
 pub fn dependency(fed: &Value, kind: DepKind, uid: &str) -> Value {
-    let mut out = json!({
-        "apiVersion": "v1",
-        "kind": kind.as_str(),
-        "metadata": member_metadata(fed, uid),
-    });
-    for field in ["data", "binaryData", "type", "immutable"] {
-        if let Some(v) = fed.get(field).filter(|v| !v.is_null()) {
-            out[field] = v.clone();
+    let mut out = Map::new();
+    out.insert("apiVersion".into(), "v1".into());
+    out.insert("kind".into(), kind.as_str().into());
+    out.insert("metadata".into(), member_metadata(fed, uid));
+    for field in kind.copied_fields() {
+        if let Some(v) = fed.get(*field).filter(|v| !v.is_null()) {
+            out.insert((*field).into(), v.clone());
         }
     }
-    out
+    without_member_fields(&mut out, "", kind.as_str());
+    Value::Object(out)
 }
 
 /// The namespace a workload lands in. Namespaces are shared with whatever else runs in the
@@ -341,6 +344,44 @@ mod tests {
                 "data": {"a": "1"}
             })
         );
+        // (what, federated object, its member copy's fields besides apiVersion, kind, metadata)
+        let cases = [
+            (
+                "service account: the token secrets are the member's",
+                DepKind::ServiceAccount,
+                json!({"metadata": {"name": "sa", "namespace": "shop"},
+                       "secrets": [{"name": "sa-token-x1y2z"}],
+                       "imagePullSecrets": [{"name": "registry"}],
+                       "automountServiceAccountToken": false}),
+                json!({"imagePullSecrets": [{"name": "registry"}],
+                       "automountServiceAccountToken": false}),
+            ),
+            (
+                "bound claim: the volume and the binding are the member's",
+                DepKind::PersistentVolumeClaim,
+                json!({"metadata": {"name": "data", "namespace": "shop",
+                                    "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                       "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": "pv-7",
+                                "resources": {"requests": {"storage": "1Gi"}}},
+                       "status": {"phase": "Bound"}}),
+                json!({"spec": {"accessModes": ["ReadWriteOnce"],
+                                "resources": {"requests": {"storage": "1Gi"}}}}),
+            ),
+        ];
+        for (what, kind, fed, want) in cases {
+            let mut got = dependency(&fed, kind, "d-1");
+            assert_eq!(got["kind"], kind.as_str(), "{what}");
+            let meta = got
+                .as_object_mut()
+                .and_then(|o| o.remove("metadata"))
+                .unwrap_or_default();
+            assert!(meta.get("annotations").is_none(), "{what}: {meta}");
+            assert_eq!(meta["labels"][OWNER_UID_LABEL], "d-1", "{what}");
+            let o = got.as_object_mut().unwrap();
+            o.remove("apiVersion");
+            o.remove("kind");
+            assert_eq!(got, want, "{what}");
+        }
         let sec = json!({"metadata": {"name": "s", "namespace": "shop"}, "type": "Opaque", "data": {"k": "dg=="}});
         let d = dependency(&sec, DepKind::Secret, "s-1");
         assert_eq!(

@@ -1,16 +1,25 @@
 //! Drift between what a member holds and what Meridian wants, over the fields Meridian owns
 //! (our labels and annotations, `spec` of workloads, `data`/`binaryData`/`type` of
-//! dependencies). Fields a member's API server defaults, or fields nobody set, are not drift.
-//! Of a Job's spec only `parallelism` counts ([`job`]): the rest is fixed at creation or
-//! the member's own.
+//! dependencies, a ServiceAccount's `imagePullSecrets`). Fields a member's API server
+//! defaults, or fields nobody set, are not drift. Of a Job's spec only `parallelism` counts
+//! ([`job`]), of a PersistentVolumeClaim's only its storage requests ([`dep_drift`]): the
+//! rest is fixed at creation or the member's own.
 
 use serde_json::{Map, Value};
 
-use super::job;
+use super::{dep_drift, job};
 use crate::copies::record;
 
 /// The top-level fields Meridian owns (metadata is handled separately: labels and annotations).
-const OWNED: [&str; 5] = ["spec", "data", "binaryData", "type", "immutable"];
+const OWNED: [&str; 7] = [
+    "spec",
+    "data",
+    "binaryData",
+    "type",
+    "immutable",
+    "imagePullSecrets",
+    "automountServiceAccountToken",
+];
 
 /// Whether `actual` holds everything `want` says: objects key by key (extra keys in
 /// `actual` are defaults, not drift), arrays element by element with equal lengths.
@@ -50,6 +59,8 @@ pub fn in_sync(actual: &Value, desired: &Value) -> bool {
         && contains(meta(actual, "annotations"), meta(desired, "annotations"))
         && if job::is_job(desired) {
             job::spec_in_sync(actual, desired)
+        } else if dep_drift::is_claim(desired) {
+            dep_drift::claim_in_sync(actual, desired)
         } else {
             owned_in_sync(actual, desired)
         }
@@ -61,6 +72,8 @@ fn owned_in_sync(actual: &Value, desired: &Value) -> bool {
         match (*f, set_field(desired, f), set_field(actual, f)) {
             // Values, not defaults: a key added in the member is drift too.
             ("data" | "binaryData", want, have) => want == have,
+            // The member may add its own.
+            ("imagePullSecrets", want, have) => dep_drift::pull_secrets_in_sync(have, want),
             // Not ours to set; the member's server may default it.
             (_, None, _) => true,
             (_, Some(want), Some(have)) => contains(have, want),
@@ -86,8 +99,12 @@ pub fn merged(actual: &Value, desired: &Value) -> Value {
             out["metadata"][k] = Value::Object(m);
         }
     }
-    if job::is_job(desired) {
-        job::merge_spec(&mut out, desired);
+    if job::is_job(desired) || dep_drift::is_claim(desired) {
+        if job::is_job(desired) {
+            job::merge_spec(&mut out, desired);
+        } else {
+            dep_drift::merge_claim(&mut out, desired);
+        }
         if let Some(o) = out.as_object_mut() {
             o.remove("status");
         }
@@ -96,6 +113,10 @@ pub fn merged(actual: &Value, desired: &Value) -> Value {
     if let Some(o) = out.as_object_mut() {
         for f in OWNED {
             match desired.get(f) {
+                Some(v) if f == "imagePullSecrets" && !v.is_null() => {
+                    let m = dep_drift::merged_pull_secrets(o.get(f), v);
+                    o.insert(f.to_string(), m);
+                }
                 Some(v) if !v.is_null() => {
                     o.insert(f.to_string(), v.clone());
                 }
@@ -193,6 +214,96 @@ mod tests {
         assert_eq!(m["data"], json!({"a": "1"}));
         let unwanted = json!({"metadata": {"name": "c"}, "data": {"a": "1"}});
         assert!(!in_sync(&unwanted, &json!({"metadata": {"name": "c"}})));
+    }
+
+    #[test]
+    fn what_members_write_on_service_accounts_and_claims_is_not_drift() {
+        let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                        "metadata": {"name": "web", "labels": {"app.kubernetes.io/managed-by": "meridian"}},
+                        "imagePullSecrets": [{"name": "registry"}],
+                        "automountServiceAccountToken": false});
+        let pvc = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                         "metadata": {"name": "data", "labels": {"app.kubernetes.io/managed-by": "meridian"}},
+                         "spec": {"accessModes": ["ReadWriteOnce"],
+                                  "resources": {"requests": {"storage": "1Gi"}}}});
+        // (what, desired, the member's copy, in sync)
+        let cases = [
+            (
+                "token secrets and a pull secret of the member's",
+                &sa,
+                json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                       "metadata": {"name": "web", "resourceVersion": "3",
+                                    "labels": {"app.kubernetes.io/managed-by": "meridian"}},
+                       "secrets": [{"name": "web-token-abcde"}],
+                       "imagePullSecrets": [{"name": "registry"}, {"name": "web-dockercfg"}],
+                       "automountServiceAccountToken": false}),
+                true,
+            ),
+            (
+                "token mounting turned on in the member",
+                &sa,
+                json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                       "metadata": {"name": "web", "resourceVersion": "3",
+                                    "labels": {"app.kubernetes.io/managed-by": "meridian"}},
+                       "secrets": [{"name": "web-token-abcde"}],
+                       "imagePullSecrets": [{"name": "registry"}],
+                       "automountServiceAccountToken": true}),
+                false,
+            ),
+            (
+                "our pull secret removed in the member",
+                &sa,
+                json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                       "metadata": {"name": "web", "resourceVersion": "3",
+                                    "labels": {"app.kubernetes.io/managed-by": "meridian"}},
+                       "secrets": [{"name": "web-token-abcde"}],
+                       "automountServiceAccountToken": false}),
+                false,
+            ),
+            (
+                "a bound claim",
+                &pvc,
+                json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                       "metadata": {"name": "data", "resourceVersion": "8",
+                                    "labels": {"app.kubernetes.io/managed-by": "meridian"},
+                                    "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                       "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": "pv-1",
+                                "storageClassName": "standard", "volumeMode": "Filesystem",
+                                "resources": {"requests": {"storage": "1Gi"}}},
+                       "status": {"phase": "Bound"}}),
+                true,
+            ),
+            (
+                "a claim resized in the member",
+                &pvc,
+                json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                       "metadata": {"name": "data", "resourceVersion": "8",
+                                    "labels": {"app.kubernetes.io/managed-by": "meridian"}},
+                       "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": "pv-1",
+                                "resources": {"requests": {"storage": "5Gi"}}},
+                       "status": {"phase": "Bound"}}),
+                false,
+            ),
+        ];
+        for (what, desired, actual, want) in cases {
+            assert_eq!(in_sync(&actual, desired), want, "{what}");
+            let fixed = merged(&actual, desired);
+            assert!(in_sync(&fixed, desired), "{what}: {fixed}");
+            assert!(fixed.get("status").is_none(), "{what}");
+            // The member's own parts are written back as they are.
+            for p in [
+                "/secrets",
+                "/spec/volumeName",
+                "/spec/storageClassName",
+                "/metadata/annotations",
+                "/metadata/resourceVersion",
+            ] {
+                assert_eq!(fixed.pointer(p), actual.pointer(p), "{what}: {p}");
+            }
+            if let Some(mine) = actual.pointer("/imagePullSecrets/1") {
+                assert_eq!(fixed.pointer("/imagePullSecrets/1"), Some(mine), "{what}");
+            }
+        }
     }
 
     #[test]

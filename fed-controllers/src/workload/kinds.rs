@@ -14,17 +14,28 @@ pub enum DepKind {
     ConfigMap,
     /// `v1` Secret.
     Secret,
+    /// `v1` ServiceAccount (`serviceAccountName`, other than every namespace's `default`).
+    ServiceAccount,
+    /// `v1` PersistentVolumeClaim (`persistentVolumeClaim.claimName` volumes).
+    PersistentVolumeClaim,
 }
 
 impl DepKind {
-    /// Both dependency kinds.
-    pub const ALL: [DepKind; 2] = [DepKind::ConfigMap, DepKind::Secret];
+    /// Every dependency kind.
+    pub const ALL: [DepKind; 4] = [
+        DepKind::ConfigMap,
+        DepKind::Secret,
+        DepKind::ServiceAccount,
+        DepKind::PersistentVolumeClaim,
+    ];
 
     /// The Kubernetes kind name.
     pub fn as_str(self) -> &'static str {
         match self {
             DepKind::ConfigMap => "ConfigMap",
             DepKind::Secret => "Secret",
+            DepKind::ServiceAccount => "ServiceAccount",
+            DepKind::PersistentVolumeClaim => "PersistentVolumeClaim",
         }
     }
 
@@ -33,8 +44,21 @@ impl DepKind {
         let plural = match self {
             DepKind::ConfigMap => "configmaps",
             DepKind::Secret => "secrets",
+            DepKind::ServiceAccount => "serviceaccounts",
+            DepKind::PersistentVolumeClaim => "persistentvolumeclaims",
         };
         ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", self.as_str()), plural)
+    }
+
+    /// The top-level fields of the federated object its member copy carries. A
+    /// ServiceAccount's token `secrets` are left out: the member's token controller writes
+    /// them.
+    pub fn copied_fields(self) -> &'static [&'static str] {
+        match self {
+            DepKind::ConfigMap | DepKind::Secret => &["data", "binaryData", "type", "immutable"],
+            DepKind::ServiceAccount => &["imagePullSecrets", "automountServiceAccountToken"],
+            DepKind::PersistentVolumeClaim => &["spec"],
+        }
     }
 }
 
@@ -46,5 +70,13 @@ mod tests {
     fn names() {
         assert_eq!(Kind::Deployment.api_resource().plural, "deployments");
         assert_eq!(DepKind::Secret.api_resource().api_version, "v1");
+        assert_eq!(
+            DepKind::PersistentVolumeClaim.api_resource().plural,
+            "persistentvolumeclaims"
+        );
+        assert_eq!(
+            DepKind::ServiceAccount.api_resource().plural,
+            "serviceaccounts"
+        );
     }
 }

@@ -32,7 +32,7 @@ use super::objects::{Change, Entry, ObjectCache};
 use super::ownership::{self, Ownership};
 use super::status::MemberReport;
 use super::status_spacing::StatusSpacing;
-use super::{Settings, drift};
+use super::{Settings, drift, hpa};
 use crate::dynamic::{self, Decoded};
 use crate::fleet;
 use crate::member_sync::{self, Applied, SyncError, now};
@@ -87,6 +87,9 @@ struct Caches {
     client: Client,
     workloads: HashMap<Kind, ObjectCache>,
     deps: HashMap<DepKind, ObjectCache>,
+    /// Meridian's copies of HPAs in the member: the workloads they scale keep the
+    /// replicas the HPA writes ([`hpa`]).
+    hpas: Option<ObjectCache>,
     synced: Arc<AtomicBool>,
 }
 
@@ -250,6 +253,14 @@ impl MemberShared {
         }
     }
 
+    /// Whether Meridian's copy of an HPA in the member scales the workload `key` there, so
+    /// the replicas of its copy are the member's ([`hpa`]).
+    pub fn scaled_by_hpa(&self, key: &WorkloadKey) -> bool {
+        self.caches()
+            .and_then(|c| c.hpas.clone())
+            .is_some_and(|h| scaled_in_member(&h, key))
+    }
+
     /// What the member reports for a workload whose copy there is `copy` (see [`Self::look`]).
     pub fn report(&self, key: &WorkloadKey, copy: Option<&Entry>) -> MemberReport {
         let (error, conflict, last_sync_time) = lock(&self.records)
@@ -314,6 +325,7 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
         client: client.clone(),
         workloads: HashMap::new(),
         deps: HashMap::new(),
+        hpas: None,
         synced: synced.clone(),
     };
     let mut watches = Watches {
@@ -357,6 +369,25 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
         });
         caches.deps.insert(kind, store);
     }
+    // An HPA copy that comes, goes or retargets changes whose replicas are the member's.
+    caches.hpas = Some(
+        watches.start(hpa::api_resource(), move |m, o, change, _own_write| {
+            if !change.shape {
+                return;
+            }
+            let ns = o.namespace().unwrap_or_default();
+            let Ok(v) = serde_json::to_value(o) else {
+                return;
+            };
+            if let Some(key) = hpa::target(&ns, &v)
+                && lock(&m.intents).contains(&key)
+            {
+                // Whether its copy counts as observed changes too.
+                m.queue.add(key.clone());
+                m.status_soon(key);
+            }
+        }),
+    );
     let readiness = watches.started;
     *lock(&m.caches) = Some(Arc::new(caches));
     let m2 = m.clone();
@@ -476,21 +507,11 @@ async fn write<T>(
 /// is held, and no answer is decoded (the watch brings the result).
 async fn apply(
     m: &MemberShared,
-    workload: &WorkloadKey,
-    client: &Client,
-    ar: &kube::api::ApiResource,
-    (ns, name): (&str, &str),
+    target: Target<'_>,
     desired: &Compact,
     cache: Option<&ObjectCache>,
 ) -> Result<Applied, SyncError> {
-    let target = Target {
-        workload,
-        client,
-        ar,
-        ns,
-        name,
-        what: format!("{} {ns}/{name}", ar.kind),
-    };
+    let (client, ar, ns, name) = (target.client, target.ar, target.ns, target.name);
     if let Some(store) = cache {
         let cached = store.get(ns, name).map(|e| e.value());
         match converge(m, &target, desired, cached).await {
@@ -519,9 +540,30 @@ struct Target<'a> {
     name: &'a str,
     /// "Kind ns/name", for errors.
     what: String,
+    /// For the workload's own copy: the member's HPA copies (synced), which may own its
+    /// replicas.
+    hpas: Option<&'a ObjectCache>,
 }
 
-impl Target<'_> {
+impl<'a> Target<'a> {
+    /// The copy `ns/name` of `ar` for `workload`, in the member `client` reaches.
+    fn new(
+        workload: &'a WorkloadKey,
+        client: &'a Client,
+        ar: &'a kube::api::ApiResource,
+        (ns, name): (&'a str, &'a str),
+    ) -> Self {
+        Target {
+            workload,
+            client,
+            ar,
+            ns,
+            name,
+            what: format!("{} {ns}/{name}", ar.kind),
+            hpas: None,
+        }
+    }
+
     fn request(&self) -> Request {
         Request::new(<DynamicObject as kube::Resource>::url_path(
             self.ar,
@@ -611,9 +653,16 @@ async fn converge(
             let Some(actual) = existing else {
                 return Ok(Applied::Unchanged);
             };
-            let desired = desired.value();
+            let mut desired = desired.value();
             if drift::in_sync(&actual, &desired) {
                 return Ok(Applied::Unchanged);
+            }
+            // Looked at only when something differs: most syncs change nothing.
+            if t.hpas.is_some_and(|h| scaled_in_member(h, t.workload)) {
+                desired = hpa::with_member_replicas(&desired, &actual);
+                if drift::in_sync(&actual, &desired) {
+                    return Ok(Applied::Unchanged);
+                }
             }
             // `merged` keeps the resourceVersion read: a concurrent change is a 409.
             let body = serde_json::to_vec(&drift::merged(&actual, &desired))
@@ -625,6 +674,14 @@ async fn converge(
             Ok(Applied::Updated)
         }
     }
+}
+
+/// Whether one of the member's HPA copies scales the workload `key`.
+fn scaled_in_member(hpas: &ObjectCache, key: &WorkloadKey) -> bool {
+    hpas.state()
+        .iter()
+        .filter(|e| e.namespace == key.namespace)
+        .any(|e| hpa::target(&e.namespace, &e.value()).as_ref() == Some(key))
 }
 
 /// Outcome of one sync, for the record and Events.
@@ -650,19 +707,16 @@ async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, Syn
                 let cache = caches.deps.get(&d.kind).filter(|_| synced);
                 let target = (key.namespace.as_str(), d.name.as_str());
                 let ar = d.kind.api_resource();
-                apply(m, key, &caches.client, &ar, target, object, cache).await?;
+                let target = Target::new(key, &caches.client, &ar, target);
+                apply(m, target, object, cache).await?;
             }
             let cache = caches.workloads.get(&key.kind).filter(|_| synced);
-            let applied = apply(
-                m,
-                key,
-                &caches.client,
-                &key.kind.api_resource(),
-                (&key.namespace, &key.name),
-                workload,
-                cache,
-            )
-            .await?;
+            let ar = key.kind.api_resource();
+            let target = Target {
+                hpas: caches.hpas.as_ref().filter(|_| synced),
+                ..Target::new(key, &caches.client, &ar, (&key.namespace, &key.name))
+            };
+            let applied = apply(m, target, workload, cache).await?;
             out = Some(Synced {
                 workload: applied,
                 removed: false,

@@ -1,17 +1,20 @@
 //! The workload controller: pushes federated Deployments, ReplicaSets, StatefulSets and
-//! Jobs (with their namespace and the ConfigMaps/Secrets their pod templates use) into the
+//! Jobs (with their namespace and the ConfigMaps, Secrets, ServiceAccounts and
+//! PersistentVolumeClaims their pod templates use, [`deps`]) into the
 //! member clusters their Placement names, with each member's share (a Job's parallelism and
 //! completions, [`job`]); aggregates the members' status
 //! into `Placement.status.clusters` and the federated object's `status`; reverts edits made
-//! in members; cleans members up behind the `member-cleanup` finalizer.
+//! in members (but not the replicas a member's copy of an HPA writes, [`hpa`]); cleans
+//! members up behind the `member-cleanup` finalizer.
 //!
-//! Pure decisions — [`deps`], [`desired`], [`wants`] and [`dep_wants`] (the copies of the
+//! Pure decisions — [`deps`], [`hpa`], [`desired`], [`wants`] and [`dep_wants`] (the copies of the
 //! workload and of its dependencies each member gets, override policies applied), [`plan`], [`drift`], [`ownership`], [`status`], [`job_status`] —
 //! are separate from the effects: [`member`] runs one task and queue per member cluster,
 //! [`controller`] watches the federation and hands members their intents.
 
 pub mod compact;
 pub mod controller;
+pub mod dep_drift;
 pub mod dep_wants;
 pub mod deps;
 pub mod desired;
@@ -19,6 +22,7 @@ pub mod drift;
 pub mod echo;
 pub mod events;
 mod finalize;
+pub mod hpa;
 pub mod intents;
 pub mod job;
 pub mod job_status;

@@ -41,7 +41,7 @@ pub struct Entry {
     pub status: CopyStatus,
     /// A digest of what an edit of the object changes: its generation (every spec change
     /// bumps it), labels, annotations and deletion; the whole content for kinds without a
-    /// generation (ConfigMaps, Secrets).
+    /// generation (ConfigMaps, Secrets, ServiceAccounts).
     pub shape: u64,
     json: Compact,
 }

@@ -2,8 +2,11 @@
 //! entries → the federated workload's own `status` (sums, observedGeneration, conditions),
 //! so `kubectl rollout status` and `kubectl wait` work against the federation.
 
+use fed_api::common::Condition;
 use fed_api::placement::ClusterWorkloadStatus;
 use serde_json::{Value, json};
+
+use crate::copies::status::member_conditions;
 
 use super::drift;
 use super::kinds::Kind;
@@ -37,6 +40,9 @@ pub struct CopyStatus {
     pub revision_current: bool,
     /// A Job's own status (`None` for other kinds).
     pub job: Option<Box<JobCopyStatus>>,
+    /// The copy's own `status.conditions`, bounded, as its Placement entry shows them
+    /// ([`member_conditions`]).
+    pub conditions: Vec<Condition>,
 }
 
 /// What a member's Job reports.
@@ -107,6 +113,7 @@ impl CopyStatus {
                 available: job.ready,
                 updated: job.active,
                 job: Some(Box::new(job)),
+                conditions: member_conditions(status),
                 ..Self::default()
             };
         }
@@ -127,6 +134,7 @@ impl CopyStatus {
             revision_current: revision("currentRevision")
                 .is_some_and(|c| Some(c) == revision("updateRevision")),
             job: None,
+            conditions: member_conditions(status),
         }
     }
 
@@ -180,6 +188,7 @@ pub fn cluster_status(cluster: &str, report: &MemberReport) -> ClusterWorkloadSt
         observed_generation: report.copy.as_ref().and_then(|c| c.observed_generation),
         last_sync_time: report.last_sync_time.clone(),
         error: report.error.clone(),
+        conditions: c.conditions.clone(),
         ..Default::default()
     }
 }
@@ -487,6 +496,7 @@ pub fn apps_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::placements;
 
     fn entry(c: &str, r: i32, ready: i32, avail: i32, upd: i32) -> ClusterWorkloadStatus {
         ClusterWorkloadStatus {
@@ -580,6 +590,102 @@ mod tests {
             },
         );
         assert_eq!((missing.replicas, missing.error.as_str()), (0, "down"));
+        assert!(missing.conditions.is_empty());
+    }
+
+    /// A member Deployment's conditions as the controller there writes them.
+    fn deployment(progressing_message: &str, updated_at: &str, available: &str) -> Value {
+        json!({"kind": "Deployment", "metadata": {"generation": 2},
+        "status": {"replicas": 3, "observedGeneration": 2, "conditions": [
+            {"type": "Available", "status": available, "reason": "MinimumReplicasAvailable",
+             "lastUpdateTime": updated_at, "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated",
+             "message": progressing_message,
+             "lastUpdateTime": updated_at, "lastTransitionTime": "2026-01-01T00:00:00Z"}
+        ]}})
+    }
+
+    #[test]
+    fn a_copys_conditions_show_on_its_entry_and_change_only_with_what_matters() {
+        let entry = |o: &Value| {
+            cluster_status(
+                "a",
+                &MemberReport {
+                    copy: Some(CopyStatus::of_object(o)),
+                    ..Default::default()
+                },
+            )
+        };
+        let base = deployment(
+            "ReplicaSet \"web-1\" is progressing.",
+            "2026-01-01T00:00:05Z",
+            "True",
+        );
+        let e = entry(&base);
+        let types: Vec<_> = e
+            .conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str()))
+            .collect();
+        assert_eq!(types, [("Available", "True"), ("Progressing", "True")]);
+        assert_eq!(
+            e.conditions[1].message,
+            "ReplicaSet \"web-1\" is progressing."
+        );
+        assert_eq!(
+            e.conditions[0].last_transition_time.as_deref(),
+            Some("2026-01-01T00:00:00Z")
+        );
+        // (what, the member's copy, whether its entry (and so the Placement) changes)
+        let cases = [
+            (
+                "only lastUpdateTime moved",
+                deployment(
+                    "ReplicaSet \"web-1\" is progressing.",
+                    "2026-01-01T00:09:00Z",
+                    "True",
+                ),
+                false,
+            ),
+            (
+                "the rollout moved on",
+                deployment(
+                    "ReplicaSet \"web-1\" has successfully progressed.",
+                    "2026-01-01T00:09:00Z",
+                    "True",
+                ),
+                true,
+            ),
+            (
+                "availability lost",
+                deployment(
+                    "ReplicaSet \"web-1\" is progressing.",
+                    "2026-01-01T00:05:00Z",
+                    "False",
+                ),
+                true,
+            ),
+        ];
+        for (what, copy, changes) in cases {
+            let other = entry(&copy);
+            assert_eq!(
+                placements::entries_digest(&[other])
+                    != placements::entries_digest(std::slice::from_ref(&e)),
+                changes,
+                "{what}"
+            );
+            assert_eq!(
+                CopyStatus::of_object(&copy) != CopyStatus::of_object(&base),
+                changes,
+                "{what}: the member's report"
+            );
+        }
+        // Bounded: a runaway list does not grow the Placement.
+        let many: Vec<Value> = (0..50)
+            .map(|i| json!({"type": format!("T{i}"), "status": "True"}))
+            .collect();
+        let long = entry(&json!({"status": {"conditions": many}}));
+        assert!(!long.conditions.is_empty() && long.conditions.len() < 50);
     }
 
     #[test]
