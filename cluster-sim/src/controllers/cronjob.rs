@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use meridian_apiserver::engine::{DeleteOptions, Target, WriteOptions};
+use meridian_apiserver::engine::{DeleteOptions, WriteOptions};
 use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
 
@@ -307,23 +307,9 @@ impl Reconciler<String> for CronJobController {
         if let Some(t) = &last_success {
             status.insert("lastSuccessfulTime".into(), Value::from(t.as_str()));
         }
-        let old = cj.get("status").cloned().unwrap_or_else(|| json!({}));
-        let changed = status
-            .iter()
-            .any(|(k, v)| old.get(k).unwrap_or(&Value::Null) != v);
-        if changed {
-            super::done_unless_failed(
-                self.sim
-                    .merge_patch(
-                        &kinds.cron_jobs,
-                        ns,
-                        name,
-                        &json!({ "status": status }),
-                        Target::Status,
-                    )
-                    .await,
-            )?;
-        }
+        self.sim
+            .write_status_fields(&kinds.cron_jobs, ns, name, &cj, Value::Object(status))
+            .await?;
         if suspended {
             return Ok(Requeue::No);
         }

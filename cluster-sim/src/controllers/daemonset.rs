@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use meridian_apiserver::cache::Cached;
-use meridian_apiserver::engine::{DeleteOptions, Target, WriteOptions};
+use meridian_apiserver::engine::{DeleteOptions, WriteOptions};
 use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
 
@@ -333,13 +333,7 @@ impl DaemonSetController {
     }
 
     fn owned_pods(&self, ns: &str, uid: &str) -> Vec<Arc<Cached>> {
-        let def = &self.sim.kinds.pods;
-        self.sim
-            .cache(def)
-            .list(&def.namespace_prefix(Some(ns)), None, None, 0, |c| {
-                c.owners.iter().any(|o| **o == *uid)
-            })
-            .items
+        self.sim.owned(&self.sim.kinds.pods, ns, uid)
     }
 }
 
@@ -473,23 +467,9 @@ impl Reconciler<String> for DaemonSetController {
             "updatedNumberScheduled": updated,
             "observedGeneration": i64_at(&ds, "/metadata/generation").unwrap_or(0),
         });
-        let old = ds.get("status").cloned().unwrap_or_else(|| json!({}));
-        let changed = status
-            .as_object()
-            .is_some_and(|m| m.iter().any(|(k, v)| old.get(k) != Some(v)));
-        if changed {
-            super::done_unless_failed(
-                self.sim
-                    .merge_patch(
-                        &kinds.daemon_sets,
-                        ns,
-                        name,
-                        &json!({ "status": status }),
-                        Target::Status,
-                    )
-                    .await,
-            )?;
-        }
+        self.sim
+            .write_status_fields(&kinds.daemon_sets, ns, name, &ds, status)
+            .await?;
         Ok(Requeue::No)
     }
 }

@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use apimachinery::selector::LabelSelector;
-use meridian_apiserver::engine::Target;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -184,23 +183,9 @@ impl Reconciler<String> for DisruptionController {
             "observedGeneration": i64_at(&pdb, "/metadata/generation").unwrap_or(0),
             "conditions": [cond],
         });
-        let old = pdb.get("status").cloned().unwrap_or_else(|| json!({}));
-        let changed = new
-            .as_object()
-            .is_some_and(|m| m.iter().any(|(k, v)| old.get(k) != Some(v)));
-        if changed {
-            super::done_unless_failed(
-                self.sim
-                    .merge_patch(
-                        &kinds.pdbs,
-                        ns,
-                        name,
-                        &json!({ "status": new }),
-                        Target::Status,
-                    )
-                    .await,
-            )?;
-        }
+        self.sim
+            .write_status_fields(&kinds.pdbs, ns, name, &pdb, new)
+            .await?;
         Ok(Requeue::No)
     }
 }

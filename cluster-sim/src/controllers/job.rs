@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use meridian_apiserver::cache::Cached;
-use meridian_apiserver::engine::{DeleteOptions, Target, WriteOptions};
+use meridian_apiserver::engine::{DeleteOptions, WriteOptions};
 use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
 
@@ -220,13 +220,7 @@ impl JobController {
     }
 
     fn owned_pods(&self, ns: &str, uid: &str) -> Vec<Arc<Cached>> {
-        let def = &self.sim.kinds.pods;
-        self.sim
-            .cache(def)
-            .list(&def.namespace_prefix(Some(ns)), None, None, 0, |c| {
-                c.owners.iter().any(|o| **o == *uid)
-            })
-            .items
+        self.sim.owned(&self.sim.kinds.pods, ns, uid)
     }
 
     /// A new pod of the Job from its template, with upstream's labels and owner reference.
@@ -410,21 +404,9 @@ impl Reconciler<String> for JobController {
         if !set.is_empty() {
             status.insert("conditions".into(), set_conditions(&job, &set, &now_s));
         }
-        let old_status = job.get("status").cloned().unwrap_or_else(|| json!({}));
-        let changed = status.iter().any(|(k, v)| old_status.get(k) != Some(v));
-        if changed {
-            super::done_unless_failed(
-                self.sim
-                    .merge_patch(
-                        &kinds.jobs,
-                        ns,
-                        name,
-                        &json!({ "status": status }),
-                        Target::Status,
-                    )
-                    .await,
-            )?;
-        }
+        self.sim
+            .write_status_fields(&kinds.jobs, ns, name, &job, Value::Object(status))
+            .await?;
         // Time-based: the deadline.
         let deadline = match (spec.active_deadline, active_for, done || spec.suspend) {
             (Some(limit), Some(t), false) if t < limit => {

@@ -275,6 +275,51 @@ impl Sim {
             )
             .await
     }
+
+    /// The objects of `def` in `namespace` that the object with `owner_uid` owns.
+    pub(crate) fn owned(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        owner_uid: &str,
+    ) -> Vec<Arc<Cached>> {
+        self.cache(def)
+            .list(&def.namespace_prefix(Some(namespace)), None, None, 0, |c| {
+                c.owners.iter().any(|o| **o == *owner_uid)
+            })
+            .items
+    }
+
+    /// Merge-patches `status` (an object of status fields) into `namespace/name` when one
+    /// of its fields differs from `current` (the object as cached; a field it lacks reads
+    /// as null, so a field set to null removes it); an object deleted meanwhile is done.
+    pub(crate) async fn write_status_fields(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+        current: &Value,
+        status: Value,
+    ) -> Result<(), SimError> {
+        let old = &current["status"];
+        let changed = status.as_object().is_some_and(|m| {
+            m.iter()
+                .any(|(k, v)| old.get(k).unwrap_or(&Value::Null) != v)
+        });
+        if !changed {
+            return Ok(());
+        }
+        done_unless_failed(
+            self.merge_patch(
+                def,
+                namespace,
+                name,
+                &serde_json::json!({ "status": status }),
+                Target::Status,
+            )
+            .await,
+        )
+    }
 }
 
 /// A write whose object is gone (404) has nothing left to do: a loop that wrote to an

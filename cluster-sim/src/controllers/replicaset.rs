@@ -129,13 +129,7 @@ impl ReplicaSetController {
     }
 
     fn owned_pods(&self, ns: &str, uid: &str) -> Vec<Arc<Cached>> {
-        let def = &self.sim.kinds.pods;
-        self.sim
-            .cache(def)
-            .list(&def.namespace_prefix(Some(ns)), None, None, 0, |c| {
-                c.owners.iter().any(|o| **o == *uid)
-            })
-            .items
+        self.sim.owned(&self.sim.kinds.pods, ns, uid)
     }
 }
 

@@ -252,13 +252,7 @@ pub(crate) struct StatefulSetController {
 
 impl StatefulSetController {
     fn owned_pods(&self, ns: &str, uid: &str) -> Vec<Arc<Cached>> {
-        let def = &self.sim.kinds.pods;
-        self.sim
-            .cache(def)
-            .list(&def.namespace_prefix(Some(ns)), None, None, 0, |c| {
-                c.owners.iter().any(|o| **o == *uid)
-            })
-            .items
+        self.sim.owned(&self.sim.kinds.pods, ns, uid)
     }
 
     /// Creates (and binds) the claims of one pod that do not exist yet, and binds existing
@@ -430,23 +424,9 @@ impl Reconciler<String> for StatefulSetController {
             "observedGeneration": i64_at(&sts, "/metadata/generation").unwrap_or(0),
             "collisionCount": 0,
         });
-        let old = sts.get("status").cloned().unwrap_or_else(|| json!({}));
-        let changed = status
-            .as_object()
-            .is_some_and(|m| m.iter().any(|(k, v)| old.get(k) != Some(v)));
-        if changed {
-            super::done_unless_failed(
-                self.sim
-                    .merge_patch(
-                        &kinds.stateful_sets,
-                        ns,
-                        name,
-                        &json!({ "status": status }),
-                        Target::Status,
-                    )
-                    .await,
-            )?;
-        }
+        self.sim
+            .write_status_fields(&kinds.stateful_sets, ns, name, &sts, status)
+            .await?;
         Ok(recheck.map_or(Requeue::No, Requeue::After))
     }
 }
