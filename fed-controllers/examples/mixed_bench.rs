@@ -6,9 +6,10 @@
 //! Every app is a ServiceAccount, a ConfigMap, a Deployment (2 replicas, divided) that uses
 //! both, a Service, an HPA and a PDB for it; every tenth app also a StatefulSet and a Job
 //! (divided: 2 replicas, parallelism 2). One PropagationPolicy per pair of clusters selects
-//! every kind by the app's `group` label, so each object lands in the two clusters of its
-//! group: the ConfigMap as the Deployment's dependency, the Service on its own path, the
-//! rest as divided workloads or copies. `--overrides` adds a ClusterOverridePolicy that
+//! every kind but the ConfigMap and the ServiceAccount by the app's `group` label, so each
+//! object lands in the two clusters of its group: the ConfigMap and the ServiceAccount as the
+//! Deployment's dependencies (a policy naming them too would have two paths write them), the
+//! Service on its own path, the rest as divided workloads or copies. `--overrides` adds a ClusterOverridePolicy that
 //! labels every copy and rewrites the workloads' image registry, so two runs give the cost
 //! of applying overrides per pushed copy.
 //!
@@ -60,6 +61,9 @@ const KINDS: [(&str, &str, &str); 8] = [
     ("apps/v1", "StatefulSet", "statefulsets"),
     ("batch/v1", "Job", "jobs"),
 ];
+
+/// The kinds that follow their Deployment as its pod template's dependencies.
+const DEPENDENCIES: [&str; 2] = ["ServiceAccount", "ConfigMap"];
 
 fn resource(api_version: &str, kind: &str, plural: &str) -> ApiResource {
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
@@ -260,6 +264,7 @@ async fn main() -> anyhow::Result<()> {
     let fed = fleet.fed.clone();
     let selectors: Vec<Value> = KINDS
         .iter()
+        .filter(|(_, kind, _)| !DEPENDENCIES.contains(kind))
         .map(|(av, kind, _)| json!({"apiVersion": av, "kind": kind}))
         .collect();
     let policies: Api<fed_api::PropagationPolicy> = Api::namespaced(fed.clone(), NS);
