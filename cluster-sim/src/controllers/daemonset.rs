@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use meridian_apiserver::cache::Cached;
 use meridian_apiserver::engine::{DeleteOptions, WriteOptions};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
 use super::deployment::{int_or_percent, pod_template_hash};
@@ -283,20 +283,7 @@ fn pod_for(ds: &Value, node: &str, name: &str, hash: &str) -> Value {
         GENERATION_LABEL.into(),
         Value::from(i64_at(ds, "/metadata/generation").unwrap_or(1).to_string()),
     );
-    let mut meta = Map::new();
-    meta.insert("name".into(), Value::from(name));
-    meta.insert(
-        "namespace".into(),
-        Value::from(str_at(ds, "/metadata/namespace").unwrap_or("")),
-    );
-    meta.insert("labels".into(), Value::Object(labels));
-    if let Some(a) = template.pointer("/metadata/annotations") {
-        meta.insert("annotations".into(), a.clone());
-    }
-    meta.insert(
-        "ownerReferences".into(),
-        json!([util::owner_ref("apps/v1", "DaemonSet", ds)]),
-    );
+    let meta = util::child_metadata(ds, "apps/v1", "DaemonSet", name, &template, labels);
     let mut spec = template.get("spec").cloned().unwrap_or_else(|| json!({}));
     spec["tolerations"] = Value::Array(tolerations_of(&spec));
     // Upstream pins the pod with required affinity on the node's name and lets the

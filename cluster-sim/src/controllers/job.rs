@@ -242,20 +242,7 @@ impl JobController {
         for k in CONTROLLER_UID_LABELS {
             labels.insert(k.into(), Value::from(uid));
         }
-        let mut meta = Map::new();
-        meta.insert("name".into(), Value::from(name));
-        meta.insert(
-            "namespace".into(),
-            Value::from(str_at(job, "/metadata/namespace").unwrap_or("")),
-        );
-        meta.insert("labels".into(), Value::Object(labels));
-        if let Some(a) = template.pointer("/metadata/annotations") {
-            meta.insert("annotations".into(), a.clone());
-        }
-        meta.insert(
-            "ownerReferences".into(),
-            json!([util::owner_ref("batch/v1", "Job", job)]),
-        );
+        let meta = util::child_metadata(job, "batch/v1", "Job", name, &template, labels);
         json!({
             "apiVersion": "v1",
             "kind": "Pod",

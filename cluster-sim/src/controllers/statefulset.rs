@@ -160,19 +160,13 @@ pub(crate) fn pod_for(sts: &Value, ordinal: i64, revision: &str) -> Value {
     labels.insert(POD_NAME_LABEL.into(), Value::from(name.as_str()));
     labels.insert(REVISION_LABEL.into(), Value::from(revision));
     labels.insert(POD_INDEX_LABEL.into(), Value::from(ordinal.to_string()));
-    let mut meta = Map::new();
-    meta.insert("name".into(), Value::from(name.as_str()));
-    meta.insert(
-        "namespace".into(),
-        Value::from(str_at(sts, "/metadata/namespace").unwrap_or("")),
-    );
-    meta.insert("labels".into(), Value::Object(labels));
-    if let Some(a) = template.pointer("/metadata/annotations") {
-        meta.insert("annotations".into(), a.clone());
-    }
-    meta.insert(
-        "ownerReferences".into(),
-        json!([util::owner_ref("apps/v1", "StatefulSet", sts)]),
+    let meta = util::child_metadata(
+        sts,
+        "apps/v1",
+        "StatefulSet",
+        name.as_str(),
+        &template,
+        labels,
     );
     let mut spec = template.get("spec").cloned().unwrap_or_else(|| json!({}));
     spec["hostname"] = Value::from(name.as_str());

@@ -167,6 +167,34 @@ pub(crate) fn controller_of<'a>(obj: &'a Value, kind: &str) -> Option<(&'a str, 
         .and_then(|r| Some((r.get("name")?.as_str()?, r.get("uid")?.as_str()?)))
 }
 
+/// The metadata of a child an owner makes from its `template` (a pod template): `name`, the
+/// owner's namespace, `labels`, the template's annotations and a controller reference to the
+/// owner (`api_version`, `kind`).
+pub(crate) fn child_metadata(
+    owner: &Value,
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    template: &Value,
+    labels: serde_json::Map<String, Value>,
+) -> serde_json::Map<String, Value> {
+    let mut meta = serde_json::Map::new();
+    meta.insert("name".into(), Value::from(name));
+    meta.insert(
+        "namespace".into(),
+        Value::from(str_at(owner, "/metadata/namespace").unwrap_or("")),
+    );
+    meta.insert("labels".into(), Value::Object(labels));
+    if let Some(a) = template.pointer("/metadata/annotations") {
+        meta.insert("annotations".into(), a.clone());
+    }
+    meta.insert(
+        "ownerReferences".into(),
+        Value::Array(vec![owner_ref(api_version, kind, owner)]),
+    );
+    meta
+}
+
 /// A controller owner reference to `owner`.
 pub(crate) fn owner_ref(api_version: &str, kind: &str, owner: &Value) -> Value {
     json!({
