@@ -230,6 +230,21 @@ pub enum CtlAction {
         #[arg(long)]
         clear: bool,
     },
+    /// Force an HPA's recommendation (a stand-in for its metrics), or (with --clear) let it
+    /// recommend its target's own count again; the HPA clamps it into its min and max and
+    /// scales its target to it.
+    HpaDesired {
+        /// Cluster name.
+        cluster: String,
+        /// The HPA, as namespace/name.
+        hpa: String,
+        /// The recommended replicas.
+        #[arg(required_unless_present = "clear")]
+        replicas: Option<u32>,
+        /// Drop the forced recommendation.
+        #[arg(long, conflicts_with = "replicas")]
+        clear: bool,
+    },
     /// Change a node's capacity.
     NodeCapacity {
         /// Cluster name.
@@ -463,6 +478,21 @@ pub async fn ctl(c: CtlArgs) -> anyhow::Result<()> {
                 "POST",
                 format!("/clusters/{cluster}/jobs/{ns}/{name}/fail"),
                 serde_json::json!({"fail": !clear}),
+            )
+        }
+        CtlAction::HpaDesired {
+            cluster,
+            hpa,
+            replicas,
+            clear: _,
+        } => {
+            let Some((ns, name)) = hpa.split_once('/') else {
+                anyhow::bail!("hpa {hpa:?}: use namespace/name");
+            };
+            (
+                "POST",
+                format!("/clusters/{cluster}/hpas/{ns}/{name}/desired"),
+                serde_json::json!({"replicas": replicas}),
             )
         }
         CtlAction::NodeCapacity {
