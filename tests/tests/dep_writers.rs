@@ -2,7 +2,8 @@
 //! sim-2 references is written by the copy path alone, to both members (its Placement lists
 //! sim-2 too); neither path deletes what the other wants: sim-2's copy follows a change
 //! without ever being deleted, and the policy's copies in sim-1 survive the removal of a
-//! workload there (which collects unreferenced dependency copies).
+//! workload there (which collects unreferenced dependency copies). When the policy goes, the
+//! copies a workload uses stay and the workload path takes them over.
 
 use std::time::Duration;
 
@@ -224,4 +225,29 @@ async fn an_object_both_a_policy_and_a_workload_need_has_one_writer() {
     set_mode(&fed_maps, "settings", "steady").await;
     changed_in_place(&sim1, "lonely", &rvs.0, |c| mode(c) == Some("busy")).await;
     changed_in_place(&sim1, "settings", &rvs.1, |c| mode(c) == Some("steady")).await;
+
+    // The policy goes: its copies go from sim-1, where no workload uses them, while sim-2's,
+    // which the workload there uses, stays and is the workload path's from now on.
+    let rv = sim2
+        .get("settings")
+        .await
+        .expect("get")
+        .metadata
+        .resource_version
+        .expect("rv");
+    env.ok(
+        "kubectl",
+        &["delete", "propagationpolicy", "config", "-n", "both"],
+    );
+    for name in ["settings", "lonely"] {
+        eventually(
+            &format!("{name} gone from sim-1"),
+            WITHIN,
+            || async { sim1.get_opt(name).await.expect("get") },
+            |c| c.is_none(),
+        )
+        .await;
+    }
+    set_mode(&fed_maps, "settings", "handed over").await;
+    changed_in_place(&sim2, "settings", &rv, |c| mode(c) == Some("handed over")).await;
 }
