@@ -45,7 +45,8 @@ FLEET FILE (--fleet):
     labels: {tier: gold}      # on every node
     taints: [{key: gpu, value: \"\", effect: NoSchedule}]
     kubernetesVersion: v1.34.2
-    lbPool: [127.0.1.1]       # LoadBalancer addresses: IPv4 addresses or a.b.c.d/nn ranges
+    lbPool: [127.0.1.1]       # LoadBalancer addresses (Services, and the one Ingress
+                              # address): IPv4 addresses or a.b.c.d/nn ranges
     readyDelay: 500ms         # binding to Ready
 
 POD NETWORK:
