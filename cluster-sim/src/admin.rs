@@ -74,6 +74,15 @@ pub struct JobFailRequest {
     pub fail: bool,
 }
 
+/// An HPA-recommendation request.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HpaDesiredRequest {
+    /// The recommendation (a stand-in for metrics); absent: the target's own count again.
+    #[serde(default)]
+    pub replicas: Option<i64>,
+}
+
 fn reply(code: StatusCode, v: serde_json::Value) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(Bytes::from(v.to_string())));
     *r.status_mut() = code;
@@ -235,6 +244,25 @@ pub async fn handle(
             reply(
                 StatusCode::OK,
                 json!({"name": name, "job": format!("{ns}/{job}"), "fail": r.fail}),
+            )
+        }
+        (Method::POST, ["clusters", name, "hpas", ns, hpa, "desired"]) => {
+            let Some(c) = fleet.get(name) else {
+                return error(StatusCode::NOT_FOUND, format!("no cluster named {name}"));
+            };
+            let r: HpaDesiredRequest = match serde_json::from_slice(&body) {
+                Ok(r) => r,
+                Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+            };
+            if r.replicas.is_some_and(|n| n < 0) {
+                return error(StatusCode::BAD_REQUEST, "replicas must not be negative");
+            }
+            // Like a metric, the recommendation may come before its HPA exists.
+            tracing::info!(cluster = %name, hpa = %format!("{ns}/{hpa}"), replicas = ?r.replicas, "HPA recommendation set");
+            c.sim.hpa_recommendations.set(ns, hpa, r.replicas);
+            reply(
+                StatusCode::OK,
+                json!({"name": name, "hpa": format!("{ns}/{hpa}"), "replicas": r.replicas}),
             )
         }
         _ => error(StatusCode::NOT_FOUND, format!("no route {path}")),

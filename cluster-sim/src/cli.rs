@@ -45,7 +45,8 @@ FLEET FILE (--fleet):
     labels: {tier: gold}      # on every node
     taints: [{key: gpu, value: \"\", effect: NoSchedule}]
     kubernetesVersion: v1.34.2
-    lbPool: [127.0.1.1]       # LoadBalancer addresses: IPv4 addresses or a.b.c.d/nn ranges
+    lbPool: [127.0.1.1]       # LoadBalancer addresses (Services, and the one Ingress
+                              # address): IPv4 addresses or a.b.c.d/nn ranges
     readyDelay: 500ms         # binding to Ready
 
 POD NETWORK:
@@ -228,6 +229,21 @@ pub enum CtlAction {
         job: String,
         /// Let the Job's pods succeed again.
         #[arg(long)]
+        clear: bool,
+    },
+    /// Force an HPA's recommendation (a stand-in for its metrics), or (with --clear) let it
+    /// recommend its target's own count again; the HPA clamps it into its min and max and
+    /// scales its target to it.
+    HpaDesired {
+        /// Cluster name.
+        cluster: String,
+        /// The HPA, as namespace/name.
+        hpa: String,
+        /// The recommended replicas.
+        #[arg(required_unless_present = "clear")]
+        replicas: Option<u32>,
+        /// Drop the forced recommendation.
+        #[arg(long, conflicts_with = "replicas")]
         clear: bool,
     },
     /// Change a node's capacity.
@@ -463,6 +479,21 @@ pub async fn ctl(c: CtlArgs) -> anyhow::Result<()> {
                 "POST",
                 format!("/clusters/{cluster}/jobs/{ns}/{name}/fail"),
                 serde_json::json!({"fail": !clear}),
+            )
+        }
+        CtlAction::HpaDesired {
+            cluster,
+            hpa,
+            replicas,
+            clear: _,
+        } => {
+            let Some((ns, name)) = hpa.split_once('/') else {
+                anyhow::bail!("hpa {hpa:?}: use namespace/name");
+            };
+            (
+                "POST",
+                format!("/clusters/{cluster}/hpas/{ns}/{name}/desired"),
+                serde_json::json!({"replicas": replicas}),
             )
         }
         CtlAction::NodeCapacity {

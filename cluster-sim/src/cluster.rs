@@ -151,6 +151,7 @@ impl SimCluster {
         });
         controllers::create_nodes(&sim, &node_specs(&spec)).await?;
         if !pods.api_only {
+            controllers::ensure_ingress_class(&sim).await?;
             controllers::start(sim.clone());
         }
         let tls =

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod cluster;
 pub mod copies;
 pub mod credentials;
+pub mod dep_writers;
 pub mod dynamic;
 pub mod fleet;
 pub mod member_client;

@@ -77,10 +77,12 @@ async fn control(args: Args, shutdown: Shutdown) -> anyhow::Result<()> {
         tracing::info!("leading: starting the controllers");
         // One watch of the override policies for the copy, workload and service paths.
         let overrides = fleet::Overrides::start(fed.clone());
+        // Which of the copy and workload paths writes each dependency object.
+        let writers = Arc::new(fed_controllers::dep_writers::DepWriters::default());
         tokio::select! {
             r = cluster::run(fed.clone(), config, metrics.clone(), recorder.clone(), ready) => r.context("cluster controller"),
-            r = workload::run(fed.clone(), workload_settings, metrics.workload.clone(), recorder.clone(), overrides.clone()) => r.context("workload controller"),
-            r = copies::controller::run(fed.clone(), copy_settings, overrides.clone()) => r.context("copy controller"),
+            r = workload::run(fed.clone(), workload_settings, metrics.workload.clone(), recorder.clone(), overrides.clone(), writers.clone()) => r.context("workload controller"),
+            r = copies::controller::run(fed.clone(), copy_settings, overrides.clone(), writers) => r.context("copy controller"),
             r = service::run(fed, service_settings, metrics, recorder, overrides) => r.context("service controller"),
         }
     };

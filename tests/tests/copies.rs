@@ -512,29 +512,36 @@ async fn copies_are_pushed_to_the_members_and_removed() {
         );
     }
     // What the members' copies report comes back: the federated Ingress lists every
-    // member's load-balancer address (written here by hand: cluster-sim gives Ingresses
-    // none), the federated PDB sums the members' counts (cluster-sim's disruption loop
-    // writes them: no pod matches, so each member wants 1 healthy and allows nothing), and
-    // the PDB's Placement shows each member's allowed disruptions and its own condition.
-    for (member, ip) in [("sim-1", "198.51.100.1"), ("sim-3", "198.51.100.3")] {
-        let lb = format!(r#"{{"status":{{"loadBalancer":{{"ingress":[{{"ip":"{ip}"}}]}}}}}}"#);
-        env.ok(
-            "kubectl",
-            &[
-                "--context",
-                member,
-                "-n",
-                "shop",
-                "patch",
-                "ingress",
-                "web",
-                "--subresource=status",
-                "--type=merge",
-                "-p",
-                &lb,
-            ],
-        );
+    // member's load-balancer address (cluster-sim's ingress loop gives each member's Ingress
+    // its cluster's shared ingress address), the federated PDB sums the members' counts
+    // (cluster-sim's disruption loop writes them: no pod matches, so each member wants 1
+    // healthy and allows nothing), and the PDB's Placement shows each member's allowed
+    // disruptions and its own condition.
+    let mut member_ips = Vec::new();
+    for member in ["sim-1", "sim-3"] {
+        let ip = eventually(
+            &format!("the Ingress in {member} addressed by its cluster"),
+            within,
+            || async {
+                env.member_get(
+                    member,
+                    "ingress",
+                    "shop",
+                    "web",
+                    "{.status.loadBalancer.ingress[*].ip}",
+                )
+            },
+            |v| v.as_ref().is_ok_and(|ip| !ip.trim().is_empty()),
+        )
+        .await
+        .expect("address");
+        member_ips.push(ip.trim().to_string());
     }
+    assert_ne!(
+        member_ips[0], member_ips[1],
+        "each cluster has its own address"
+    );
+    let both = member_ips.join(" ");
     let fed_field = |kind: &str, path: &str| {
         env.run(
             "kubectl",
@@ -553,7 +560,7 @@ async fn copies_are_pushed_to_the_members_and_removed() {
         "the federated Ingress lists both members' addresses",
         within,
         || async { fed_field("ingress", "{.status.loadBalancer.ingress[*].ip}") },
-        |o| String::from_utf8_lossy(&o.stdout).trim() == "198.51.100.1 198.51.100.3",
+        |o| String::from_utf8_lossy(&o.stdout).trim() == both,
     )
     .await;
     let _pdb = eventually(

@@ -16,6 +16,8 @@ pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
 pub mod endpoints;
+pub mod hpa;
+pub mod ingress;
 pub mod job;
 pub mod kubelet;
 pub mod loadbalancer;
@@ -28,6 +30,8 @@ pub mod statefulset;
 pub(crate) mod util;
 mod websocket;
 
+#[cfg(test)]
+mod hpa_ingress_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -60,6 +64,7 @@ use tokio::time::Instant;
 use crate::faults::Faults;
 
 pub use containers::{Containers, FailMode};
+pub use ingress::ensure_ingress_class;
 pub use nodes::{NodeSpec, Taint, create_nodes, set_node_capacity, set_node_ready};
 pub use responder::{CLUSTER_HEADER, NAMESPACE_HEADER, POD_HEADER, REQUEST_HEADER, TLS_HEADER};
 pub use serviceaccount::{ServiceAccountIdentity, authenticate_token};
@@ -159,6 +164,12 @@ pub struct Kinds {
     pub pvcs: Arc<ResourceDef>,
     /// `policy/v1` PodDisruptionBudget.
     pub pdbs: Arc<ResourceDef>,
+    /// `autoscaling/v2` HorizontalPodAutoscaler (the stored form; v1 serves the same).
+    pub hpas: Arc<ResourceDef>,
+    /// `networking.k8s.io/v1` Ingress.
+    pub ingresses: Arc<ResourceDef>,
+    /// `networking.k8s.io/v1` IngressClass.
+    pub ingress_classes: Arc<ResourceDef>,
 }
 
 impl Kinds {
@@ -188,6 +199,9 @@ impl Kinds {
             cron_jobs: get("batch", "v1", "cronjobs")?,
             pvcs: get("", "v1", "persistentvolumeclaims")?,
             pdbs: get("policy", "v1", "poddisruptionbudgets")?,
+            hpas: get("autoscaling", "v2", "horizontalpodautoscalers")?,
+            ingresses: get("networking.k8s.io", "v1", "ingresses")?,
+            ingress_classes: get("networking.k8s.io", "v1", "ingressclasses")?,
         })
     }
 }
@@ -208,6 +222,8 @@ pub struct Sim {
     pub containers: Option<Arc<Containers>>,
     /// The Jobs whose pods are made to fail (`cluster-sim ctl job-fail`).
     pub job_failures: job::JobFailures,
+    /// The recommendations forced on HPAs (`cluster-sim ctl hpa-desired`).
+    pub hpa_recommendations: hpa::HpaRecommendations,
     /// Wall-clock time at `epoch`: timestamps follow the tokio clock from here, so tests
     /// with a paused clock see consistent `lastTransitionTime`s and `minReadySeconds`.
     wall_epoch: jiff::Timestamp,
@@ -230,6 +246,7 @@ impl Sim {
             faults,
             containers,
             job_failures: job::JobFailures::default(),
+            hpa_recommendations: hpa::HpaRecommendations::default(),
             wall_epoch: jiff::Timestamp::now(),
             epoch: Instant::now(),
         }))
@@ -346,6 +363,8 @@ pub fn start(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
     handles.extend(kubelet::spawn(sim.clone()));
     handles.extend(endpoints::spawn(sim.clone()));
     handles.extend(loadbalancer::spawn(sim.clone()));
+    handles.extend(ingress::spawn(sim.clone()));
+    handles.extend(hpa::spawn(sim.clone()));
     if let Some(c) = &sim.containers {
         handles.extend(containers::spawn(sim.clone(), c.clone()));
     }

@@ -41,6 +41,7 @@ use super::member_copy::overridden;
 use super::plan::{Finalizer, Step, finalizer, step, wanted};
 use super::report::{FailReason, Outcome, cluster_entries, propagated};
 use super::status::{MemberCopy, Rule, StatusKind, combined, member_entry};
+use crate::dep_writers::{DepRef, DepWriters, Writer, copy_destinations};
 use crate::fleet::overrides::Changed;
 use crate::fleet::{Overrides, Settings, reflect};
 
@@ -105,6 +106,9 @@ struct Object<'a> {
     uid: &'a str,
     /// The override policies that select it, in the order they apply.
     selected: &'a [&'a fed_api::overrides::apply::Policy],
+    /// Clusters where a workload referencing it runs: a copy there is never removed
+    /// ([`crate::dep_writers`]).
+    demanded: &'a BTreeSet<String>,
 }
 
 /// What one member's step came to.
@@ -139,6 +143,8 @@ struct Central {
     /// Last result per object per member, for the Placement's status.
     outcomes: Mutex<HashMap<CopyKey, BTreeMap<String, Outcome>>>,
     queue: Arc<WorkQueue<CopyKey>>,
+    /// Which path writes a dependency object's member copies ([`crate::dep_writers`]).
+    writers: Arc<DepWriters>,
 }
 
 /// The key of the object a Placement of a copy-path kind is about: a namespaced object's
@@ -374,6 +380,22 @@ impl Central {
             .filter(|p| p.spec.resource.uid.as_deref() == Some(uid.as_str()))
             .map(|p| p.spec.dest_clusters.clone())
             .unwrap_or_default();
+        // One writer per member object: a dependency object with a copy Placement is this
+        // path's, written also where the workloads referencing it run.
+        let dep = DepRef::of_copy(
+            &key.api_version,
+            &key.kind,
+            key.namespace.as_deref(),
+            &key.name,
+        );
+        let demanded = dep
+            .as_ref()
+            .map(|r| self.writers.demanded(r))
+            .unwrap_or_default();
+        if let Some(r) = &dep {
+            self.writers.set_copied(r, !dest.is_empty());
+        }
+        let dest = copy_destinations(&dest, &demanded);
 
         // The finalizer goes on before the first copy, so a deletion always waits for the
         // cleanup; the copies follow in the same pass.
@@ -405,6 +427,7 @@ impl Central {
             dest: &dest,
             uid: &uid,
             selected: &selected,
+            demanded: &demanded,
         };
         let results =
             futures::future::join_all(clusters.iter().map(|c| self.sync_member(&object, c))).await;
@@ -485,6 +508,10 @@ impl Central {
     async fn sync_member(&self, o: &Object<'_>, cluster: &str) -> MemberResult {
         let key = o.key;
         let mut want = wanted(o.fed, o.dest, cluster);
+        if want.is_none() && o.demanded.contains(cluster) {
+            // The dependency path's copy (a workload there uses it): not this path's.
+            return MemberResult::default();
+        }
         if let Some(w) = &want
             && !o.selected.is_empty()
             && let Some(c) = self.clusters.get(&ObjectRef::new(cluster))
@@ -854,7 +881,12 @@ async fn label_earlier_placements(fed: &Client) -> Result<usize, CopyError> {
 }
 
 /// Runs the copy controller until its federation watches end.
-pub async fn run(fed: Client, settings: Settings, overrides: Overrides) -> Result<(), CopyError> {
+pub async fn run(
+    fed: Client,
+    settings: Settings,
+    overrides: Overrides,
+    writers: Arc<DepWriters>,
+) -> Result<(), CopyError> {
     let mut backoff = std::time::Duration::from_millis(200);
     loop {
         match label_earlier_placements(&fed).await {
@@ -900,6 +932,20 @@ pub async fn run(fed: Client, settings: Settings, overrides: Overrides) -> Resul
         members: tokio::sync::Mutex::default(),
         outcomes: Mutex::default(),
         queue: queue.clone(),
+        writers: writers.clone(),
+    });
+    // Workloads asking for a dependency object this path owns in other clusters.
+    let q = queue.clone();
+    let w = Arc::downgrade(&writers);
+    writers.on_demand_change(move |r| {
+        if w.upgrade().is_some_and(|w| w.writer(r) == Writer::Copies) {
+            q.add(CopyKey {
+                api_version: "v1".into(),
+                kind: r.kind.as_str().into(),
+                namespace: Some(r.namespace.clone()),
+                name: r.name.clone(),
+            });
+        }
     });
     let mut specs: HashMap<String, String> = HashMap::new();
     // Each cluster's labels, which override rules may target (its region and zone are in

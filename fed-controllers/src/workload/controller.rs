@@ -33,6 +33,7 @@ use super::dep_wants::DepWants;
 use super::events::{self, Batcher};
 use super::finalize::finalizer_write_pending;
 use super::kinds::{DepKind, Kind, WorkloadKey};
+use super::member::Dependency;
 use super::member::{self, Intent, Look, MemberShared, Want};
 use super::objects::ObjectCache;
 use super::pacing::Pacer;
@@ -42,6 +43,7 @@ use super::status_spacing::StatusSpacing;
 use super::wants::Wants;
 use super::{Settings, deps, desired, hpa, status};
 use crate::cluster::controller::token_digest;
+use crate::dep_writers::{DepRef, DepWriters, Writer};
 use crate::fleet::overrides::Changed;
 use crate::fleet::{self, FedError, Fleet, Overrides, reflect};
 use crate::metrics::WorkloadMetrics;
@@ -70,6 +72,8 @@ pub(super) struct Central {
     members: Fleet<MemberShared>,
     /// The override policies (one watch per process).
     overrides: Overrides,
+    /// Which path writes a dependency object's member copies ([`crate::dep_writers`]).
+    writers: Arc<DepWriters>,
     metrics: Arc<WorkloadMetrics>,
     /// Members' outcomes, gathered into one Event per change.
     events: Arc<Batcher>,
@@ -246,6 +250,7 @@ impl Central {
                     status_spacing: self.status_spacing.clone(),
                     metrics: self.metrics.clone(),
                     events: self.events.clone(),
+                    writers: self.writers.clone(),
                 };
                 member::spawn(ctx, c, fp, gc)
             },
@@ -321,17 +326,7 @@ impl Central {
             Input::Dep(kind, ev) => match *ev {
                 Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => {
                     let ns = o.namespace().unwrap_or_default();
-                    let name = o.name_any();
-                    for (wk, store) in &self.caches.workloads {
-                        for w in store
-                            .state()
-                            .iter()
-                            .filter(|w| w.namespace == ns && w.deps.contains(kind, &name))
-                        {
-                            self.queue
-                                .add(WorkloadKey::new(*wk, ns.clone(), w.name.clone()));
-                        }
-                    }
+                    self.requeue_referencing(kind, &ns, &o.name_any());
                     if kind == DepKind::Secret && self.sync_members() {
                         self.requeue_all();
                     }
@@ -410,6 +405,32 @@ impl Central {
         fleet::timed(self.settings.fleet.sync_timeout, op, f).await
     }
 
+    /// Queues the workloads whose pod templates reference `kind` `ns/name`.
+    fn requeue_referencing(&self, kind: DepKind, ns: &str, name: &str) {
+        for (wk, store) in &self.caches.workloads {
+            for w in store
+                .state()
+                .iter()
+                .filter(|w| w.namespace == ns && w.deps.contains(kind, name))
+            {
+                self.queue.add(WorkloadKey::new(*wk, ns, w.name.clone()));
+            }
+        }
+    }
+
+    /// The dependency copies a member writes: those the copy path owns (they have a copy
+    /// Placement) are left to it and still count as in use ([`crate::dep_writers`]).
+    fn leave_copied(&self, namespace: &str, deps: Vec<Dependency>) -> Vec<Dependency> {
+        deps.into_iter()
+            .map(|mut d| {
+                if self.writers.writer(&dep_ref(d.kind, namespace, &d.name)) == Writer::Copies {
+                    d.object = None;
+                }
+                d
+            })
+            .collect()
+    }
+
     /// Converges one workload; `Ok(true)` when it wrote a status (Placement or workload).
     async fn reconcile(&self, key: &WorkloadKey) -> Result<bool, FedError> {
         let members = self.members();
@@ -419,7 +440,10 @@ impl Central {
             lock(&self.awaiting_placement).remove(key);
             self.placement_pacer.forget(key);
             self.status_spacing.forget(key);
-            // Gone (cleaned behind the finalizer, or orphaned): nothing left to do in members.
+            // Gone (cleaned behind the finalizer, or orphaned): nothing left to do in members,
+            // and it asks for no dependency any more.
+            self.writers
+                .set_demand(&key.to_string(), BTreeSet::new(), BTreeSet::new());
             for m in &members {
                 m.forget(key);
             }
@@ -489,7 +513,9 @@ impl Central {
         // The dependencies as cached; their copies are built only if an intent is.
         let mut dep_objects = Vec::new();
         let mut missing = Vec::new();
+        let mut refs: BTreeSet<DepRef> = BTreeSet::new();
         for (kind, name) in deps::of_pod_template(&fed["spec"]["template"]).refs {
+            refs.insert(dep_ref(kind, &key.namespace, &name));
             match self.caches.deps[&kind].get(&dyn_ref(&kind.api_resource(), &key.namespace, &name))
             {
                 Some(d) => dep_objects.push((kind, name, d)),
@@ -505,6 +531,8 @@ impl Central {
             (obj.shape, &uid).hash(&mut h);
             for (kind, name, d) in &dep_objects {
                 (kind.as_str(), name, &d.metadata.resource_version).hash(&mut h);
+                (self.writers.writer(&dep_ref(*kind, &key.namespace, name)) == Writer::Copies)
+                    .hash(&mut h);
             }
             h.finish()
         };
@@ -525,6 +553,13 @@ impl Central {
             .filter(|(name, (_, look))| look.holds.unwrap_or(!dest_names.contains(*name)))
             .map(|(name, _)| name.to_string())
             .collect();
+        // Where its dependencies are asked for: where it runs or still may.
+        let running: BTreeSet<String> = dest_names
+            .iter()
+            .map(|c| c.to_string())
+            .chain(holding.iter().cloned())
+            .collect();
+        self.writers.set_demand(&key.to_string(), refs, running);
         // Each destination's copy: its share, then what the override policies change there.
         let labels = labels_of(&fed);
         let subject = Subject {
@@ -710,7 +745,8 @@ impl Central {
                     let intent = Intent {
                         uid: uid.clone(),
                         want: Want::Present {
-                            deps: dep_wants.get(member.as_ref())?,
+                            deps: self
+                                .leave_copied(&key.namespace, dep_wants.get(member.as_ref())?),
                             workload,
                             replicas: r,
                         },
@@ -943,6 +979,7 @@ pub async fn run(
     metrics: Arc<WorkloadMetrics>,
     recorder: Recorder,
     overrides: Overrides,
+    writers: Arc<DepWriters>,
 ) -> Result<(), FedError> {
     let mut streams: Vec<BoxStream<'static, Input>> = Vec::new();
     let mut workloads = HashMap::new();
@@ -999,6 +1036,7 @@ pub async fn run(
         queue: Arc::new(queue),
         members: Fleet::default(),
         overrides,
+        writers: writers.clone(),
         metrics,
         cluster_ready: Mutex::default(),
         cluster_targets: Mutex::default(),
@@ -1008,6 +1046,14 @@ pub async fn run(
         placement_pacer,
         status_spacing,
         awaiting_placement: Mutex::default(),
+    });
+    // A dependency object that gained or lost its copy Placement changes what the
+    // workloads referencing it write.
+    let weak = Arc::downgrade(&central);
+    writers.on_copied_change(move |r| {
+        if let Some(c) = weak.upgrade() {
+            c.requeue_referencing(r.kind, &r.namespace, &r.name);
+        }
     });
     let worker = {
         let c = central.clone();
@@ -1067,4 +1113,13 @@ pub async fn run(
         central.on_input(input);
     }
     Err(FedError::WatchEnded)
+}
+
+/// The dependency object `kind` `namespace/name`.
+fn dep_ref(kind: DepKind, namespace: &str, name: &str) -> DepRef {
+    DepRef {
+        kind,
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    }
 }

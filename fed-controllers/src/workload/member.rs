@@ -119,6 +119,8 @@ pub struct Context {
     pub metrics: Arc<WorkloadMetrics>,
     /// Members' outcomes, gathered into Events.
     pub events: Arc<Batcher>,
+    /// Which path writes each dependency object (the copy path's are never collected).
+    pub writers: Arc<crate::dep_writers::DepWriters>,
 }
 
 /// The state one member shares with the central controller.
@@ -795,6 +797,15 @@ async fn collect_unreferenced(m: &MemberShared, caches: &Caches) -> Result<(), S
         for obj in store.state() {
             let (ns, name) = (obj.namespace.clone(), obj.name.clone());
             if lock(&m.intents).is_used(*kind, &ns, &name) {
+                continue;
+            }
+            // An object with a copy Placement is the copy path's to keep or remove.
+            let r = crate::dep_writers::DepRef {
+                kind: *kind,
+                namespace: ns.clone(),
+                name: name.clone(),
+            };
+            if m.ctx.writers.writer(&r) == crate::dep_writers::Writer::Copies {
                 continue;
             }
             let api: Api<DynamicObject> =
