@@ -5,7 +5,8 @@
 //! each member and the sync records members keep ([`intent`]); the Events about federated
 //! objects ([`events`]); the members' errors read back from a Placement ([`status`]); the
 //! override policies every copy path reads, watched once per process ([`overrides`]); and
-//! the error a federation-side reconcile fails with ([`error`]). Each controller keeps
+//! the error a federation-side reconcile fails with ([`error`]); and reading one's own
+//! writes before the watch brings them back ([`own_writes`]). Each controller keeps
 //! only its decisions and what its members converge.
 
 pub mod error;
@@ -13,6 +14,7 @@ pub mod events;
 pub mod intent;
 pub mod members;
 pub mod overrides;
+pub mod own_writes;
 pub mod settings;
 pub mod status;
 pub mod watch;

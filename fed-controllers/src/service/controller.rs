@@ -34,6 +34,7 @@ use meridian_runtime::sync::lock;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
+use super::alloc_map::AllocationMap;
 use super::backends::{self, WorkloadView};
 use super::member::{self, Intent, Member, Want};
 use super::status::{self, MemberState};
@@ -43,11 +44,20 @@ use super::{
 };
 use crate::cluster::controller::token_digest;
 use crate::fleet::overrides::Changed;
+use crate::fleet::own_writes::OwnWrites;
 use crate::fleet::{self, FedError, Fleet, Overrides, reflect};
 use crate::metrics::Metrics;
 use crate::slim_cache::SlimCache;
 
-/// A unit of the central worker's work.
+/// Passes over Services (and the fleet-wide `Global` one) that run at the same time.
+const SERVICE_WORKERS: usize = 8;
+
+/// How long Service changes gather before every member's lb-agent configuration is rebuilt
+/// (kube-proxy's `minSyncPeriod` for the same reason: one rebuild costs the whole fleet's
+/// Services for every member).
+const LB_CONFIG_BATCH: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// A unit of the central workers' work.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum CentralKey {
     /// One federated Service.
@@ -114,6 +124,12 @@ pub(super) struct Central {
     pub(super) cluster_digests: Mutex<HashMap<String, String>>,
     /// The listen port allocations last seen, to tell which Services a change concerns.
     pub(super) listen_ports: Mutex<BTreeMap<String, String>>,
+    /// `meridian-lb-ports`, allocated one Service at a time.
+    pub(super) listen_ports_map: AllocationMap,
+    /// `meridian-lb-addresses`, allocated one Service at a time.
+    pub(super) addresses_map: AllocationMap,
+    /// Each Service's Placement as last written, until the watch brings it back.
+    pub(super) placement_writes: OwnWrites<ServiceKey, Placement>,
     /// The last unusable traffic policy reported per Service (an Event on each change,
     /// not on each reconcile).
     pub(super) policy_errors: Mutex<HashMap<ServiceKey, String>>,
@@ -131,7 +147,9 @@ enum Input {
         namespace: String,
         labels: [Option<Arc<Labels>>; 2],
     },
-    Placement(Box<Result<Event<Placement>, watcher::Error>>),
+    /// A Placement was created or deleted, or its destinations (or a Service Placement's
+    /// spec or owner) changed.
+    Placement(Box<Placement>),
     Policy(Option<String>),
     Cluster(Box<Result<Event<Cluster>, watcher::Error>>),
     Secret,
@@ -270,8 +288,8 @@ impl Central {
                 self.push_selecting(&namespace, &known);
             }
             Input::Policy(ns) => self.push_services(ns.as_deref()),
-            Input::Placement(ev) => {
-                if let Ok(Event::Apply(p) | Event::Delete(p) | Event::InitApply(p)) = *ev {
+            Input::Placement(p) => {
+                {
                     let ns = p.namespace().unwrap_or_default();
                     if p.spec.resource.kind == "Service" && p.spec.resource.api_version == "v1" {
                         self.queue.add(CentralKey::Service(ServiceKey::new(
@@ -280,12 +298,13 @@ impl Central {
                         )));
                     } else {
                         // A workload moved: the Services selecting its pods follow (all
-                        // of the namespace's while the workload is not cached yet).
+                        // of the namespace's while the workload is not cached yet). Other
+                        // kinds back no Service here.
                         let r = &p.spec.resource;
                         let labels = match r.kind.as_str() {
                             "Deployment" => self.caches.deployments.get(&ns, &r.name),
                             "ReplicaSet" => self.caches.replicasets.get(&ns, &r.name),
-                            _ => None,
+                            _ => return,
                         };
                         match labels {
                             Some(l) => self.push_selecting(&ns, &[&l]),
@@ -386,15 +405,6 @@ impl Central {
         out
     }
 
-    pub(super) fn allocations(&self) -> (BTreeMap<String, u16>, Option<Arc<ConfigMap>>) {
-        let cm = self
-            .caches
-            .ports
-            .get(&ObjectRef::new(LB_PORTS_CONFIGMAP).within(SYSTEM_NAMESPACE));
-        let data = cm.as_ref().and_then(|c| c.data.clone()).unwrap_or_default();
-        (ports::parse(&data), cm)
-    }
-
     /// The Service copy `cluster` gets under the `selected` override policies.
     fn copy_for(
         &self,
@@ -415,16 +425,23 @@ impl Central {
     /// The backend clusters of a Service.
     fn backends(&self, svc: &Service, v: &Value, views: &[ClusterView]) -> BTreeSet<String> {
         let ns = svc.namespace().unwrap_or_default();
+        let selector = backends::selector_of(v);
         let mut workloads = Vec::new();
         for (kind, listed) in [
             ("Deployment", self.caches.deployments.in_namespace(&ns)),
             ("ReplicaSet", self.caches.replicasets.in_namespace(&ns)),
         ] {
-            workloads.extend(listed.into_iter().map(|(name, labels)| WorkloadView {
-                kind: kind.into(),
-                name,
-                template_labels: (*labels).clone(),
-            }));
+            // Only the workloads whose pods it selects are copied out of the cache.
+            workloads.extend(
+                listed
+                    .into_iter()
+                    .filter(|(_, labels)| backends::selects(&selector, labels))
+                    .map(|(name, labels)| WorkloadView {
+                        kind: kind.into(),
+                        name,
+                        template_labels: (*labels).clone(),
+                    }),
+            );
         }
         // `in_namespace` lists in no particular order: sort, so one set of workloads always
         // gives one answer.
@@ -448,7 +465,7 @@ impl Central {
         backends::backend_clusters(
             &svc.name_any(),
             svc.labels(),
-            &backends::selector_of(v),
+            &selector,
             &workloads,
             |n| placements.get(n).map(Vec::as_slice),
             &policies,
@@ -471,30 +488,35 @@ impl Central {
             for m in members.values() {
                 m.forget(key);
             }
+            self.placement_writes.forget(key);
             if lock(&self.lb_services).remove(key).is_some() {
-                self.queue.add(CentralKey::Global);
+                self.lb_services_changed();
             }
             return Ok(());
         };
-        let v = serde_json::to_value(&*svc)?;
         let uid = svc.uid().unwrap_or_default();
         let fins = svc.finalizers().to_vec();
         if svc.meta().deletion_timestamp.is_some() {
             if lock(&self.lb_services).remove(key).is_some() {
-                self.queue.add(CentralKey::Global);
+                self.lb_services_changed();
             }
             return self.finalize(key, &svc, &uid, &fins, &members).await;
         }
-        if !fins.iter().any(|f| f == FINALIZER) {
-            let mut list = fins.clone();
+        // The finalizer first, then the rest in the same pass on the patched object: no
+        // member copy exists that a deletion could leave behind.
+        let svc = if fins.iter().any(|f| f == FINALIZER) {
+            svc
+        } else {
+            let mut list = fins;
             list.push(FINALIZER.to_string());
-            // The watch brings the updated object back for the real work.
-            return self.set_finalizers(key, &svc, list).await;
-        }
+            Arc::new(self.set_finalizers(key, &svc, list).await?)
+        };
+        let v = serde_json::to_value(&*svc)?;
 
         // Listen ports first: the slices and the lb-agents need them.
-        let (alloc, base) = self.allocations();
         let ids = desired::port_ids(&v);
+        let mut held = self.listen_ports_map.hold().await;
+        let alloc = ports::parse(&held.data());
         let alloc = match ports::assign(
             &alloc,
             &key.namespace,
@@ -503,7 +525,7 @@ impl Central {
             self.settings.port_range,
         ) {
             Ok(Some(next)) => {
-                self.write_allocations(base, &next).await?;
+                self.write_allocations(&mut held, &next).await?;
                 tracing::info!(%key, "lb-agent listen ports allocated");
                 next
             }
@@ -519,6 +541,7 @@ impl Central {
                 return Err(e.into());
             }
         };
+        drop(held);
         let lb_ports = desired::lb_ports(&v, |id| {
             ports::lookup(&alloc, &key.namespace, &key.name, id)
         })
@@ -585,7 +608,7 @@ impl Central {
         entry.tls_secret = tls_secret;
         entry.addresses = dedicated.addresses.clone();
         if lock(&self.lb_services).insert(key.clone(), entry.clone()) != Some(entry) {
-            self.queue.add(CentralKey::Global);
+            self.lb_services_changed();
         }
 
         self.write_placement(key, &svc, &uid, &pushed, &views, &states)
@@ -678,10 +701,13 @@ impl Central {
             tracing::info!(%key, clusters = ?pending, "waiting for member copies to be removed");
             return Ok(());
         }
-        let (alloc, base) = self.allocations();
-        if let Some(next) = ports::release(&alloc, &key.namespace, &key.name) {
-            self.write_allocations(base, &next).await?;
-            tracing::info!(%key, "lb-agent listen ports released");
+        {
+            let mut held = self.listen_ports_map.hold().await;
+            let alloc = ports::parse(&held.data());
+            if let Some(next) = ports::release(&alloc, &key.namespace, &key.name) {
+                self.write_allocations(&mut held, &next).await?;
+                tracing::info!(%key, "lb-agent listen ports released");
+            }
         }
         self.release_dedicated(key).await?;
         let rest: Vec<String> = fins.iter().filter(|f| *f != FINALIZER).cloned().collect();
@@ -751,6 +777,35 @@ impl Central {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// A Service's lb-agent entry changed: the members' configurations follow, rebuilt once
+    /// for all the changes of [`LB_CONFIG_BATCH`] rather than once per Service.
+    fn lb_services_changed(&self) {
+        self.queue.add_after(CentralKey::Global, LB_CONFIG_BATCH);
+    }
+
+    /// One pass over `key`, then what the queue needs to hear of it.
+    async fn work(&self, key: &CentralKey) {
+        let started = Instant::now();
+        let result = self.handle(key).await;
+        // Pushed again while it was handled: it waits again now.
+        self.queue.done(key);
+        let elapsed = started.elapsed();
+        self.metrics.service_sync(
+            if result.is_ok() { "ok" } else { "error" },
+            elapsed.as_secs_f64(),
+        );
+        match result {
+            Ok(()) => {
+                self.queue.forget(key);
+                tracing::debug!(?key, ?elapsed, "service controller pass");
+            }
+            Err(error) => {
+                tracing::warn!(?key, error = %Report(&error), "service reconcile failed; retrying");
+                self.queue.retry(key.clone());
+            }
+        }
+    }
+
     async fn handle(&self, key: &CentralKey) -> Result<(), ReconcileError> {
         match key {
             CentralKey::Service(k) => {
@@ -807,6 +862,28 @@ fn placement_slim(p: &Placement) -> Option<PlacementSlim> {
 
 /// A workload event as the Services it may concern see it: its namespace and its
 /// template labels before and after.
+/// A Placement event that concerns Services: not the status writes that follow every
+/// Placement (a Service's own status is this controller's; a workload's reports members).
+fn placement_change(
+    ev: Result<(Event<Placement>, Option<Arc<PlacementSlim>>), watcher::Error>,
+) -> Option<Input> {
+    let (ev, before) = ev.ok()?;
+    let (p, deleted) = match ev {
+        Event::Apply(p) | Event::InitApply(p) => (p, false),
+        Event::Delete(p) => (p, true),
+        Event::Init | Event::InitDone => return None,
+    };
+    let unchanged = !deleted
+        && match (before.as_deref(), placement_slim(&p)) {
+            (Some(PlacementSlim::Workload(was)), Some(PlacementSlim::Workload(is))) => *was == is,
+            (Some(PlacementSlim::Service(was)), Some(PlacementSlim::Service(is))) => {
+                was.spec == is.spec && was.metadata.owner_references == is.metadata.owner_references
+            }
+            _ => false,
+        };
+    (!unchanged).then(|| Input::Placement(Box::new(p)))
+}
+
 fn workload_change<K: Resource>(
     template_labels: fn(&K) -> Option<Labels>,
     ev: Result<(Event<K>, Option<Arc<Labels>>), watcher::Error>,
@@ -821,6 +898,10 @@ fn workload_change<K: Resource>(
         Event::Delete(_) => None,
         _ => template_labels(o).map(Arc::new),
     };
+    // Replicas and status come and go; only the pod labels decide which Services it backs.
+    if before.is_some() && before == after {
+        return None;
+    }
     Some(Input::Workload {
         namespace,
         labels: [before, after],
@@ -872,8 +953,8 @@ pub async fn run(
     let placements = SlimCache::new(placement_slim);
     streams.push(
         placements
-            .watch(Api::<Placement>::all(fed.clone()))
-            .map(|e| Input::Placement(Box::new(e)))
+            .watch_with_previous(Api::<Placement>::all(fed.clone()))
+            .filter_map(|e| async move { placement_change(e) })
             .boxed(),
     );
     let (policies, s) = reflect(Api::<PropagationPolicy>::all(fed.clone()), all());
@@ -945,8 +1026,8 @@ pub async fn run(
             policies,
             clusters,
             secrets,
-            ports: port_store,
-            addresses: address_store,
+            ports: port_store.clone(),
+            addresses: address_store.clone(),
             subnets: subnet_store,
         },
         queue: Arc::new(queue),
@@ -955,11 +1036,14 @@ pub async fn run(
         lb_services: Mutex::default(),
         cluster_digests: Mutex::default(),
         listen_ports: Mutex::default(),
+        listen_ports_map: AllocationMap::new(SYSTEM_NAMESPACE, LB_PORTS_CONFIGMAP, port_store),
+        addresses_map: AllocationMap::new(SYSTEM_NAMESPACE, LB_ADDRESSES_CONFIGMAP, address_store),
+        placement_writes: OwnWrites::default(),
         policy_errors: Mutex::default(),
         subnet_problems: Mutex::default(),
         address_problems: Mutex::default(),
     });
-    let worker = {
+    let workers = {
         let c = central.clone();
         tokio::spawn(async move {
             // Decisions read the caches: wait for every initial list first.
@@ -984,27 +1068,22 @@ pub async fn run(
             c.overrides.ready().await;
             c.sync_members();
             c.queue.add(CentralKey::Everything);
-            loop {
-                let key = c.queue.next().await;
-                let started = Instant::now();
-                let result = c.handle(&key).await;
-                // Pushed again while it was handled: it waits again now.
-                c.queue.done(&key);
-                c.metrics.service_sync(
-                    if result.is_ok() { "ok" } else { "error" },
-                    started.elapsed().as_secs_f64(),
-                );
-                match result {
-                    Ok(()) => c.queue.forget(&key),
-                    Err(error) => {
-                        tracing::warn!(?key, error = %Report(&error), "service reconcile failed; retrying");
-                        c.queue.retry(key);
+            // A pass waits on federation writes far more than it computes; the queue never
+            // hands one key to two workers, and the allocation maps are held one at a time.
+            let mut workers = tokio::task::JoinSet::new();
+            for _ in 0..SERVICE_WORKERS {
+                let c = c.clone();
+                workers.spawn(async move {
+                    loop {
+                        let key = c.queue.next().await;
+                        c.work(&key).await;
                     }
-                }
+                });
             }
+            workers.join_all().await;
         })
     };
-    let _worker = AbortOnDropHandle::new(worker);
+    let _workers = AbortOnDropHandle::new(workers);
     let mut inputs = futures::stream::select_all(streams);
     while let Some(input) = inputs.next().await {
         central.on_input(input);

@@ -7,18 +7,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
-use std::sync::Arc;
 
-use fed_api::names::{LB_ADDRESSES_CONFIGMAP, SYSTEM_NAMESPACE};
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::Service;
 use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
 use meridian_runtime::events::EventType;
 use meridian_runtime::sync::lock;
 
 use super::address_condition::{self, Outcome, Verdict};
 pub use super::address_condition::{EXHAUSTED_REASON, INVALID_REASON};
-use super::addresses::{self, Allocations};
+use super::addresses;
 use super::controller::{Central, ReconcileError};
 use super::{ClusterView, ServiceKey};
 
@@ -72,15 +69,6 @@ pub struct Dedicated {
 }
 
 impl Central {
-    pub(super) fn address_allocations(&self) -> (Allocations, Option<Arc<ConfigMap>>) {
-        let cm = self
-            .caches
-            .addresses
-            .get(&ObjectRef::new(LB_ADDRESSES_CONFIGMAP).within(SYSTEM_NAMESPACE));
-        let data = cm.as_ref().and_then(|c| c.data.clone()).unwrap_or_default();
-        (addresses::parse(&data), cm)
-    }
-
     /// The Service's dedicated address per cluster (empty unless it opted in), allocated
     /// and recorded before it is handed to the lb-agents, and the condition it comes to.
     pub(super) async fn dedicated_addresses(
@@ -101,7 +89,8 @@ impl Central {
             Pools::default()
         };
         problems.extend(pools.problems.iter().map(|p| (INVALID_REASON, p.clone())));
-        let (alloc, base) = self.address_allocations();
+        let mut held = self.addresses_map.hold().await;
+        let alloc = addresses::parse(&held.data());
         let a = addresses::assign(
             &alloc,
             &key.namespace,
@@ -110,10 +99,11 @@ impl Central {
             &reserved(views),
         );
         if let Some(next) = &a.next {
-            self.write_allocation_map(LB_ADDRESSES_CONFIGMAP, base, addresses::to_data(next))
+            self.write_allocation_map(&mut held, addresses::to_data(next))
                 .await?;
             tracing::info!(%key, addresses = ?a.addresses, "dedicated addresses allocated");
         }
+        drop(held);
         if !a.exhausted.is_empty() {
             problems.push((
                 EXHAUSTED_REASON,
@@ -138,9 +128,10 @@ impl Central {
 
     /// Frees a deleted Service's addresses.
     pub(super) async fn release_dedicated(&self, key: &ServiceKey) -> Result<(), ReconcileError> {
-        let (alloc, base) = self.address_allocations();
+        let mut held = self.addresses_map.hold().await;
+        let alloc = addresses::parse(&held.data());
         if let Some(next) = addresses::release(&alloc, &key.namespace, &key.name) {
-            self.write_allocation_map(LB_ADDRESSES_CONFIGMAP, base, addresses::to_data(&next))
+            self.write_allocation_map(&mut held, addresses::to_data(&next))
                 .await?;
             tracing::info!(%key, "dedicated addresses released");
         }

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use fed_api::names::{LB_PORTS_CONFIGMAP, MANAGED_BY_LABEL, MANAGED_BY_VALUE, SYSTEM_NAMESPACE};
+use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, SYSTEM_NAMESPACE};
 use fed_api::placement::WorkloadReference;
 use fed_api::{Placement, PlacementSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -15,39 +15,39 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use super::alloc_map::Held;
 use super::controller::{Central, PlacementSlim, ReconcileError, rfc3339_now};
 use super::dedicated::Dedicated;
 use super::status::{self, MemberState};
 use super::{ClusterView, ServiceKey, address_condition, ports};
 
 impl Central {
-    /// Writes the port allocations with compare-and-swap on the ConfigMap's
-    /// resourceVersion (create when absent): a stale view fails and is retried.
+    /// Writes the port allocations over the held map (see [`Self::write_allocation_map`]).
     pub(super) async fn write_allocations(
         &self,
-        base: Option<Arc<ConfigMap>>,
+        held: &mut Held<'_>,
         next: &BTreeMap<String, u16>,
     ) -> Result<(), ReconcileError> {
-        self.write_allocation_map(LB_PORTS_CONFIGMAP, base, ports::to_data(next))
-            .await
+        self.write_allocation_map(held, ports::to_data(next)).await
     }
 
-    /// Writes the ConfigMap `name` in the system namespace with `data`, compare-and-swap
-    /// on `base`'s resourceVersion (create when there is no `base`).
+    /// Writes the held allocation ConfigMap with `data`: compare-and-swap on the
+    /// resourceVersion of its newest copy (create when there is none), so a stale view
+    /// fails and is retried. What the server accepted is what the next allocation builds on.
     pub(super) async fn write_allocation_map(
         &self,
-        name: &str,
-        base: Option<Arc<ConfigMap>>,
+        held: &mut Held<'_>,
         data: BTreeMap<String, String>,
     ) -> Result<(), ReconcileError> {
+        let name = held.name();
         let api: Api<ConfigMap> = Api::namespaced(self.fed.clone(), SYSTEM_NAMESPACE);
         let op = format!("writing ConfigMap {SYSTEM_NAMESPACE}/{name}");
-        match base {
+        let written = match held.current() {
             Some(cm) => {
                 let mut cm = (*cm).clone();
                 cm.data = Some(data);
                 self.timed(&op, api.replace(name, &PostParams::default(), &cm))
-                    .await?;
+                    .await
             }
             None => {
                 let cm: ConfigMap = serde_json::from_value(json!({
@@ -57,10 +57,19 @@ impl Central {
                 }))?;
                 self.ensure_system_namespace().await?;
                 self.timed(&op, api.create(&PostParams::default(), &cm))
-                    .await?;
+                    .await
+            }
+        };
+        match written {
+            Ok(cm) => {
+                held.wrote(cm);
+                Ok(())
+            }
+            Err(e) => {
+                held.forget();
+                Err(e)
             }
         }
-        Ok(())
     }
 
     pub(super) async fn ensure_system_namespace(&self) -> Result<(), ReconcileError> {
@@ -91,7 +100,7 @@ impl Central {
         key: &ServiceKey,
         svc: &Service,
         list: Vec<String>,
-    ) -> Result<(), ReconcileError> {
+    ) -> Result<Service, ReconcileError> {
         let api: Api<Service> = Api::namespaced(self.fed.clone(), &key.namespace);
         // resourceVersion makes it a compare-and-swap: a concurrent change is retried.
         let patch =
@@ -101,7 +110,6 @@ impl Central {
             api.patch(&key.name, &PatchParams::default(), &Patch::Merge(patch)),
         )
         .await
-        .map(|_| ())
     }
 
     /// The federated Service's status: `loadBalancer.ingress` and its
@@ -179,13 +187,19 @@ impl Central {
             o.block_owner_deletion = Some(true);
             o
         });
-        let current = match self.caches.placements.get(&key.namespace, &name).as_deref() {
+        let cached = match self.caches.placements.get(&key.namespace, &name).as_deref() {
             Some(PlacementSlim::Workload(_)) => return Err(ReconcileError::PlacementTaken(name)),
-            Some(PlacementSlim::Service(p)) => Some((**p).clone()),
+            Some(PlacementSlim::Service(p)) => Some(Arc::new((**p).clone())),
             None => None,
         };
-        let placement = match current {
-            Some(p) if p.spec == spec && p.owner_references().iter().any(|o| o.uid == uid) => p,
+        // The last pass's write, until the watch brings it back (a replace on the cached
+        // version would only lose the compare-and-swap).
+        let current = self
+            .placement_writes
+            .current(key, cached)
+            .map(Arc::unwrap_or_clone);
+        let written = match current {
+            Some(p) if p.spec == spec && p.owner_references().iter().any(|o| o.uid == uid) => Ok(p),
             Some(p) => {
                 let mut next = p;
                 next.spec = spec;
@@ -194,7 +208,7 @@ impl Central {
                     &format!("updating placement {name}"),
                     api.replace(&name, &PostParams::default(), &next),
                 )
-                .await?
+                .await
             }
             None => {
                 let mut p = Placement::new(&name, spec);
@@ -204,9 +218,10 @@ impl Central {
                     &format!("creating placement {name}"),
                     api.create(&PostParams::default(), &p),
                 )
-                .await?
+                .await
             }
         };
+        let placement = self.placement_written(key, written)?;
 
         let entries = status::cluster_entries(pushed, views, states);
         let (st, reason, message) = status::propagated(&entries, states);
@@ -217,12 +232,27 @@ impl Central {
         if next.status == placement.status {
             return Ok(());
         }
-        self.timed(
-            &format!("status of placement {name}"),
-            api.replace_status(&name, &PostParams::default(), &next),
-        )
-        .await
-        .map(|_| ())
+        let written = self
+            .timed(
+                &format!("status of placement {name}"),
+                api.replace_status(&name, &PostParams::default(), &next),
+            )
+            .await;
+        self.placement_written(key, written).map(|_| ())
+    }
+
+    /// Keeps what the server answered a write of the Service's Placement (the version the
+    /// next pass builds on), or forgets it when the write failed.
+    fn placement_written(
+        &self,
+        key: &ServiceKey,
+        written: Result<Placement, ReconcileError>,
+    ) -> Result<Placement, ReconcileError> {
+        match &written {
+            Ok(p) => self.placement_writes.wrote(key, p.clone()),
+            Err(_) => self.placement_writes.forget(key),
+        }
+        written
     }
 }
 

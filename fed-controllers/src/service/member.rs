@@ -304,12 +304,15 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
                 return;
             };
             let key = key_of(s, Some(svc));
-            // Endpoint counts feed the Service's status, every slice and every LbConfig.
-            m.central.add(CentralKey::Service(key.clone()));
-            if s.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE)
-                && m.has_intent(&key)
-            {
-                m.queue.add(Work::Service(key));
+            if s.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE) {
+                // Meridian's own slice (remote lb-agents) counts for nothing centrally:
+                // only a drift to revert.
+                if m.has_intent(&key) {
+                    m.queue.add(Work::Service(key));
+                }
+            } else {
+                // Endpoint counts feed the Service's status, every slice and every LbConfig.
+                m.central.add(CentralKey::Service(key));
             }
         },
     );
@@ -363,10 +366,10 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
             Work::Service(key) => sync_service(&m, key).await,
             Work::LbConfig => sync_config(&m).await,
         };
-        finish(&m, &work, result);
+        let changed = finish(&m, &work, result);
         // The key may have been pushed again while it was being synced: it waits again now.
         m.queue.done(&work);
-        if let Work::Service(key) = work {
+        if let (Work::Service(key), true) = (work, changed) {
             m.central.add(CentralKey::Service(key));
         }
     }
@@ -622,7 +625,21 @@ async fn sync_config(m: &Member) -> Result<Option<Synced>, SyncError> {
 }
 
 /// Records the outcome, writes Events on transitions and schedules a retry after failures.
-fn finish(m: &Arc<Member>, work: &Work, result: Result<Option<Synced>, SyncError>) {
+/// Records a sync's result; whether the record changed as the Service's Placement shows it
+/// (error, conflict, sync time). Only then has the central pass something new to read: a
+/// sync that found the copy as wanted (the echo of an earlier write) says nothing new.
+fn finish(m: &Arc<Member>, work: &Work, result: Result<Option<Synced>, SyncError>) -> bool {
+    let shown = || {
+        lock(&m.records)
+            .get(work)
+            .map(|r| (r.error.clone(), r.conflict, r.last_sync_time.clone()))
+    };
+    let before = shown();
+    record(m, work, result);
+    shown() != before
+}
+
+fn record(m: &Arc<Member>, work: &Work, result: Result<Option<Synced>, SyncError>) {
     let (prev_error, prev_converged) = {
         let mut records = lock(&m.records);
         let r = records.entry(work.clone()).or_default();

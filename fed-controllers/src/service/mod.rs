@@ -15,6 +15,7 @@
 
 pub mod address_condition;
 pub mod addresses;
+mod alloc_map;
 pub mod backends;
 pub mod controller;
 pub mod dedicated;
