@@ -6,6 +6,7 @@
 //! The clusters are chosen by the same filter and select plugins as workloads (health, API
 //! enablement, affinity, tolerations, spread), so "why not cluster B?" has the same answer.
 
+use fed_api::interpreter::ResourceInterpreterSpec;
 use fed_api::placement::TargetCluster;
 use fed_api::policy::PlacementRules;
 
@@ -85,6 +86,27 @@ pub struct CopyPlacement {
     pub outcome: Outcome,
     /// Replicas left unplaced and why (divided objects only).
     pub unschedulable: UnschedulableStatus,
+}
+
+/// `object` (JSON) read as `interpreter` says, for [`place`]: `None` when it names no
+/// replicas, else the workload or why it cannot be read (the error and its causes as one
+/// line).
+pub fn interpret(
+    object: &serde_json::Value,
+    interpreter: &ResourceInterpreterSpec,
+) -> Option<Result<Workload, String>> {
+    Workload::from_interpreted(object, interpreter).map(|r| {
+        r.map_err(|e| {
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                text.push_str(": ");
+                text.push_str(&c.to_string());
+                cause = c.source();
+            }
+            text
+        })
+    })
 }
 
 /// Whether `policy` divides replicas among the clusters it selects.

@@ -258,9 +258,14 @@ fn a_custom_kind_is_divided_as_its_interpreter_says() {
     .expect("the Placement's message");
     assert!(message.contains(".spec.replicas is missing"), "{message}");
     for member in ["sim-1", "sim-2"] {
-        let r = kubectl_in(&up, Some(member), &["-n", NS, "get", "rollout", "countless"]);
+        let r = kubectl_in(
+            &up,
+            Some(member),
+            &["-n", NS, "get", "rollout", "countless"],
+        );
         assert!(
-            r.as_ref().is_err_and(|e| e.contains("NotFound") || e.contains("not found")),
+            r.as_ref()
+                .is_err_and(|e| e.contains("NotFound") || e.contains("not found")),
             "{member}: {r:?}"
         );
     }
@@ -275,6 +280,20 @@ fn a_custom_kind_is_divided_as_its_interpreter_says() {
         "-p",
         r#"{"spec":{"replicas":3}}"#,
     ]);
-    shows(&up, Some("sim-1"), "rollout", "countless", "{.spec.replicas}", "1");
-    shows(&up, Some("sim-2"), "rollout", "countless", "{.spec.replicas}", "2");
+    shows(
+        &up,
+        Some("sim-1"),
+        "rollout",
+        "countless",
+        "{.spec.replicas}",
+        "1",
+    );
+    shows(
+        &up,
+        Some("sim-2"),
+        "rollout",
+        "countless",
+        "{.spec.replicas}",
+        "2",
+    );
 }

@@ -29,11 +29,19 @@ pub fn wanted(
     }
     let uid = meta["uid"].as_str().filter(|u| !u.is_empty())?;
     let target = dest.iter().find(|t| t.cluster == cluster)?;
-    Some(with_share(
-        member_copy(fed, uid),
-        interpreter,
-        target.replicas,
-    ))
+    Some(member_object(fed, uid, target, interpreter))
+}
+
+/// The object destination `target` of `fed` (Meridian's copy of the object with `uid`)
+/// holds before override policies: the copy, with the destination's share where the
+/// kind's `interpreter` says the replicas are. `fedctl plan` shows the same.
+pub fn member_object(
+    fed: &Value,
+    uid: &str,
+    target: &TargetCluster,
+    interpreter: Option<&ResourceInterpreterSpec>,
+) -> Value {
+    with_share(member_copy(fed, uid), interpreter, target.replicas)
 }
 
 /// One member's step for one object.

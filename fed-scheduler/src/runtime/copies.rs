@@ -39,7 +39,7 @@ use meridian_runtime::queue::{self, WorkQueue};
 use tokio::task::JoinHandle;
 use tracing::Instrument as _;
 
-use crate::copies::{CopiedObject, place};
+use crate::copies::{CopiedObject, interpret, place};
 use crate::types::Workload;
 
 use super::desired::{self, Desired, Plan};
@@ -358,10 +358,8 @@ impl Copies {
         let interpreter = meridian_runtime::sync::lock(&self.interpreters)
             .get(kind)
             .cloned();
-        let interpreted = interpreter.and_then(|spec| {
-            let value = serde_json::to_value(o).unwrap_or_default();
-            Workload::from_interpreted(&value, &spec).map(|r| r.map_err(|e| Report(&e).to_string()))
-        });
+        let interpreted = interpreter
+            .and_then(|spec| interpret(&serde_json::to_value(o).unwrap_or_default(), &spec));
         let entry = Entry {
             uid: o.uid().unwrap_or_default(),
             labels: o.labels().clone(),
