@@ -86,6 +86,9 @@ pub struct CopyPlacement {
     pub outcome: Outcome,
     /// Replicas left unplaced and why (divided objects only).
     pub unschedulable: UnschedulableStatus,
+    /// Seconds (on the snapshot's clock) until a cluster that is offline within the
+    /// policy's toleration passes it: decide again then, or what it holds stays there.
+    pub recheck_after: Option<u64>,
 }
 
 /// `object` (JSON) read as `interpreter` says, for [`place`]: `None` when it names no
@@ -140,6 +143,7 @@ pub fn place(
                 dest: explain::dest_clusters(&result),
                 outcome: explain::outcome(&result),
                 unschedulable: explain::unschedulable(&result, w.replicas),
+                recheck_after: explain::toleration_expiry(&result),
             }
         }
         Some(Err(problem)) => CopyPlacement {
@@ -158,9 +162,10 @@ pub fn place(
                 ),
             },
             unschedulable: UnschedulableStatus::default(),
+            recheck_after: None,
         },
         None => match place_copies(snapshot, object, policy, previous) {
-            Ok((dest, _)) => {
+            Ok((dest, decision)) => {
                 let names: Vec<&str> = dest.iter().map(|t| t.cluster.as_str()).collect();
                 CopyPlacement {
                     outcome: Outcome {
@@ -174,13 +179,18 @@ pub fn place(
                     },
                     dest,
                     unschedulable: UnschedulableStatus::default(),
+                    recheck_after: explain::toleration_expiry(&Ok(decision)),
                 }
             }
-            Err(u) => CopyPlacement {
-                dest: Vec::new(),
-                outcome: explain::outcome(&Err(u)),
-                unschedulable: UnschedulableStatus::default(),
-            },
+            Err(u) => {
+                let result = Err(u);
+                CopyPlacement {
+                    dest: Vec::new(),
+                    outcome: explain::outcome(&result),
+                    unschedulable: UnschedulableStatus::default(),
+                    recheck_after: explain::toleration_expiry(&result),
+                }
+            }
         },
     }
 }
@@ -334,6 +344,10 @@ mod tests {
     /// Two Ready clusters serving `example.com/v1` rollouts, each with room for 4 pods of
     /// 500m.
     fn rollout_fleet() -> Snapshot {
+        Snapshot::new([rollout_cluster("a"), rollout_cluster("b")], NOW)
+    }
+
+    fn rollout_cluster(name: &str) -> Cluster {
         let c = |name: &str| -> Cluster {
             serde_json::from_value(json!({
                 "metadata": {"name": name},
@@ -350,7 +364,7 @@ mod tests {
             }))
             .unwrap()
         };
-        Snapshot::new([c("a"), c("b")], NOW)
+        c(name)
     }
 
     fn rollout_policy(scheduling: serde_json::Value) -> PropagationPolicy {
@@ -506,5 +520,48 @@ mod tests {
             &[],
         );
         assert_eq!(shares(&copied.dest), vec![("a", 0), ("b", 0)]);
+    }
+
+    #[test]
+    fn a_cluster_offline_within_its_toleration_is_looked_at_again_when_it_passes() {
+        // sim b went offline 20 s ago; the policy tolerates 60 s.
+        let offline: Cluster = serde_json::from_value(json!({
+            "metadata": {"name": "b"},
+            "spec": {"apiEndpoint": "https://b.test:6443", "region": "eu"},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "False",
+                                "lastTransitionTime": jiff::Timestamp::from_second(NOW - 20).unwrap().to_string()}],
+                "apiEnablements": [{"groupVersion": "example.com/v1", "resources": ["rollouts"]}]
+            }
+        }))
+        .unwrap();
+        let fleet = Snapshot::new([rollout_cluster("a"), offline], NOW);
+        let mut policy = rollout_policy(json!({"type": "Divided"}));
+        policy.spec.placement.failover =
+            serde_json::from_value(json!({"tolerationSeconds": 60})).unwrap();
+        let (object, w) = rollout(4, 0);
+        let previous = [TargetCluster::new("a", 2), TargetCluster::new("b", 2)];
+        let read = Ok(w);
+        let divided = place(&fleet, &object, Some(&read), &policy, &previous);
+        assert_eq!(
+            shares(&divided.dest),
+            vec![("a", 2), ("b", 2)],
+            "{:?}",
+            divided.outcome
+        );
+        assert_eq!(divided.recheck_after, Some(41));
+        let copied = place(
+            &fleet,
+            &object,
+            None,
+            &policy,
+            &[TargetCluster::new("b", 0)],
+        );
+        assert!(copied.dest.iter().any(|t| t.cluster == "b"));
+        assert_eq!(copied.recheck_after, Some(41));
+        // Nothing offline: nothing to look at again.
+        let (object, w) = rollout(4, 0);
+        let calm = place(&rollout_fleet(), &object, Some(&Ok(w)), &policy, &[]);
+        assert_eq!(calm.recheck_after, None);
     }
 }

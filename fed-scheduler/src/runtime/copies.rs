@@ -486,6 +486,10 @@ impl Copies {
             unschedulable: desired::unschedulable(&placed.unschedulable),
             policy: Some(governance.choice()),
         };
+        if let Some(secs) = placed.recheck_after {
+            // A cluster's toleration runs out then: no watch event says so.
+            self.queue.add_after(key.clone(), Duration::from_secs(secs));
+        }
         let now_text = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
