@@ -927,6 +927,11 @@ pub async fn run(fed: Client, settings: Settings, overrides: Overrides) -> Resul
     for _ in 0..COPY_WORKERS {
         let c = central.clone();
         workers.spawn(async move {
+            // A divided custom object synced before its kind's interpreter is known would
+            // be pushed with the whole count.
+            if c.interpreters.wait_until_ready().await.is_err() {
+                return;
+            }
             loop {
                 let key = c.queue.next().await;
                 let started = Instant::now();

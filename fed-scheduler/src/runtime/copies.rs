@@ -148,6 +148,17 @@ impl Copies {
         let mut interpreter_events = std::pin::pin!(self.interpreter_events());
         let mut interpreters = Interpreters::default();
         let mut interpreters_open = true;
+        // No kind is watched before the interpreters are listed: an object of a divided
+        // kind read without its interpreter would be placed as whole copies meanwhile.
+        while let Some(event) = interpreter_events.next().await {
+            let listed = matches!(event, Event::InitDone);
+            for kind in interpreters.apply(event) {
+                self.set_interpreter(&kind, interpreters.of(&kind));
+            }
+            if listed {
+                break;
+            }
+        }
         let mut watches: HashMap<Kind, (ApiResource, JoinHandle<()>)> = HashMap::new();
         let mut retries: Retries<Kind> = Retries::new(self.kind_retry);
         let mut requeues = Spacing::new(REQUEUE_SPACING);
@@ -357,6 +368,7 @@ impl Copies {
         let k = key_of(kind, o);
         let interpreter = meridian_runtime::sync::lock(&self.interpreters)
             .get(kind)
+            .filter(|spec| spec.replicas.is_some())
             .cloned();
         let interpreted = interpreter
             .and_then(|spec| interpret(&serde_json::to_value(o).unwrap_or_default(), &spec));
