@@ -1,17 +1,21 @@
-//! Placement of kinds without replicas (ServiceAccounts, RBAC, Ingresses, custom resources,
-//! ...): every cluster the governing policy selects gets a copy, whatever the policy says
-//! about dividing replicas.
+//! Placement of the kinds placed through the copy path (ServiceAccounts, RBAC, Ingresses,
+//! custom resources, ...): every cluster the governing policy selects gets a copy; a custom
+//! kind whose `ResourceInterpreter` says where its replicas are is divided instead when the
+//! policy divides replicas ([`place`]).
 //!
 //! The clusters are chosen by the same filter and select plugins as workloads (health, API
 //! enablement, affinity, tolerations, spread), so "why not cluster B?" has the same answer.
 
+use fed_api::interpreter::ResourceInterpreterSpec;
 use fed_api::placement::TargetCluster;
 use fed_api::policy::PlacementRules;
 
-use crate::decide;
+use crate::explain::{self, Outcome};
 use crate::types::{
-    ClusterOutcome, Decision, PropagationPolicy, Snapshot, Unschedulable, Workload,
+    ClusterOutcome, Decision, PropagationPolicy, ReplicaSchedulingType, Snapshot, Unschedulable,
+    UnschedulableStatus, Workload,
 };
+use crate::{decide, schedule};
 
 /// An object to copy into members, as placement reads it.
 #[derive(Clone, Debug, Default)]
@@ -70,6 +74,125 @@ pub fn place_copies(
         .map(|v| TargetCluster::new(v.cluster.clone(), 0))
         .collect();
     Ok((dest, decision))
+}
+
+/// Where an object of a copied kind goes and what its Placement says about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CopyPlacement {
+    /// `destClusters`: `replicas: 0` entries for whole copies, each member's share when
+    /// divided (a cluster with no share is not listed).
+    pub dest: Vec<TargetCluster>,
+    /// The `Scheduled` condition.
+    pub outcome: Outcome,
+    /// Replicas left unplaced and why (divided objects only).
+    pub unschedulable: UnschedulableStatus,
+    /// Seconds (on the snapshot's clock) until a cluster that is offline within the
+    /// policy's toleration passes it: decide again then, or what it holds stays there.
+    pub recheck_after: Option<u64>,
+}
+
+/// `object` (JSON) read as `interpreter` says, for [`place`]: `None` when it names no
+/// replicas, else the workload or why it cannot be read (the error and its causes as one
+/// line).
+pub fn interpret(
+    object: &serde_json::Value,
+    interpreter: &ResourceInterpreterSpec,
+) -> Option<Result<Workload, String>> {
+    Workload::from_interpreted(object, interpreter).map(|r| {
+        r.map_err(|e| {
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                text.push_str(": ");
+                text.push_str(&c.to_string());
+                cause = c.source();
+            }
+            text
+        })
+    })
+}
+
+/// Whether `policy` divides replicas among the clusters it selects.
+pub fn divides(policy: &PropagationPolicy) -> bool {
+    policy
+        .spec
+        .placement
+        .replica_scheduling
+        .as_ref()
+        .is_some_and(|rs| rs.type_ == ReplicaSchedulingType::Divided)
+}
+
+/// Places `object` under its governing `policy`. `interpreted` is the object read as its
+/// kind's `ResourceInterpreter` says ([`Workload::from_interpreted`], the error as text),
+/// `None` when no interpreter names the kind's replicas. A policy that divides replicas
+/// divides an interpreted object as it would a Deployment (weights, capacity, spread,
+/// failover: the same [`schedule`]); an object that cannot be read that way is placed
+/// nowhere and says why (`InvalidWorkload`). Everything else gets a copy in every selected
+/// cluster ([`place_copies`]). `previous` is the current `destClusters`.
+pub fn place(
+    snapshot: &Snapshot,
+    object: &CopiedObject,
+    interpreted: Option<&Result<Workload, String>>,
+    policy: &PropagationPolicy,
+    previous: &[TargetCluster],
+) -> CopyPlacement {
+    match interpreted.filter(|_| divides(policy)) {
+        Some(Ok(w)) => {
+            let result = schedule(snapshot, w, Some(policy), Some(previous));
+            CopyPlacement {
+                dest: explain::dest_clusters(&result),
+                outcome: explain::outcome(&result),
+                unschedulable: explain::unschedulable(&result, w.replicas),
+                recheck_after: explain::toleration_expiry(&result),
+            }
+        }
+        Some(Err(problem)) => CopyPlacement {
+            dest: Vec::new(),
+            outcome: Outcome {
+                scheduled: false,
+                reason: "InvalidWorkload",
+                message: format!(
+                    "{} {}: {problem}",
+                    object.kind,
+                    if object.namespace.is_empty() {
+                        object.name.clone()
+                    } else {
+                        format!("{}/{}", object.namespace, object.name)
+                    }
+                ),
+            },
+            unschedulable: UnschedulableStatus::default(),
+            recheck_after: None,
+        },
+        None => match place_copies(snapshot, object, policy, previous) {
+            Ok((dest, decision)) => {
+                let names: Vec<&str> = dest.iter().map(|t| t.cluster.as_str()).collect();
+                CopyPlacement {
+                    outcome: Outcome {
+                        scheduled: true,
+                        reason: "Scheduled",
+                        message: format!(
+                            "a copy in each of {} clusters: {}",
+                            dest.len(),
+                            names.join(", ")
+                        ),
+                    },
+                    dest,
+                    unschedulable: UnschedulableStatus::default(),
+                    recheck_after: explain::toleration_expiry(&Ok(decision)),
+                }
+            }
+            Err(u) => {
+                let result = Err(u);
+                CopyPlacement {
+                    dest: Vec::new(),
+                    outcome: explain::outcome(&result),
+                    unschedulable: UnschedulableStatus::default(),
+                    recheck_after: explain::toleration_expiry(&result),
+                }
+            }
+        },
+    }
 }
 
 #[cfg(test)]
@@ -216,5 +339,229 @@ mod tests {
         let p = policy(json!({"clusterAffinity": {"clusterNames": ["nowhere"]}}));
         let err = place_copies(&fleet(), &role(), &p, &[]).unwrap_err();
         assert_eq!(err.reason, UnschedulableReason::NoCandidates);
+    }
+
+    /// Two Ready clusters serving `example.com/v1` rollouts, each with room for 4 pods of
+    /// 500m.
+    fn rollout_fleet() -> Snapshot {
+        Snapshot::new([rollout_cluster("a"), rollout_cluster("b")], NOW)
+    }
+
+    fn rollout_cluster(name: &str) -> Cluster {
+        let c = |name: &str| -> Cluster {
+            serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "spec": {"apiEndpoint": format!("https://{name}.test:6443"), "region": "eu"},
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                    "apiEnablements": [{"groupVersion": "example.com/v1", "resources": ["rollouts"]}],
+                    "nodes": {"total": 1, "ready": 1},
+                    "resourceSummary": {
+                        "allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"},
+                        "allocated": {"cpu": "0", "memory": "0", "pods": "0"}
+                    }
+                }
+            }))
+            .unwrap()
+        };
+        c(name)
+    }
+
+    fn rollout_policy(scheduling: serde_json::Value) -> PropagationPolicy {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "shop"},
+            "spec": {
+                "resourceSelectors": [{"apiVersion": "example.com/v1", "kind": "Rollout"}],
+                "placement": {"replicaScheduling": scheduling}
+            }
+        }))
+        .unwrap()
+    }
+
+    fn rollout(replicas: u32, cpu_milli: u64) -> (CopiedObject, Workload) {
+        let object = CopiedObject {
+            api_version: "example.com/v1".into(),
+            kind: "Rollout".into(),
+            namespace: "shop".into(),
+            name: "web".into(),
+        };
+        let w = Workload {
+            api_version: object.api_version.clone(),
+            kind: object.kind.clone(),
+            namespace: object.namespace.clone(),
+            name: object.name.clone(),
+            replicas,
+            requests: crate::types::PodRequests {
+                cpu_milli,
+                memory_bytes: 0,
+            },
+            ..Default::default()
+        };
+        (object, w)
+    }
+
+    fn shares(dest: &[TargetCluster]) -> Vec<(&str, u32)> {
+        dest.iter()
+            .map(|t| (t.cluster.as_str(), t.replicas))
+            .collect()
+    }
+
+    #[test]
+    fn an_interpreted_object_is_divided_only_under_a_dividing_policy() {
+        let weighted = json!({"type": "Divided", "weights": [
+            {"clusterNames": ["a"], "weight": 1}, {"clusterNames": ["b"], "weight": 2}]});
+        // (scheduling, replicas, cpu per pod, read as interpreted?, expected shares, reason)
+        type Case = (
+            serde_json::Value,
+            u32,
+            u64,
+            bool,
+            Vec<(&'static str, u32)>,
+            &'static str,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                weighted.clone(),
+                6,
+                0,
+                true,
+                vec![("a", 2), ("b", 4)],
+                "Scheduled",
+            ),
+            (
+                weighted.clone(),
+                9,
+                0,
+                true,
+                vec![("a", 3), ("b", 6)],
+                "Scheduled",
+            ),
+            // Capacity counts: 4 pods of 500m fit in each cluster.
+            (
+                weighted.clone(),
+                9,
+                500,
+                true,
+                vec![("a", 4), ("b", 4)],
+                "Unschedulable",
+            ),
+            (
+                json!({"type": "Divided"}),
+                4,
+                0,
+                true,
+                vec![("a", 2), ("b", 2)],
+                "Scheduled",
+            ),
+            // Duplicated: a whole copy in each cluster, as for any copied kind.
+            (
+                json!({"type": "Duplicated"}),
+                6,
+                0,
+                true,
+                vec![("a", 0), ("b", 0)],
+                "Scheduled",
+            ),
+            // No interpreter naming replicas: copies, whatever the policy says.
+            (
+                weighted.clone(),
+                6,
+                0,
+                false,
+                vec![("a", 0), ("b", 0)],
+                "Scheduled",
+            ),
+        ];
+        for (i, (scheduling, replicas, cpu, interpreted, want, reason)) in
+            cases.into_iter().enumerate()
+        {
+            let (object, w) = rollout(replicas, cpu);
+            let read = Ok(w);
+            let got = place(
+                &rollout_fleet(),
+                &object,
+                interpreted.then_some(&read),
+                &rollout_policy(scheduling),
+                &[],
+            );
+            assert_eq!(shares(&got.dest), want, "case {i}");
+            assert_eq!(
+                got.outcome.reason, reason,
+                "case {i}: {}",
+                got.outcome.message
+            );
+        }
+    }
+
+    #[test]
+    fn an_unreadable_interpreted_object_is_placed_nowhere_and_says_why() {
+        let (object, _) = rollout(0, 0);
+        let bad = Err(".spec.replicas is missing".to_owned());
+        let got = place(
+            &rollout_fleet(),
+            &object,
+            Some(&bad),
+            &rollout_policy(json!({"type": "Divided"})),
+            &[],
+        );
+        assert!(got.dest.is_empty());
+        assert!(!got.outcome.scheduled);
+        assert_eq!(got.outcome.reason, "InvalidWorkload");
+        assert_eq!(
+            got.outcome.message,
+            "Rollout shop/web: .spec.replicas is missing"
+        );
+        // Under a Duplicated policy the count is never read: copies as before.
+        let copied = place(
+            &rollout_fleet(),
+            &object,
+            Some(&bad),
+            &rollout_policy(json!({"type": "Duplicated"})),
+            &[],
+        );
+        assert_eq!(shares(&copied.dest), vec![("a", 0), ("b", 0)]);
+    }
+
+    #[test]
+    fn a_cluster_offline_within_its_toleration_is_looked_at_again_when_it_passes() {
+        // sim b went offline 20 s ago; the policy tolerates 60 s.
+        let offline: Cluster = serde_json::from_value(json!({
+            "metadata": {"name": "b"},
+            "spec": {"apiEndpoint": "https://b.test:6443", "region": "eu"},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "False",
+                                "lastTransitionTime": jiff::Timestamp::from_second(NOW - 20).unwrap().to_string()}],
+                "apiEnablements": [{"groupVersion": "example.com/v1", "resources": ["rollouts"]}]
+            }
+        }))
+        .unwrap();
+        let fleet = Snapshot::new([rollout_cluster("a"), offline], NOW);
+        let mut policy = rollout_policy(json!({"type": "Divided"}));
+        policy.spec.placement.failover =
+            serde_json::from_value(json!({"tolerationSeconds": 60})).unwrap();
+        let (object, w) = rollout(4, 0);
+        let previous = [TargetCluster::new("a", 2), TargetCluster::new("b", 2)];
+        let read = Ok(w);
+        let divided = place(&fleet, &object, Some(&read), &policy, &previous);
+        assert_eq!(
+            shares(&divided.dest),
+            vec![("a", 2), ("b", 2)],
+            "{:?}",
+            divided.outcome
+        );
+        assert_eq!(divided.recheck_after, Some(41));
+        let copied = place(
+            &fleet,
+            &object,
+            None,
+            &policy,
+            &[TargetCluster::new("b", 0)],
+        );
+        assert!(copied.dest.iter().any(|t| t.cluster == "b"));
+        assert_eq!(copied.recheck_after, Some(41));
+        // Nothing offline: nothing to look at again.
+        let (object, w) = rollout(4, 0);
+        let calm = place(&rollout_fleet(), &object, Some(&Ok(w)), &policy, &[]);
+        assert_eq!(calm.recheck_after, None);
     }
 }

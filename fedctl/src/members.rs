@@ -1,15 +1,22 @@
-//! What each destination member gets of a planned workload, for `fedctl plan -o yaml`: the
-//! workload controller's own function (`fed_controllers::workload::wants::Wants`: the
-//! member's share, then the override policies' changes for that cluster) over the objects
-//! and OverridePolicies / ClusterOverridePolicies read from the input files.
+//! What each destination member gets of a planned object, for `fedctl plan -o yaml`: the
+//! controllers' own functions over the objects, ResourceInterpreters and OverridePolicies /
+//! ClusterOverridePolicies read from the input files. A workload's is the workload
+//! controller's (`fed_controllers::workload::wants::Wants`: the member's share, then the
+//! override policies' changes for that cluster); any other kind's is the copy
+//! controller's (`fed_controllers::copies::plan::member_object`: the copy with a divided
+//! custom object's share, then `member_copy::overridden`).
 
 use std::collections::BTreeMap;
 
 use anyhow::Context as _;
+use fed_api::copies::{Path, path};
 use fed_api::governance::Subject;
+use fed_api::interpreter::{ResourceInterpreterSpec, interpreter_for};
 use fed_api::object::Cluster;
 use fed_api::overrides::apply::{MemberCluster, Policy, labels_of, selecting};
 use fed_api::workload::WorkloadKind;
+use fed_controllers::copies::member_copy::overridden;
+use fed_controllers::copies::plan::member_object;
 use fed_controllers::workload::wants::Wants;
 use fed_scheduler::TargetCluster;
 use serde::Deserialize as _;
@@ -20,6 +27,11 @@ use serde_json::{Value, json};
 pub struct Sources {
     /// Deployments and ReplicaSets by namespace, kind and name.
     workloads: BTreeMap<(String, String, String), Value>,
+    /// Objects of the copied kinds by apiVersion, kind, namespace (empty when
+    /// cluster-scoped) and name.
+    copies: BTreeMap<(String, String, String, String), Value>,
+    /// ResourceInterpreters by name.
+    interpreters: BTreeMap<String, ResourceInterpreterSpec>,
     /// The override policies.
     policies: Vec<Policy>,
 }
@@ -74,20 +86,41 @@ impl Sources {
                 name: name.to_owned(),
                 spec: spec()?,
             }),
+            (fed_api::GROUP, "ResourceInterpreter") => {
+                let spec = serde_json::from_value(v["spec"].clone())
+                    .with_context(|| format!("{source_name}: {kind} {name}"))?;
+                self.interpreters.insert(name.to_owned(), spec);
+            }
+            _ if path(api_version, kind) == Path::Copy && !name.is_empty() => {
+                let namespace = fed_scheduler::offline::copy_namespace(v).unwrap_or_default();
+                self.copies.insert(
+                    (
+                        api_version.to_owned(),
+                        kind.to_owned(),
+                        namespace.to_owned(),
+                        name.to_owned(),
+                    ),
+                    v.clone(),
+                );
+            }
             _ => {}
         }
         Ok(())
     }
 
-    /// Per destination in `dest` of the workload `namespace/kind/name`, `{cluster,
-    /// replicas, object}` (the object as pushed) or `{cluster, replicas, error}` (the
-    /// override that fails there: nothing is pushed).
+    /// Per destination in `dest` of the object `apiVersion, namespace, kind, name`
+    /// (namespace empty when cluster-scoped), `{cluster, replicas, object}` (the object as
+    /// pushed) or `{cluster, replicas, error}` (the override that fails there: nothing is
+    /// pushed).
     pub fn members(
         &self,
-        (namespace, kind, name): (&str, &str, &str),
+        (api_version, namespace, kind, name): (&str, &str, &str, &str),
         dest: &[TargetCluster],
         clusters: &[Cluster],
     ) -> Vec<Value> {
+        if path(api_version, kind) == Path::Copy {
+            return self.copy_members((api_version, namespace, kind, name), dest, clusters);
+        }
         let key = (namespace.to_owned(), kind.to_owned(), name.to_owned());
         let (Some(fed), Some(kind)) = (self.workloads.get(&key), WorkloadKind::parse(kind)) else {
             return Vec::new();
@@ -121,6 +154,64 @@ impl Sources {
                 let c = clusters.iter().find(|c| c.metadata.name == t.cluster);
                 let member = c.map(|c| MemberCluster::new(&c.metadata.name, &c.metadata.labels, &c.spec));
                 match wants.get(member.as_ref(), share) {
+                    Ok(object) => json!({"cluster": t.cluster, "replicas": t.replicas, "object": object}),
+                    Err(e) => json!({"cluster": t.cluster, "replicas": t.replicas, "error": format!("OverrideFailed: {e}")}),
+                }
+            })
+            .collect()
+    }
+
+    /// [`Sources::members`] for an object of a copied kind, as the copy controller
+    /// builds it.
+    fn copy_members(
+        &self,
+        (api_version, namespace, kind, name): (&str, &str, &str, &str),
+        dest: &[TargetCluster],
+        clusters: &[Cluster],
+    ) -> Vec<Value> {
+        let key = (
+            api_version.to_owned(),
+            kind.to_owned(),
+            namespace.to_owned(),
+            name.to_owned(),
+        );
+        let Some(fed) = self.copies.get(&key) else {
+            return Vec::new();
+        };
+        let uid = fed
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let interpreter = interpreter_for(
+            self.interpreters.iter().map(|(n, s)| (n.as_str(), s)),
+            api_version,
+            kind,
+        );
+        let labels = labels_of(fed);
+        let subject = Subject {
+            api_version,
+            kind,
+            namespace: (!namespace.is_empty()).then_some(namespace),
+            name,
+            labels: &labels,
+        };
+        let selected = selecting(&subject, &self.policies);
+        dest.iter()
+            .map(|t| {
+                let copy = member_object(fed, uid, t, interpreter);
+                let c = clusters.iter().find(|c| c.metadata.name == t.cluster);
+                // As the copy controller: overrides apply where the cluster is known.
+                let out = match c {
+                    Some(c) if !selected.is_empty() => overridden(
+                        &copy,
+                        kind,
+                        &MemberCluster::new(&c.metadata.name, &c.metadata.labels, &c.spec),
+                        &selected,
+                        uid,
+                    ),
+                    _ => Ok(copy),
+                };
+                match out {
                     Ok(object) => json!({"cluster": t.cluster, "replicas": t.replicas, "object": object}),
                     Err(e) => json!({"cluster": t.cluster, "replicas": t.replicas, "error": format!("OverrideFailed: {e}")}),
                 }
@@ -175,9 +266,9 @@ spec:
             TargetCluster::new("c", 1),
         ];
         let clusters = [cluster("a", "eu"), cluster("b", "us"), cluster("c", "eu")];
-        let got = s.members(("shop", "Deployment", "web"), &dest, &clusters);
+        let got = s.members(("apps/v1", "shop", "Deployment", "web"), &dest, &clusters);
         assert!(
-            s.members(("shop", "Deployment", "other"), &dest, &clusters)
+            s.members(("apps/v1", "shop", "Deployment", "other"), &dest, &clusters)
                 .is_empty()
         );
         let image =

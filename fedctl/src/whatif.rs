@@ -55,7 +55,12 @@ pub fn run(files: &[PathBuf], without: &[String], format: Format) -> anyhow::Res
                 .zip(v["workloads"].as_array_mut().into_iter().flatten())
             {
                 out["members"] = serde_json::Value::Array(sources.members(
-                    (e.namespace.as_str(), e.kind.as_str(), e.name.as_str()),
+                    (
+                        e.api_version.as_str(),
+                        e.namespace.as_str(),
+                        e.kind.as_str(),
+                        e.name.as_str(),
+                    ),
                     &e.dest_clusters,
                     &input.clusters,
                 ));
@@ -92,7 +97,11 @@ pub fn table(report: &PlanReport) -> String {
         .iter()
         .map(|e| {
             [
-                e.namespace.clone(),
+                if e.namespace.is_empty() {
+                    "-".to_owned()
+                } else {
+                    e.namespace.clone()
+                },
                 format!("{}/{}", e.kind.to_ascii_lowercase(), e.name),
                 e.policy.clone().unwrap_or_else(|| "<none>".into()),
                 e.replicas.to_string(),

@@ -105,3 +105,82 @@ fn plan_yaml_and_errors() {
     assert!(!ok);
     assert!(err.contains("reading /nonexistent.yaml"), "{err}");
 }
+
+#[test]
+fn plan_every_kind_with_each_members_object() {
+    let file = fixture("any-kind.yaml");
+    let (ok, out, err) = fedctl(&["plan", "-f", &file]);
+    assert!(ok, "{err}");
+    let row = |what: &str| {
+        out.lines()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no {what} row in\n{out}"))
+            .to_owned()
+    };
+    assert!(row("rollout/canary").contains("eu-1:2,us-1:4"), "{out}");
+    assert!(row("ingress/web").contains("eu-1:0,us-1:0"), "{out}");
+    assert!(row("clusterrole/shop-reader").starts_with('-'), "{out}");
+    assert!(
+        row("rollout/broken").contains("False InvalidWorkload"),
+        "{out}"
+    );
+    assert!(!out.contains("configmap/notes"), "{out}");
+
+    let (ok, out, err) = fedctl(&["plan", "-f", &file, "-o", "yaml"]);
+    assert!(ok, "{err}");
+    let doc: serde_json::Value = serde_yaml_ng::from_str(&out).expect("yaml output");
+    let entry = |kind: &str, name: &str| {
+        doc["workloads"]
+            .as_array()
+            .expect("workloads")
+            .iter()
+            .find(|w| w["kind"] == kind && w["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind} {name} in\n{out}"))
+            .clone()
+    };
+    let member = |e: &serde_json::Value, cluster: &str| {
+        e["members"]
+            .as_array()
+            .expect("members")
+            .iter()
+            .find(|m| m["cluster"] == cluster)
+            .unwrap_or_else(|| panic!("no {cluster} in {e}"))["object"]
+            .clone()
+    };
+    // Each member's Rollout with its share, as the copy controller writes it.
+    let canary = entry("Rollout", "canary");
+    assert_eq!(member(&canary, "eu-1")["spec"]["replicas"], 2);
+    assert_eq!(member(&canary, "us-1")["spec"]["replicas"], 4);
+    assert_eq!(
+        member(&canary, "us-1")["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "meridian"
+    );
+    // The override applies in us only.
+    let ingress = entry("Ingress", "web");
+    assert_eq!(
+        member(&ingress, "eu-1")["spec"]["ingressClassName"],
+        "shared"
+    );
+    assert_eq!(
+        member(&ingress, "us-1")["spec"]["ingressClassName"],
+        "us-lb"
+    );
+    // Copies as they are; the Deployment with its share.
+    assert_eq!(
+        member(&entry("Role", "web"), "us-1")["rules"][0]["verbs"],
+        serde_json::json!(["get"])
+    );
+    assert_eq!(
+        member(&entry("ClusterRole", "shop-reader"), "eu-1")["metadata"]["name"],
+        "shop-reader"
+    );
+    assert_eq!(
+        member(&entry("Deployment", "web"), "eu-1")["spec"]["replicas"],
+        2
+    );
+    assert!(
+        entry("Rollout", "broken")["members"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+    );
+}

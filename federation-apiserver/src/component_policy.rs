@@ -71,8 +71,9 @@ pub fn scheduler_rules() -> Vec<Value> {
         ),
         // runtime/copies.rs watches every kind a policy names to place its objects as
         // copies: any resource a user may name, so every one (read only; never `get`),
-        // and the CustomResourceDefinitions, whose changes make it look up a named kind
-        // that was not served yet.
+        // the CustomResourceDefinitions, whose changes make it look up a named kind
+        // that was not served yet, and the ResourceInterpreters, which say where a custom
+        // kind's replicas are.
         rule("*", &["*"], &WATCH),
         // runtime/watch.rs `placements` (the reflector), runtime/writer.rs `create` and the
         // merge patch that restores a Placement changed by someone else.

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use fed_api::copies::{Path, path, placement_of};
 use fed_api::governance::Subject;
+use fed_api::interpreter::{ResourceInterpreterSpec, interpreter_for};
 use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_FINALIZER};
 use fed_api::overrides::apply::{MemberCluster, labels_of, selecting};
 use fed_api::{Cluster, Placement, ResourceInterpreter};
@@ -109,6 +110,8 @@ struct Object<'a> {
     /// Clusters where a workload referencing it runs: a copy there is never removed
     /// ([`crate::dep_writers`]).
     demanded: &'a BTreeSet<String>,
+    /// Its kind's interpreter, if any: where a divided object's shares are written.
+    interpreter: Option<&'a ResourceInterpreterSpec>,
 }
 
 /// What one member's step came to.
@@ -320,11 +323,17 @@ impl Central {
         if let Some(k) = StatusKind::of(&kind.0, &kind.1) {
             return Some(Rule::BuiltIn(k));
         }
-        let mut all = self.interpreters.state();
-        all.sort_by_key(|i| i.name_any());
-        all.iter()
-            .find(|i| i.spec.target.api_version == kind.0 && i.spec.target.kind == kind.1)
-            .map(|i| Rule::Interpreted(i.spec.clone()))
+        let all = self.interpreters.state();
+        let names: Vec<String> = all.iter().map(|i| i.name_any()).collect();
+        interpreter_for(
+            names
+                .iter()
+                .map(String::as_str)
+                .zip(all.iter().map(|i| &i.spec)),
+            &kind.0,
+            &kind.1,
+        )
+        .map(|spec| Rule::Interpreted(spec.clone()))
     }
 
     /// Re-queues every copied object of `kind` (its interpreter changed).
@@ -414,6 +423,11 @@ impl Central {
             has_finalizer = true;
         }
 
+        let rule = self.status_rule(&kind);
+        let interpreter = match &rule {
+            Some(Rule::Interpreted(spec)) => Some(spec),
+            _ => None,
+        };
         // Every member that should hold a copy, and every known one that may hold one.
         let mut clusters: BTreeSet<String> = dest.iter().map(|t| t.cluster.clone()).collect();
         clusters.extend(self.clusters.state().iter().map(|c| c.name_any()));
@@ -428,6 +442,7 @@ impl Central {
             uid: &uid,
             selected: &selected,
             demanded: &demanded,
+            interpreter,
         };
         let results =
             futures::future::join_all(clusters.iter().map(|c| self.sync_member(&object, c))).await;
@@ -448,7 +463,6 @@ impl Central {
         }
         lock(&self.outcomes).insert(key.clone(), outcomes.clone());
 
-        let rule = self.status_rule(&kind);
         if let Some(p) = placement
             .as_ref()
             .filter(|_| !dest.is_empty() || fed_obj.is_some())
@@ -507,7 +521,7 @@ impl Central {
     /// the override policies applied), against what its cache shows.
     async fn sync_member(&self, o: &Object<'_>, cluster: &str) -> MemberResult {
         let key = o.key;
-        let mut want = wanted(o.fed, o.dest, cluster);
+        let mut want = wanted(o.fed, o.dest, cluster, o.interpreter);
         if want.is_none() && o.demanded.contains(cluster) {
             // The dependency path's copy (a workload there uses it): not this path's.
             return MemberResult::default();
@@ -959,6 +973,11 @@ pub async fn run(
     for _ in 0..COPY_WORKERS {
         let c = central.clone();
         workers.spawn(async move {
+            // A divided custom object synced before its kind's interpreter is known would
+            // be pushed with the whole count.
+            if c.interpreters.wait_until_ready().await.is_err() {
+                return;
+            }
             loop {
                 let key = c.queue.next().await;
                 let started = Instant::now();

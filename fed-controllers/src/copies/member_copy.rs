@@ -2,11 +2,13 @@
 //! minus what the federation's server set (identity, versions, bookkeeping, status), what
 //! means nothing in a member (owner references to federation objects, finalizers) and the
 //! fields a member's own controllers write (a ServiceAccount's token `secrets`, a bound
-//! PVC's `volumeName`), plus Meridian's ownership labels; and that copy as one member gets
-//! it once the override policies that select the object have changed it.
+//! PVC's `volumeName`), plus Meridian's ownership labels; the share one member runs of a
+//! divided custom object; and that copy as one member gets it once the override policies
+//! that select the object have changed it.
 
 use serde_json::{Map, Value};
 
+use fed_api::interpreter::ResourceInterpreterSpec;
 use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_UID_LABEL};
 use fed_api::overrides::apply::{MemberCluster, OverrideError, Policy, apply_selected, changes_in};
 
@@ -69,6 +71,18 @@ pub fn member_copy(fed: &Value, uid: &str) -> Value {
     }
     stamp(&mut out, uid);
     out
+}
+
+/// `copy` with `share` written where `interpreter` (the kind's, if any) says the replicas
+/// are: what one destination of a divided custom object runs. A share of 0 is a
+/// destination of a whole copy (a Duplicated placement's `destClusters` carry no shares; a
+/// divided one lists no cluster without replicas), and leaves the copy as it is. Override
+/// policies apply after this, so a rule may still set the field per cluster.
+pub fn with_share(copy: Value, interpreter: Option<&ResourceInterpreterSpec>, share: u32) -> Value {
+    match interpreter {
+        Some(i) if share > 0 => i.with_share(copy, share),
+        _ => copy,
+    }
 }
 
 /// Removes from `obj` (of `group` and `kind`) the fields and annotations the member's own
@@ -284,5 +298,34 @@ mod tests {
             group_of("rbac.authorization.k8s.io/v1"),
             "rbac.authorization.k8s.io"
         );
+    }
+
+    #[test]
+    fn share_table() {
+        let rollouts: ResourceInterpreterSpec = serde_json::from_value(json!({
+            "target": {"apiVersion": "example.com/v1", "kind": "Rollout"},
+            "replicas": {"path": ".spec.replicas"}
+        }))
+        .expect("interpreter");
+        let copied_only = ResourceInterpreterSpec {
+            replicas: None,
+            ..rollouts.clone()
+        };
+        let copy = || json!({"kind": "Rollout", "spec": {"replicas": 6, "paused": false}});
+        // (what, interpreter, share, expected)
+        let cases = [
+            (
+                "a share is written",
+                Some(&rollouts),
+                2,
+                json!({"kind": "Rollout", "spec": {"replicas": 2, "paused": false}}),
+            ),
+            ("a whole copy", Some(&rollouts), 0, copy()),
+            ("no replicas named", Some(&copied_only), 2, copy()),
+            ("no interpreter", None, 2, copy()),
+        ];
+        for (what, interpreter, share, want) in cases {
+            assert_eq!(with_share(copy(), interpreter, share), want, "{what}");
+        }
     }
 }

@@ -7,22 +7,41 @@ use serde_json::Value;
 use fed_api::placement::TargetCluster;
 
 use super::drift::{in_sync, merged};
-use super::member_copy::member_copy;
+use super::member_copy::{member_copy, with_share};
 use crate::workload::ownership::{Ownership, check};
+use fed_api::interpreter::ResourceInterpreterSpec;
 
 /// What member `cluster` should hold of the federated object `fed` (as cached, `None` when
-/// gone) placed on `dest`: its copy, or nothing when the object is gone or being deleted,
-/// has no uid yet, or the cluster is not one of its destinations.
-pub fn wanted(fed: Option<&Value>, dest: &[TargetCluster], cluster: &str) -> Option<Value> {
+/// gone) placed on `dest`: its copy (with its share of the replicas where the kind's
+/// `interpreter` says they are, when the placement divides them), or nothing when the
+/// object is gone or being deleted, has no uid yet, or the cluster is not one of its
+/// destinations.
+pub fn wanted(
+    fed: Option<&Value>,
+    dest: &[TargetCluster],
+    cluster: &str,
+    interpreter: Option<&ResourceInterpreterSpec>,
+) -> Option<Value> {
     let fed = fed?;
     let meta = &fed["metadata"];
     if !meta["deletionTimestamp"].is_null() {
         return None;
     }
     let uid = meta["uid"].as_str().filter(|u| !u.is_empty())?;
-    dest.iter()
-        .any(|t| t.cluster == cluster)
-        .then(|| member_copy(fed, uid))
+    let target = dest.iter().find(|t| t.cluster == cluster)?;
+    Some(member_object(fed, uid, target, interpreter))
+}
+
+/// The object destination `target` of `fed` (Meridian's copy of the object with `uid`)
+/// holds before override policies: the copy, with the destination's share where the
+/// kind's `interpreter` says the replicas are. `fedctl plan` shows the same.
+pub fn member_object(
+    fed: &Value,
+    uid: &str,
+    target: &TargetCluster,
+    interpreter: Option<&ResourceInterpreterSpec>,
+) -> Value {
+    with_share(member_copy(fed, uid), interpreter, target.replicas)
 }
 
 /// One member's step for one object.
@@ -125,7 +144,7 @@ mod tests {
             ("no uid yet", Some(no_uid), "a", false),
         ];
         for (what, obj, cluster, want) in cases {
-            let got = wanted(obj.as_ref(), &two, cluster);
+            let got = wanted(obj.as_ref(), &two, cluster, None);
             assert_eq!(got.is_some(), want, "{what}");
             if let Some(copy) = got {
                 assert_eq!(copy["metadata"]["labels"][OWNER_UID_LABEL], "u1");
@@ -135,8 +154,42 @@ mod tests {
     }
 
     #[test]
+    fn a_divided_object_gives_each_destination_its_share() {
+        let rollouts: ResourceInterpreterSpec = serde_json::from_value(json!({
+            "target": {"apiVersion": "example.com/v1", "kind": "Rollout"},
+            "replicas": {"path": ".spec.replicas"}
+        }))
+        .expect("interpreter");
+        let fed = json!({"apiVersion": "example.com/v1", "kind": "Rollout",
+                         "metadata": {"name": "web", "namespace": "shop", "uid": "u1"},
+                         "spec": {"replicas": 9}});
+        let divided = vec![TargetCluster::new("a", 3), TargetCluster::new("b", 6)];
+        let replicas = |cluster| {
+            wanted(Some(&fed), &divided, cluster, Some(&rollouts))
+                .map(|c| c["spec"]["replicas"].clone())
+        };
+        assert_eq!(replicas("a"), Some(json!(3)));
+        assert_eq!(replicas("b"), Some(json!(6)));
+        // A cluster without a share is no destination: no copy there.
+        assert_eq!(replicas("c"), None);
+        // Duplicated: every destination runs the whole count.
+        let copies = dest(&["a", "b"]);
+        let whole = wanted(Some(&fed), &copies, "b", Some(&rollouts)).expect("wanted");
+        assert_eq!(whole["spec"]["replicas"], 9);
+        // A member whose copy still has the old count has drifted.
+        let want = wanted(Some(&fed), &divided, "a", Some(&rollouts)).expect("wanted");
+        let mut held = want.clone();
+        held["metadata"]["resourceVersion"] = json!("4");
+        assert_eq!(step(Some(&want), Some(&held), "u1"), Step::Leave);
+        held["spec"]["replicas"] = json!(2);
+        assert!(
+            matches!(step(Some(&want), Some(&held), "u1"), Step::Update(u) if u["spec"]["replicas"] == 3)
+        );
+    }
+
+    #[test]
     fn step_table() {
-        let want = wanted(Some(&fed()), &dest(&["a"]), "a").expect("wanted");
+        let want = wanted(Some(&fed()), &dest(&["a"]), "a", None).expect("wanted");
         let mut drifted = copy_of("u1");
         drifted["imagePullSecrets"] = json!([]);
         let foreign =

@@ -2,16 +2,23 @@
 //! over objects read from YAML, with no server, optionally with some clusters failed.
 //!
 //! [`PlanInput::add_yaml`] reads multi-document YAML (and `kind: List`) holding Cluster
-//! objects with status, Deployments/ReplicaSets, PropagationPolicies, existing Placements
-//! and the `meridian-system/federation-status` ConfigMap; [`plan_offline`] decides every
-//! workload exactly as `fed-scheduler` does, existing Placements serving as the previous
-//! decision. The input format is documented in `docs/plan.md`.
+//! objects with status, workloads, objects of any other kind, PropagationPolicies and
+//! ClusterPropagationPolicies, ResourceInterpreters, existing Placements and the
+//! `meridian-system/federation-status` ConfigMap; [`plan_offline`] decides every workload,
+//! and every other object a policy governs, exactly as `fed-scheduler` does (workloads
+//! with [`schedule`], the rest with [`crate::copies::place`]), existing Placements serving
+//! as the previous decision. The input format is documented in `docs/plan.md`.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 use thiserror::Error;
 
+use fed_api::copies::{Path, path, placement_of};
+use fed_api::governance::{Subject, govern};
+use fed_api::interpreter::{ResourceInterpreterSpec, interpreter_for};
+
+use crate::copies::{CopiedObject, interpret, place};
 use crate::explain::{self, Outcome};
 use crate::types::{
     Cluster, Condition, Decision, PropagationPolicy, TargetCluster, Unschedulable,
@@ -80,6 +87,8 @@ pub enum PlanError {
 pub struct PreviousPlacement {
     /// Namespace of the Placement and its workload.
     pub namespace: String,
+    /// The Placement's name.
+    pub placement: String,
     /// Workload kind (`spec.resource.kind`).
     pub kind: String,
     /// Workload name (`spec.resource.name`).
@@ -95,8 +104,15 @@ pub struct PlanInput {
     pub clusters: Vec<Cluster>,
     /// Policies.
     pub policies: Vec<PropagationPolicy>,
+    /// ClusterPropagationPolicies (as policies without a namespace).
+    pub cluster_policies: Vec<PropagationPolicy>,
     /// Federated workloads.
     pub workloads: Vec<Workload>,
+    /// Objects of the kinds placed through the copy path (ServiceAccounts, RBAC, Ingresses,
+    /// custom resources, ...), as written.
+    pub copies: Vec<serde_json::Value>,
+    /// ResourceInterpreters by name.
+    pub interpreters: BTreeMap<String, ResourceInterpreterSpec>,
     /// Existing decisions.
     pub placements: Vec<PreviousPlacement>,
     /// `massFailure: "true"` in the federation-status ConfigMap.
@@ -120,16 +136,18 @@ pub struct PlanOptions {
 pub struct PlanEntry {
     /// Namespace.
     pub namespace: String,
-    /// `Deployment` or `ReplicaSet`.
+    /// e.g. `apps/v1`.
+    pub api_version: String,
+    /// e.g. `Deployment`, `Role`.
     pub kind: String,
-    /// Workload name.
+    /// Object name.
     pub name: String,
-    /// Name of its Placement (`deployment-web`).
+    /// Name of its Placement (`deployment-web`, `role.rbac.authorization.k8s.io-web`).
     pub placement: String,
     /// `namespace/name` of the policy used, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
-    /// Replicas requested.
+    /// Replicas requested (0 for an object copied whole).
     pub replicas: u32,
     /// The existing Placement's `destClusters`.
     pub previous: Vec<TargetCluster>,
@@ -141,9 +159,9 @@ pub struct PlanEntry {
     pub scheduled: Outcome,
     /// Replicas that fit nowhere, and why.
     pub unschedulable: UnschedulableStatus,
-    /// The full decision, for library callers.
+    /// The full decision of a workload, for library callers (`None` for other kinds).
     #[serde(skip)]
-    pub decision: Result<Decision, Unschedulable>,
+    pub decision: Option<Result<Decision, Unschedulable>>,
 }
 
 /// The plan for every workload, in namespace, kind, name order.
@@ -154,7 +172,7 @@ pub struct PlanReport {
     pub without: Vec<String>,
     /// Whether the mass-failure guard was engaged (evictions paused).
     pub mass_failure: bool,
-    /// One entry per workload.
+    /// One entry per workload and per other governed object.
     pub workloads: Vec<PlanEntry>,
 }
 
@@ -223,6 +241,15 @@ impl PlanInput {
                 }
                 self.policies.push(p);
             }
+            ("federation.meridian.dev", "ClusterPropagationPolicy") => {
+                let mut p: PropagationPolicy = serde_json::from_value(obj).map_err(object_err)?;
+                p.metadata.namespace.clear();
+                self.cluster_policies.push(p);
+            }
+            ("federation.meridian.dev", "ResourceInterpreter") => {
+                let spec = serde_json::from_value(obj["spec"].clone()).map_err(object_err)?;
+                self.interpreters.insert(name, spec);
+            }
             ("federation.meridian.dev", "Placement") => {
                 let dest = obj
                     .pointer("/spec/destClusters")
@@ -231,7 +258,8 @@ impl PlanInput {
                 let dest_clusters: Vec<TargetCluster> =
                     serde_json::from_value(dest).map_err(object_err)?;
                 self.placements.push(PreviousPlacement {
-                    namespace: namespace_of(&obj),
+                    namespace: str_at(&obj, "/metadata/namespace").to_owned(),
+                    placement: name.clone(),
                     kind: str_at(&obj, "/spec/resource/kind").to_owned(),
                     name: str_at(&obj, "/spec/resource/name").to_owned(),
                     dest_clusters,
@@ -256,17 +284,118 @@ impl PlanInput {
             {
                 self.mass_failure = str_at(&obj, &format!("/data/{MASS_FAILURE_KEY}")) == "true";
             }
+            _ if path(api_version, &kind) == Path::Copy && !name.is_empty() => {
+                self.copies.push(obj);
+            }
             _ => self.ignored.push(kind),
         }
         Ok(())
     }
 }
 
-fn namespace_of(obj: &serde_json::Value) -> String {
+/// Kinds whose objects have no namespace, among those a policy may name; any other object
+/// written without one is in `default`, as kubectl would create it.
+const CLUSTER_SCOPED: [&str; 8] = [
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "Namespace",
+    "PersistentVolume",
+    "StorageClass",
+    "PriorityClass",
+    "IngressClass",
+];
+
+/// The namespace of an object of a copied kind as read from a file: its own, `default`
+/// when it has none, or `None` for a kind without namespaces ([`CLUSTER_SCOPED`]).
+pub fn copy_namespace(obj: &serde_json::Value) -> Option<&str> {
     match str_at(obj, "/metadata/namespace") {
-        "" => "default".to_owned(),
-        ns => ns.to_owned(),
+        "" if CLUSTER_SCOPED.contains(&str_at(obj, "/kind")) => None,
+        "" => Some("default"),
+        ns => Some(ns),
     }
+}
+
+/// The plan of one object of a copied kind, when a policy of the input governs it:
+/// placed by the live loop's [`place`], divided when an interpreter of the input names its
+/// replicas and the policy divides them.
+fn plan_copy(
+    input: &PlanInput,
+    snapshot: &crate::Snapshot,
+    obj: &serde_json::Value,
+    previous: &BTreeMap<(String, String), &[TargetCluster]>,
+) -> Option<PlanEntry> {
+    let api_version = str_at(obj, "/apiVersion");
+    let kind = str_at(obj, "/kind");
+    let name = str_at(obj, "/metadata/name");
+    let namespace = copy_namespace(obj);
+    let labels: BTreeMap<String, String> =
+        serde_json::from_value(obj["metadata"]["labels"].clone()).unwrap_or_default();
+    let namespaced: Vec<PropagationPolicy> = namespace
+        .map(|ns| {
+            input
+                .policies
+                .iter()
+                .filter(|p| p.metadata.namespace == ns)
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let governance = govern(
+        &namespaced,
+        &input.cluster_policies,
+        &Subject {
+            api_version,
+            kind,
+            namespace,
+            name,
+            labels: &labels,
+        },
+    )?;
+    let policy = governance.winner.policy;
+    let interpreted = interpreter_for(
+        input.interpreters.iter().map(|(n, s)| (n.as_str(), s)),
+        api_version,
+        kind,
+    )
+    .and_then(|spec| interpret(obj, spec));
+    let (pns, placement) = placement_of(api_version, kind, namespace, name);
+    let mut before = previous
+        .get(&(pns, placement.clone()))
+        .copied()
+        .unwrap_or_default()
+        .to_vec();
+    before.sort();
+    let object = CopiedObject {
+        api_version: api_version.to_owned(),
+        kind: kind.to_owned(),
+        namespace: namespace.unwrap_or_default().to_owned(),
+        name: name.to_owned(),
+    };
+    let placed = place(snapshot, &object, interpreted.as_ref(), policy, &before);
+    let replicas = match (&interpreted, crate::copies::divides(policy)) {
+        (Some(Ok(w)), true) => w.replicas,
+        _ => 0,
+    };
+    Some(PlanEntry {
+        namespace: object.namespace,
+        api_version: object.api_version,
+        kind: object.kind,
+        name: object.name,
+        placement,
+        policy: Some(if policy.metadata.namespace.is_empty() {
+            policy.metadata.name.clone()
+        } else {
+            format!("{}/{}", policy.metadata.namespace, policy.metadata.name)
+        }),
+        replicas,
+        changed: before != placed.dest,
+        previous: before,
+        scheduled: placed.outcome,
+        unschedulable: placed.unschedulable,
+        dest_clusters: placed.dest,
+        decision: None,
+    })
 }
 
 /// A Ready condition that has been `False` since the epoch: beyond every toleration.
@@ -306,7 +435,27 @@ pub fn plan_offline(input: &PlanInput, opts: &PlanOptions) -> Result<PlanReport,
         .iter()
         .map(|p| {
             (
-                (p.namespace.as_str(), p.kind.as_str(), p.name.as_str()),
+                (
+                    if p.namespace.is_empty() {
+                        "default"
+                    } else {
+                        p.namespace.as_str()
+                    },
+                    p.kind.as_str(),
+                    p.name.as_str(),
+                ),
+                p.dest_clusters.as_slice(),
+            )
+        })
+        .collect();
+    // Copied objects' Placements by their own namespace and name (a cluster-scoped
+    // object's are in meridian-system).
+    let previous_copies: BTreeMap<(String, String), &[TargetCluster]> = input
+        .placements
+        .iter()
+        .map(|p| {
+            (
+                (p.namespace.clone(), p.placement.clone()),
                 p.dest_clusters.as_slice(),
             )
         })
@@ -327,6 +476,7 @@ pub fn plan_offline(input: &PlanInput, opts: &PlanOptions) -> Result<PlanReport,
             before.sort();
             PlanEntry {
                 namespace: w.namespace.clone(),
+                api_version: w.api_version.clone(),
                 kind: w.kind.clone(),
                 name: w.name.clone(),
                 placement: placement_name(&w.kind, &w.name),
@@ -337,10 +487,25 @@ pub fn plan_offline(input: &PlanInput, opts: &PlanOptions) -> Result<PlanReport,
                 scheduled: explain::outcome(&decision),
                 unschedulable: explain::unschedulable(&decision, w.replicas),
                 dest_clusters,
-                decision,
+                decision: Some(decision),
             }
         })
-        .collect();
+        .chain(
+            input
+                .copies
+                .iter()
+                .filter_map(|obj| plan_copy(input, &snapshot, obj, &previous_copies)),
+        )
+        .collect::<Vec<_>>();
+    let mut entries = entries;
+    entries.sort_by(|a, b| {
+        (&a.namespace, &a.kind, &a.name, &a.api_version).cmp(&(
+            &b.namespace,
+            &b.kind,
+            &b.name,
+            &b.api_version,
+        ))
+    });
     Ok(PlanReport {
         without: opts.without.clone(),
         mass_failure: input.mass_failure,

@@ -170,3 +170,138 @@ fn errors_name_the_problem() {
     .expect("list");
     assert_eq!(i.clusters.len(), 1);
 }
+
+#[test]
+fn plans_every_governed_kind() {
+    let mut input = PlanInput::default();
+    input
+        .add_yaml(
+            "any-kind.yaml",
+            include_str!("../../testdata/plan/any-kind.yaml"),
+        )
+        .expect("input");
+    assert_eq!(input.cluster_policies.len(), 1);
+    assert_eq!(input.interpreters.len(), 1);
+    let report = plan(&input, &[]);
+    // (namespace, kind, name, placement, replicas, destClusters, Scheduled reason)
+    type Row<'a> = (
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a str,
+        u32,
+        Vec<(&'a str, u32)>,
+        &'a str,
+    );
+    let rows: Vec<Row> = report
+        .workloads
+        .iter()
+        .map(|e| {
+            (
+                e.namespace.as_str(),
+                e.kind.as_str(),
+                e.name.as_str(),
+                e.placement.as_str(),
+                e.replicas,
+                e.dest_clusters
+                    .iter()
+                    .map(|t| (t.cluster.as_str(), t.replicas))
+                    .collect(),
+                e.scheduled.reason,
+            )
+        })
+        .collect();
+    let copies = vec![("eu-1", 0), ("us-1", 0)];
+    assert_eq!(
+        rows,
+        vec![
+            // Cluster-scoped, through the ClusterPropagationPolicy.
+            (
+                "",
+                "ClusterRole",
+                "shop-reader",
+                "clusterrole.rbac.authorization.k8s.io-shop-reader",
+                0,
+                copies.clone(),
+                "Scheduled"
+            ),
+            (
+                "shop",
+                "Deployment",
+                "web",
+                "deployment-web",
+                4,
+                vec![("eu-1", 2), ("us-1", 2)],
+                "Scheduled"
+            ),
+            (
+                "shop",
+                "Ingress",
+                "web",
+                "ingress.networking.k8s.io-web",
+                0,
+                copies.clone(),
+                "Scheduled"
+            ),
+            (
+                "shop",
+                "Role",
+                "web",
+                "role.rbac.authorization.k8s.io-web",
+                0,
+                copies.clone(),
+                "Scheduled"
+            ),
+            // Divided as its interpreter says, at the policy's weights.
+            (
+                "shop",
+                "Rollout",
+                "broken",
+                "rollout.example.com-broken",
+                0,
+                vec![],
+                "InvalidWorkload"
+            ),
+            (
+                "shop",
+                "Rollout",
+                "canary",
+                "rollout.example.com-canary",
+                6,
+                vec![("eu-1", 2), ("us-1", 4)],
+                "Scheduled"
+            ),
+            (
+                "shop",
+                "ServiceAccount",
+                "web",
+                "serviceaccount-web",
+                0,
+                copies,
+                "Scheduled"
+            ),
+        ]
+    );
+    let broken = entry(&report, "broken");
+    assert_eq!(
+        broken.scheduled.message,
+        "Rollout shop/broken: .spec.replicas is not a replica count: \"many\""
+    );
+    assert_eq!(
+        entry(&report, "canary").policy.as_deref(),
+        Some("shop/rollouts")
+    );
+    let reader = entry(&report, "shop-reader");
+    assert_eq!(reader.policy.as_deref(), Some("platform"));
+    // Without us-1 every kind stays in eu-1; the Rollout takes all six there.
+    let failed = plan(&input, &["us-1"]);
+    assert_eq!(
+        entry(&failed, "canary")
+            .dest_clusters
+            .iter()
+            .map(|t| (t.cluster.as_str(), t.replicas))
+            .collect::<Vec<_>>(),
+        vec![("eu-1", 6)]
+    );
+    assert_eq!(entry(&failed, "shop-reader").dest_clusters.len(), 1);
+}

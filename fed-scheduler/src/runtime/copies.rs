@@ -9,18 +9,24 @@
 //! or of a cluster's placement-relevant state re-decides every copied object. Nothing
 //! polls: the index says when policies or clusters change ([`Index::subscribe`]), and a
 //! kind not served yet is looked up again when the federation's CustomResourceDefinitions
-//! change, with a back-off as the fallback ([`super::kind_retry`]). Decisions are the
-//! core's ([`crate::copies::place_copies`], [`fed_api::governance`]) and the Placement
-//! writes are the workload loop's ([`super::desired`], [`super::writer`]).
+//! change, with a back-off as the fallback ([`super::kind_retry`]).
+//!
+//! A custom kind whose `ResourceInterpreter` names its replicas is divided when its policy
+//! divides replicas: the loop keeps the interpreters (one watch), reads each object of such
+//! a kind as its interpreter says into the digest, and restarts the kind's watch when its
+//! interpreter changes, so every object is read again and re-placed. Decisions are the
+//! core's ([`crate::copies::place`], [`fed_api::governance`]) and the Placement writes are
+//! the workload loop's ([`super::desired`], [`super::writer`]).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use fed_api::Placement;
 use fed_api::copies::{copied_kinds, placement_of};
 use fed_api::governance::{Subject, govern};
+use fed_api::interpreter::{ResourceInterpreterSpec, interpreter_for};
 use fed_api::placement::WorkloadReference;
+use fed_api::{Placement, ResourceInterpreter};
 use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
@@ -33,8 +39,8 @@ use meridian_runtime::queue::{self, WorkQueue};
 use tokio::task::JoinHandle;
 use tracing::Instrument as _;
 
-use crate::copies::{CopiedObject, place_copies};
-use crate::explain::{self, Outcome};
+use crate::copies::{CopiedObject, interpret, place};
+use crate::types::Workload;
 
 use super::desired::{self, Desired, Plan};
 use super::index::Index;
@@ -54,6 +60,9 @@ pub use fed_api::copies::CopyKey;
 struct Entry {
     uid: String,
     labels: BTreeMap<String, String>,
+    /// The object read as its kind's interpreter says (replicas, pod requests), when one
+    /// names the kind's replicas; the error as text.
+    interpreted: Option<Result<Workload, String>>,
 }
 
 type Kind = (String, String);
@@ -93,6 +102,8 @@ struct Copies {
     queue: WorkQueue<CopyKey>,
     /// How a kind no server serves yet is looked up again without a definition change.
     kind_retry: Backoff,
+    /// Each custom kind's interpreter (the first by name).
+    interpreters: Mutex<HashMap<Kind, ResourceInterpreterSpec>>,
 }
 
 /// Places copied objects until the task is dropped; `workers` decide side by side.
@@ -114,6 +125,7 @@ pub async fn run(
         metrics,
         objects: Objects::default(),
         kind_retry,
+        interpreters: Mutex::default(),
     });
     let mut tasks = tokio::task::JoinSet::new();
     for id in 0..workers.max(1) {
@@ -133,7 +145,21 @@ impl Copies {
         let mut generations = self.index.subscribe();
         let mut definitions = std::pin::pin!(self.definition_changes());
         let mut definitions_open = true;
-        let mut watches: HashMap<Kind, JoinHandle<()>> = HashMap::new();
+        let mut interpreter_events = std::pin::pin!(self.interpreter_events());
+        let mut interpreters = Interpreters::default();
+        let mut interpreters_open = true;
+        // No kind is watched before the interpreters are listed: an object of a divided
+        // kind read without its interpreter would be placed as whole copies meanwhile.
+        while let Some(event) = interpreter_events.next().await {
+            let listed = matches!(event, Event::InitDone);
+            for kind in interpreters.apply(event) {
+                self.set_interpreter(&kind, interpreters.of(&kind));
+            }
+            if listed {
+                break;
+            }
+        }
+        let mut watches: HashMap<Kind, (ApiResource, JoinHandle<()>)> = HashMap::new();
         let mut retries: Retries<Kind> = Retries::new(self.kind_retry);
         let mut requeues = Spacing::new(REQUEUE_SPACING);
         let mut seen = None;
@@ -152,7 +178,8 @@ impl Copies {
                         tracing::info!(api_version = %kind.0, kind = %kind.1, "watching a copied kind");
                         let c = self.clone();
                         let k = kind.clone();
-                        watches.insert(kind.clone(), tokio::spawn(c.watch_kind(k, ar)));
+                        let task = tokio::spawn(c.watch_kind(k, ar.clone()));
+                        watches.insert(kind.clone(), (ar, task));
                     }
                     // Not served (yet): a CRD not created yet, a typo. Tried again when a
                     // definition changes, or after the back-off.
@@ -169,7 +196,7 @@ impl Copies {
                 .cloned()
                 .collect();
             for kind in gone {
-                if let Some(task) = watches.remove(&kind) {
+                if let Some((_, task)) = watches.remove(&kind) {
                     task.abort();
                 }
                 tracing::info!(api_version = %kind.0, kind = %kind.1, "no policy names the kind any more");
@@ -199,6 +226,24 @@ impl Copies {
                     if changed.is_err() {
                         // The index is gone: so is the scheduler.
                         return;
+                    }
+                }
+                event = interpreter_events.next(), if interpreters_open => {
+                    // The watch retries for ever; should it end, the interpreters stay as
+                    // last seen.
+                    let Some(event) = event else {
+                        interpreters_open = false;
+                        continue;
+                    };
+                    for kind in interpreters.apply(event) {
+                        self.set_interpreter(&kind, interpreters.of(&kind));
+                        // Re-read every object of the kind as the interpreter now says.
+                        if let Some((ar, task)) = watches.remove(&kind) {
+                            task.abort();
+                            let c = self.clone();
+                            let task = tokio::spawn(c.watch_kind(kind.clone(), ar.clone()));
+                            watches.insert(kind, (ar, task));
+                        }
                     }
                 }
                 event = definitions.next(), if definitions_open => match event {
@@ -237,6 +282,33 @@ impl Copies {
                 };
                 std::future::ready(out)
             })
+    }
+
+    /// The ResourceInterpreters' watch events (errors are logged and retried).
+    fn interpreter_events(&self) -> impl Stream<Item = Event<ResourceInterpreter>> + use<> {
+        let api: Api<ResourceInterpreter> = Api::all(self.client.clone());
+        let metrics = self.metrics.clone();
+        watch_fn(api, watcher::Config::default())
+            .default_backoff()
+            .filter_map(move |ev| {
+                let out = match ev {
+                    Ok(e) => Some(e),
+                    Err(e) => {
+                        metrics.watch_error("ResourceInterpreter");
+                        tracing::warn!(error = %Report(&e), "ResourceInterpreter watch failed; retrying");
+                        None
+                    }
+                };
+                std::future::ready(out)
+            })
+    }
+
+    fn set_interpreter(&self, kind: &Kind, spec: Option<ResourceInterpreterSpec>) {
+        let mut all = meridian_runtime::sync::lock(&self.interpreters);
+        match spec {
+            Some(s) => all.insert(kind.clone(), s),
+            None => all.remove(kind),
+        };
     }
 
     async fn discover(&self, (api_version, kind): &Kind) -> Result<ApiResource, kube::Error> {
@@ -294,9 +366,16 @@ impl Copies {
     /// Records an object; queues it when what placement reads changed.
     fn upsert(&self, kind: &Kind, o: &DynamicObject) -> CopyKey {
         let k = key_of(kind, o);
+        let interpreter = meridian_runtime::sync::lock(&self.interpreters)
+            .get(kind)
+            .filter(|spec| spec.replicas.is_some())
+            .cloned();
+        let interpreted = interpreter
+            .and_then(|spec| interpret(&serde_json::to_value(o).unwrap_or_default(), &spec));
         let entry = Entry {
             uid: o.uid().unwrap_or_default(),
             labels: o.labels().clone(),
+            interpreted,
         };
         let changed = self.objects.lock().insert(k.clone(), entry.clone()) != Some(entry);
         if changed {
@@ -390,23 +469,13 @@ impl Copies {
             namespace: key.namespace.clone().unwrap_or_default(),
             name: key.name.clone(),
         };
-        let (dest, outcome) =
-            match place_copies(&snapshot, &object, governance.winner.policy, &previous) {
-                Ok((dest, _)) => {
-                    let names: Vec<&str> = dest.iter().map(|t| t.cluster.as_str()).collect();
-                    let outcome = Outcome {
-                        scheduled: true,
-                        reason: "Scheduled",
-                        message: format!(
-                            "a copy in each of {} clusters: {}",
-                            dest.len(),
-                            names.join(", ")
-                        ),
-                    };
-                    (dest, outcome)
-                }
-                Err(u) => (Vec::new(), explain::outcome(&Err(u))),
-            };
+        let placed = place(
+            &snapshot,
+            &object,
+            entry.interpreted.as_ref(),
+            governance.winner.policy,
+            &previous,
+        );
         let want = Desired {
             owner: OwnerReference {
                 api_version: key.api_version.clone(),
@@ -423,12 +492,16 @@ impl Copies {
                     name: key.name.clone(),
                     uid: Some(entry.uid.clone()),
                 },
-                dest_clusters: desired::dest(&dest),
+                dest_clusters: desired::dest(&placed.dest),
             },
-            outcome,
-            unschedulable: None,
+            outcome: placed.outcome,
+            unschedulable: desired::unschedulable(&placed.unschedulable),
             policy: Some(governance.choice()),
         };
+        if let Some(secs) = placed.recheck_after {
+            // A cluster's toleration runs out then: no watch event says so.
+            self.queue.add_after(key.clone(), Duration::from_secs(secs));
+        }
         let now_text = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
@@ -463,6 +536,65 @@ impl Copies {
                 })
             }
         }
+    }
+}
+
+/// The ResourceInterpreters as their watch shows them, and which kinds' interpreter each
+/// event changes.
+#[derive(Debug, Default)]
+struct Interpreters {
+    /// By name.
+    all: BTreeMap<String, ResourceInterpreterSpec>,
+    /// A re-list in progress.
+    listing: Option<BTreeMap<String, ResourceInterpreterSpec>>,
+}
+
+impl Interpreters {
+    /// The interpreter of `kind`: the first by name.
+    fn of(&self, (api_version, kind): &Kind) -> Option<ResourceInterpreterSpec> {
+        interpreter_for(
+            self.all.iter().map(|(n, s)| (n.as_str(), s)),
+            api_version,
+            kind,
+        )
+        .cloned()
+    }
+
+    /// Takes one watch event; returns the kinds whose interpreter it changed.
+    fn apply(&mut self, event: Event<ResourceInterpreter>) -> Vec<Kind> {
+        let before = self.all.clone();
+        match event {
+            Event::Init => {
+                self.listing = Some(BTreeMap::new());
+                return Vec::new();
+            }
+            Event::InitApply(i) => {
+                self.listing
+                    .get_or_insert_default()
+                    .insert(i.name_any(), i.spec);
+                return Vec::new();
+            }
+            Event::InitDone => self.all = self.listing.take().unwrap_or_default(),
+            Event::Apply(i) => {
+                self.all.insert(i.name_any(), i.spec);
+            }
+            Event::Delete(i) => {
+                self.all.remove(&i.name_any());
+            }
+        }
+        let targets: BTreeSet<Kind> = before
+            .values()
+            .chain(self.all.values())
+            .map(|s| (s.target.api_version.clone(), s.target.kind.clone()))
+            .collect();
+        let previous = Interpreters {
+            all: before,
+            listing: None,
+        };
+        targets
+            .into_iter()
+            .filter(|k| previous.of(k) != self.of(k))
+            .collect()
     }
 }
 
@@ -549,5 +681,72 @@ mod tests {
         // Quiet for longer than the spacing: at once again.
         s.changed(t0 + 5 * S);
         assert!(s.take(t0 + 5 * S));
+    }
+
+    fn interpreter(name: &str, kind: &str, path: &str) -> ResourceInterpreter {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "federation.meridian.dev/v1alpha1", "kind": "ResourceInterpreter",
+            "metadata": {"name": name},
+            "spec": {"target": {"apiVersion": "example.com/v1", "kind": kind},
+                     "replicas": {"path": path}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn interpreter_events_say_which_kinds_changed() {
+        let rollout: Kind = ("example.com/v1".into(), "Rollout".into());
+        let widget: Kind = ("example.com/v1".into(), "Widget".into());
+        let mut i = Interpreters::default();
+        // A list says nothing until it is done.
+        assert!(i.apply(Event::Init).is_empty());
+        assert!(
+            i.apply(Event::InitApply(interpreter(
+                "r",
+                "Rollout",
+                ".spec.replicas"
+            )))
+            .is_empty()
+        );
+        assert_eq!(i.apply(Event::InitDone), vec![rollout.clone()]);
+        assert_eq!(
+            i.of(&rollout).and_then(|s| s.replicas).map(|f| f.path),
+            Some(".spec.replicas".into())
+        );
+        // The same again changes nothing.
+        assert!(
+            i.apply(Event::Apply(interpreter("r", "Rollout", ".spec.replicas")))
+                .is_empty()
+        );
+        // A second interpreter of the kind, later by name, does not count; one earlier does.
+        assert!(
+            i.apply(Event::Apply(interpreter("z", "Rollout", ".spec.z")))
+                .is_empty()
+        );
+        assert_eq!(
+            i.apply(Event::Apply(interpreter("a", "Rollout", ".spec.a"))),
+            vec![rollout.clone()]
+        );
+        assert_eq!(
+            i.apply(Event::Apply(interpreter("w", "Widget", ".spec.n"))),
+            vec![widget.clone()]
+        );
+        assert_eq!(
+            i.apply(Event::Delete(interpreter("w", "Widget", ".spec.n"))),
+            vec![widget.clone()]
+        );
+        assert_eq!(i.of(&widget), None);
+        // A re-list without the earlier one falls back to the next by name.
+        i.apply(Event::Init);
+        i.apply(Event::InitApply(interpreter(
+            "r",
+            "Rollout",
+            ".spec.replicas",
+        )));
+        assert_eq!(i.apply(Event::InitDone), vec![rollout.clone()]);
+        assert_eq!(
+            i.of(&rollout).and_then(|s| s.replicas).map(|f| f.path),
+            Some(".spec.replicas".into())
+        );
     }
 }

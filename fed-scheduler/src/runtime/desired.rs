@@ -87,9 +87,22 @@ pub fn desired(
         },
         dest_clusters: dest(dest_clusters),
     };
-    let unschedulable = (unschedulable.replicas > 0).then(|| Unschedulable {
-        replicas: to_i32(unschedulable.replicas),
-        reasons: unschedulable
+    let unschedulable = self::unschedulable(unschedulable);
+    Desired {
+        owner,
+        spec,
+        outcome,
+        unschedulable,
+        policy,
+    }
+}
+
+/// `status.unschedulable` for the core's account of unplaced replicas (`None` when every
+/// replica was placed).
+pub fn unschedulable(u: &UnschedulableStatus) -> Option<Unschedulable> {
+    (u.replicas > 0).then(|| Unschedulable {
+        replicas: to_i32(u.replicas),
+        reasons: u
             .reasons
             .iter()
             .map(|c| ClusterReason {
@@ -98,14 +111,7 @@ pub fn desired(
                 message: c.message.clone(),
             })
             .collect(),
-    });
-    Desired {
-        owner,
-        spec,
-        outcome,
-        unschedulable,
-        policy,
-    }
+    })
 }
 
 /// The ownerReferences `current` should carry: ours as the only controller, others kept.

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use fed_api::interpreter::{InterpretError, ResourceInterpreterSpec};
 use fed_api::quantity::{self, QuantityError};
 
 /// Why a workload object could not be read.
@@ -13,6 +14,9 @@ pub enum WorkloadError {
     /// A required field was missing or had the wrong type.
     #[error("workload field {0} is missing or malformed")]
     Field(&'static str),
+    /// A custom kind's object does not say what its interpreter says it does.
+    #[error(transparent)]
+    Interpreted(#[from] InterpretError),
     /// A resource request is not a valid quantity.
     #[error("container {container:?} request {resource}")]
     Quantity {
@@ -74,6 +78,27 @@ pub struct ContainerRequests<'a> {
 }
 
 impl PodRequests {
+    /// The requests of one pod of `template` (a pod template: `{metadata, spec}`).
+    pub fn of_template(template: &serde_json::Value) -> Result<Self, WorkloadError> {
+        let pod = &template["spec"];
+        let containers = |list: &'static str| {
+            pod[list]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .map(|c| {
+                    let req = &c["resources"]["requests"];
+                    ContainerRequests {
+                        name: c["name"].as_str().unwrap_or_default(),
+                        cpu: req["cpu"].as_str(),
+                        memory: req["memory"].as_str(),
+                    }
+                })
+        };
+        Self::of_pod(containers("containers"), containers("initContainers"))
+    }
+
     /// From Kubernetes quantity strings.
     pub fn parse(cpu: &str, memory: &str) -> Result<Self, QuantityError> {
         Ok(Self {
@@ -156,22 +181,6 @@ impl Workload {
             None | Some(serde_json::Value::Null) => None,
             Some(v) => Some(v.as_i64().ok_or(WorkloadError::Field(field))?),
         };
-        let pod = &obj["spec"]["template"]["spec"];
-        let containers = |list: &'static str| {
-            pod[list]
-                .as_array()
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-                .iter()
-                .map(|c| {
-                    let req = &c["resources"]["requests"];
-                    ContainerRequests {
-                        name: c["name"].as_str().unwrap_or_default(),
-                        cpu: req["cpu"].as_str(),
-                        memory: req["memory"].as_str(),
-                    }
-                })
-        };
         Ok(Self {
             api_version: str_field(&obj["apiVersion"], "apiVersion")?,
             kind: str_field(&obj["kind"], "kind")?,
@@ -180,8 +189,43 @@ impl Workload {
             labels: map(&meta["labels"], "metadata.labels")?,
             annotations: map(&meta["annotations"], "metadata.annotations")?,
             replicas: Self::replicas_of(replicas, field)?,
-            requests: PodRequests::of_pod(containers("containers"), containers("initContainers"))?,
+            requests: PodRequests::of_template(&obj["spec"]["template"])?,
         })
+    }
+
+    /// Reads an object of a custom kind as its `ResourceInterpreter` says: the replica
+    /// count at its `replicas` path, one pod's requests from the template at its
+    /// `podTemplate` path (none named or found: a pod that requests nothing). `None` when
+    /// the interpreter names no replicas (the kind is only ever copied whole).
+    pub fn from_interpreted(
+        obj: &serde_json::Value,
+        interpreter: &ResourceInterpreterSpec,
+    ) -> Option<Result<Self, WorkloadError>> {
+        let replicas = match interpreter.replicas_of(obj)? {
+            Ok(n) => n,
+            Err(e) => return Some(Err(e.into())),
+        };
+        let requests = match interpreter.pod_template_of(obj) {
+            None => PodRequests::default(),
+            Some(t) => match PodRequests::of_template(t) {
+                Ok(r) => r,
+                Err(e) => return Some(Err(e)),
+            },
+        };
+        let meta = &obj["metadata"];
+        let map = |v: &serde_json::Value| -> BTreeMap<String, String> {
+            serde_json::from_value(v.clone()).unwrap_or_default()
+        };
+        Some(Ok(Self {
+            api_version: interpreter.target.api_version.clone(),
+            kind: interpreter.target.kind.clone(),
+            namespace: meta["namespace"].as_str().unwrap_or_default().to_owned(),
+            name: meta["name"].as_str().unwrap_or_default().to_owned(),
+            labels: map(&meta["labels"]),
+            annotations: map(&meta["annotations"]),
+            replicas,
+            requests,
+        }))
     }
 
     /// `namespace/name`, the key Federation v1 hashed for its tie-break.
@@ -257,5 +301,79 @@ mod tests {
         let sts = serde_json::json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
             "metadata": {"name": "db"}, "spec": {"replicas": 3}});
         assert_eq!(Workload::from_object(&sts).unwrap().replicas, 3);
+    }
+
+    #[test]
+    fn reads_an_interpreted_object() {
+        let interpreter: ResourceInterpreterSpec = serde_json::from_value(serde_json::json!({
+            "target": {"apiVersion": "example.com/v1", "kind": "Rollout"},
+            "replicas": {"path": ".spec.replicas"},
+            "podTemplate": {"path": ".spec.template"}
+        }))
+        .unwrap();
+        let rollout = |spec: serde_json::Value| {
+            serde_json::json!({"apiVersion": "example.com/v1", "kind": "Rollout",
+                "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"}},
+                "spec": spec})
+        };
+        let template = serde_json::json!({"spec": {"containers": [
+            {"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}},
+            {"name": "b", "resources": {"requests": {"cpu": "250m"}}}
+        ]}});
+        let w = Workload::from_interpreted(
+            &rollout(serde_json::json!({"replicas": 6, "template": template})),
+            &interpreter,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (w.kind.as_str(), w.namespace.as_str(), w.name.as_str()),
+            ("Rollout", "shop", "web")
+        );
+        assert_eq!(w.replicas, 6);
+        assert_eq!(w.labels["app"], "web");
+        assert_eq!(
+            w.requests,
+            PodRequests {
+                cpu_milli: 500,
+                memory_bytes: 64 << 20
+            }
+        );
+        // No template: a pod that requests nothing.
+        let bare =
+            Workload::from_interpreted(&rollout(serde_json::json!({"replicas": 2})), &interpreter)
+                .unwrap()
+                .unwrap();
+        assert_eq!((bare.replicas, bare.requests), (2, PodRequests::default()));
+        // Errors, never a default.
+        for spec in [
+            serde_json::json!({}),
+            serde_json::json!({"replicas": "many"}),
+        ] {
+            assert!(
+                matches!(
+                    Workload::from_interpreted(&rollout(spec.clone()), &interpreter),
+                    Some(Err(WorkloadError::Interpreted(_)))
+                ),
+                "{spec}"
+            );
+        }
+        let bad_request = rollout(
+            serde_json::json!({"replicas": 1, "template": {"spec": {"containers": [
+            {"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}}}),
+        );
+        assert!(matches!(
+            Workload::from_interpreted(&bad_request, &interpreter),
+            Some(Err(WorkloadError::Quantity { .. }))
+        ));
+        // An interpreter that names no replicas: the kind is copied whole.
+        let copied = ResourceInterpreterSpec {
+            replicas: None,
+            ..interpreter
+        };
+        assert!(
+            Workload::from_interpreted(&rollout(serde_json::json!({"replicas": 6})), &copied)
+                .is_none()
+        );
     }
 }
