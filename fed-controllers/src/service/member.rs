@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use fed_api::Cluster;
 use fed_api::cluster::LbAgentStatus;
 use fed_api::names::{
-    LB_AGENT_CONFIG_KEY, LB_AGENT_CONFIGMAP, LB_AGENT_SERVICE, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
-    SYSTEM_NAMESPACE,
+    ENDPOINTSLICE_MANAGER, LB_AGENT_CONFIG_KEY, LB_AGENT_CONFIGMAP, LB_AGENT_SERVICE,
+    MANAGED_BY_LABEL, MANAGED_BY_VALUE, SYSTEM_NAMESPACE,
 };
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -304,9 +304,14 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
                 return;
             };
             let key = key_of(s, Some(svc));
-            if s.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE) {
-                // Meridian's own slice (remote lb-agents) counts for nothing centrally:
-                // only a drift to revert.
+            // Meridian's own slice (remote lb-agents; the member's own slices carry the
+            // Service's labels, Meridian's among them) counts for nothing centrally: only a
+            // drift to revert.
+            if s.labels()
+                .get(desired::SLICE_MANAGED_BY_LABEL)
+                .map(String::as_str)
+                == Some(ENDPOINTSLICE_MANAGER)
+            {
                 if m.has_intent(&key) {
                     m.queue.add(Work::Service(key));
                 }
