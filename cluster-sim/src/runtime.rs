@@ -25,8 +25,10 @@ impl Fleet {
         let mut clusters = Vec::with_capacity(fleet.clusters.len());
         let shared = Shared::build();
         let runc = fleet.runc_config();
-        if fleet.clusters.iter().any(|c| c.runtime == Runtime::Runc) {
-            crate::runc::remove_leftovers();
+        if let Some(r) = &runc
+            && fleet.clusters.iter().any(|c| c.runtime == Runtime::Runc)
+        {
+            crate::runc::remove_leftovers(&r.state_dir);
         }
         for (i, spec) in fleet.clusters.iter().enumerate() {
             let c = SimCluster::start(

@@ -98,6 +98,8 @@ pub struct Runc {
     pub(crate) images: Arc<images::Images>,
     /// `msim-<pid>-<cluster index>-`.
     pub(crate) prefix: String,
+    /// This process's pod directories for this cluster: `<state>/pods/<pid>-<index>`.
+    pub(crate) pods_dir: PathBuf,
     /// The cluster's API server, for `KUBERNETES_SERVICE_*` (set once it listens).
     pub(crate) api: Mutex<Option<SocketAddr>>,
     pods: Mutex<HashMap<String, Supervised>>,
@@ -111,8 +113,10 @@ impl Runc {
     /// The runtime of the cluster with fleet index `index`.
     pub fn new(config: RuncConfig, index: u32) -> Self {
         let images = images::Images::new(config.image_dir.clone(), config.state_dir.join("images"));
+        let pid = std::process::id();
         Self {
-            prefix: format!("{CONTAINER_PREFIX}{}-{index}-", std::process::id()),
+            prefix: format!("{CONTAINER_PREFIX}{pid}-{index}-"),
+            pods_dir: config.state_dir.join("pods").join(format!("{pid}-{index}")),
             images: Arc::new(images),
             config,
             api: Mutex::new(None),
@@ -161,19 +165,46 @@ impl Runc {
             command::run_blocking("runc", &["kill", &id, "KILL"]);
             command::run_blocking("runc", &["delete", "--force", &id]);
         }
+        if let Err(e) = std::fs::remove_dir_all(&self.pods_dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(dir = %self.pods_dir.display(), error = %e, "cannot remove the pods' directories");
+        }
     }
 }
 
+/// Whether `pid` is another process that still runs.
+fn other_live_process(pid: u32) -> bool {
+    pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists()
+}
+
 /// Removes containers left by cluster-sim processes that no longer run (a crash, a
-/// `kill -9`): ids `msim-<pid>-...` whose process is gone.
-pub fn remove_leftovers() {
+/// `kill -9`): ids `msim-<pid>-...` whose process is gone, and their pod directories
+/// (`<state_dir>/pods/<pid>-<index>`).
+pub fn remove_leftovers(state_dir: &Path) {
+    for entry in std::fs::read_dir(state_dir.join("pods"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !other_live_process(pid) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
     let Ok(out) = std::process::Command::new("runc")
         .args(["list", "--quiet"])
         .output()
     else {
         return;
     };
-    let me = std::process::id();
     for id in String::from_utf8_lossy(&out.stdout).lines() {
         let Some(pid) = id
             .strip_prefix(CONTAINER_PREFIX)
@@ -182,7 +213,7 @@ pub fn remove_leftovers() {
         else {
             continue;
         };
-        if pid == me || Path::new(&format!("/proc/{pid}")).exists() {
+        if other_live_process(pid) {
             continue;
         }
         tracing::info!(

@@ -101,11 +101,7 @@ pub(crate) fn spawn(
 ) -> tokio::task::JoinHandle<()> {
     let uid = str_at(&pod, "/metadata/uid").unwrap_or("").to_string();
     let (ns, name) = crate::controllers::split_key(key);
-    let dir = rt
-        .config
-        .state_dir
-        .join("pods")
-        .join(format!("{ns}_{name}_{uid}"));
+    let dir = rt.pods_dir.join(format!("{ns}_{name}_{uid}"));
     let start_time = sim.now_rfc3339();
     let run = PodRun {
         sim,
