@@ -176,7 +176,18 @@ fn runc_cluster_runs_a_deployment_from_the_image() {
     )
     .unwrap();
     let mut env = Env::start(&[&format!("--fleet={}", fleet.display())]);
-    env.apply("api.yaml", &manifest(&image));
+    let api_yaml = scratch.path().join("api.yaml");
+    std::fs::write(&api_yaml, manifest(&image)).unwrap();
+    env.ok(
+        "kubectl",
+        &[
+            "--context",
+            CONTEXT,
+            "apply",
+            "-f",
+            api_yaml.to_str().unwrap(),
+        ],
+    );
     let (name, ip, id) = poll_until(Duration::from_secs(180), "the pod to turn Ready", || {
         ready_pod(&env, None)
     });
