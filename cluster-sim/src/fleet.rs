@@ -102,8 +102,8 @@ pub enum Runtime {
     /// Simulated: pods turn Running and Ready after `readyDelay`, nothing runs.
     #[default]
     Sim,
-    /// Pods whose images are in the image directory run as runc containers
-    /// (see [`crate::runc`]).
+    /// Pods whose images are in the image directory run as runc containers (the
+    /// `runc` module; docs/runc.md).
     Runc,
 }
 
