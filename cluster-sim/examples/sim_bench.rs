@@ -53,6 +53,7 @@ async fn main() -> anyhow::Result<()> {
                 kubernetes_version: "v1.34.2".into(),
                 lb_pool: vec![],
                 ready_delay: Some("0s".into()),
+                runtime: Default::default(),
             })
             .collect(),
     );

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 
 use crate::admin::AdminState;
-use crate::fleet::{ClusterSpec, FleetFile, parse_duration};
+use crate::fleet::{ClusterSpec, FleetFile, Runtime, parse_duration};
 use crate::podnet::PodNetwork;
 use crate::runtime::Fleet;
 
@@ -48,6 +48,9 @@ FLEET FILE (--fleet):
     lbPool: [127.0.1.1]       # LoadBalancer addresses (Services, and the one Ingress
                               # address): IPv4 addresses or a.b.c.d/nn ranges
     readyDelay: 500ms         # binding to Ready
+    runtime: runc             # sim (default) or runc: run pods for real (see RUNC RUNTIME)
+  imageDir: target/images     # images.json + oci/ (tools/build-images.sh); --image-dir
+  stateDir: /tmp/cluster-sim  # runc's unpacked images, pod bundles, volumes, logs; --state-dir
 
 POD NETWORK:
   overlay   pods get 10.244.<node>.<2-254> (the same ranges in every cluster; not reachable).
@@ -68,6 +71,24 @@ SERVING PODS (--serve-pods):
   cluster is down, flapping down or partitioned no pod listens; under `slow` every response
   waits the latency. `ctl pod-fail` makes one pod answer a status or refuse connections.
   Ports below 1024 need root (or net.ipv4.ip_unprivileged_port_start).
+
+RUNC RUNTIME (runtime: runc; root, podNetwork: loopback and imageDir needed):
+  A pod whose images are all in images.json runs each container with runc: images unpacked
+  once per digest with umoci; command/args with $(VAR) expansion; env with the downward API
+  (metadata.name/namespace/uid, spec.nodeName, status.podIP/hostIP), secretKeyRef,
+  configMapKeyRef, KUBERNETES_SERVICE_HOST/PORT (this cluster's API server) and
+  <NAME>_SERVICE_HOST/PORT of the namespace's Services; runAsUser/runAsGroup,
+  readOnlyRootFilesystem, workingDir; secret, configMap, downwardAPI, projected (service
+  account token, kube-root-ca.crt), emptyDir and persistentVolumeClaim (a host directory
+  that outlives the pod) volumes; startup/readiness/liveness probes (httpGet over HTTP or
+  unverified HTTPS, tcpSocket, exec); restartPolicy with CrashLoopBackOff back-off; logs
+  through `kubectl logs` (container, tailLines, previous); deletion with SIGTERM, the
+  grace period, SIGKILL. An image that is not there: ErrImagePull, ImagePullBackOff.
+  Differences from a kubelet: containers share the host network (no netns) and must bind
+  their pod IP (pass status.podIP, e.g. --bind-address=$(POD_IP)); no cgroups, no limits;
+  no init, ephemeral or sidecar containers, lifecycle hooks, grpc probes or envFrom.
+  Containers are named msim-<pid>-...: removed on exit, and a crashed run's at next start.
+  Full list: docs/runc.md.
 
 LOAD BALANCERS:
   A LoadBalancer Service gets spec.loadBalancerIP when that address is in the cluster's
@@ -117,6 +138,19 @@ pub struct RunArgs {
     /// Ready pods answer HTTP on their TCP container ports (needs --pod-network loopback).
     #[arg(long)]
     pub serve_pods: bool,
+    /// What runs the pods of the clusters built from flags: `sim` (default) or `runc`
+    /// (needs --pod-network loopback and --image-dir; see RUNC RUNTIME below). A fleet
+    /// file says it per cluster (`runtime: runc`).
+    #[arg(long, value_enum, default_value_t = Runtime::Sim)]
+    pub runtime: Runtime,
+    /// Directory with images.json and the OCI layout (tools/build-images.sh --out) that
+    /// `runtime: runc` clusters run images from (overrides the fleet file's imageDir).
+    #[arg(long)]
+    pub image_dir: Option<PathBuf>,
+    /// Where `runtime: runc` clusters keep unpacked images, pod bundles, volumes and logs
+    /// (overrides the fleet file's stateDir; default <temp dir>/cluster-sim).
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
     /// Serve each cluster's API and storage only: no simulated controllers, scheduler or
     /// kubelets (written objects stay as written; for benchmarking API clients).
     #[arg(long)]
@@ -282,6 +316,12 @@ pub fn fleet_from_flags(a: &RunArgs) -> anyhow::Result<FleetFile> {
         f.job_pod_duration = Some(d.clone());
     }
     f.api_only |= a.api_only;
+    if let Some(d) = &a.image_dir {
+        f.image_dir = Some(d.clone());
+    }
+    if let Some(d) = &a.state_dir {
+        f.state_dir = Some(d.clone());
+    }
     let patterns: Vec<String> = match &a.lb_pool {
         Some(p) => p.clone(),
         None if a.fleet.is_none() => vec!["127.200.{i}.0/24".to_string()],
@@ -336,6 +376,7 @@ fn clusters_from_flags(a: &RunArgs) -> anyhow::Result<FleetFile> {
                 // Filled in from --lb-pool.
                 lb_pool: Vec::new(),
                 ready_delay: Some(a.ready_delay.clone()),
+                runtime: a.runtime,
             }
         })
         .collect();

@@ -85,6 +85,7 @@ impl SimCluster {
         spec: ClusterSpec,
         index: u32,
         pods: PodOptions,
+        runc: Option<crate::runc::RuncConfig>,
         bind: SocketAddr,
         shared: &Shared,
         shutdown: watch::Receiver<bool>,
@@ -135,8 +136,12 @@ impl SimCluster {
                 pod_network: pods.network,
                 serve_pods: pods.serve,
                 job_pod_duration: pods.job_pod_duration,
+                runc,
             },
         )?;
+        if let Some(rt) = &sim.runc {
+            rt.set_api_server(addr);
+        }
         let api = Arc::new(ApiServer {
             engine: engine.clone(),
             tokens,
@@ -290,14 +295,32 @@ impl SimCluster {
                     return;
                 };
                 let faults = self.faults.clone();
+                let runc = self.sim.runc.clone();
                 meridian_apiserver::server::serve_connection(
                     tls,
                     move |req| {
                         let api = api.clone();
                         let user = user.clone();
                         let faults = faults.clone();
+                        let runc = runc.clone();
                         async move {
                             gate(&faults).await;
+                            // The engine has no pods/log: the runc runtime serves it.
+                            if let Some(rt) = &runc
+                                && req.method() == http::Method::GET
+                                && let Some((ns, name)) =
+                                    crate::runc::logs::log_target(req.uri().path())
+                            {
+                                return crate::runc::logs::serve(
+                                    rt,
+                                    &api,
+                                    req.headers(),
+                                    user,
+                                    ns,
+                                    name,
+                                    req.uri().query().unwrap_or(""),
+                                );
+                            }
                             api.handle(req, user).await
                         }
                     },

@@ -90,6 +90,21 @@ pub struct ClusterSpec {
     /// Delay from a pod's binding to it being Ready, e.g. `500ms` or `2s`.
     #[serde(default)]
     pub ready_delay: Option<String>,
+    /// What runs its pods: simulated containers (default) or runc.
+    #[serde(default)]
+    pub runtime: Runtime,
+}
+
+/// What runs a cluster's pods.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "camelCase")]
+pub enum Runtime {
+    /// Simulated: pods turn Running and Ready after `readyDelay`, nothing runs.
+    #[default]
+    Sim,
+    /// Pods whose images are in the image directory run as runc containers (the
+    /// `runc` module; docs/runc.md).
+    Runc,
 }
 
 fn default_nodes() -> u32 {
@@ -128,6 +143,13 @@ pub struct FleetFile {
     /// (default [`DEFAULT_JOB_POD_DURATION`]).
     #[serde(default)]
     pub job_pod_duration: Option<String>,
+    /// Where `runtime: runc` clusters find `images.json` and the OCI layout
+    /// (`tools/build-images.sh --out`).
+    #[serde(default)]
+    pub image_dir: Option<std::path::PathBuf>,
+    /// Where `runtime: runc` clusters keep unpacked images, pod bundles, volumes and logs.
+    #[serde(default)]
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 /// How long a run-to-completion pod runs unless the fleet says otherwise.
@@ -205,7 +227,22 @@ impl FleetFile {
             serve_pods: false,
             api_only: false,
             job_pod_duration: None,
+            image_dir: None,
+            state_dir: None,
         }
+    }
+
+    /// The runc runtime's directories, when a cluster runs pods with runc (checked by
+    /// `validate`: `imageDir` is then set).
+    pub fn runc_config(&self) -> Option<crate::runc::RuncConfig> {
+        let image_dir = self.image_dir.clone()?;
+        Some(crate::runc::RuncConfig {
+            state_dir: self
+                .state_dir
+                .clone()
+                .unwrap_or_else(|| std::env::temp_dir().join("cluster-sim")),
+            image_dir,
+        })
     }
 
     /// The pod settings of every cluster.
@@ -295,6 +332,22 @@ impl FleetFile {
         if self.serve_pods && self.pod_network != PodNetwork::Loopback {
             problems.push(
                 "servePods needs podNetwork: loopback (--pod-network loopback): overlay pod addresses cannot be bound on this host"
+                    .to_string(),
+            );
+        }
+        let runc = self.clusters.iter().any(|c| c.runtime == Runtime::Runc);
+        if runc && self.pod_network != PodNetwork::Loopback {
+            problems.push(
+                "runtime: runc needs podNetwork: loopback (--pod-network loopback): containers bind their pod address on this host"
+                    .to_string(),
+            );
+        }
+        if runc && self.image_dir.is_none() {
+            problems.push("runtime: runc needs imageDir (--image-dir): where images.json and the OCI layout are".to_string());
+        }
+        if runc && self.api_only {
+            problems.push(
+                "runtime: runc needs the simulated loops, which apiOnly (--api-only) turns off"
                     .to_string(),
             );
         }
@@ -446,5 +499,31 @@ mod tests {
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("2d").is_err());
         assert!(parse_duration("25h").is_err(), "longer than a day");
+    }
+
+    #[test]
+    fn runc_clusters_need_loopback_and_an_image_dir() {
+        let mut f: FleetFile =
+            serde_yaml_ng::from_str("clusters:\n- name: a\n  runtime: runc\n- name: b\n").unwrap();
+        assert_eq!(f.clusters[0].runtime, Runtime::Runc);
+        assert_eq!(f.clusters[1].runtime, Runtime::Sim);
+        let e = f.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("runtime: runc needs podNetwork: loopback"),
+            "{e}"
+        );
+        assert!(e.contains("runtime: runc needs imageDir"), "{e}");
+        assert_eq!(f.runc_config(), None);
+        f.pod_network = PodNetwork::Loopback;
+        f.image_dir = Some("/images".into());
+        f.state_dir = Some("/state".into());
+        f.validate().unwrap();
+        assert_eq!(
+            f.runc_config(),
+            Some(crate::runc::RuncConfig {
+                image_dir: "/images".into(),
+                state_dir: "/state".into()
+            })
+        );
     }
 }

@@ -12,4 +12,5 @@ pub mod faults;
 pub mod fleet;
 pub mod kinds;
 pub mod podnet;
+pub mod runc;
 pub mod runtime;

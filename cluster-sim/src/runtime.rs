@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::cluster::{Shared, SimCluster};
-use crate::fleet::FleetFile;
+use crate::fleet::{FleetFile, Runtime};
 
 /// All clusters of one `cluster-sim` process.
 pub struct Fleet {
@@ -24,11 +24,18 @@ impl Fleet {
         let (shutdown, rx) = watch::channel(false);
         let mut clusters = Vec::with_capacity(fleet.clusters.len());
         let shared = Shared::build();
+        let runc = fleet.runc_config();
+        if let Some(r) = &runc
+            && fleet.clusters.iter().any(|c| c.runtime == Runtime::Runc)
+        {
+            crate::runc::remove_leftovers(&r.state_dir);
+        }
         for (i, spec) in fleet.clusters.iter().enumerate() {
             let c = SimCluster::start(
                 spec.clone(),
                 i as u32,
                 fleet.pod_options(),
+                runc.clone().filter(|_| spec.runtime == Runtime::Runc),
                 SocketAddr::new(bind_ip, 0),
                 &shared,
                 rx.clone(),
@@ -87,6 +94,9 @@ impl Fleet {
         let _ = self.shutdown.send(true);
         for c in &self.clusters {
             if let Some(rt) = &c.sim.containers {
+                rt.shut_down();
+            }
+            if let Some(rt) = &c.sim.runc {
                 rt.shut_down();
             }
         }

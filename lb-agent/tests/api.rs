@@ -37,6 +37,7 @@ async fn sim() -> (Fleet, kube::Client) {
         kubernetes_version: "v1.34.2".into(),
         lb_pool: vec![],
         ready_delay: None,
+        runtime: Default::default(),
     };
     let fleet = Fleet::start(
         &FleetFile {

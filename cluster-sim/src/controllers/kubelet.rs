@@ -438,8 +438,18 @@ impl Reconciler<String> for Kubelet {
         if util::is_deleting(&pod) || phase == "Succeeded" || phase == "Failed" {
             return Ok(Requeue::No);
         }
+        // On a runc cluster the pod's supervisor owns its status once it is started.
+        if let Some(rt) = &self.sim.runc {
+            match rt.supervises(key, &cached.uid) {
+                Some(true) => return Ok(Requeue::No),
+                // An older pod of the same name is still stopping.
+                Some(false) => return Ok(Requeue::After(START_RETRY)),
+                None => {}
+            }
+        }
         let existing_ip = str_at(&pod, "/status/podIP").map(str::to_string);
-        if phase == "Running"
+        if self.sim.runc.is_none()
+            && phase == "Running"
             && runs_to_completion(&pod)
             && let Some(ip) = &existing_ip
         {
@@ -475,6 +485,12 @@ impl Reconciler<String> for Kubelet {
             };
             (ip, n.host_ip.clone(), n.ready, fresh)
         };
+        if let Some(rt) = &self.sim.runc {
+            let task = crate::runc::pod::spawn(self.sim.clone(), rt.clone(), key, pod, ip, host_ip);
+            rt.supervise(key, &cached.uid, task);
+            lock(&self.state).starts.remove(key);
+            return Ok(Requeue::No);
+        }
         let now = self.sim.now_rfc3339();
         let status = running_status(&pod, &ip, &host_ip, ready, &now);
         let unchanged = [

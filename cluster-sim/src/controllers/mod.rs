@@ -96,6 +96,8 @@ pub struct ClusterConfig {
     /// How long a run-to-completion pod (a Job's) runs before its containers exit (zero: at
     /// once).
     pub job_pod_duration: Duration,
+    /// Run pods with runc (see [`crate::runc`]) instead of simulating them.
+    pub runc: Option<crate::runc::RuncConfig>,
 }
 
 /// Errors setting up or running the loops.
@@ -148,6 +150,8 @@ pub struct Kinds {
     pub secrets: Arc<ResourceDef>,
     /// `v1` Event.
     pub events: Arc<ResourceDef>,
+    /// `v1` ConfigMap.
+    pub config_maps: Arc<ResourceDef>,
     /// `apps/v1` Deployment.
     pub deployments: Arc<ResourceDef>,
     /// `apps/v1` ReplicaSet.
@@ -190,6 +194,7 @@ impl Kinds {
             endpoint_slices: get("discovery.k8s.io", "v1", "endpointslices")?,
             service_accounts: get("", "v1", "serviceaccounts")?,
             secrets: get("", "v1", "secrets")?,
+            config_maps: get("", "v1", "configmaps")?,
             events: get("", "v1", "events")?,
             deployments: get("apps", "v1", "deployments")?,
             replica_sets: get("apps", "v1", "replicasets")?,
@@ -220,6 +225,8 @@ pub struct Sim {
     pub faults: Faults,
     /// The pod servers, with `serve_pods`.
     pub containers: Option<Arc<Containers>>,
+    /// The runc runtime, on clusters that run pods with runc.
+    pub runc: Option<Arc<crate::runc::Runc>>,
     /// The Jobs whose pods are made to fail (`cluster-sim ctl job-fail`).
     pub job_failures: job::JobFailures,
     /// The recommendations forced on HPAs (`cluster-sim ctl hpa-desired`).
@@ -238,6 +245,10 @@ impl Sim {
         let containers = config
             .serve_pods
             .then(|| Arc::new(Containers::new(&config.name, faults.clone())));
+        let runc = config
+            .runc
+            .clone()
+            .map(|r| Arc::new(crate::runc::Runc::new(r, config.index)));
         Ok(Arc::new(Self {
             engine,
             config,
@@ -245,6 +256,7 @@ impl Sim {
             tokens: serviceaccount::TokenIndex::default(),
             faults,
             containers,
+            runc,
             job_failures: job::JobFailures::default(),
             hpa_recommendations: hpa::HpaRecommendations::default(),
             wall_epoch: jiff::Timestamp::now(),

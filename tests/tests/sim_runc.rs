@@ -1,0 +1,230 @@
+//! End-to-end: a cluster-sim cluster with `runtime: runc` really runs a Deployment's pod from
+//! the federation-apiserver image (`tools/build-images.sh federation-apiserver`): the pod
+//! binds its pod IP through `$(POD_IP)`, turns Ready through its HTTPS readinessProbe, answers
+//! `/readyz` from here, `kubectl logs` shows its output; deleting it stops its container and
+//! the ReplicaSet's replacement comes up; stopping cluster-sim leaves no container behind.
+//!
+//! Needs root (runc), and installs runc, umoci and the musl toolchain through the project's
+//! scripts: it fails, never skips, when it cannot.
+
+// Tests fail on the first unexpected error: unwrapping is how they report it.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use meridian_e2e::{Env, poll_until};
+use serde_json::Value;
+
+const CONTEXT: &str = "run-1";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Runs a project script, failing loudly with its output.
+fn script(name: &str, args: &[&str]) {
+    let out = Command::new("bash")
+        .arg(root().join("tools").join(name))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {name}: {e}"));
+    assert!(
+        out.status.success(),
+        "{name} {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Ids of the runc containers that exist now.
+fn runc_list() -> Vec<String> {
+    let out = Command::new("runc")
+        .args(["list", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "runc list failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn manifest(image: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Secret
+metadata: {{name: api-settings, namespace: default}}
+stringData: {{port: "8443"}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: api, namespace: default}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: api}}}}
+  template:
+    metadata: {{labels: {{app: api}}}}
+    spec:
+      terminationGracePeriodSeconds: 5
+      containers:
+      - name: server
+        image: {image}
+        env:
+        - name: POD_IP
+          valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}
+        - name: PORT
+          valueFrom: {{secretKeyRef: {{name: api-settings, key: port}}}}
+        args: ["--bind-address=$(POD_IP)", "--secure-port=$(PORT)", "--data-dir=/data"]
+        ports: [{{name: https, containerPort: 8443}}]
+        securityContext: {{readOnlyRootFilesystem: true}}
+        readinessProbe:
+          httpGet: {{scheme: HTTPS, path: /readyz, port: https}}
+          periodSeconds: 1
+        volumeMounts:
+        - {{name: data, mountPath: /data}}
+        - {{name: settings, mountPath: /etc/settings}}
+      volumes:
+      - {{name: data, emptyDir: {{}}}}
+      - {{name: settings, secret: {{secretName: api-settings}}}}
+"#
+    )
+}
+
+/// The Ready pod of the Deployment other than `not`: (name, pod IP, container id).
+fn ready_pod(env: &Env, not: Option<&str>) -> Option<(String, String, String)> {
+    let out = env.run(
+        "kubectl",
+        &[
+            "--context",
+            CONTEXT,
+            "get",
+            "pods",
+            "-l",
+            "app=api",
+            "-o",
+            "json",
+        ],
+    );
+    let list: Value = serde_json::from_slice(&out.stdout).ok()?;
+    list["items"].as_array()?.iter().find_map(|p| {
+        let name = p["metadata"]["name"].as_str()?;
+        let ready = p["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        let deleting = p["metadata"].get("deletionTimestamp").is_some();
+        (ready && !deleting && Some(name) != not).then(|| {
+            (
+                name.to_string(),
+                p["status"]["podIP"].as_str().unwrap_or("").to_string(),
+                p["status"]["containerStatuses"][0]["containerID"]
+                    .as_str()
+                    .unwrap_or("")
+                    .trim_start_matches("runc://")
+                    .to_string(),
+            )
+        })
+    })
+}
+
+fn readyz(ip: &str) -> String {
+    let out = Command::new("curl")
+        .args([
+            "-ksS",
+            "--max-time",
+            "5",
+            &format!("https://{ip}:8443/readyz"),
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn runc_cluster_runs_a_deployment_from_the_image() {
+    let uid = Command::new("id").arg("-u").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&uid.stdout).trim(),
+        "0",
+        "this test runs containers with runc and needs root"
+    );
+    script("install-image-tools.sh", &[]);
+    script("build-images.sh", &["federation-apiserver"]);
+    let images = root().join("target/images");
+    let list: Value =
+        serde_json::from_slice(&std::fs::read(images.join("images.json")).unwrap()).unwrap();
+    let image = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "federation-apiserver")
+        .and_then(|i| i["reference"].as_str())
+        .expect("images.json names the federation-apiserver image")
+        .to_string();
+
+    let scratch = tempfile::tempdir().unwrap();
+    let fleet = scratch.path().join("fleet.yaml");
+    std::fs::write(
+        &fleet,
+        format!(
+            "podNetwork: loopback\nimageDir: {}\nstateDir: {}\nclusters:\n- name: {CONTEXT}\n  nodes: 1\n  runtime: runc\n",
+            images.display(),
+            scratch.path().join("state").display()
+        ),
+    )
+    .unwrap();
+    let mut env = Env::start(&[&format!("--fleet={}", fleet.display())]);
+    let api_yaml = scratch.path().join("api.yaml");
+    std::fs::write(&api_yaml, manifest(&image)).unwrap();
+    env.ok(
+        "kubectl",
+        &[
+            "--context",
+            CONTEXT,
+            "apply",
+            "-f",
+            api_yaml.to_str().unwrap(),
+        ],
+    );
+    let (name, ip, id) = poll_until(Duration::from_secs(180), "the pod to turn Ready", || {
+        ready_pod(&env, None)
+    });
+    assert!(ip.starts_with("127.10."), "pod IP {ip}");
+    assert!(runc_list().contains(&id), "no runc container {id}");
+    assert_eq!(readyz(&ip), "ok");
+    let logs = env.ok("kubectl", &["--context", CONTEXT, "logs", &name]);
+    assert!(
+        logs.contains(&format!("listening on https://{ip}:8443")),
+        "kubectl logs: {logs}"
+    );
+    let tail = env.ok(
+        "kubectl",
+        &["--context", CONTEXT, "logs", &name, "--tail=1"],
+    );
+    assert_eq!(tail.lines().count(), 1, "kubectl logs --tail=1: {tail}");
+
+    env.ok(
+        "kubectl",
+        &["--context", CONTEXT, "delete", "pod", &name, "--wait=false"],
+    );
+    poll_until(Duration::from_secs(30), "the container to go", || {
+        (!runc_list().contains(&id)).then_some(())
+    });
+    let (_, new_ip, new_id) = poll_until(
+        Duration::from_secs(120),
+        "the replacement pod to turn Ready",
+        || ready_pod(&env, Some(&name)),
+    );
+    assert_eq!(readyz(&new_ip), "ok");
+
+    // A clean stop leaves no container of this cluster-sim behind.
+    env.sim.terminate().unwrap();
+    let prefix = format!("msim-{}-", env.sim.pid());
+    let left: Vec<String> = runc_list()
+        .into_iter()
+        .filter(|c| c.starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?} (last was {new_id})");
+}
