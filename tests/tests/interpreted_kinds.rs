@@ -5,8 +5,9 @@
 //! and status, and a Rollout under a Divided policy with static weights 1:2 lands as its
 //! shares in the members, follows a scale of the federated object, and reports the sum of
 //! the members' ready replicas on the federated object. A Rollout without a replica count
-//! is placed nowhere and its Placement says why. The test plays the members' Rollout
-//! controller: it writes their status by hand.
+//! is placed nowhere and its Placement says why. The ConfigMap the Rollout's template
+//! names goes with it to both members, and leaves them once the template stops naming it.
+//! The test plays the members' Rollout controller: it writes their status by hand.
 
 use std::time::Duration;
 
@@ -80,6 +81,11 @@ spec:
       - {clusterNames: [sim-1], weight: 1}
       - {clusterNames: [sim-2], weight: 2}
 ---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: web-env, namespace: shop}
+data: {mode: fast}
+---
 apiVersion: example.com/v1
 kind: Rollout
 metadata: {name: web, namespace: shop}
@@ -92,6 +98,8 @@ spec:
       - name: web
         image: nginx:1.27
         resources: {requests: {cpu: 10m, memory: 16Mi}}
+        envFrom:
+        - configMapRef: {name: web-env}
 ---
 apiVersion: example.com/v1
 kind: Rollout
@@ -177,6 +185,26 @@ fn a_custom_kind_is_divided_as_its_interpreter_says() {
         "sim-1=2 sim-2=4 ",
     );
 
+    // The ConfigMap its template names goes where it has copies, as Meridian's.
+    for member in ["sim-1", "sim-2"] {
+        shows(
+            &up,
+            Some(member),
+            "configmap",
+            "web-env",
+            "{.data.mode}",
+            "fast",
+        );
+        shows(
+            &up,
+            Some(member),
+            "configmap",
+            "web-env",
+            "{.metadata.labels.app\\.kubernetes\\.io/managed-by}",
+            "meridian",
+        );
+    }
+
     // Scaling the federated object moves the shares.
     up.kubectl(&[
         "-n",
@@ -230,6 +258,34 @@ fn a_custom_kind_is_divided_as_its_interpreter_says() {
         .expect("write a member's status");
     }
     shows(&up, None, "rollout", "web", "{.status.readyReplicas}", "8");
+
+    // The template no longer names the ConfigMap, and nothing else uses it: it leaves the
+    // members, and stays in the federation.
+    up.kubectl(&[
+        "-n",
+        NS,
+        "patch",
+        "rollout",
+        "web",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/template/spec/containers/0/envFrom"}]"#,
+    ]);
+    for member in ["sim-1", "sim-2"] {
+        let mut last = Ok(String::new());
+        let gone = meridian_e2e::poll_until_or(WITHIN, || {
+            last = kubectl_in(
+                &up,
+                Some(member),
+                &["-n", NS, "get", "configmap", "web-env"],
+            );
+            last.as_ref()
+                .is_err_and(|e| e.contains("NotFound") || e.contains("not found"))
+                .then_some(())
+        });
+        assert!(gone.is_some(), "web-env should leave {member}: {last:?}");
+    }
+    shows(&up, None, "configmap", "web-env", "{.data.mode}", "fast");
 
     // No replica count where the interpreter says: placed nowhere, and the Placement says
     // why.

@@ -42,7 +42,8 @@ use super::member_copy::overridden;
 use super::plan::{Finalizer, Step, finalizer, step, wanted};
 use super::report::{FailReason, Outcome, cluster_entries, propagated};
 use super::status::{MemberCopy, Rule, StatusKind, combined, member_entry};
-use crate::dep_writers::{DepRef, DepWriters, Writer, copy_destinations};
+use super::template_deps::{TemplateDeps, template_deps};
+use crate::dep_writers::{DepRef, DepWriters, copy_destinations};
 use crate::fleet::overrides::Changed;
 use crate::fleet::{Overrides, Settings, reflect};
 
@@ -160,6 +161,17 @@ fn key_of_placement(p: &Placement, namespaced: bool) -> CopyKey {
         namespace: if namespaced { p.namespace() } else { None },
         name: r.name.clone(),
     }
+}
+
+/// The key an interpreted object asks for its dependency objects under.
+fn referrer(key: &CopyKey) -> String {
+    format!(
+        "{} {} {}/{}",
+        key.api_version,
+        key.kind,
+        key.namespace.as_deref().unwrap_or_default(),
+        key.name
+    )
 }
 
 fn split(api_version: &str) -> (&str, &str) {
@@ -397,20 +409,27 @@ impl Central {
             key.namespace.as_deref(),
             &key.name,
         );
-        let demanded = dep
+        let (referenced, demanded) = dep
             .as_ref()
-            .map(|r| self.writers.demanded(r))
+            .map(|r| (self.writers.referenced(r), self.writers.demanded(r)))
             .unwrap_or_default();
         if let Some(r) = &dep {
             self.writers.set_copied(r, !dest.is_empty());
         }
-        let dest = copy_destinations(&dest, &demanded);
+        let dest = copy_destinations(&dest, &referenced, &demanded);
 
         // The finalizer goes on before the first copy, so a deletion always waits for the
         // cleanup; the copies follow in the same pass.
         let mut has_finalizer = fed_obj
             .as_ref()
             .is_some_and(|o| o.finalizers().iter().any(|f| f == WORKLOAD_FINALIZER));
+        // A dependency object nothing asks this path for, with no copies of this path left
+        // (they go before the finalizer does): the workloads' own, if anyone's. Looking at
+        // the members would take back copies the dependency path just wrote.
+        if dep.is_some() && dest.is_empty() && placement.is_none() && !has_finalizer {
+            lock(&self.outcomes).remove(key);
+            return Ok("not copied");
+        }
         if let Some(o) = &fed_obj
             && finalizer(
                 has_finalizer,
@@ -428,6 +447,18 @@ impl Central {
             Some(Rule::Interpreted(spec)) => Some(spec),
             _ => None,
         };
+        // What its pod template references goes where it has copies, written by this path
+        // ([`crate::dep_writers`]); told for every object, so one whose interpreter or
+        // template stopped naming something lets go of it.
+        if dep.is_none() {
+            let TemplateDeps { refs, clusters } = template_deps(
+                fed_value.as_ref(),
+                key.namespace.as_deref().filter(|_| fk.namespaced),
+                &dest,
+                interpreter,
+            );
+            self.writers.set_referenced(&referrer(key), refs, clusters);
+        }
         // Every member that should hold a copy, and every known one that may hold one.
         let mut clusters: BTreeSet<String> = dest.iter().map(|t| t.cluster.clone()).collect();
         clusters.extend(self.clusters.state().iter().map(|c| c.name_any()));
@@ -948,18 +979,16 @@ pub async fn run(
         queue: queue.clone(),
         writers: writers.clone(),
     });
-    // Workloads asking for a dependency object this path owns in other clusters.
+    // Workloads asking for a dependency object this path owns in other clusters, or an
+    // interpreted object's references that came or went.
     let q = queue.clone();
-    let w = Arc::downgrade(&writers);
     writers.on_demand_change(move |r| {
-        if w.upgrade().is_some_and(|w| w.writer(r) == Writer::Copies) {
-            q.add(CopyKey {
-                api_version: "v1".into(),
-                kind: r.kind.as_str().into(),
-                namespace: Some(r.namespace.clone()),
-                name: r.name.clone(),
-            });
-        }
+        q.add(CopyKey {
+            api_version: "v1".into(),
+            kind: r.kind.as_str().into(),
+            namespace: Some(r.namespace.clone()),
+            name: r.name.clone(),
+        });
     });
     let mut specs: HashMap<String, String> = HashMap::new();
     // Each cluster's labels, which override rules may target (its region and zone are in
