@@ -11,10 +11,12 @@
 //! members' copies report, combined into the federated object's status (DaemonSets,
 //! CronJobs, Ingresses, HPAs, PDBs) and shown per member on the Placement, [`template_deps`]
 //! which dependency objects an interpreted object's pod template asks for, and where. [`controller`]
-//! applies them from caches of the federation and of each member.
+//! applies them from caches of the federation and of each member, its federation writes in
+//! `fedwrite`.
 
 pub mod controller;
 pub mod drift;
+mod fedwrite;
 pub mod member_copy;
 pub mod plan;
 pub mod record;
