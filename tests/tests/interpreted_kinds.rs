@@ -6,7 +6,8 @@
 //! shares in the members, follows a scale of the federated object, and reports the sum of
 //! the members' ready replicas on the federated object. A Rollout without a replica count
 //! is placed nowhere and its Placement says why. The ConfigMap the Rollout's template
-//! names goes with it to both members, and leaves them once the template stops naming it.
+//! names goes with it to both members; once the template stops naming it, it leaves the
+//! members where nothing else uses it, and stays where a Deployment does until that goes.
 //! The test plays the members' Rollout controller: it writes their status by hand.
 
 use std::time::Duration;
@@ -109,6 +110,45 @@ spec:
     spec:
       containers: [{name: web, image: nginx:1.27}]
 "#;
+
+/// A Deployment in sim-1 that uses the ConfigMap the Rollout `web` names.
+const KEEPER: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: keeper, namespace: shop}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: keeper}}
+  template:
+    metadata: {labels: {app: keeper}}
+    spec:
+      containers:
+      - name: keeper
+        image: nginx:1.27
+        envFrom:
+        - configMapRef: {name: web-env}
+---
+apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: keeper, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment, name: keeper}
+  placement:
+    clusterAffinity: {clusterNames: [sim-1]}
+"#;
+
+/// Polls until `configmap/name` is absent from `member`.
+fn configmap_gone(up: &Up, member: &str, name: &str) {
+    let mut last = Ok(String::new());
+    let gone = meridian_e2e::poll_until_or(WITHIN, || {
+        last = kubectl_in(up, Some(member), &["-n", NS, "get", "configmap", name]);
+        last.as_ref()
+            .is_err_and(|e| e.contains("NotFound") || e.contains("not found"))
+            .then_some(())
+    });
+    assert!(gone.is_some(), "{name} should leave {member}: {last:?}");
+}
 
 /// kubectl in `context` (the federation when `None`): stdout, or stderr on failure.
 fn kubectl_in(up: &Up, context: Option<&str>, args: &[&str]) -> Result<String, String> {
@@ -259,8 +299,22 @@ fn a_custom_kind_is_divided_as_its_interpreter_says() {
     }
     shows(&up, None, "rollout", "web", "{.status.readyReplicas}", "8");
 
-    // The template no longer names the ConfigMap, and nothing else uses it: it leaves the
-    // members, and stays in the federation.
+    // A Deployment in sim-1 uses the ConfigMap too.
+    let keeper = up.data.join("keeper.yaml");
+    std::fs::write(&keeper, KEEPER).expect("write the Deployment");
+    let keeper = keeper.to_str().expect("utf-8 path");
+    up.kubectl(&["apply", "-f", keeper]);
+    shows(
+        &up,
+        Some("sim-1"),
+        "deployment",
+        "keeper",
+        "{.spec.template.spec.containers[0].envFrom[0].configMapRef.name}",
+        "web-env",
+    );
+
+    // The template no longer names the ConfigMap: it leaves sim-2, where nothing else uses
+    // it, and stays in sim-1 for the Deployment.
     up.kubectl(&[
         "-n",
         NS,
@@ -271,21 +325,38 @@ fn a_custom_kind_is_divided_as_its_interpreter_says() {
         "-p",
         r#"[{"op":"remove","path":"/spec/template/spec/containers/0/envFrom"}]"#,
     ]);
-    for member in ["sim-1", "sim-2"] {
-        let mut last = Ok(String::new());
-        let gone = meridian_e2e::poll_until_or(WITHIN, || {
-            last = kubectl_in(
-                &up,
-                Some(member),
-                &["-n", NS, "get", "configmap", "web-env"],
-            );
-            last.as_ref()
-                .is_err_and(|e| e.contains("NotFound") || e.contains("not found"))
-                .then_some(())
-        });
-        assert!(gone.is_some(), "web-env should leave {member}: {last:?}");
-    }
-    shows(&up, None, "configmap", "web-env", "{.data.mode}", "fast");
+    configmap_gone(&up, "sim-2", "web-env");
+    shows(
+        &up,
+        Some("sim-1"),
+        "configmap",
+        "web-env",
+        "{.data.mode}",
+        "fast",
+    );
+    // Its data still follows the federation's there.
+    up.kubectl(&[
+        "-n",
+        NS,
+        "patch",
+        "configmap",
+        "web-env",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"mode":"slow"}}"#,
+    ]);
+    shows(
+        &up,
+        Some("sim-1"),
+        "configmap",
+        "web-env",
+        "{.data.mode}",
+        "slow",
+    );
+    // The Deployment gone, nothing uses it in sim-1 either.
+    up.kubectl(&["-n", NS, "delete", "deployment", "keeper", "--wait=false"]);
+    configmap_gone(&up, "sim-1", "web-env");
+    shows(&up, None, "configmap", "web-env", "{.data.mode}", "slow");
 
     // No replica count where the interpreter says: placed nowhere, and the Placement says
     // why.
