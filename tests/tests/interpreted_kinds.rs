@@ -5,8 +5,10 @@
 //! and status, and a Rollout under a Divided policy with static weights 1:2 lands as its
 //! shares in the members, follows a scale of the federated object, and reports the sum of
 //! the members' ready replicas on the federated object. A Rollout without a replica count
-//! is placed nowhere and its Placement says why. The test plays the members' Rollout
-//! controller: it writes their status by hand.
+//! is placed nowhere and its Placement says why. The ConfigMap the Rollout's template
+//! names goes with it to both members; once the template stops naming it, it leaves the
+//! members where nothing else uses it, and stays where a Deployment does until that goes.
+//! The test plays the members' Rollout controller: it writes their status by hand.
 
 use std::time::Duration;
 
@@ -80,6 +82,11 @@ spec:
       - {clusterNames: [sim-1], weight: 1}
       - {clusterNames: [sim-2], weight: 2}
 ---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: web-env, namespace: shop}
+data: {mode: fast}
+---
 apiVersion: example.com/v1
 kind: Rollout
 metadata: {name: web, namespace: shop}
@@ -92,6 +99,8 @@ spec:
       - name: web
         image: nginx:1.27
         resources: {requests: {cpu: 10m, memory: 16Mi}}
+        envFrom:
+        - configMapRef: {name: web-env}
 ---
 apiVersion: example.com/v1
 kind: Rollout
@@ -101,6 +110,45 @@ spec:
     spec:
       containers: [{name: web, image: nginx:1.27}]
 "#;
+
+/// A Deployment in sim-1 that uses the ConfigMap the Rollout `web` names.
+const KEEPER: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: keeper, namespace: shop}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: keeper}}
+  template:
+    metadata: {labels: {app: keeper}}
+    spec:
+      containers:
+      - name: keeper
+        image: nginx:1.27
+        envFrom:
+        - configMapRef: {name: web-env}
+---
+apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: keeper, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment, name: keeper}
+  placement:
+    clusterAffinity: {clusterNames: [sim-1]}
+"#;
+
+/// Polls until `configmap/name` is absent from `member`.
+fn configmap_gone(up: &Up, member: &str, name: &str) {
+    let mut last = Ok(String::new());
+    let gone = meridian_e2e::poll_until_or(WITHIN, || {
+        last = kubectl_in(up, Some(member), &["-n", NS, "get", "configmap", name]);
+        last.as_ref()
+            .is_err_and(|e| e.contains("NotFound") || e.contains("not found"))
+            .then_some(())
+    });
+    assert!(gone.is_some(), "{name} should leave {member}: {last:?}");
+}
 
 /// kubectl in `context` (the federation when `None`): stdout, or stderr on failure.
 fn kubectl_in(up: &Up, context: Option<&str>, args: &[&str]) -> Result<String, String> {
@@ -177,6 +225,26 @@ fn a_custom_kind_is_divided_as_its_interpreter_says() {
         "sim-1=2 sim-2=4 ",
     );
 
+    // The ConfigMap its template names goes where it has copies, as Meridian's.
+    for member in ["sim-1", "sim-2"] {
+        shows(
+            &up,
+            Some(member),
+            "configmap",
+            "web-env",
+            "{.data.mode}",
+            "fast",
+        );
+        shows(
+            &up,
+            Some(member),
+            "configmap",
+            "web-env",
+            "{.metadata.labels.app\\.kubernetes\\.io/managed-by}",
+            "meridian",
+        );
+    }
+
     // Scaling the federated object moves the shares.
     up.kubectl(&[
         "-n",
@@ -230,6 +298,65 @@ fn a_custom_kind_is_divided_as_its_interpreter_says() {
         .expect("write a member's status");
     }
     shows(&up, None, "rollout", "web", "{.status.readyReplicas}", "8");
+
+    // A Deployment in sim-1 uses the ConfigMap too.
+    let keeper = up.data.join("keeper.yaml");
+    std::fs::write(&keeper, KEEPER).expect("write the Deployment");
+    let keeper = keeper.to_str().expect("utf-8 path");
+    up.kubectl(&["apply", "-f", keeper]);
+    shows(
+        &up,
+        Some("sim-1"),
+        "deployment",
+        "keeper",
+        "{.spec.template.spec.containers[0].envFrom[0].configMapRef.name}",
+        "web-env",
+    );
+
+    // The template no longer names the ConfigMap: it leaves sim-2, where nothing else uses
+    // it, and stays in sim-1 for the Deployment.
+    up.kubectl(&[
+        "-n",
+        NS,
+        "patch",
+        "rollout",
+        "web",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/template/spec/containers/0/envFrom"}]"#,
+    ]);
+    configmap_gone(&up, "sim-2", "web-env");
+    shows(
+        &up,
+        Some("sim-1"),
+        "configmap",
+        "web-env",
+        "{.data.mode}",
+        "fast",
+    );
+    // Its data still follows the federation's there.
+    up.kubectl(&[
+        "-n",
+        NS,
+        "patch",
+        "configmap",
+        "web-env",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"mode":"slow"}}"#,
+    ]);
+    shows(
+        &up,
+        Some("sim-1"),
+        "configmap",
+        "web-env",
+        "{.data.mode}",
+        "slow",
+    );
+    // The Deployment gone, nothing uses it in sim-1 either.
+    up.kubectl(&["-n", NS, "delete", "deployment", "keeper", "--wait=false"]);
+    configmap_gone(&up, "sim-1", "web-env");
+    shows(&up, None, "configmap", "web-env", "{.data.mode}", "slow");
 
     // No replica count where the interpreter says: placed nowhere, and the Placement says
     // why.

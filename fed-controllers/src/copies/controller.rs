@@ -9,7 +9,10 @@
 //! `KindNotServed` and is asked again with back-off. The override policies come from the
 //! process's one watch of them ([`crate::fleet::Overrides`]): a member's copy is the one
 //! they make for it, and a change to a policy re-queues the objects it selects or selected.
-//! Decisions are [`super::plan`]'s and [`super::member_copy`]'s; this module applies them.
+//! An interpreted object's pod-template dependencies ([`super::template_deps`]) are recorded
+//! in [`crate::dep_writers`], which makes them this path's objects, written where it has
+//! copies. Decisions are [`super::plan`]'s and [`super::member_copy`]'s; this module applies
+//! them, its federation writes in `fedwrite`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -22,10 +25,7 @@ use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_FINALIZER};
 use fed_api::overrides::apply::{MemberCluster, labels_of, selecting};
 use fed_api::{Cluster, Placement, ResourceInterpreter};
 use futures::StreamExt;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams,
-};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use kube::discovery::{ApiCapabilities, Scope};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -38,11 +38,13 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 use tracing::Instrument as _;
 
+use super::fedwrite::label_earlier_placements;
 use super::member_copy::overridden;
 use super::plan::{Finalizer, Step, finalizer, step, wanted};
 use super::report::{FailReason, Outcome, cluster_entries, propagated};
 use super::status::{MemberCopy, Rule, StatusKind, combined, member_entry};
-use crate::dep_writers::{DepRef, DepWriters, Writer, copy_destinations};
+use super::template_deps::{TemplateDeps, template_deps};
+use crate::dep_writers::{DepRef, DepWriters, copy_destinations};
 use crate::fleet::overrides::Changed;
 use crate::fleet::{Overrides, Settings, reflect};
 
@@ -79,9 +81,9 @@ pub enum CopyError {
 }
 
 /// A kind as the federation serves it, with the cache of its objects.
-struct FedKind {
-    ar: ApiResource,
-    namespaced: bool,
+pub(super) struct FedKind {
+    pub(super) ar: ApiResource,
+    pub(super) namespaced: bool,
     store: Store<DynamicObject>,
     _task: JoinHandle<()>,
 }
@@ -133,9 +135,9 @@ struct Member {
     kinds: Mutex<HashMap<Kind, Arc<MemberKind>>>,
 }
 
-struct Central {
-    fed: Client,
-    settings: Settings,
+pub(super) struct Central {
+    pub(super) fed: Client,
+    pub(super) settings: Settings,
     placements: Store<Placement>,
     clusters: Store<Cluster>,
     /// How custom kinds' statuses combine.
@@ -160,6 +162,17 @@ fn key_of_placement(p: &Placement, namespaced: bool) -> CopyKey {
         namespace: if namespaced { p.namespace() } else { None },
         name: r.name.clone(),
     }
+}
+
+/// The key an interpreted object asks for its dependency objects under.
+fn referrer(key: &CopyKey) -> String {
+    format!(
+        "{} {} {}/{}",
+        key.api_version,
+        key.kind,
+        key.namespace.as_deref().unwrap_or_default(),
+        key.name
+    )
 }
 
 fn split(api_version: &str) -> (&str, &str) {
@@ -397,20 +410,27 @@ impl Central {
             key.namespace.as_deref(),
             &key.name,
         );
-        let demanded = dep
+        let (referenced, demanded) = dep
             .as_ref()
-            .map(|r| self.writers.demanded(r))
+            .map(|r| (self.writers.referenced(r), self.writers.demanded(r)))
             .unwrap_or_default();
         if let Some(r) = &dep {
             self.writers.set_copied(r, !dest.is_empty());
         }
-        let dest = copy_destinations(&dest, &demanded);
+        let dest = copy_destinations(&dest, &referenced, &demanded);
 
         // The finalizer goes on before the first copy, so a deletion always waits for the
         // cleanup; the copies follow in the same pass.
         let mut has_finalizer = fed_obj
             .as_ref()
             .is_some_and(|o| o.finalizers().iter().any(|f| f == WORKLOAD_FINALIZER));
+        // A dependency object nothing asks this path for, with no copies of this path left
+        // (they go before the finalizer does): the workloads' own, if anyone's. Looking at
+        // the members would take back copies the dependency path just wrote.
+        if dep.is_some() && dest.is_empty() && placement.is_none() && !has_finalizer {
+            lock(&self.outcomes).remove(key);
+            return Ok("not copied");
+        }
         if let Some(o) = &fed_obj
             && finalizer(
                 has_finalizer,
@@ -428,6 +448,18 @@ impl Central {
             Some(Rule::Interpreted(spec)) => Some(spec),
             _ => None,
         };
+        // What its pod template references goes where it has copies, written by this path
+        // ([`crate::dep_writers`]); told for every object, so one whose interpreter or
+        // template stopped naming something lets go of it.
+        if dep.is_none() {
+            let TemplateDeps { refs, clusters } = template_deps(
+                fed_value.as_ref(),
+                key.namespace.as_deref().filter(|_| fk.namespaced),
+                &dest,
+                interpreter,
+            );
+            self.writers.set_referenced(&referrer(key), refs, clusters);
+        }
         // Every member that should hold a copy, and every known one that may hold one.
         let mut clusters: BTreeSet<String> = dest.iter().map(|t| t.cluster.clone()).collect();
         clusters.extend(self.clusters.state().iter().map(|c| c.name_any()));
@@ -654,139 +686,6 @@ impl Central {
             }
         }
     }
-
-    /// Writes the Placement's `Propagated` condition and per-cluster `entries` when they
-    /// changed.
-    async fn write_status(
-        &self,
-        p: &Placement,
-        entries: Vec<fed_api::placement::ClusterWorkloadStatus>,
-        mut cond: fed_api::common::Condition,
-    ) -> Result<(), CopyError> {
-        let old = p
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.iter().find(|c| c.type_ == cond.type_));
-        // Entries without their sync times, so a resync that changed nothing writes nothing.
-        let strip = |v: &[fed_api::placement::ClusterWorkloadStatus]| {
-            v.iter()
-                .map(|e| fed_api::placement::ClusterWorkloadStatus {
-                    last_sync_time: e.last_sync_time.as_ref().map(|_| String::new()),
-                    ..e.clone()
-                })
-                .collect::<Vec<_>>()
-        };
-        let same_entries = p
-            .status
-            .as_ref()
-            .is_some_and(|s| strip(&s.clusters) == strip(&entries));
-        let same_cond = old.is_some_and(|c| {
-            c.status == cond.status && c.reason == cond.reason && c.message == cond.message
-        });
-        if same_entries && same_cond {
-            return Ok(());
-        }
-        cond.last_transition_time = match old {
-            Some(c) if c.status == cond.status => c.last_transition_time.clone(),
-            _ => Some(now()),
-        };
-        let patch = serde_json::json!({
-            "status": {"conditions": [cond.patch_entry()], "clusters": entries}
-        });
-        let api: Api<Placement> =
-            Api::namespaced(self.fed.clone(), &p.namespace().unwrap_or_default());
-        tokio::time::timeout(
-            self.settings.sync_timeout,
-            api.patch_status(
-                &p.name_any(),
-                &PatchParams::default(),
-                &Patch::Strategic(&patch),
-            ),
-        )
-        .await
-        .map_err(|_| CopyError::Timeout("Placement status"))?
-        .map_err(|source| CopyError::Federation {
-            what: "Placement status",
-            source,
-        })?;
-        Ok(())
-    }
-
-    /// Writes the federated object's `status` (through `/status`) as its members' copies
-    /// report it, when it differs from what the object carries: a merge patch of the
-    /// difference, so nothing else of the status is touched.
-    async fn write_fed_status(
-        &self,
-        fk: &FedKind,
-        key: &CopyKey,
-        fed: &Value,
-        status: Value,
-    ) -> Result<(), CopyError> {
-        let current = match &fed["status"] {
-            Value::Null => Value::Object(serde_json::Map::new()),
-            s => s.clone(),
-        };
-        let Some(diff) = apimachinery::merge_patch_diff(&current, &status) else {
-            return Ok(());
-        };
-        let api: Api<DynamicObject> = match &key.namespace {
-            Some(ns) if fk.namespaced => Api::namespaced_with(self.fed.clone(), ns, &fk.ar),
-            _ => Api::all_with(self.fed.clone(), &fk.ar),
-        };
-        let patch = serde_json::json!({ "status": diff });
-        match tokio::time::timeout(
-            self.settings.sync_timeout,
-            api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch)),
-        )
-        .await
-        {
-            Err(_) => Err(CopyError::Timeout("status")),
-            Ok(Ok(_)) => Ok(()),
-            // Deleted meanwhile: its watch event brings the cleanup.
-            Ok(Err(kube::Error::Api(s))) if s.code == 404 => Ok(()),
-            Ok(Err(source)) => Err(CopyError::Federation {
-                what: "status",
-                source,
-            }),
-        }
-    }
-
-    async fn set_finalizer(
-        &self,
-        fk: &FedKind,
-        key: &CopyKey,
-        o: &DynamicObject,
-        add: bool,
-    ) -> Result<(), CopyError> {
-        let mut list: Vec<String> = o
-            .finalizers()
-            .iter()
-            .filter(|f| *f != WORKLOAD_FINALIZER)
-            .cloned()
-            .collect();
-        if add {
-            list.push(WORKLOAD_FINALIZER.to_owned());
-        }
-        // Pinned to the version read, so a finalizer someone added meanwhile is not lost.
-        let patch = serde_json::json!({
-            "metadata": {"finalizers": list, "resourceVersion": o.resource_version()}
-        });
-        let api: Api<DynamicObject> = match &key.namespace {
-            Some(ns) if fk.namespaced => Api::namespaced_with(self.fed.clone(), ns, &fk.ar),
-            _ => Api::all_with(self.fed.clone(), &fk.ar),
-        };
-        match api
-            .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(source) => Err(CopyError::Federation {
-                what: "finalizer",
-                source,
-            }),
-        }
-    }
 }
 
 /// Runs one member request under `timeout`, its failure as a reason and message.
@@ -834,64 +733,10 @@ async fn ensure_namespace(
     }
 }
 
-fn now() -> String {
+pub(super) fn now() -> String {
     jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
-}
-
-/// Labels the copied objects' Placements written before they carried
-/// [`fed_api::copies::COPY_PLACEMENT_LABEL`] (by an earlier scheduler). Runs once before the
-/// label-selected watch starts: a copy whose Placement that watch cannot see would look
-/// unplaced, and its member copies would be removed.
-async fn label_earlier_placements(fed: &Client) -> Result<usize, CopyError> {
-    use fed_api::copies::{COPY_PLACEMENT_LABEL, COPY_PLACEMENT_VALUE};
-    let all: Api<Placement> = Api::all(fed.clone());
-    let mut labelled = 0;
-    let mut params = ListParams::default().limit(500);
-    loop {
-        let page = all
-            .list(&params)
-            .await
-            .map_err(|source| CopyError::Federation {
-                what: "the Placement list",
-                source,
-            })?;
-        for p in &page.items {
-            let r = &p.spec.resource;
-            if path(&r.api_version, &r.kind) != Path::Copy
-                || p.labels().get(COPY_PLACEMENT_LABEL).map(String::as_str)
-                    == Some(COPY_PLACEMENT_VALUE)
-            {
-                continue;
-            }
-            let api: Api<Placement> =
-                Api::namespaced(fed.clone(), &p.namespace().unwrap_or_default());
-            let patch = serde_json::json!({"metadata": {"labels": {COPY_PLACEMENT_LABEL: COPY_PLACEMENT_VALUE}}});
-            match api
-                .patch(
-                    &p.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await
-            {
-                Ok(_) => labelled += 1,
-                // Deleted meanwhile: nothing to keep.
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(source) => {
-                    return Err(CopyError::Federation {
-                        what: "a Placement's copy label",
-                        source,
-                    });
-                }
-            }
-        }
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => return Ok(labelled),
-        }
-    }
 }
 
 /// Runs the copy controller until its federation watches end.
@@ -948,18 +793,16 @@ pub async fn run(
         queue: queue.clone(),
         writers: writers.clone(),
     });
-    // Workloads asking for a dependency object this path owns in other clusters.
+    // Workloads asking for a dependency object this path owns in other clusters, or an
+    // interpreted object's references that came or went.
     let q = queue.clone();
-    let w = Arc::downgrade(&writers);
     writers.on_demand_change(move |r| {
-        if w.upgrade().is_some_and(|w| w.writer(r) == Writer::Copies) {
-            q.add(CopyKey {
-                api_version: "v1".into(),
-                kind: r.kind.as_str().into(),
-                namespace: Some(r.namespace.clone()),
-                name: r.name.clone(),
-            });
-        }
+        q.add(CopyKey {
+            api_version: "v1".into(),
+            kind: r.kind.as_str().into(),
+            namespace: Some(r.namespace.clone()),
+            name: r.name.clone(),
+        });
     });
     let mut specs: HashMap<String, String> = HashMap::new();
     // Each cluster's labels, which override rules may target (its region and zone are in

@@ -9,13 +9,17 @@
 //! what Meridian set on a copy override rules changed (so what they stop setting goes), and
 //! [`report`] what the Placement's status says of the results, and [`status`] what the
 //! members' copies report, combined into the federated object's status (DaemonSets,
-//! CronJobs, Ingresses, HPAs, PDBs) and shown per member on the Placement. [`controller`]
-//! applies them from caches of the federation and of each member.
+//! CronJobs, Ingresses, HPAs, PDBs) and shown per member on the Placement, [`template_deps`]
+//! which dependency objects an interpreted object's pod template asks for, and where. [`controller`]
+//! applies them from caches of the federation and of each member, its federation writes in
+//! `fedwrite`.
 
 pub mod controller;
 pub mod drift;
+mod fedwrite;
 pub mod member_copy;
 pub mod plan;
 pub mod record;
 pub mod report;
 pub mod status;
+pub mod template_deps;

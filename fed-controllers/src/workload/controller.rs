@@ -3,7 +3,7 @@
 //! (level-triggered, deduplicating queue) decides every member's intent, manages the
 //! finalizer and writes the aggregated status. Each member's copy is the one the override
 //! policies make for it ([`super::wants`]); a policy's change re-queues the workloads of
-//! the kinds it selects or selected.
+//! the kinds it selects or selected (what each event queues: `inputs`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -16,11 +16,11 @@ use fed_api::names::WORKLOAD_FINALIZER;
 use fed_api::overrides::apply::{MemberCluster, OverrideError, labels_of, selecting};
 use fed_api::{Cluster, Placement};
 use futures::stream::{BoxStream, StreamExt};
+use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
-use kube::{Client, ResourceExt};
 use meridian_runtime::error::Report;
 use meridian_runtime::events::Recorder;
 use meridian_runtime::queue::{self, Backoff, WorkQueue};
@@ -32,9 +32,10 @@ use super::compact::Compact;
 use super::dep_wants::DepWants;
 use super::events::{self, Batcher};
 use super::finalize::finalizer_write_pending;
+use super::inputs::Input;
 use super::kinds::{DepKind, Kind, WorkloadKey};
 use super::member::Dependency;
-use super::member::{self, Intent, Look, MemberShared, Want};
+use super::member::{Intent, Look, MemberShared, Want};
 use super::objects::ObjectCache;
 use super::pacing::Pacer;
 use super::placements::{self, PlacementCache, PlacementView};
@@ -42,9 +43,7 @@ use super::plan::{self, MemberPlan};
 use super::status_spacing::StatusSpacing;
 use super::wants::Wants;
 use super::{Settings, deps, desired, hpa, status};
-use crate::cluster::controller::token_digest;
 use crate::dep_writers::{DepRef, DepWriters, Writer};
-use crate::fleet::overrides::Changed;
 use crate::fleet::{self, FedError, Fleet, Overrides, reflect};
 use crate::metrics::WorkloadMetrics;
 
@@ -57,90 +56,51 @@ const STATUS_WAIT_BOUND: std::time::Duration = std::time::Duration::from_secs(1)
 
 /// The federation caches.
 #[derive(Clone)]
-struct Caches {
-    workloads: HashMap<Kind, ObjectCache>,
-    deps: HashMap<DepKind, Store<DynamicObject>>,
-    placements: PlacementCache,
-    clusters: Store<Cluster>,
+pub(super) struct Caches {
+    pub(super) workloads: HashMap<Kind, ObjectCache>,
+    pub(super) deps: HashMap<DepKind, Store<DynamicObject>>,
+    pub(super) placements: PlacementCache,
+    pub(super) clusters: Store<Cluster>,
 }
 
 pub(super) struct Central {
     pub(super) fed: Client,
     pub(super) settings: Arc<Settings>,
-    caches: Caches,
-    queue: Arc<WorkQueue<WorkloadKey>>,
-    members: Fleet<MemberShared>,
+    pub(super) caches: Caches,
+    pub(super) queue: Arc<WorkQueue<WorkloadKey>>,
+    pub(super) members: Fleet<MemberShared>,
     /// The override policies (one watch per process).
-    overrides: Overrides,
+    pub(super) overrides: Overrides,
     /// Which path writes a dependency object's member copies ([`crate::dep_writers`]).
-    writers: Arc<DepWriters>,
-    metrics: Arc<WorkloadMetrics>,
+    pub(super) writers: Arc<DepWriters>,
+    pub(super) metrics: Arc<WorkloadMetrics>,
     /// Members' outcomes, gathered into one Event per change.
-    events: Arc<Batcher>,
+    pub(super) events: Arc<Batcher>,
     /// This controller's own Events.
     pub(super) recorder: Recorder,
     /// Each cluster's Ready status as last seen, to tell a readiness change (every workload
     /// is looked at again) from a routine status update (nothing to do).
-    cluster_ready: Mutex<HashMap<String, Option<String>>>,
+    pub(super) cluster_ready: Mutex<HashMap<String, Option<String>>>,
     /// What of each cluster override rules target (labels, region, zone) as last seen: a
     /// change re-applies the overrides at once.
-    cluster_targets: Mutex<HashMap<String, u64>>,
+    pub(super) cluster_targets: Mutex<HashMap<String, u64>>,
     /// What of each workload and Placement was last seen that changes what members should
     /// hold ([`wanted_workload`], [`wanted_placement`]): an event that changes it is urgent, one that only changes status
     /// (often our own write coming back) waits behind urgent work.
-    wanted_seen: Mutex<HashMap<(bool, WorkloadKey), u64>>,
+    pub(super) wanted_seen: Mutex<HashMap<(bool, WorkloadKey), u64>>,
     /// Set once every workload has been reconciled after start-up.
-    initial_pass_done: std::sync::atomic::AtomicBool,
+    pub(super) initial_pass_done: std::sync::atomic::AtomicBool,
     /// The resourceVersion each finalizer write was pinned to, until the watch shows the
     /// finalizer: a cached workload still at that version is our write not back yet, not a
     /// workload without the finalizer (patching it again would only be refused with 409).
-    finalizer_writes: Mutex<HashMap<WorkloadKey, String>>,
+    pub(super) finalizer_writes: Mutex<HashMap<WorkloadKey, String>>,
     /// When each Placement's status was last written, so entries that only moved on wait.
-    placement_pacer: Pacer<WorkloadKey>,
+    pub(super) placement_pacer: Pacer<WorkloadKey>,
     /// How long each workload's member reports gather before a look (see [`StatusSpacing`]).
-    status_spacing: Arc<StatusSpacing>,
+    pub(super) status_spacing: Arc<StatusSpacing>,
     /// Workloads whose first pass found no Placement yet and waits one status delay for it
     /// before writing a status of its own.
-    awaiting_placement: Mutex<HashSet<WorkloadKey>>,
-}
-
-enum Input {
-    Workload(Kind, Box<Result<Event<DynamicObject>, watcher::Error>>),
-    Dep(DepKind, Box<Result<Event<DynamicObject>, watcher::Error>>),
-    Placement(Box<Result<Event<Placement>, watcher::Error>>),
-    Cluster(Box<Result<Event<Cluster>, watcher::Error>>),
-    /// An override policy changed (`None`: changes were missed).
-    Overrides(Option<Changed>),
-}
-
-/// A digest of what in a workload decides the members' intents: its generation (which the
-/// API server bumps on every spec change), deletion, finalizers, labels and annotations.
-/// Cheap on purpose: every federation event goes through it on one task.
-fn wanted_workload(o: &DynamicObject) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let m = &o.metadata;
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    m.generation.hash(&mut h);
-    m.deletion_timestamp
-        .as_ref()
-        .map(|t| t.0.as_second())
-        .hash(&mut h);
-    m.finalizers.hash(&mut h);
-    m.labels.hash(&mut h);
-    m.annotations.hash(&mut h);
-    h.finish()
-}
-
-/// A digest of a Placement's spec (its destinations), the part that decides intents.
-fn wanted_placement(p: &Placement) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    p.spec.resource.uid.hash(&mut h);
-    for t in &p.spec.dest_clusters {
-        t.cluster.hash(&mut h);
-        t.replicas.hash(&mut h);
-    }
-    h.finish()
+    pub(super) awaiting_placement: Mutex<HashSet<WorkloadKey>>,
 }
 
 fn finalizers(v: &Value) -> Vec<String> {
@@ -152,23 +112,6 @@ fn finalizers(v: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// A digest of what override rules target in a Cluster: its labels, region and zone.
-fn targeted(c: &Cluster) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (c.labels(), &c.spec.region, &c.spec.zone).hash(&mut h);
-    h.finish()
-}
-
-/// The status of a Cluster's Ready condition, if it has one.
-fn ready_status(c: &Cluster) -> Option<String> {
-    let s = c.status.as_ref()?;
-    s.conditions
-        .iter()
-        .find(|x| x.type_ == "Ready")
-        .map(|x| x.status.clone())
 }
 
 impl Central {
@@ -207,215 +150,12 @@ impl Central {
         e
     }
 
-    fn requeue_all(&self) {
-        for k in self.all_keys() {
-            self.queue.add(k);
-        }
-    }
-
-    fn all_keys(&self) -> Vec<WorkloadKey> {
-        let mut keys = Vec::new();
-        for (kind, store) in &self.caches.workloads {
-            for o in store.state() {
-                keys.push(WorkloadKey::new(*kind, o.namespace.clone(), o.name.clone()));
-            }
-        }
-        keys
-    }
-
-    /// Starts, restarts or stops member tasks to match the Clusters and their credentials;
-    /// says whether any member changed.
-    fn sync_members(&self) -> bool {
-        let secrets = &self.caches.deps[&DepKind::Secret];
-        let gc = self.initial_pass_done.load(Ordering::Acquire);
-        self.members.sync(
-            "workload",
-            self.caches.clusters.state(),
-            |r| {
-                let s = secrets.get(&dyn_ref(
-                    &DepKind::Secret.api_resource(),
-                    &r.namespace,
-                    &r.name,
-                ))?;
-                let typed: k8s_openapi::api::core::v1::Secret = serde_json::to_value(&*s)
-                    .ok()
-                    .and_then(|v| serde_json::from_value(v).ok())?;
-                Some(token_digest(&typed))
-            },
-            |c, fp| {
-                let ctx = member::Context {
-                    fed: self.fed.clone(),
-                    settings: self.settings.clone(),
-                    central: self.queue.clone(),
-                    status_spacing: self.status_spacing.clone(),
-                    metrics: self.metrics.clone(),
-                    events: self.events.clone(),
-                    writers: self.writers.clone(),
-                };
-                member::spawn(ctx, c, fp, gc)
-            },
-        )
-    }
-
-    /// Queues `key` if what it wants changed since last seen. Other changes are status
-    /// writes, nearly all this controller's own coming back; members' reports and the
-    /// periodic resync bring what they could have changed.
-    fn push_changed(&self, placement: bool, key: WorkloadKey, digest: Option<u64>) {
-        let mut seen = lock(&self.wanted_seen);
-        let slot = (placement, key.clone());
-        let changed = match digest {
-            Some(d) => seen.insert(slot, d) != Some(d),
-            None => {
-                seen.remove(&slot);
-                true
-            }
-        };
-        drop(seen);
-        if changed {
-            self.queue.add(key);
-        }
-    }
-
-    fn on_input(&self, input: Input) {
-        match input {
-            Input::Overrides(changed) => {
-                for (kind, store) in &self.caches.workloads {
-                    for o in store.state() {
-                        let ns = Some(o.namespace.as_str());
-                        // A policy on a ConfigMap or Secret the pod template uses changes
-                        // the dependency copies that go with the workload.
-                        let affected = changed.as_ref().is_none_or(|c| {
-                            c.may_affect(kind.api_version(), kind.as_str(), ns)
-                                || o.deps
-                                    .refs
-                                    .iter()
-                                    .any(|(k, _)| c.may_affect("v1", k.as_str(), ns))
-                        });
-                        if affected {
-                            self.queue.add(WorkloadKey::new(
-                                *kind,
-                                o.namespace.clone(),
-                                o.name.clone(),
-                            ));
-                        }
-                    }
-                }
-            }
-            Input::Workload(kind, ev) => match *ev {
-                Ok(Event::Apply(o) | Event::InitApply(o)) => {
-                    let key =
-                        WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
-                    // The watch moved past a finalizer write: it is shown or overtaken.
-                    let mut pinned = lock(&self.finalizer_writes);
-                    if pinned
-                        .get(&key)
-                        .is_some_and(|rv| o.metadata.resource_version.as_ref() != Some(rv))
-                    {
-                        pinned.remove(&key);
-                    }
-                    drop(pinned);
-                    self.push_changed(false, key, Some(wanted_workload(&o)));
-                }
-                Ok(Event::Delete(o)) => {
-                    let key =
-                        WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
-                    self.push_changed(false, key, None);
-                }
-                _ => {}
-            },
-            Input::Dep(kind, ev) => match *ev {
-                Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => {
-                    let ns = o.namespace().unwrap_or_default();
-                    self.requeue_referencing(kind, &ns, &o.name_any());
-                    if kind == DepKind::Secret && self.sync_members() {
-                        self.requeue_all();
-                    }
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::warn!(error = %Report(&error), "federation watch failed; retrying")
-                }
-            },
-            Input::Placement(ev) => {
-                let (p, deleted) = match *ev {
-                    Ok(Event::Apply(p) | Event::InitApply(p)) => (p, false),
-                    Ok(Event::Delete(p)) => (p, true),
-                    _ => return,
-                };
-                if let Some(k) =
-                    WorkloadKey::of_placement(&p.namespace().unwrap_or_default(), &p.spec.resource)
-                {
-                    let digest = (!deleted).then(|| wanted_placement(&p));
-                    self.push_changed(true, k, digest);
-                }
-            }
-            Input::Cluster(ev) => match *ev {
-                Ok(Event::Apply(c)) => {
-                    let ready = ready_status(&c);
-                    let name = c.name_any();
-                    let was = lock(&self.cluster_ready).insert(name.clone(), ready.clone());
-                    let back = ready.as_deref() == Some("True")
-                        && was.as_ref().is_some_and(|w| w.as_deref() != Some("True"));
-                    let t = targeted(&c);
-                    let retargeted = lock(&self.cluster_targets)
-                        .insert(name.clone(), t)
-                        .is_some_and(|old| old != t);
-                    // Another label, region or zone may change which override rules apply
-                    // there (only worth a pass while some policy exists).
-                    let overrides_move = retargeted && !self.overrides.snapshot().is_empty();
-                    // Capacity and probe times change all the time: only membership,
-                    // readiness and what override rules target change what workloads need.
-                    if self.sync_members() || was != Some(ready) || overrides_move {
-                        self.requeue_all();
-                    }
-                    // Reachable again: what failed there (removing a copy it lost after a
-                    // failover, say) is retried now rather than when its backoff ends.
-                    if back && let Some(m) = self.members.get(&name) {
-                        m.retry_now();
-                    }
-                }
-                Ok(Event::InitApply(c)) => {
-                    let ready = ready_status(&c);
-                    lock(&self.cluster_ready).insert(c.name_any(), ready);
-                    lock(&self.cluster_targets).insert(c.name_any(), targeted(&c));
-                }
-                Ok(Event::Delete(c)) => {
-                    lock(&self.cluster_ready).remove(&c.name_any());
-                    lock(&self.cluster_targets).remove(&c.name_any());
-                    self.sync_members();
-                    self.requeue_all();
-                }
-                Ok(Event::InitDone) => {
-                    self.sync_members();
-                    self.requeue_all();
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::warn!(error = %Report(&error), "federation Cluster watch failed; retrying")
-                }
-            },
-        }
-    }
-
     pub(super) async fn timed<T>(
         &self,
         op: &str,
         f: impl Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, FedError> {
         fleet::timed(self.settings.fleet.sync_timeout, op, f).await
-    }
-
-    /// Queues the workloads whose pod templates reference `kind` `ns/name`.
-    fn requeue_referencing(&self, kind: DepKind, ns: &str, name: &str) {
-        for (wk, store) in &self.caches.workloads {
-            for w in store
-                .state()
-                .iter()
-                .filter(|w| w.namespace == ns && w.deps.contains(kind, name))
-            {
-                self.queue.add(WorkloadKey::new(*wk, ns, w.name.clone()));
-            }
-        }
     }
 
     /// The dependency copies a member writes: those the copy path owns (they have a copy
@@ -967,7 +707,11 @@ fn reflect_dynamic(
 }
 
 /// A cache key of a namespaced dynamic object.
-fn dyn_ref(ar: &kube::api::ApiResource, namespace: &str, name: &str) -> ObjectRef<DynamicObject> {
+pub(super) fn dyn_ref(
+    ar: &kube::api::ApiResource,
+    namespace: &str,
+    name: &str,
+) -> ObjectRef<DynamicObject> {
     ObjectRef::new_with(name, ar.clone()).within(namespace)
 }
 

@@ -10,7 +10,8 @@
 //! Pure decisions — [`deps`], [`hpa`], [`desired`], [`wants`] and [`dep_wants`] (the copies of the
 //! workload and of its dependencies each member gets, override policies applied), [`plan`], [`drift`], [`ownership`], [`status`], [`job_status`] —
 //! are separate from the effects: [`member`] runs one task and queue per member cluster,
-//! [`controller`] watches the federation and hands members their intents.
+//! [`controller`] watches the federation and hands members their intents, `inputs` telling
+//! what each federation event means for its queue.
 
 pub mod compact;
 pub mod controller;
@@ -23,6 +24,7 @@ pub mod echo;
 pub mod events;
 mod finalize;
 pub mod hpa;
+mod inputs;
 pub mod intents;
 pub mod job;
 pub mod job_status;
