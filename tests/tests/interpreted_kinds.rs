@@ -18,7 +18,8 @@ const NS: &str = "shop";
 /// How long any one change may take to reach the members.
 const WITHIN: Duration = Duration::from_secs(60);
 
-const APP: &str = r#"
+/// The kind, and the policy that takes its definition to every member.
+const KIND: &str = r#"
 apiVersion: v1
 kind: Namespace
 metadata: {name: shop}
@@ -56,7 +57,10 @@ metadata: {name: rollout-kind}
 spec:
   resourceSelectors:
   - {apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, name: rollouts.example.com}
----
+"#;
+
+/// The interpreter, the policies and the objects of the kind.
+const APP: &str = r#"
 apiVersion: federation.meridian.dev/v1alpha1
 kind: ResourceInterpreter
 metadata: {name: rollouts}
@@ -188,6 +192,29 @@ fn member_replicas(up: &Up, member: &str, want: &str) {
 #[test]
 fn a_custom_kind_is_divided_as_its_interpreter_says() {
     let up = Up::start_with(2, &["--custom-resource-group=example.com".to_string()]);
+    let kind = up.data.join("rollout-kind.yaml");
+    std::fs::write(&kind, KIND).expect("write the kind");
+    up.kubectl(&["apply", "-f", kind.to_str().expect("utf-8 path")]);
+    // The kind first, as a chart's crds/ go first: the Rollouts are placed once both members
+    // serve it (a member without the kind is filtered out, and a divided object's replicas
+    // do not move to a cluster that comes later unless its policy rebalances).
+    for member in ["sim-1", "sim-2"] {
+        poll_until(WITHIN, &format!("{member} to serve rollouts"), || {
+            let served = kubectl_in(
+                &up,
+                None,
+                &[
+                    "get",
+                    "cluster",
+                    member,
+                    "-o",
+                    r#"jsonpath={.status.apiEnablements[?(@.groupVersion=="example.com/v1")].resources}"#,
+                ],
+            )
+            .ok()?;
+            served.contains("rollouts").then_some(())
+        });
+    }
     let app = up.data.join("rollouts.yaml");
     std::fs::write(&app, APP).expect("write the application");
     let app = app.to_str().expect("utf-8 path");
