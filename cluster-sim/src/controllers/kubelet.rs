@@ -21,7 +21,6 @@ use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use meridian_apiserver::engine::{PatchType, Target, WriteOptions};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -361,19 +360,7 @@ impl Kubelet {
         key: &str,
         status: Value,
     ) -> Result<meridian_apiserver::engine::Written, meridian_apiserver::status::ApiError> {
-        let (ns, name) = split_key(key);
-        self.sim
-            .engine
-            .patch(
-                &self.sim.kinds.pods,
-                ns,
-                name,
-                PatchType::Merge,
-                &json!({ "status": status }),
-                Target::Status,
-                &WriteOptions::by(super::KUBELET),
-            )
-            .await
+        self.sim.write_pod_status(key, &status).await
     }
 
     /// Reports a started run-to-completion pod `Succeeded` (or `Failed`, when its Job is

@@ -305,6 +305,27 @@ impl Sim {
             .await
     }
 
+    /// Writes the whole `status` of the pod `namespace/name` (`key`) as the kubelet does,
+    /// through the status subresource: the simulated kubelet's and the runc runtime's one way.
+    pub(crate) async fn write_pod_status(
+        &self,
+        key: &str,
+        status: &Value,
+    ) -> Result<Written, ApiError> {
+        let (ns, name) = split_key(key);
+        self.engine
+            .patch(
+                &self.kinds.pods,
+                ns,
+                name,
+                PatchType::Merge,
+                &serde_json::json!({ "status": status }),
+                Target::Status,
+                &WriteOptions::by(KUBELET),
+            )
+            .await
+    }
+
     /// The objects of `def` in `namespace` that the object with `owner_uid` owns.
     pub(crate) fn owned(
         &self,

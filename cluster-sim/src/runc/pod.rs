@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use meridian_apiserver::engine::{PatchType, Target, WriteOptions};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -20,8 +19,8 @@ use super::policy::{self, Probe, Tally};
 use super::spec::{self, EnvSources, Launch};
 use super::volumes::{self, DataMap, VolumeData};
 use super::{Runc, RuncError, command};
+use crate::controllers::Sim;
 use crate::controllers::util::{self, condition, lock, merge_condition, str_at};
-use crate::controllers::{KUBELET, Sim};
 
 /// How often the supervisor looks at its processes and the pod.
 const TICK: Duration = Duration::from_millis(250);
@@ -665,20 +664,7 @@ impl PodRun {
         if status == self.last_written {
             return;
         }
-        let (ns, name) = crate::controllers::split_key(&self.key);
-        let written = self
-            .sim
-            .engine
-            .patch(
-                &self.sim.kinds.pods,
-                ns,
-                name,
-                PatchType::Merge,
-                &json!({ "status": status }),
-                Target::Status,
-                &WriteOptions::by(KUBELET),
-            )
-            .await;
+        let written = self.sim.write_pod_status(&self.key, &status).await;
         match written {
             Ok(_) => self.last_written = status,
             Err(e) if e.code == 404 => {}
