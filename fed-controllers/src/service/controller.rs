@@ -36,6 +36,9 @@ use tracing::Instrument;
 
 use super::alloc_map::AllocationMap;
 use super::backends::{self, WorkloadView};
+use super::inputs::{
+    Input, Labels, deployment_labels, ns_of, placement_change, replicaset_labels, workload_change,
+};
 use super::member::{self, Intent, Member, Want};
 use super::status::{self, MemberState};
 use super::{
@@ -43,7 +46,6 @@ use super::{
     traffic,
 };
 use crate::cluster::controller::token_digest;
-use crate::fleet::overrides::Changed;
 use crate::fleet::own_writes::OwnWrites;
 use crate::fleet::{self, FedError, Fleet, Overrides, reflect};
 use crate::metrics::Metrics;
@@ -139,51 +141,16 @@ pub(super) struct Central {
     pub(super) address_problems: Mutex<HashMap<ServiceKey, String>>,
 }
 
-enum Input {
-    Service(Box<Result<Event<Service>, watcher::Error>>),
-    /// A Deployment or ReplicaSet changed in `namespace`: the template labels it had
-    /// (`None`: not cached before) and has (`None`: deleted).
-    Workload {
-        namespace: String,
-        labels: [Option<Arc<Labels>>; 2],
-    },
-    /// A Placement was created or deleted, or its destinations (or a Service Placement's
-    /// spec or owner) changed.
-    Placement(Box<Placement>),
-    Policy(Option<String>),
-    Cluster(Box<Result<Event<Cluster>, watcher::Error>>),
-    Secret,
-    /// The lb-agent listen port allocations are now this (the ConfigMap's data).
-    ListenPorts(BTreeMap<String, String>),
-    /// The address allocations changed.
-    Ports,
-    Subnets,
-    /// An override policy changed (`None`: changes were missed).
-    Overrides(Option<Changed>),
-}
-
-fn ignored(ns: &str) -> bool {
+pub(super) fn ignored(ns: &str) -> bool {
     IGNORED_NAMESPACES.contains(&ns)
 }
 
-fn ready(c: &Cluster) -> bool {
+pub(super) fn ready(c: &Cluster) -> bool {
     c.status.as_ref().is_some_and(|s| {
         s.conditions
             .iter()
             .any(|c| c.type_ == "Ready" && c.status == "True")
     })
-}
-
-/// The parts of a Cluster the service controller reacts to: its spec (connection,
-/// region, zone), labels, readiness and lb-agent.
-fn relevant(c: &Cluster) -> String {
-    format!(
-        "{:?}|{:?}|{}|{:?}",
-        c.spec,
-        c.labels(),
-        ready(c),
-        c.status.as_ref().and_then(|s| s.lb_agent.as_ref())
-    )
 }
 
 pub(super) fn rfc3339_now() -> String {
@@ -198,7 +165,7 @@ impl Central {
         self.members.shared()
     }
 
-    fn service_keys(&self, namespace: Option<&str>) -> Vec<ServiceKey> {
+    pub(super) fn service_keys(&self, namespace: Option<&str>) -> Vec<ServiceKey> {
         self.caches
             .services
             .state()
@@ -212,7 +179,7 @@ impl Central {
     }
 
     /// Queues the Services of `namespace` whose selector picks pods with any of `labels`.
-    fn push_selecting(&self, namespace: &str, labels: &[&Labels]) {
+    pub(super) fn push_selecting(&self, namespace: &str, labels: &[&Labels]) {
         if ignored(namespace) || labels.is_empty() {
             return;
         }
@@ -237,14 +204,14 @@ impl Central {
         }
     }
 
-    fn push_services(&self, namespace: Option<&str>) {
+    pub(super) fn push_services(&self, namespace: Option<&str>) {
         for k in self.service_keys(namespace) {
             self.queue.add(CentralKey::Service(k));
         }
     }
 
     /// Starts, restarts or stops member tasks to match the Clusters and their credentials.
-    fn sync_members(&self) {
+    pub(super) fn sync_members(&self) {
         let secrets = &self.caches.secrets;
         self.members.sync(
             "service",
@@ -265,110 +232,6 @@ impl Central {
                 )
             },
         );
-    }
-
-    fn on_input(&self, input: Input) {
-        match input {
-            Input::Service(ev) => match *ev {
-                Ok(Event::Apply(s) | Event::Delete(s) | Event::InitApply(s)) => {
-                    let ns = s.namespace().unwrap_or_default();
-                    if !ignored(&ns) {
-                        self.queue
-                            .add(CentralKey::Service(ServiceKey::new(ns, s.name_any())));
-                    }
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::warn!(error = %Report(&error), "federation Service watch failed; retrying")
-                }
-            },
-            Input::Workload { namespace, labels } => {
-                // Only the Services that select its pods, before or after the change.
-                let known: Vec<&Labels> = labels.iter().flatten().map(|l| &**l).collect();
-                self.push_selecting(&namespace, &known);
-            }
-            Input::Policy(ns) => self.push_services(ns.as_deref()),
-            Input::Placement(p) => {
-                {
-                    let ns = p.namespace().unwrap_or_default();
-                    if p.spec.resource.kind == "Service" && p.spec.resource.api_version == "v1" {
-                        self.queue.add(CentralKey::Service(ServiceKey::new(
-                            ns,
-                            p.spec.resource.name.clone(),
-                        )));
-                    } else {
-                        // A workload moved: the Services selecting its pods follow (all
-                        // of the namespace's while the workload is not cached yet). Other
-                        // kinds back no Service here.
-                        let r = &p.spec.resource;
-                        let labels = match r.kind.as_str() {
-                            "Deployment" => self.caches.deployments.get(&ns, &r.name),
-                            "ReplicaSet" => self.caches.replicasets.get(&ns, &r.name),
-                            _ => return,
-                        };
-                        match labels {
-                            Some(l) => self.push_selecting(&ns, &[&l]),
-                            None => self.push_services(Some(&ns)),
-                        }
-                    }
-                }
-            }
-            Input::Cluster(ev) => {
-                let changed = match *ev {
-                    Ok(Event::Apply(c)) => {
-                        let digest = relevant(&c);
-                        lock(&self.cluster_digests).insert(c.name_any(), digest.clone())
-                            != Some(digest)
-                    }
-                    Ok(Event::Delete(c)) => {
-                        lock(&self.cluster_digests).remove(&c.name_any());
-                        true
-                    }
-                    Ok(Event::InitApply(c)) => {
-                        lock(&self.cluster_digests).insert(c.name_any(), relevant(&c));
-                        false
-                    }
-                    Ok(Event::InitDone) => true,
-                    Ok(Event::Init) => false,
-                    Err(error) => {
-                        tracing::warn!(error = %Report(&error), "federation Cluster watch failed; retrying");
-                        false
-                    }
-                };
-                if changed {
-                    self.sync_members();
-                    self.queue.add(CentralKey::Everything);
-                }
-            }
-            Input::Secret => self.sync_members(),
-            Input::ListenPorts(data) => {
-                let old = std::mem::replace(&mut *lock(&self.listen_ports), data);
-                let (changed, freed) =
-                    super::ports::changed_services(&old, &lock(&self.listen_ports));
-                if freed {
-                    // A Service waiting for a port may get one now.
-                    self.push_services(None);
-                } else {
-                    for (ns, name) in changed {
-                        self.queue
-                            .add(CentralKey::Service(ServiceKey::new(ns, name)));
-                    }
-                }
-            }
-            Input::Ports => self.push_services(None),
-            Input::Subnets => self.queue.add(CentralKey::Global),
-            Input::Overrides(changed) => {
-                for k in self.service_keys(None) {
-                    let ns = Some(k.namespace.as_str());
-                    if changed
-                        .as_ref()
-                        .is_none_or(|c| c.may_affect("v1", "Service", ns))
-                    {
-                        self.queue.add(CentralKey::Service(k));
-                    }
-                }
-            }
-        }
     }
 
     pub(super) async fn timed<T>(
@@ -823,25 +686,6 @@ impl Central {
     }
 }
 
-/// A pod template's labels: all [`Central::backends`] reads of a workload.
-pub(super) type Labels = BTreeMap<String, String>;
-
-fn template_labels(t: Option<&k8s_openapi::api::core::v1::PodTemplateSpec>) -> Labels {
-    t.and_then(|t| t.metadata.as_ref())
-        .and_then(|m| m.labels.clone())
-        .unwrap_or_default()
-}
-
-fn deployment_labels(d: &Deployment) -> Option<Labels> {
-    Some(template_labels(d.spec.as_ref().map(|s| &s.template)))
-}
-
-fn replicaset_labels(r: &ReplicaSet) -> Option<Labels> {
-    Some(template_labels(
-        r.spec.as_ref().and_then(|s| s.template.as_ref()),
-    ))
-}
-
 /// What this controller keeps of a Placement: a workload's destinations only (for
 /// [`Central::backends`]); a Service's whole (this controller writes it).
 #[derive(Debug)]
@@ -852,7 +696,7 @@ pub(super) enum PlacementSlim {
     Service(Box<Placement>),
 }
 
-fn placement_slim(p: &Placement) -> Option<PlacementSlim> {
+pub(super) fn placement_slim(p: &Placement) -> Option<PlacementSlim> {
     Some(if p.spec.resource.kind == "Service" {
         PlacementSlim::Service(Box::new(p.clone()))
     } else {
@@ -862,61 +706,6 @@ fn placement_slim(p: &Placement) -> Option<PlacementSlim> {
 
 /// A workload event as the Services it may concern see it: its namespace and its
 /// template labels before and after.
-/// A Placement event that concerns Services: not the status writes that follow every
-/// Placement (a Service's own status is this controller's; a workload's reports members).
-fn placement_change(
-    ev: Result<(Event<Placement>, Option<Arc<PlacementSlim>>), watcher::Error>,
-) -> Option<Input> {
-    let (ev, before) = ev.ok()?;
-    let (p, deleted) = match ev {
-        Event::Apply(p) | Event::InitApply(p) => (p, false),
-        Event::Delete(p) => (p, true),
-        Event::Init | Event::InitDone => return None,
-    };
-    let unchanged = !deleted
-        && match (before.as_deref(), placement_slim(&p)) {
-            (Some(PlacementSlim::Workload(was)), Some(PlacementSlim::Workload(is))) => *was == is,
-            (Some(PlacementSlim::Service(was)), Some(PlacementSlim::Service(is))) => {
-                was.spec == is.spec && was.metadata.owner_references == is.metadata.owner_references
-            }
-            _ => false,
-        };
-    (!unchanged).then(|| Input::Placement(Box::new(p)))
-}
-
-fn workload_change<K: Resource>(
-    template_labels: fn(&K) -> Option<Labels>,
-    ev: Result<(Event<K>, Option<Arc<Labels>>), watcher::Error>,
-) -> Option<Input> {
-    let (ev, before) = ev.ok()?;
-    let o = match &ev {
-        Event::Apply(o) | Event::Delete(o) | Event::InitApply(o) => o,
-        Event::Init | Event::InitDone => return None,
-    };
-    let namespace = o.meta().namespace.clone().unwrap_or_default();
-    let after = match &ev {
-        Event::Delete(_) => None,
-        _ => template_labels(o).map(Arc::new),
-    };
-    // Replicas and status come and go; only the pod labels decide which Services it backs.
-    if before.is_some() && before == after {
-        return None;
-    }
-    Some(Input::Workload {
-        namespace,
-        labels: [before, after],
-    })
-}
-
-fn ns_of<K: Resource>(ev: &Result<Event<K>, watcher::Error>) -> Option<Option<String>> {
-    match ev {
-        Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => {
-            Some(o.meta().namespace.clone())
-        }
-        _ => None,
-    }
-}
-
 /// Runs the service controller until its federation watches end (they retry with
 /// backoff, so in practice until the task is dropped).
 pub async fn run(
@@ -1094,37 +883,6 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn workloads_are_kept_as_their_pod_template_labels() {
-        let d: Deployment = serde_json::from_value(json!({
-            "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"},
-                         "annotations": {"big": "x"}},
-            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
-                     "template": {"metadata": {"labels": {"app": "web", "tier": "fe"}},
-                                  "spec": {"containers": [{"name": "c", "image": "i"}]}}},
-            "status": {"replicas": 3}
-        }))
-        .unwrap();
-        let labels = deployment_labels(&d).unwrap();
-        assert_eq!(
-            labels,
-            Labels::from([("app".into(), "web".into()), ("tier".into(), "fe".into())]),
-            "the pod template's labels, not the Deployment's"
-        );
-        let r: ReplicaSet = serde_json::from_value(json!({
-            "metadata": {"name": "old", "namespace": "shop"},
-            "spec": {"selector": {"matchLabels": {"app": "old"}},
-                     "template": {"metadata": {"labels": {"app": "old"}},
-                                  "spec": {"containers": [{"name": "c", "image": "i"}]}}}
-        }))
-        .unwrap();
-        assert_eq!(replicaset_labels(&r).unwrap()["app"], "old");
-        let bare: ReplicaSet =
-            serde_json::from_value(json!({"metadata": {"name": "bare", "namespace": "shop"}}))
-                .unwrap();
-        assert_eq!(replicaset_labels(&bare), Some(Labels::new()));
-    }
 
     #[test]
     fn only_service_placements_are_kept_whole() {

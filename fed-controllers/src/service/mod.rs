@@ -10,8 +10,8 @@
 //! per-Service addresses) and [`address_condition`] (the Service's condition about them),
 //! [`lbconf`], [`status`], [`traffic`] (policies and client subnets) — are
 //! separate from the effects: [`member`] runs one task and queue per member cluster,
-//! [`controller`] watches the federation and hands members their intents (its own
-//! federation writes are in `fedwrite`).
+//! [`controller`] watches the federation and hands members their intents (what each watch
+//! event concerns is in `inputs`, its own federation writes in `fedwrite`).
 
 pub mod address_condition;
 pub mod addresses;
@@ -21,6 +21,7 @@ pub mod controller;
 pub mod dedicated;
 pub mod desired;
 mod fedwrite;
+mod inputs;
 pub mod lbconf;
 pub mod member;
 pub mod ports;
