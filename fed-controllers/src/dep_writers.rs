@@ -309,6 +309,33 @@ mod tests {
         clusters.iter().map(|c| TargetCluster::new(*c, 0)).collect()
     }
 
+    /// Shared state whose callbacks record the names they are told of: (state, told to
+    /// the copy path of demand, told to the workload path of copy ownership).
+    fn watched() -> (DepWriters, Seen, Seen) {
+        let w = DepWriters::default();
+        let demand_seen: Seen = Arc::default();
+        let copied_seen: Seen = Arc::default();
+        let (d, c) = (demand_seen.clone(), copied_seen.clone());
+        w.on_demand_change(move |r| lock(&d).push(r.name.clone()));
+        w.on_copied_change(move |r| lock(&c).push(r.name.clone()));
+        (w, demand_seen, copied_seen)
+    }
+
+    type Seen = Arc<Mutex<Vec<String>>>;
+
+    /// The ConfigMap `name` of namespace `ns`.
+    fn cm(name: &str) -> DepRef {
+        DepRef {
+            kind: DepKind::ConfigMap,
+            namespace: "ns".into(),
+            name: name.into(),
+        }
+    }
+
+    fn refs(names: &[&str]) -> BTreeSet<DepRef> {
+        names.iter().map(|n| cm(n)).collect()
+    }
+
     fn set(clusters: &[&str]) -> BTreeSet<String> {
         clusters.iter().map(|c| c.to_string()).collect()
     }
@@ -397,18 +424,7 @@ mod tests {
 
     #[test]
     fn shared_state_tells_each_side_of_changes() {
-        let w = DepWriters::default();
-        let demand_seen = Arc::new(Mutex::new(Vec::new()));
-        let copied_seen = Arc::new(Mutex::new(Vec::new()));
-        let (d, c) = (demand_seen.clone(), copied_seen.clone());
-        w.on_demand_change(move |r| lock(&d).push(r.name.clone()));
-        w.on_copied_change(move |r| lock(&c).push(r.name.clone()));
-        let cm = |n: &str| DepRef {
-            kind: DepKind::ConfigMap,
-            namespace: "ns".into(),
-            name: n.into(),
-        };
-        let refs = |ns: &[&str]| ns.iter().map(|n| cm(n)).collect::<BTreeSet<_>>();
+        let (w, demand_seen, copied_seen) = watched();
 
         assert_eq!(w.writer(&cm("x")), Writer::Dependencies);
         w.set_copied(&cm("x"), true);
@@ -440,19 +456,8 @@ mod tests {
 
     #[test]
     fn an_interpreted_reference_makes_an_object_the_copy_paths() {
-        let w = DepWriters::default();
-        let demand_seen = Arc::new(Mutex::new(Vec::new()));
-        let copied_seen = Arc::new(Mutex::new(Vec::new()));
-        let (d, c) = (demand_seen.clone(), copied_seen.clone());
-        w.on_demand_change(move |r| lock(&d).push(r.name.clone()));
-        w.on_copied_change(move |r| lock(&c).push(r.name.clone()));
-        let cm = |n: &str| DepRef {
-            kind: DepKind::ConfigMap,
-            namespace: "ns".into(),
-            name: n.into(),
-        };
-        let refs = |ns: &[&str]| ns.iter().map(|n| cm(n)).collect::<BTreeSet<_>>();
-        let take = |seen: &Arc<Mutex<Vec<String>>>| std::mem::take(&mut *lock(seen));
+        let (w, demand_seen, copied_seen) = watched();
+        let take = |seen: &Seen| std::mem::take(&mut *lock(seen));
 
         // A workload's own dependency: the copy path is not told.
         w.set_demand("deployment/api", refs(&["x"]), set(&["c"]));
