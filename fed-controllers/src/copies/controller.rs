@@ -36,6 +36,7 @@ use meridian_runtime::queue::WorkQueue;
 use meridian_runtime::sync::lock;
 use serde_json::Value;
 use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument as _;
 
 use super::fedwrite::label_earlier_placements;
@@ -364,6 +365,27 @@ impl Central {
         self.members.lock().await.remove(cluster);
         let keys: Vec<CopyKey> = lock(&self.outcomes).keys().cloned().collect();
         keys.into_iter().for_each(|k| self.queue.add(k));
+    }
+
+    /// One worker: takes keys off the queue and reconciles them, for good.
+    async fn work(self: Arc<Self>) {
+        loop {
+            let (key, queued) = self.queue.next_timed().await;
+            let waited = queued.elapsed();
+            let started = Instant::now();
+            let span = tracing::info_span!("copy", kind = %key.kind, namespace = ?key.namespace, name = %key.name);
+            match self.reconcile(&key).instrument(span).await {
+                Ok(result) => {
+                    self.queue.forget(&key);
+                    tracing::debug!(result, ?waited, elapsed = ?started.elapsed(), kind = %key.kind, name = %key.name, "copy reconciled");
+                }
+                Err(e) => {
+                    let after = self.queue.retry(key.clone());
+                    tracing::info!(error = %Report(&e), retry_in = ?after, kind = %key.kind, name = %key.name, "copy not in sync");
+                }
+            }
+            self.queue.done(&key);
+        }
     }
 
     async fn reconcile(self: &Arc<Self>, key: &CopyKey) -> Result<&'static str, CopyError> {
@@ -811,34 +833,25 @@ pub async fn run(
     let mut override_changes = overrides.subscribe();
     // Copies are pushed as the policies make them: never before they are listed.
     overrides.ready().await;
-    let mut workers = tokio::task::JoinSet::new();
-    // Reconciles wait on member and federation requests far more than they compute.
-    for _ in 0..COPY_WORKERS {
+    let workers = {
         let c = central.clone();
-        workers.spawn(async move {
+        tokio::spawn(async move {
             // A divided custom object synced before its kind's interpreter is known would
-            // be pushed with the whole count.
+            // be pushed with the whole count. Waited for once, here: a kube store's
+            // readiness wakes only the last task that waited, so workers waiting each on
+            // their own would leave all but one asleep.
             if c.interpreters.wait_until_ready().await.is_err() {
                 return;
             }
-            loop {
-                let key = c.queue.next().await;
-                let started = Instant::now();
-                let span = tracing::info_span!("copy", kind = %key.kind, namespace = ?key.namespace, name = %key.name);
-                match c.reconcile(&key).instrument(span).await {
-                    Ok(result) => {
-                        c.queue.forget(&key);
-                        tracing::debug!(result, elapsed = ?started.elapsed(), kind = %key.kind, name = %key.name, "copy reconciled");
-                    }
-                    Err(e) => {
-                        let after = c.queue.retry(key.clone());
-                        tracing::info!(error = %Report(&e), retry_in = ?after, kind = %key.kind, name = %key.name, "copy not in sync");
-                    }
-                }
-                c.queue.done(&key);
+            // Reconciles wait on member and federation requests far more than they compute.
+            let mut workers = tokio::task::JoinSet::new();
+            for _ in 0..COPY_WORKERS {
+                workers.spawn(c.clone().work());
             }
-        });
-    }
+            while workers.join_next().await.is_some() {}
+        })
+    };
+    let _workers = AbortOnDropHandle::new(workers);
     loop {
         tokio::select! {
             ev = placement_events.next() => match ev {
