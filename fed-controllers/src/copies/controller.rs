@@ -144,8 +144,16 @@ pub(super) struct Central {
     /// How custom kinds' statuses combine.
     interpreters: Store<ResourceInterpreter>,
     overrides: Overrides,
-    kinds: tokio::sync::Mutex<HashMap<Kind, Arc<FedKind>>>,
-    members: tokio::sync::Mutex<HashMap<String, Arc<Member>>>,
+    /// Kinds known so far; looked up on every reconcile, so behind a plain lock.
+    kinds: Mutex<HashMap<Kind, Arc<FedKind>>>,
+    /// One kind discovered at a time (each once).
+    discovering: tokio::sync::Mutex<()>,
+    /// Members connected so far; looked up for every member of every reconcile, so behind
+    /// a plain lock: an async one held by sixteen workers in turn a hundred times each
+    /// makes a convoy.
+    members: Mutex<HashMap<String, Arc<Member>>>,
+    /// One member connected at a time (each once).
+    connecting: tokio::sync::Mutex<()>,
     /// Last result per object per member, for the Placement's status.
     outcomes: Mutex<HashMap<CopyKey, BTreeMap<String, Outcome>>>,
     queue: Arc<WorkQueue<CopyKey>>,
@@ -216,8 +224,11 @@ fn dynamic_reflector(
 impl Central {
     /// The federation's view of `kind`, its watch started on first use.
     async fn fed_kind(self: &Arc<Self>, kind: &Kind) -> Result<Arc<FedKind>, CopyError> {
-        let mut kinds = self.kinds.lock().await;
-        if let Some(k) = kinds.get(kind) {
+        if let Some(k) = lock(&self.kinds).get(kind) {
+            return Ok(k.clone());
+        }
+        let _turn = self.discovering.lock().await;
+        if let Some(k) = lock(&self.kinds).get(kind) {
             return Ok(k.clone());
         }
         let (ar, caps) = discover(&self.fed, kind)
@@ -245,14 +256,17 @@ impl Central {
             store,
             _task: task,
         });
-        kinds.insert(kind.clone(), fk.clone());
+        lock(&self.kinds).insert(kind.clone(), fk.clone());
         Ok(fk)
     }
 
     /// The connected member `cluster`, connecting on first use.
     async fn member(&self, cluster: &str) -> Result<Arc<Member>, String> {
-        let mut members = self.members.lock().await;
-        if let Some(m) = members.get(cluster) {
+        if let Some(m) = lock(&self.members).get(cluster) {
+            return Ok(m.clone());
+        }
+        let _turn = self.connecting.lock().await;
+        if let Some(m) = lock(&self.members).get(cluster) {
             return Ok(m.clone());
         }
         let c = self
@@ -269,7 +283,7 @@ impl Central {
             client,
             kinds: Mutex::default(),
         });
-        members.insert(cluster.to_owned(), m.clone());
+        lock(&self.members).insert(cluster.to_owned(), m.clone());
         Ok(m)
     }
 
@@ -362,7 +376,9 @@ impl Central {
 
     /// Forgets member `cluster` (its watches stop) and re-syncs every copy it may hold.
     async fn drop_member(&self, cluster: &str) {
-        self.members.lock().await.remove(cluster);
+        // After a connection in progress, which may be to the old address.
+        let _turn = self.connecting.lock().await;
+        lock(&self.members).remove(cluster);
         let keys: Vec<CopyKey> = lock(&self.outcomes).keys().cloned().collect();
         keys.into_iter().for_each(|k| self.queue.add(k));
     }
@@ -809,8 +825,10 @@ pub async fn run(
         clusters,
         interpreters,
         overrides: overrides.clone(),
-        kinds: tokio::sync::Mutex::default(),
-        members: tokio::sync::Mutex::default(),
+        kinds: Mutex::default(),
+        discovering: tokio::sync::Mutex::default(),
+        members: Mutex::default(),
+        connecting: tokio::sync::Mutex::default(),
         outcomes: Mutex::default(),
         queue: queue.clone(),
         writers: writers.clone(),
