@@ -3,7 +3,7 @@
 //! inline however much of it was trimmed (a `Deployment` carries its whole `PodSpec`
 //! layout); at 10,000 federated workloads that is most of a controller's memory.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use futures::stream::{BoxStream, StreamExt};
@@ -13,7 +13,8 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
 use tokio::sync::watch;
 
-type Map<V> = HashMap<(String, String), Arc<V>>;
+/// Ordered by (namespace, name): one namespace's objects are one range.
+type Map<V> = BTreeMap<(String, String), Arc<V>>;
 
 /// Whether a watch-fed cache has completed its first list; clones share it.
 #[derive(Clone)]
@@ -82,7 +83,7 @@ impl<K: Resource, V> SlimCache<K, V> {
     pub fn new(derive: impl Fn(&K) -> Option<V> + Send + Sync + 'static) -> Self {
         Self {
             inner: Arc::new(RwLock::new(Inner {
-                values: HashMap::new(),
+                values: BTreeMap::new(),
                 relist: None,
             })),
             ready: Ready::default(),
@@ -130,12 +131,18 @@ impl<K: Resource, V> SlimCache<K, V> {
             .cloned()
     }
 
-    /// What is kept of each object in `namespace`, as (name, value).
-    pub fn in_namespace(&self, namespace: &str) -> Vec<(String, Arc<V>)> {
+    /// What is kept of each object in `namespace` that `keep` accepts, as (name, value), in
+    /// name order. Only that namespace is visited, and only what is kept is copied.
+    pub fn in_namespace(
+        &self,
+        namespace: &str,
+        keep: impl Fn(&V) -> bool,
+    ) -> Vec<(String, Arc<V>)> {
         meridian_runtime::sync::read(&self.inner)
             .values
-            .iter()
-            .filter(|((ns, _), _)| ns == namespace)
+            .range((namespace.to_string(), String::new())..)
+            .take_while(|((ns, _), _)| ns == namespace)
+            .filter(|(_, v)| keep(v))
             .map(|((_, name), v)| (name.clone(), v.clone()))
             .collect()
     }
@@ -215,10 +222,18 @@ mod tests {
         assert!(c.get("a", "s").is_none(), "not of interest");
         c.apply(&Event::Apply(cm("b", "y", "2")));
         c.apply(&Event::Apply(cm("a", "x", "3")));
-        let mut a = c.in_namespace("a");
-        a.sort();
-        assert_eq!(a.len(), 1);
-        assert_eq!((a[0].0.as_str(), a[0].1.as_str()), ("x", "3"));
+        c.apply(&Event::Apply(cm("a", "w", "5")));
+        c.apply(&Event::Apply(cm("ab", "v", "6")));
+        let a = c.in_namespace("a", |_| true);
+        let a: Vec<(&str, &str)> = a.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        assert_eq!(
+            a,
+            [("w", "5"), ("x", "3")],
+            "that namespace only, in name order"
+        );
+        let kept = c.in_namespace("a", |v| v == "3");
+        assert_eq!(kept.len(), 1, "only what `keep` accepts");
+        c.apply(&Event::Delete(cm("a", "w", "5")));
         // An object that stops being of interest is dropped; so is a deleted one.
         c.apply(&Event::Apply(cm("a", "x", "skip")));
         assert!(c.get("a", "x").is_none());

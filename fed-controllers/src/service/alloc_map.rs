@@ -1,14 +1,15 @@
 //! One allocation ConfigMap (listen ports, dedicated addresses) as the service workers share
-//! it. Each Service's read → assign → compare-and-swap write runs one at a time, and on the
-//! newest copy this process knows: its own last write until the watch has caught up with
-//! it ([`own_writes`]).
+//! it. Each read → assign → compare-and-swap write runs one at a time, and on the newest
+//! copy this process knows: its own last write until the watch has caught up with it
+//! ([`own_writes`]). Reading that copy needs no turn, so a Service whose allocation is
+//! already there does not wait behind another's write.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::reflector::{ObjectRef, Store};
-use tokio::sync::{Mutex, MutexGuard};
+use meridian_runtime::sync::lock;
 
 use crate::fleet::own_writes;
 
@@ -17,13 +18,16 @@ pub struct AllocationMap {
     name: &'static str,
     namespace: &'static str,
     cache: Store<ConfigMap>,
-    written: Mutex<Option<Arc<ConfigMap>>>,
+    /// This process's last write, until the cache shows it.
+    written: std::sync::Mutex<Option<Arc<ConfigMap>>>,
+    /// Whose turn it is to write.
+    turn: tokio::sync::Mutex<()>,
 }
 
 /// The map held for one read → assign → write; others wait until it is dropped.
 pub struct Held<'a> {
     map: &'a AllocationMap,
-    written: MutexGuard<'a, Option<Arc<ConfigMap>>>,
+    _turn: tokio::sync::MutexGuard<'a, ()>,
 }
 
 impl AllocationMap {
@@ -33,7 +37,8 @@ impl AllocationMap {
             name,
             namespace,
             cache,
-            written: Mutex::default(),
+            written: std::sync::Mutex::default(),
+            turn: tokio::sync::Mutex::default(),
         }
     }
 
@@ -41,8 +46,27 @@ impl AllocationMap {
     pub async fn hold(&self) -> Held<'_> {
         Held {
             map: self,
-            written: self.written.lock().await,
+            _turn: self.turn.lock().await,
         }
+    }
+
+    /// The newest copy of the ConfigMap this process knows (`None`: it does not exist),
+    /// without waiting for a turn: what a write in progress will change is not in it.
+    pub fn current(&self) -> Option<Arc<ConfigMap>> {
+        let cached = self
+            .cache
+            .get(&ObjectRef::new(self.name).within(self.namespace));
+        let mut written = lock(&self.written);
+        let (current, keep) = own_writes::newest(cached, written.take());
+        *written = keep;
+        current
+    }
+
+    /// The newest copy's data.
+    pub fn data(&self) -> BTreeMap<String, String> {
+        self.current()
+            .and_then(|c| c.data.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -54,31 +78,23 @@ impl Held<'_> {
 
     /// The newest copy of the ConfigMap this process knows (`None`: it does not exist).
     pub fn current(&mut self) -> Option<Arc<ConfigMap>> {
-        let cached = self
-            .map
-            .cache
-            .get(&ObjectRef::new(self.map.name).within(self.map.namespace));
-        let (current, keep) = own_writes::newest(cached, self.written.take());
-        *self.written = keep;
-        current
+        self.map.current()
     }
 
     /// The newest copy's data.
     pub fn data(&mut self) -> BTreeMap<String, String> {
-        self.current()
-            .and_then(|c| c.data.clone())
-            .unwrap_or_default()
+        self.map.data()
     }
 
     /// The server accepted this write: build on it until the cache shows it.
     pub fn wrote(&mut self, cm: ConfigMap) {
-        *self.written = Some(Arc::new(cm));
+        *lock(&self.map.written) = Some(Arc::new(cm));
     }
 
     /// A write failed (another writer got in first, or it is not known whether it landed):
     /// start again from the cache.
     pub fn forget(&mut self) {
-        *self.written = None;
+        *lock(&self.map.written) = None;
     }
 }
 
@@ -105,7 +121,12 @@ mod tests {
         let mut held = map.hold().await;
         assert_eq!(held.data()["default.web.http"], "30000");
         held.wrote(cm("6", "30001"));
-        assert!(map.written.try_lock().is_err(), "held by one at a time");
+        assert!(map.turn.try_lock().is_err(), "held by one at a time");
+        assert_eq!(
+            map.data()["default.web.http"],
+            "30001",
+            "read without a turn: the newest copy"
+        );
         drop(held);
 
         let mut held = map.hold().await;

@@ -126,8 +126,13 @@ pub(super) struct Central {
     pub(super) cluster_digests: Mutex<HashMap<String, String>>,
     /// The listen port allocations last seen, to tell which Services a change concerns.
     pub(super) listen_ports: Mutex<BTreeMap<String, String>>,
-    /// `meridian-lb-ports`, allocated one Service at a time.
+    /// `meridian-lb-ports`, held by one Service at a time.
     pub(super) listen_ports_map: AllocationMap,
+    /// Port ids of the Services waiting for `listen_ports_map`: whoever holds it next
+    /// allocates them all in its write.
+    pub(super) port_requests: Mutex<BTreeMap<ServiceKey, Vec<String>>>,
+    /// The allocations of the newest version of `meridian-lb-ports` read, parsed.
+    pub(super) parsed_ports: Mutex<Option<(Option<String>, Arc<ports::Allocations>)>>,
     /// `meridian-lb-addresses`, allocated one Service at a time.
     pub(super) addresses_map: AllocationMap,
     /// Each Service's Placement as last written, until the watch brings it back.
@@ -184,18 +189,13 @@ impl Central {
             return;
         }
         for s in self.caches.services.state() {
-            if s.namespace().as_deref() != Some(namespace) {
+            if s.metadata.namespace.as_deref() != Some(namespace) {
                 continue;
             }
-            let selector = s
-                .spec
-                .as_ref()
-                .and_then(|spec| spec.selector.clone())
-                .unwrap_or_default();
-            if labels
-                .iter()
-                .any(|l| super::backends::selects(&selector, l))
-            {
+            let Some(selector) = s.spec.as_ref().and_then(|spec| spec.selector.as_ref()) else {
+                continue;
+            };
+            if labels.iter().any(|l| super::backends::selects(selector, l)) {
                 self.queue.add(CentralKey::Service(ServiceKey::new(
                     namespace.to_owned(),
                     s.name_any(),
@@ -290,24 +290,25 @@ impl Central {
         let ns = svc.namespace().unwrap_or_default();
         let selector = backends::selector_of(v);
         let mut workloads = Vec::new();
+        // Only the workloads whose pods it selects are copied out of the cache.
+        let selected = |labels: &BTreeMap<String, String>| backends::selects(&selector, labels);
         for (kind, listed) in [
-            ("Deployment", self.caches.deployments.in_namespace(&ns)),
-            ("ReplicaSet", self.caches.replicasets.in_namespace(&ns)),
+            (
+                "Deployment",
+                self.caches.deployments.in_namespace(&ns, selected),
+            ),
+            (
+                "ReplicaSet",
+                self.caches.replicasets.in_namespace(&ns, selected),
+            ),
         ] {
-            // Only the workloads whose pods it selects are copied out of the cache.
-            workloads.extend(
-                listed
-                    .into_iter()
-                    .filter(|(_, labels)| backends::selects(&selector, labels))
-                    .map(|(name, labels)| WorkloadView {
-                        kind: kind.into(),
-                        name,
-                        template_labels: (*labels).clone(),
-                    }),
-            );
+            workloads.extend(listed.into_iter().map(|(name, labels)| WorkloadView {
+                kind: kind.into(),
+                name,
+                template_labels: (*labels).clone(),
+            }));
         }
-        // `in_namespace` lists in no particular order: sort, so one set of workloads always
-        // gives one answer.
+        // One set of workloads always gives one answer.
         workloads.sort_by(|a, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
         let placements: HashMap<String, Vec<TargetCluster>> = workloads
             .iter()
@@ -378,22 +379,9 @@ impl Central {
 
         // Listen ports first: the slices and the lb-agents need them.
         let ids = desired::port_ids(&v);
-        let mut held = self.listen_ports_map.hold().await;
-        let alloc = ports::parse(&held.data());
-        let alloc = match ports::assign(
-            &alloc,
-            &key.namespace,
-            &key.name,
-            &ids,
-            self.settings.port_range,
-        ) {
-            Ok(Some(next)) => {
-                self.write_allocations(&mut held, &next).await?;
-                tracing::info!(%key, "lb-agent listen ports allocated");
-                next
-            }
-            Ok(None) => alloc,
-            Err(e) => {
+        let alloc = match self.listen_ports(key, &ids).await {
+            Ok(alloc) => alloc,
+            Err(ReconcileError::Exhausted(e)) => {
                 self.events.record(super::event(
                     key,
                     &uid,
@@ -403,10 +391,10 @@ impl Central {
                 ));
                 return Err(e.into());
             }
+            Err(e) => return Err(e),
         };
-        drop(held);
         let lb_ports = desired::lb_ports(&v, |id| {
-            ports::lookup(&alloc, &key.namespace, &key.name, id)
+            ports::lookup(&alloc.ports, &key.namespace, &key.name, id)
         })
         .unwrap_or_default();
         let (policy, tls_secret) = self.traffic(key, &svc, &uid);
@@ -414,8 +402,10 @@ impl Central {
         let views = self.views(&members);
         let dedicated = self.dedicated_addresses(key, &svc, &uid, &views).await?;
         let pushed = self.backends(&svc, &v, &views);
+        // What the members it is pushed to report: the rest is read by nothing below.
         let mut states: BTreeMap<String, MemberState> = members
             .iter()
+            .filter(|(n, _)| pushed.contains(*n))
             .map(|(n, m)| (n.clone(), m.state(key, &uid)))
             .collect();
         let serving = status::serving(&pushed, &views, &states);
@@ -647,7 +637,7 @@ impl Central {
     }
 
     /// One pass over `key`, then what the queue needs to hear of it.
-    async fn work(&self, key: &CentralKey) {
+    async fn work(&self, key: &CentralKey, waited: std::time::Duration) {
         let started = Instant::now();
         let result = self.handle(key).await;
         // Pushed again while it was handled: it waits again now.
@@ -660,7 +650,7 @@ impl Central {
         match result {
             Ok(()) => {
                 self.queue.forget(key);
-                tracing::debug!(?key, ?elapsed, "service controller pass");
+                tracing::debug!(?key, ?waited, ?elapsed, "service controller pass");
             }
             Err(error) => {
                 tracing::warn!(?key, error = %Report(&error), "service reconcile failed; retrying");
@@ -826,6 +816,8 @@ pub async fn run(
         cluster_digests: Mutex::default(),
         listen_ports: Mutex::default(),
         listen_ports_map: AllocationMap::new(SYSTEM_NAMESPACE, LB_PORTS_CONFIGMAP, port_store),
+        port_requests: Mutex::default(),
+        parsed_ports: Mutex::default(),
         addresses_map: AllocationMap::new(SYSTEM_NAMESPACE, LB_ADDRESSES_CONFIGMAP, address_store),
         placement_writes: OwnWrites::default(),
         policy_errors: Mutex::default(),
@@ -864,8 +856,8 @@ pub async fn run(
                 let c = c.clone();
                 workers.spawn(async move {
                     loop {
-                        let key = c.queue.next().await;
-                        c.work(&key).await;
+                        let (key, queued) = c.queue.next_timed().await;
+                        c.work(&key, queued.elapsed()).await;
                     }
                 });
             }

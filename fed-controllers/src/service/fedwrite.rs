@@ -15,9 +15,12 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use meridian_runtime::sync::lock;
+
 use super::alloc_map::Held;
 use super::controller::{Central, PlacementSlim, ReconcileError, rfc3339_now};
 use super::dedicated::Dedicated;
+use super::ports::Allocations;
 use super::status::{self, MemberState};
 use super::{ClusterView, ServiceKey, address_condition, ports};
 
@@ -29,6 +32,64 @@ impl Central {
         next: &BTreeMap<String, u16>,
     ) -> Result<(), ReconcileError> {
         self.write_allocation_map(held, ports::to_data(next)).await
+    }
+
+    /// The listen-port allocations with the Service's port ids in them, written first if
+    /// they are not. Services that ask while the map is held are allocated by the next
+    /// holder in one write: a burst of new Services costs a few writes of the map, not one
+    /// each, one after the other.
+    pub(super) async fn listen_ports(
+        &self,
+        key: &ServiceKey,
+        ids: &[String],
+    ) -> Result<Arc<Allocations>, ReconcileError> {
+        let range = self.settings.port_range;
+        // Most passes find their ports there: no turn needed.
+        let alloc = self.allocations(self.listen_ports_map.current());
+        if alloc.holds(&key.namespace, &key.name, ids, range) {
+            return Ok(alloc);
+        }
+        lock(&self.port_requests).insert(key.clone(), ids.to_vec());
+        let mut held = self.listen_ports_map.hold().await;
+        // Still there unless an earlier holder allocated it (or tried to).
+        lock(&self.port_requests).remove(key);
+        let alloc = self.allocations(held.current());
+        // Fails here, with the pool exhausted, only when this Service needs a port.
+        if ports::assign(&alloc.ports, &key.namespace, &key.name, ids, range)?.is_none() {
+            return Ok(alloc);
+        }
+        let waiting = std::mem::take(&mut *lock(&self.port_requests));
+        let requests = std::iter::once((key, ids))
+            .chain(waiting.iter().map(|(k, ids)| (k, ids.as_slice())))
+            .map(|(k, ports)| ports::Request {
+                namespace: &k.namespace,
+                service: &k.name,
+                ports,
+            });
+        let Some(next) = ports::assign_all(&alloc.ports, requests, range) else {
+            return Ok(alloc);
+        };
+        self.write_allocations(&mut held, &next).await?;
+        tracing::info!(%key, services = waiting.len() + 1, "lb-agent listen ports allocated");
+        Ok(Arc::new(Allocations::of(next)))
+    }
+
+    /// The listen-port allocations in `cm`, parsed once per version of it.
+    fn allocations(&self, cm: Option<Arc<ConfigMap>>) -> Arc<Allocations> {
+        let version = cm
+            .as_ref()
+            .and_then(|c| c.metadata.resource_version.clone());
+        let mut parsed = lock(&self.parsed_ports);
+        if let Some((v, a)) = &*parsed
+            && version.is_some()
+            && *v == version
+        {
+            return a.clone();
+        }
+        let data = cm.and_then(|c| c.data.clone()).unwrap_or_default();
+        let a = Arc::new(Allocations::parse(&data));
+        *parsed = Some((version, a.clone()));
+        a
     }
 
     /// Writes the held allocation ConfigMap with `data`: compare-and-swap on the

@@ -116,6 +116,52 @@ pub fn parse(data: &BTreeMap<String, String>) -> BTreeMap<String, u16> {
         .collect()
 }
 
+/// The allocations of one version of the ConfigMap, as parsed once for every Service that
+/// reads that version.
+#[derive(Debug, Default, PartialEq)]
+pub struct Allocations {
+    /// Service port key → listen port.
+    pub ports: BTreeMap<String, u16>,
+    /// Ports held by more than one key (a hand edit): [`assign`] moves them.
+    shared: BTreeSet<u16>,
+}
+
+impl Allocations {
+    /// The ConfigMap's data parsed (see [`parse`]).
+    pub fn parse(data: &BTreeMap<String, String>) -> Self {
+        Self::of(parse(data))
+    }
+
+    /// Allocations as [`assign`] returns them.
+    pub fn of(ports: BTreeMap<String, u16>) -> Self {
+        let mut seen = BTreeSet::new();
+        let shared = ports
+            .values()
+            .filter(|p| !seen.insert(**p))
+            .copied()
+            .collect();
+        Self { ports, shared }
+    }
+
+    /// Whether the Service holds exactly `ids`, each on a port of `range` that no other key
+    /// holds: what [`assign`] leaves as it is, found without copying the allocations.
+    pub fn holds(&self, namespace: &str, service: &str, ids: &[String], range: PortRange) -> bool {
+        let pre = prefix(namespace, service);
+        let wanted: BTreeSet<String> = ids.iter().map(|p| key(namespace, service, p)).collect();
+        let held = self
+            .ports
+            .range(pre.clone()..)
+            .take_while(|(k, _)| k.starts_with(&pre))
+            .count();
+        held == wanted.len()
+            && wanted.iter().all(|k| {
+                self.ports
+                    .get(k)
+                    .is_some_and(|p| range.contains(*p) && !self.shared.contains(p))
+            })
+    }
+}
+
 /// The listen port of one Service port, if allocated.
 pub fn lookup(
     alloc: &BTreeMap<String, u16>,
@@ -176,6 +222,34 @@ pub fn assign(
     Ok((next != *alloc).then_some(next))
 }
 
+/// One Service's port ids, as [`assign`] takes them.
+pub struct Request<'a> {
+    /// The Service's namespace.
+    pub namespace: &'a str,
+    /// The Service's name.
+    pub service: &'a str,
+    /// Its port ids.
+    pub ports: &'a [String],
+}
+
+/// The allocations after [`assign`]ing every request in turn, so that one write carries
+/// them all; a request the pool cannot satisfy is left out (its Service finds out when it
+/// asks on its own). `None` when nothing changes.
+pub fn assign_all<'a>(
+    alloc: &BTreeMap<String, u16>,
+    requests: impl IntoIterator<Item = Request<'a>>,
+    range: PortRange,
+) -> Option<BTreeMap<String, u16>> {
+    let mut next: Option<BTreeMap<String, u16>> = None;
+    for r in requests {
+        let current = next.as_ref().unwrap_or(alloc);
+        if let Ok(Some(n)) = assign(current, r.namespace, r.service, r.ports, range) {
+            next = Some(n);
+        }
+    }
+    next.filter(|n| n != alloc)
+}
+
 /// The allocations without the Service's ports; `None` when it held none.
 pub fn release(
     alloc: &BTreeMap<String, u16>,
@@ -225,6 +299,40 @@ mod tests {
             assert!(bad.parse::<PortRange>().is_err(), "{bad}");
         }
         assert_eq!(RANGE.to_string(), "30000-30003");
+    }
+
+    #[test]
+    fn many_requests_are_assigned_in_turn_and_one_the_pool_cannot_hold_is_left_out() {
+        fn req<'a>(service: &'a str, ports: &'a [String]) -> Request<'a> {
+            Request {
+                namespace: "shop",
+                service,
+                ports,
+            }
+        }
+        let (web, api, big) = (ids(&["http"]), ids(&["http", "grpc"]), ids(&["a", "b"]));
+        let next = assign_all(
+            &BTreeMap::new(),
+            [req("web", &web), req("big", &big), req("api", &api)],
+            RANGE,
+        )
+        .unwrap();
+        // One at a time from the lowest free port: web, then big (two), then api finds
+        // one port left for two ids and is left out.
+        assert_eq!(next.len(), 3);
+        assert_eq!(lookup(&next, "shop", "web", "http"), Some(30000));
+        assert_eq!(lookup(&next, "shop", "big", "a"), Some(30001));
+        assert_eq!(lookup(&next, "shop", "big", "b"), Some(30002));
+        assert_eq!(lookup(&next, "shop", "api", "http"), None);
+        // The same as asking one by one.
+        let one = assign(&BTreeMap::new(), "shop", "web", &web, RANGE)
+            .unwrap()
+            .unwrap();
+        let two = assign(&one, "shop", "big", &big, RANGE).unwrap().unwrap();
+        assert_eq!(next, two);
+        // Nothing to do: None.
+        assert_eq!(assign_all(&next, [req("web", &web)], RANGE), None);
+        assert_eq!(assign_all(&next, [], RANGE), None);
     }
 
     #[test]
@@ -335,5 +443,28 @@ mod tests {
             )
         );
         assert_eq!(changed_services(&old, &old), (BTreeSet::new(), false));
+    }
+
+    proptest::proptest! {
+        /// `holds` says exactly when `assign` has nothing to do, whatever the ConfigMap
+        /// holds (hand edits: ports shared, out of range, stray keys).
+        #[test]
+        fn holds_is_assign_with_nothing_to_do(
+            entries in proptest::collection::btree_map(
+                (0..3usize, 0..3usize), 29_998u16..30_006, 0..8),
+            ids in proptest::collection::vec(0..3usize, 0..3),
+            service in 0..3usize,
+        ) {
+            let services = ["web", "api", "db"];
+            let id_names = ["http", "grpc", "admin"];
+            let alloc: BTreeMap<String, u16> = entries
+                .iter()
+                .map(|((s, i), p)| (key("shop", services[*s], id_names[*i]), *p))
+                .collect();
+            let ids: Vec<String> = ids.iter().map(|i| id_names[*i].to_string()).collect();
+            let a = Allocations::of(alloc.clone());
+            let nothing_to_do = matches!(assign(&alloc, "shop", services[service], &ids, RANGE), Ok(None));
+            proptest::prop_assert_eq!(a.holds("shop", services[service], &ids, RANGE), nothing_to_do);
+        }
     }
 }
