@@ -44,6 +44,7 @@ use super::status_spacing::StatusSpacing;
 use super::wants::Wants;
 use super::{Settings, deps, desired, hpa, status};
 use crate::dep_writers::{DepRef, DepWriters, Writer};
+use crate::dynamic::{self, Decoded};
 use crate::fleet::{self, FedError, Fleet, Overrides, reflect};
 use crate::metrics::WorkloadMetrics;
 
@@ -730,9 +731,11 @@ pub async fn run(
     for kind in Kind::ALL {
         let cache = ObjectCache::new(&kind.api_resource().kind, true);
         let writer = cache.clone();
-        let api: Api<DynamicObject> = Api::all_with(fed.clone(), &kind.api_resource());
+        // Decoded in one pass, without managedFields (see `dynamic`).
+        let api: Api<Decoded> = Api::all_with(fed.clone(), &kind.api_resource());
         let s = watcher::watcher(api, watcher::Config::default())
             .default_backoff()
+            .map(|ev| ev.map(dynamic::into_dynamic))
             .inspect(move |e| {
                 if let Ok(e) = e {
                     writer.apply(e);
