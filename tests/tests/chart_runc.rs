@@ -3,8 +3,8 @@
 //! federation's API server, scheduler and controllers turn Ready through their own probes;
 //! `helm test` runs its kubectl pod against the in-cluster Service name; the admin
 //! kubeconfig from its Secret reaches the federation through the LoadBalancer address;
-//! `fedctl join` adds the two simulated members and `examples/web.yaml` applied to the
-//! federation lands in them; `helm upgrade` with a changed value rolls the controllers;
+//! `fedctl join` adds the two simulated members, the chart's member mode installs into
+//! each, and `examples/web.yaml` applied to the federation lands in them; `helm upgrade` with a changed value rolls the controllers;
 //! `helm uninstall` leaves the host without the release's pods, containers or Secrets.
 //!
 //! Needs root (runc), and installs runc, umoci, the musl toolchain, kubectl and Helm through
@@ -180,7 +180,13 @@ fn chart_runs_on_a_runc_host_and_federates_two_members() {
     let fleet = scratch.path().join("fleet.yaml");
     let members: String = MEMBERS
         .iter()
-        .map(|m| format!("- name: {m}\n  nodes: 2\n  nodeCpu: \"8\"\n  nodeMemory: 16Gi\n"))
+        .enumerate()
+        .map(|(i, m)| {
+            format!(
+                "- name: {m}\n  nodes: 2\n  nodeCpu: \"8\"\n  nodeMemory: 16Gi\n  lbPool: [127.200.{}.0/24]\n",
+                i + 1
+            )
+        })
         .collect();
     std::fs::write(
         &fleet,
@@ -315,6 +321,44 @@ fn chart_runs_on_a_runc_host_and_federates_two_members() {
         assert!(out.contains(&format!("cluster {m} is Ready")), "{out}");
     }
     step(start, "both members joined");
+
+    // 4b. The member mode into each member (simulated pods): the lb-agent comes up.
+    for m in MEMBERS {
+        let cluster = format!("lbAgent.cluster={m}");
+        let mut member = vec![
+            "--kube-context",
+            m,
+            "--namespace",
+            "meridian-system",
+            "install",
+            "meridian-member",
+            chart,
+            "--create-namespace",
+            "--wait",
+            "--timeout=120s",
+            "--set",
+            "installMode=member",
+            "--set",
+            &cluster,
+            "--set",
+            "lbAgent.replicas=1",
+        ];
+        member.extend_from_slice(&values[..4]);
+        helm.ok(&member);
+        let ready = kubectl.ok(&[
+            "--context",
+            m,
+            "-n",
+            "meridian-system",
+            "get",
+            "deploy",
+            "meridian-member-lb-agent",
+            "-o",
+            "jsonpath={.status.readyReplicas}",
+        ]);
+        assert_eq!(ready, "1", "{m}");
+    }
+    step(start, "member mode installed in both members");
 
     // 5. examples/web.yaml through the federation: the members get their share.
     let example = root().join("examples/web.yaml");
