@@ -237,13 +237,31 @@ fn chart_runs_on_a_runc_host_and_federates_two_members() {
     .collect();
     let values: Vec<&str> = values.iter().map(String::as_str).collect();
 
-    // 1. Install; no --wait: the sim has no volume provisioner, so the API server's claim
-    //    stays Pending for Helm, while its pod runs on a host directory. Readiness is the
-    //    pods' own probes.
-    let mut install = vec!["install", "meridian", chart, "--create-namespace"];
+    // 1. Install and wait (Helm's readiness: the Deployments available, the data claim
+    //    Bound, the LoadBalancer with its address); the pods are Ready by their own probes.
+    let mut install = vec![
+        "install",
+        "meridian",
+        chart,
+        "--create-namespace",
+        "--wait",
+        "--timeout=180s",
+    ];
     install.extend_from_slice(&values);
     helm_in(&install);
-    step(start, "helm install returned");
+    step(start, "helm install --wait returned");
+    let phase = kubectl.ok(&[
+        "--context",
+        HOST,
+        "-n",
+        NS,
+        "get",
+        "pvc",
+        "meridian-apiserver-data",
+        "-o",
+        "jsonpath={.status.phase}",
+    ]);
+    assert_eq!(phase, "Bound");
     let mut addrs = Vec::new();
     for component in ["apiserver", "scheduler", "controllers"] {
         let pods = poll_until(
@@ -395,6 +413,8 @@ fn chart_runs_on_a_runc_host_and_federates_two_members() {
         chart,
         "--set",
         "controllers.dnsZone=upgraded.meridian.test",
+        "--wait",
+        "--timeout=180s",
     ];
     upgrade.extend_from_slice(&values);
     helm_in(&upgrade);

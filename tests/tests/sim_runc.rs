@@ -162,7 +162,12 @@ fn runc_cluster_runs_a_deployment_from_the_image() {
         "this test runs containers with runc and needs root"
     );
     script("install-image-tools.sh", &[]);
-    script("build-images.sh", &["federation-apiserver"]);
+    // The images chart_runc builds too: one set, so one musl build serves both tests
+    // (another set of binaries unifies features differently and recompiles).
+    script(
+        "build-images.sh",
+        &["federation-apiserver", "fed-scheduler", "fed-controllers"],
+    );
     let images = root().join("target/images");
     let list: Value =
         serde_json::from_slice(&std::fs::read(images.join("images.json")).unwrap()).unwrap();

@@ -403,6 +403,7 @@ pub fn start(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
     }
     if sim.runc.is_some() {
         handles.extend(crate::runc::proxy::spawn(sim.clone()));
+        handles.extend(crate::runc::claims::spawn(sim.clone()));
     }
     handles.extend(serviceaccount::spawn(sim));
     handles
