@@ -1,5 +1,6 @@
-//! End-to-end: charts/meridian installed with Helm 4 into a cluster-sim host cluster whose
-//! pods really run (`runtime: runc`), from the images `tools/build-images.sh` builds. The
+//! End-to-end: charts/meridian installed with Helm 4, and once with Helm 3, into a cluster-sim
+//! host cluster whose pods really run (`runtime: runc`), from the images
+//! `tools/build-images.sh` builds. The
 //! federation's API server, scheduler and controllers turn Ready through their own probes;
 //! `helm test` runs its kubectl pod against the in-cluster Service name; the admin
 //! kubeconfig from its Secret reaches the federation through the LoadBalancer address;
@@ -135,7 +136,17 @@ fn step(start: Instant, what: &str) {
 }
 
 #[test]
-fn chart_runs_on_a_runc_host_and_federates_two_members() {
+fn helm4_chart_runs_on_a_runc_host_and_federates_two_members() {
+    chart_on_runc_host(4);
+}
+
+#[test]
+fn helm3_chart_runs_on_a_runc_host_and_federates_two_members() {
+    chart_on_runc_host(3);
+}
+
+/// The whole flow with Helm `major`.
+fn chart_on_runc_host(major: u8) {
     let start = Instant::now();
     let uid = Command::new("id").arg("-u").output().unwrap();
     assert_eq!(
@@ -216,7 +227,7 @@ fn chart_runs_on_a_runc_host_and_federates_two_members() {
         bin: kubectl_bin.clone(),
         kubeconfig: sim_kubeconfig.display().to_string(),
     };
-    let helm = Helm::new(4, &sim_kubeconfig.display().to_string());
+    let helm = Helm::new(major, &sim_kubeconfig.display().to_string());
     let helm_in = |args: &[&str]| {
         let mut all = vec!["--kube-context", HOST, "--namespace", NS];
         all.extend_from_slice(args);
