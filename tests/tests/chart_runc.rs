@@ -1,12 +1,12 @@
 //! End-to-end: charts/meridian installed with Helm 4, and once with Helm 3, into a cluster-sim
 //! host cluster whose pods really run (`runtime: runc`), from the images
-//! `tools/build-images.sh` builds. The
-//! federation's API server, scheduler and controllers turn Ready through their own probes;
-//! `helm test` runs its kubectl pod against the in-cluster Service name; the admin
-//! kubeconfig from its Secret reaches the federation through the LoadBalancer address;
-//! `fedctl join` adds the two simulated members, the chart's member mode installs into
-//! each, and `examples/web.yaml` applied to the federation lands in them; `helm upgrade` with a changed value rolls the controllers;
-//! `helm uninstall` leaves the host without the release's pods, containers or Secrets.
+//! `tools/build-images.sh` builds. The federation's API server, scheduler and controllers
+//! turn Ready through their own probes; `helm test` runs its kubectl pod against the
+//! in-cluster Service name; the admin kubeconfig from its Secret reaches the federation
+//! through the LoadBalancer address; `fedctl join` adds the two simulated members, the
+//! chart's member mode installs into each, and `examples/web.yaml` applied to the federation
+//! lands in them; `helm upgrade` with a changed value rolls the controllers; `helm uninstall`
+//! leaves the host without the release's pods, containers or Secrets.
 //!
 //! Needs root (runc), and installs runc, umoci, the musl toolchain, kubectl and Helm through
 //! the project's scripts: it fails, never skips, when it cannot.
