@@ -4,11 +4,14 @@
 # (DIR/<name>.oci.tar), with DIR/images.json naming each image's reference, digest and size.
 # Reproducible: the same commit gives the same digests, whatever the checkout's path.
 #
-#   tools/build-images.sh [--out DIR] [--binaries-only] [IMAGE...]
+#   tools/build-images.sh [--out DIR] [--binaries-only] [--extra NAME=PATH]... [IMAGE...]
 #
 #   --out DIR         where the images go (default: target/images)
 #   --binaries-only   only compile the static binaries and print their paths (the
 #                     build stage of images/Containerfile runs this)
+#   --extra NAME=PATH also pack the static binary PATH as image NAME, on the same base
+#                     (e.g. kubectl=/usr/bin/kubectl for the chart's `helm test` pod when
+#                     no registry is reachable)
 #   IMAGE             federation-apiserver fed-scheduler fed-controllers lb-agent fedctl
 #                     (default: all)
 #
@@ -28,10 +31,15 @@ target=x86_64-unknown-linux-musl
 out="$root/target/images"
 binaries_only=0
 images=()
+extras=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="$(mkdir -p "$2" && cd "$2" && pwd)"; shift 2 ;;
     --binaries-only) binaries_only=1; shift ;;
+    --extra)
+      [[ "${2:-}" == ?*=?* ]] || { echo "build-images: --extra takes NAME=PATH" >&2; exit 2; }
+      [ -f "${2#*=}" ] || { echo "build-images: --extra ${2%%=*}: no file ${2#*=}" >&2; exit 2; }
+      extras+=("${2%%=*}=$(cd "$(dirname "${2#*=}")" && pwd)/$(basename "${2#*=}")"); shift 2 ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "build-images: unknown flag $1" >&2; exit 2 ;;
     *)
@@ -119,6 +127,7 @@ source_url="${MERIDIAN_IMAGE_SOURCE:-https://github.com/meridian-dev/meridian}"
 
 pack_args=()
 for i in "${images[@]}"; do pack_args+=("$i=$bindir/$i"); done
+pack_args+=(${extras[@]+"${extras[@]}"})
 python3 "$root/tools/oci_layout.py" \
   --out "$out" --rootfs "$root/images/rootfs" --created "$epoch" \
   --registry "$registry" --tag "$version" \

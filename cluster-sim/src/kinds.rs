@@ -161,12 +161,13 @@ pub fn pods() -> ResourceDef {
                     Value::from(format!("{ready}/{total}"))
                 },
             ),
-            column("Status", "string", "The pod's phase", false, |o| {
-                if meridian_apiserver::object::is_deleting(o) {
-                    return Value::from("Terminating");
-                }
-                str_at(o, "/status/phase")
-            }),
+            column(
+                "Status",
+                "string",
+                "The pod's phase, or why it is not running, as kubectl prints it",
+                false,
+                |o| Value::from(crate::pod_status::status_column(o)),
+            ),
             column("Restarts", "integer", "Container restarts", false, |o| {
                 let n: i64 = o
                     .at("/status/containerStatuses")

@@ -11,6 +11,7 @@ pub mod controllers;
 pub mod faults;
 pub mod fleet;
 pub mod kinds;
+pub mod pod_status;
 pub mod podnet;
 pub mod runc;
 pub mod runtime;

@@ -5,7 +5,9 @@
 //!
 //! Reserved loopback ranges under the loopback scheme:
 //! - `127.0.0.0` – `127.9.255.255`: not used for pods (`127.0.0.1` serves the clusters' API
-//!   servers and the admin API; `127.0.1.0/24` is for lb-agents, e.g. through `--lb-pool`);
+//!   servers and the admin API; `127.0.1.0/24` is for lb-agents, e.g. through `--lb-pool`;
+//!   `127.1.<cluster index>.0/24` holds the Service ClusterIPs of `runtime: runc` clusters,
+//!   see [`ServiceNet`]);
 //! - `127.10.0.0` – `127.199.255.255`: pods (at most [`LOOPBACK_MAX_CLUSTERS`] clusters of
 //!   at most [`LOOPBACK_MAX_NODES`] nodes, [`MAX_PODS_PER_NODE`] pod addresses per node);
 //! - `127.200.0.0` – `127.255.255.255`: the default load-balancer pools
@@ -100,6 +102,46 @@ impl PodNetwork {
     }
 }
 
+/// A cluster's Service CIDR, where ClusterIPs are allocated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServiceNet {
+    /// The network address.
+    pub base: Ipv4Addr,
+    /// How many addresses it spans (the first and last are not allocated).
+    pub size: u32,
+}
+
+impl ServiceNet {
+    /// `10.96.0.0/16` for a simulated cluster (kubeadm's default, the same in every cluster);
+    /// `127.1.<cluster>.0/24` for a cluster whose pods really run, so that its ClusterIPs
+    /// are loopback addresses the runtime's Service proxy can bind, unique in the fleet.
+    pub fn of(runs_pods: bool, cluster: u32) -> Self {
+        if runs_pods {
+            Self {
+                base: Ipv4Addr::new(127, 1, (cluster % 256) as u8, 0),
+                size: 256,
+            }
+        } else {
+            Self {
+                base: Ipv4Addr::new(10, 96, 0, 0),
+                size: 1 << 16,
+            }
+        }
+    }
+
+    /// The offset of `ip` in this network, if it is in it.
+    pub fn offset(self, ip: &str) -> Option<u32> {
+        let a = u32::from(ip.parse::<Ipv4Addr>().ok()?);
+        let base = u32::from(self.base);
+        (a >= base && a - base < self.size).then(|| a - base)
+    }
+
+    /// The address at `offset`.
+    pub fn addr(self, offset: u32) -> Ipv4Addr {
+        ipv4_add(self.base, offset)
+    }
+}
+
 /// IPv4 address plus an offset.
 fn ipv4_add(base: Ipv4Addr, offset: u32) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(base).wrapping_add(offset))
@@ -127,6 +169,21 @@ mod tests {
         }
         assert_eq!(o.node_cidr_base(0, 1).unwrap().to_string(), "10.244.1.0");
         assert_eq!(o.node_index(0, "10.0.0.0/24"), None);
+    }
+
+    #[test]
+    fn service_nets() {
+        let sim = ServiceNet::of(false, 3);
+        assert_eq!(sim.addr(1).to_string(), "10.96.0.1");
+        assert_eq!(sim.offset("10.96.1.2"), Some(258));
+        assert_eq!(sim.offset("10.97.0.1"), None);
+        assert_eq!(sim.offset("None"), None);
+        let runc = ServiceNet::of(true, 3);
+        assert_eq!(runc.addr(1).to_string(), "127.1.3.1");
+        assert_eq!(runc.offset("127.1.3.254"), Some(254));
+        assert_eq!(runc.offset("127.1.4.1"), None);
+        // Never a pod address.
+        assert!(!PodNetwork::Loopback.reserves(runc.addr(1)));
     }
 
     #[test]

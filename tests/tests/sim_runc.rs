@@ -1,7 +1,8 @@
 //! End-to-end: a cluster-sim cluster with `runtime: runc` really runs a Deployment's pod from
-//! the federation-apiserver image (`tools/build-images.sh federation-apiserver`): the pod
-//! binds its pod IP through `$(POD_IP)`, turns Ready through its HTTPS readinessProbe, answers
-//! `/readyz` from here, `kubectl logs` shows its output; deleting it stops its container and
+//! the federation-apiserver image (`tools/build-images.sh federation-apiserver`): its init
+//! container runs to completion first, the pod binds its pod IP through `$(POD_IP)` and its
+//! port from `envFrom`, turns Ready through its HTTPS readinessProbe, answers `/readyz` from
+//! here directly and through its Service's ClusterIP, `kubectl logs` shows its output; deleting it stops its container and
 //! the ReplicaSet's replacement comes up; stopping cluster-sim leaves no container behind.
 //!
 //! Needs root (runc), and installs runc, umoci and the musl toolchain through the project's
@@ -68,15 +69,19 @@ spec:
     metadata: {{labels: {{app: api}}}}
     spec:
       terminationGracePeriodSeconds: 5
+      initContainers:
+      - name: check
+        image: {image}
+        args: ["--help"]
       containers:
       - name: server
         image: {image}
+        envFrom:
+        - {{prefix: API_, secretRef: {{name: api-settings}}}}
         env:
         - name: POD_IP
           valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}
-        - name: PORT
-          valueFrom: {{secretKeyRef: {{name: api-settings, key: port}}}}
-        args: ["--bind-address=$(POD_IP)", "--secure-port=$(PORT)", "--data-dir=/data"]
+        args: ["--bind-address=$(POD_IP)", "--secure-port=$(API_port)", "--data-dir=/data"]
         ports: [{{name: https, containerPort: 8443}}]
         securityContext: {{readOnlyRootFilesystem: true}}
         readinessProbe:
@@ -88,6 +93,13 @@ spec:
       volumes:
       - {{name: data, emptyDir: {{}}}}
       - {{name: settings, secret: {{secretName: api-settings}}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: api, namespace: default}}
+spec:
+  selector: {{app: api}}
+  ports: [{{name: https, port: 443, targetPort: https}}]
 "#
     )
 }
@@ -130,13 +142,12 @@ fn ready_pod(env: &Env, not: Option<&str>) -> Option<(String, String, String)> {
 }
 
 fn readyz(ip: &str) -> String {
+    readyz_at(&format!("{ip}:8443"))
+}
+
+fn readyz_at(addr: &str) -> String {
     let out = Command::new("curl")
-        .args([
-            "-ksS",
-            "--max-time",
-            "5",
-            &format!("https://{ip}:8443/readyz"),
-        ])
+        .args(["-ksS", "--max-time", "5", &format!("https://{addr}/readyz")])
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -151,7 +162,12 @@ fn runc_cluster_runs_a_deployment_from_the_image() {
         "this test runs containers with runc and needs root"
     );
     script("install-image-tools.sh", &[]);
-    script("build-images.sh", &["federation-apiserver"]);
+    // The images chart_runc builds too: one set, so one musl build serves both tests
+    // (another set of binaries unifies features differently and recompiles).
+    script(
+        "build-images.sh",
+        &["federation-apiserver", "fed-scheduler", "fed-controllers"],
+    );
     let images = root().join("target/images");
     let list: Value =
         serde_json::from_slice(&std::fs::read(images.join("images.json")).unwrap()).unwrap();
@@ -194,6 +210,46 @@ fn runc_cluster_runs_a_deployment_from_the_image() {
     assert!(ip.starts_with("127.10."), "pod IP {ip}");
     assert!(runc_list().contains(&id), "no runc container {id}");
     assert_eq!(readyz(&ip), "ok");
+    // The init container ran to completion first (its log is its help text).
+    let init = env.ok(
+        "kubectl",
+        &[
+            "--context",
+            CONTEXT,
+            "get",
+            "pod",
+            &name,
+            "-o",
+            "jsonpath={.status.initContainerStatuses[0].state.terminated.reason}",
+        ],
+    );
+    assert_eq!(init, "Completed");
+    let help = env.ok(
+        "kubectl",
+        &["--context", CONTEXT, "logs", &name, "-c", "check"],
+    );
+    assert!(
+        help.contains("--bind-address"),
+        "init container log: {help}"
+    );
+    // The Service's ClusterIP (a loopback address) is proxied to the pod from the host.
+    let cluster_ip = env.ok(
+        "kubectl",
+        &[
+            "--context",
+            CONTEXT,
+            "get",
+            "service",
+            "api",
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ],
+    );
+    assert!(cluster_ip.starts_with("127.1."), "ClusterIP {cluster_ip}");
+    let via_service = poll_until(Duration::from_secs(30), "the ClusterIP to answer", || {
+        Some(readyz_at(&format!("{cluster_ip}:443"))).filter(|r| r == "ok")
+    });
+    assert_eq!(via_service, "ok");
     let logs = env.ok("kubectl", &["--context", CONTEXT, "logs", &name]);
     assert!(
         logs.contains(&format!("listening on https://{ip}:8443")),

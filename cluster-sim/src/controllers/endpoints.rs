@@ -1,5 +1,6 @@
-//! Service plumbing: ClusterIP allocation (first free in `10.96.0.0/16`, so a fresh cluster
-//! gives the same addresses to the same Services) and, for every Service with a selector,
+//! Service plumbing: ClusterIP allocation (first free in the cluster's
+//! [`ServiceNet`](crate::podnet::ServiceNet), `10.96.0.0/16` unless its pods really run, so a
+//! fresh cluster gives the same addresses to the same Services) and, for every Service with a selector,
 //! the `v1` Endpoints and `discovery.k8s.io/v1` EndpointSlice that follow pod readiness.
 //!
 //! Named target ports resolve against each pod's container ports; pods that resolve to
@@ -7,13 +8,14 @@
 //! holds each Service's selector (to map pod events to Services) and the used ClusterIPs.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 
 use meridian_apiserver::cache::Cached;
 use meridian_apiserver::engine::{DeleteOptions, PatchType, Target, WriteOptions};
 use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
+
+use crate::podnet::ServiceNet;
 
 use super::util::{self, condition_true, lock, owner_ref, str_at};
 use super::{Reconciler, Requeue, Seen, Sim, SimError, WorkQueue, ns_key, split_key};
@@ -24,9 +26,6 @@ pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
 /// This controller's value of [`MANAGED_BY_LABEL`].
 pub const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
-/// The Service CIDR.
-const SERVICE_NET: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 0);
-const SERVICE_NET_SIZE: u32 = 1 << 16;
 
 /// A resolved port: (name, port, protocol).
 type Port = (String, i64, String);
@@ -39,20 +38,20 @@ struct State {
     cluster_ips: BTreeSet<u32>,
 }
 
-fn service_offset(ip: &str) -> Option<u32> {
-    let a = u32::from(ip.parse::<Ipv4Addr>().ok()?);
-    let base = u32::from(SERVICE_NET);
-    (a >= base && a - base < SERVICE_NET_SIZE).then(|| a - base)
-}
-
 /// The Endpoints/EndpointSlice controller (and ClusterIP allocator) of one cluster.
 pub(crate) struct EndpointsController {
     sim: Arc<Sim>,
     queue: Arc<WorkQueue<String>>,
     state: Mutex<State>,
+    /// Where ClusterIPs come from.
+    net: ServiceNet,
 }
 
 impl EndpointsController {
+    fn service_offset(&self, ip: &str) -> Option<u32> {
+        self.net.offset(ip)
+    }
+
     fn on_service(&self, seen: Seen<'_>) {
         let mut st = lock(&self.state);
         match seen {
@@ -60,7 +59,9 @@ impl EndpointsController {
             Seen::Synced => {}
             Seen::Deleted { obj } => {
                 let svc = obj.value();
-                if let Some(o) = str_at(&svc, "/spec/clusterIP").and_then(service_offset) {
+                if let Some(o) =
+                    str_at(&svc, "/spec/clusterIP").and_then(|ip| self.service_offset(ip))
+                {
                     st.cluster_ips.remove(&o);
                 }
                 if let Some(m) = st.selectors.get_mut(obj.namespace()) {
@@ -71,11 +72,14 @@ impl EndpointsController {
             Seen::Upsert { obj, prev } => {
                 let svc = obj.value();
                 if let Some(p) = prev
-                    && let Some(o) = str_at(&p.value(), "/spec/clusterIP").and_then(service_offset)
+                    && let Some(o) =
+                        str_at(&p.value(), "/spec/clusterIP").and_then(|ip| self.service_offset(ip))
                 {
                     st.cluster_ips.remove(&o);
                 }
-                if let Some(o) = str_at(&svc, "/spec/clusterIP").and_then(service_offset) {
+                if let Some(o) =
+                    str_at(&svc, "/spec/clusterIP").and_then(|ip| self.service_offset(ip))
+                {
                     st.cluster_ips.insert(o);
                 }
                 let selector = svc
@@ -134,13 +138,13 @@ impl EndpointsController {
         let offset = {
             let mut st = lock(&self.state);
             // .0 is the network address; the first Service gets .1, as on kubeadm clusters.
-            let Some(o) = (1..SERVICE_NET_SIZE - 1).find(|o| !st.cluster_ips.contains(o)) else {
+            let Some(o) = (1..self.net.size - 1).find(|o| !st.cluster_ips.contains(o)) else {
                 return Err(SimError::Invalid("the Service CIDR is exhausted".into()));
             };
             st.cluster_ips.insert(o);
             o
         };
-        let ip = util::ipv4_add(SERVICE_NET, offset).to_string();
+        let ip = self.net.addr(offset).to_string();
         let patch = json!({"spec": {"clusterIP": ip, "clusterIPs": [ip]}});
         let res = self
             .sim
@@ -520,6 +524,7 @@ pub(crate) fn spawn(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
         sim: sim.clone(),
         queue: Arc::new(WorkQueue::default()),
         state: Mutex::new(State::default()),
+        net: ServiceNet::of(sim.runc.is_some(), sim.config.index),
     });
     let (a, b, d, e) = (c.clone(), c.clone(), c.clone(), c.clone());
     vec![
@@ -556,12 +561,5 @@ mod tests {
         );
         let other = json!({"spec": {"containers": [{"ports": []}]}});
         assert_eq!(resolve_ports(&svc_ports, &other).len(), 1);
-    }
-
-    #[test]
-    fn service_offsets() {
-        assert_eq!(service_offset("10.96.0.1"), Some(1));
-        assert_eq!(service_offset("10.97.0.1"), None);
-        assert_eq!(service_offset("None"), None);
     }
 }

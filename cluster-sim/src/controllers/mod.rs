@@ -401,6 +401,10 @@ pub fn start(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
     if let Some(c) = &sim.containers {
         handles.extend(containers::spawn(sim.clone(), c.clone()));
     }
+    if sim.runc.is_some() {
+        handles.extend(crate::runc::proxy::spawn(sim.clone()));
+        handles.extend(crate::runc::claims::spawn(sim.clone()));
+    }
     handles.extend(serviceaccount::spawn(sim));
     handles
 }

@@ -227,7 +227,7 @@ fn claim_for(sts: &Value, template: &Value, pod: &str) -> Value {
 }
 
 /// The status a bound claim reports: its requested size and access modes.
-fn bound_status(claim: &Value) -> Value {
+pub(crate) fn bound_status(claim: &Value) -> Value {
     let mut status = json!({"phase": "Bound"});
     if let Some(m) = claim.pointer("/spec/accessModes") {
         status["accessModes"] = m.clone();

@@ -4,20 +4,25 @@
 //! the pod's loopback address.
 //!
 //! Pure parts: [`spec`] (environment, `$(VAR)` expansion, bundle `config.json`),
-//! [`policy`] (probes, restart back-off), [`volumes`] (what each volume holds). I/O:
-//! [`images`] (umoci unpack cache), [`pod`] (one supervisor task per pod), [`probe`],
-//! [`logs`] (`pods/log`).
+//! [`policy`] (probes, restart back-off), [`volumes`] (what each volume holds),
+//! [`hosts`] (a pod's `/etc/hosts` with the Services' names). I/O: [`images`] (umoci unpack
+//! cache), [`pod`] (one supervisor task per pod), [`probe`], [`logs`] (`pods/log`),
+//! [`proxy`] (Services' ClusterIPs and load-balancer addresses to their ready endpoints),
+//! [`claims`] (claims reported `Bound`: their data is a host directory).
 //!
 //! Containers are named `<prefix><pid>-...` (see [`CONTAINER_PREFIX`]) so that the leftovers
 //! of a run that crashed are found and removed when the next one starts; on a clean exit
 //! every container is killed and deleted.
 
+pub(crate) mod claims;
 pub(crate) mod command;
+pub(crate) mod hosts;
 pub(crate) mod images;
 pub mod logs;
 pub(crate) mod pod;
 pub(crate) mod policy;
 pub(crate) mod probe;
+pub(crate) mod proxy;
 pub(crate) mod spec;
 pub(crate) mod volumes;
 

@@ -18,7 +18,7 @@ use super::images::path_str;
 use super::policy::{self, Probe, Tally};
 use super::spec::{self, EnvSources, Launch};
 use super::volumes::{self, DataMap, VolumeData};
-use super::{Runc, RuncError, command};
+use super::{Runc, RuncError, command, hosts};
 use crate::controllers::Sim;
 use crate::controllers::util::{self, condition, lock, merge_condition, str_at};
 
@@ -87,6 +87,17 @@ pub(crate) struct PodRun {
     last_written: Value,
     start_time: String,
     pull_failures: u32,
+    /// The hosts file's text as last written.
+    hosts: String,
+}
+
+/// The status of a container that waits for the pod's init containers.
+fn initializing(c: &Ctr) -> Value {
+    json!({
+        "name": c.name, "image": c.image, "imageID": "", "ready": false,
+        "started": false, "restartCount": 0,
+        "state": {"waiting": {"reason": "PodInitializing"}},
+    })
 }
 
 /// Starts supervising `pod` (bound, with its address allocated) in a task.
@@ -114,6 +125,7 @@ pub(crate) fn spawn(
         last_written: Value::Null,
         start_time,
         pull_failures: 0,
+        hosts: String::new(),
     };
     tokio::spawn(run.run())
 }
@@ -139,7 +151,7 @@ impl PodRun {
     }
 
     async fn run(mut self) {
-        let mut ctrs = loop {
+        let (mut inits, mut ctrs) = loop {
             if !self.refresh() {
                 self.cleanup(&mut []).await;
                 return;
@@ -154,18 +166,56 @@ impl PodRun {
                 }
             }
         };
+        // Init containers, one at a time in order, each to completion.
+        let init_policy = policy::init_restart_policy(
+            str_at(&self.pod, "/spec/restartPolicy").unwrap_or("Always"),
+        )
+        .to_string();
+        for i in 0..inits.len() {
+            self.start(&mut inits[i]).await;
+            loop {
+                if !self.refresh() {
+                    self.cleanup(&mut inits).await;
+                    return;
+                }
+                self.step(&mut inits[i], &init_policy).await;
+                self.update_hosts();
+                let status = self.init_status(&inits, &ctrs);
+                self.write(status).await;
+                match inits[i].done {
+                    Some(0) => break,
+                    // Failed for good (restartPolicy Never): the pod has failed; it stays
+                    // so until it is deleted.
+                    Some(_) => loop {
+                        if !self.refresh() {
+                            self.cleanup(&mut inits).await;
+                            return;
+                        }
+                        tokio::time::sleep(TICK).await;
+                    },
+                    None => tokio::time::sleep(TICK).await,
+                }
+            }
+        }
         for c in &mut ctrs {
             self.start(c).await;
         }
+        let app_policy = str_at(&self.pod, "/spec/restartPolicy")
+            .unwrap_or("Always")
+            .to_string();
         loop {
             if !self.refresh() {
                 self.cleanup(&mut ctrs).await;
                 return;
             }
             for c in &mut ctrs {
-                self.step(c).await;
+                self.step(c, &app_policy).await;
             }
-            let status = self.status(&ctrs);
+            self.update_hosts();
+            let mut status = self.status(&ctrs);
+            if !inits.is_empty() {
+                status["initContainerStatuses"] = Value::Array(self.init_statuses(&inits));
+            }
             self.write(status).await;
             tokio::time::sleep(TICK).await;
         }
@@ -248,14 +298,51 @@ impl PodRun {
             .map(|b| String::from_utf8_lossy(&b).into_owned())
     }
 
-    /// Images, volumes and one bundle per container.
-    async fn prepare(&mut self) -> Result<Vec<Ctr>, Waiting> {
-        let containers: Vec<Value> = self
-            .pod
-            .pointer("/spec/containers")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+    /// [`Self::write_hosts`] from the supervisor's loop, where a failure is only logged
+    /// (the containers keep the file as it was).
+    fn update_hosts(&mut self) {
+        if let Err(e) = self.write_hosts() {
+            tracing::warn!(pod = %self.key, error = %e, "cannot update the pod's hosts file");
+        }
+    }
+
+    /// Writes the pod's `/etc/hosts` when its text changed: in place, since the containers
+    /// bind-mount the file itself.
+    fn write_hosts(&mut self) -> Result<(), RuncError> {
+        let services: Vec<Value> = {
+            let def = &self.sim.kinds.services;
+            self.sim
+                .cache(def)
+                .list(&def.namespace_prefix(None), None, None, 0, |_| true)
+                .items
+                .iter()
+                .map(|c| c.value())
+                .collect()
+        };
+        let (ns, name) = crate::controllers::split_key(&self.key);
+        let text = hosts::hosts_file(&self.ip, name, ns, &services);
+        if text != self.hosts {
+            let path = self.dir.join("hosts");
+            std::fs::create_dir_all(&self.dir).map_err(|e| RuncError::io(&self.dir, e))?;
+            std::fs::write(&path, &text).map_err(|e| RuncError::io(&path, e))?;
+            self.hosts = text;
+        }
+        Ok(())
+    }
+
+    /// Images, volumes and one bundle per container: (init containers, containers).
+    async fn prepare(&mut self) -> Result<(Vec<Ctr>, Vec<Ctr>), Waiting> {
+        let list = |field: &str| -> Vec<Value> {
+            self.pod
+                .pointer(&format!("/spec/{field}"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let init_count = list("initContainers").len();
+        // Names are unique across both lists (the API validates it), so bundles, logs and
+        // container ids by name do not collide.
+        let containers: Vec<Value> = [list("initContainers"), list("containers")].concat();
         let mut images = Vec::new();
         for c in &containers {
             let image = str_at(c, "/image").unwrap_or("");
@@ -316,7 +403,11 @@ impl PodRun {
         }
         let planned = volumes::plan(&self.pod, &data)
             .map_err(|e| Waiting("ContainerCreating", e.to_string()))?;
-        let paths = volumes::write(&self.dir.join("volumes"), &planned)?;
+        let paths = volumes::write(
+            &self.dir.join("volumes"),
+            &planned,
+            spec::fs_group(&self.pod),
+        )?;
         let str_maps =
             |m: &BTreeMap<String, DataMap>| -> BTreeMap<String, BTreeMap<String, String>> {
                 m.iter()
@@ -366,6 +457,8 @@ impl PodRun {
                 },
             );
         }
+        let hosts = self.dir.join("hosts");
+        self.write_hosts()?;
         let id_base = format!(
             "{}{:08x}",
             self.rt.prefix,
@@ -398,9 +491,18 @@ impl PodRun {
                 env,
                 cwd: str_at(c, "/workingDir").map_or(process.cwd.clone(), str::to_string),
                 user: spec::user(&self.pod, c, &process),
+                additional_gids: spec::additional_gids(&self.pod),
                 root: path_str(&root),
                 read_only,
-                mounts: volumes::mounts(c, &planned, &paths),
+                mounts: {
+                    let mut m = volumes::mounts(c, &planned, &paths);
+                    m.push(spec::Mount {
+                        source: path_str(&hosts),
+                        destination: "/etc/hosts".into(),
+                        read_only: true,
+                    });
+                    m
+                },
                 hostname: crate::controllers::split_key(&self.key).1.to_string(),
             };
             let cfg = spec::bundle_config(&image.config, &launch);
@@ -442,7 +544,8 @@ impl PodRun {
             });
         }
         lock(&self.rt.log_dirs).insert(self.key.clone(), self.dir.join("logs"));
-        Ok(out)
+        let app = out.split_off(init_count);
+        Ok((out, app))
     }
 
     /// Starts (or restarts) one container.
@@ -493,10 +596,7 @@ impl PodRun {
     }
 
     /// One look at a container: its exit, a due restart, due probes.
-    async fn step(&self, c: &mut Ctr) {
-        let policy = str_at(&self.pod, "/spec/restartPolicy")
-            .unwrap_or("Always")
-            .to_string();
+    async fn step(&self, c: &mut Ctr, policy: &str) {
         if let Some(child) = &mut c.child {
             if let Ok(Some(status)) = child.try_wait() {
                 use std::os::unix::process::ExitStatusExt;
@@ -518,7 +618,7 @@ impl PodRun {
                     "startedAt": started, "finishedAt": self.sim.now_rfc3339(),
                     "containerID": format!("runc://{}", c.id),
                 }});
-                if policy::restarts(&policy, code) {
+                if policy::restarts(policy, code) {
                     let wait = policy::backoff(c.restarts + 1);
                     c.last_state = terminated;
                     c.state = json!({"waiting": {"reason": "CrashLoopBackOff", "message": format!(
@@ -593,17 +693,34 @@ impl PodRun {
         statuses: Vec<Value>,
         reason: Option<&str>,
     ) -> Value {
+        self.status_with(phase, true, ready, statuses, reason)
+    }
+
+    /// The pod's status; `reason` is that of the false conditions.
+    fn status_with(
+        &self,
+        phase: &str,
+        initialized: bool,
+        ready: bool,
+        statuses: Vec<Value>,
+        reason: Option<&str>,
+    ) -> Value {
         let now = self.sim.now_rfc3339();
-        let cond = |t: &str, s: bool| {
+        let cond = |t: &str, s: bool, why: Option<&str>| {
             merge_condition(
                 condition(&self.pod, t),
                 t,
                 if s { "True" } else { "False" },
-                reason.filter(|_| !s),
+                why.filter(|_| !s),
                 None,
                 &now,
                 false,
             )
+        };
+        let init_reason = if initialized {
+            None
+        } else {
+            Some("ContainersNotInitialized")
         };
         json!({
             "phase": phase,
@@ -611,11 +728,11 @@ impl PodRun {
             "hostIP": self.host_ip, "hostIPs": [{"ip": self.host_ip}],
             "startTime": self.start_time,
             "conditions": [
-                cond("PodReadyToStartContainers", true),
-                cond("Initialized", true),
-                cond("Ready", ready),
-                cond("ContainersReady", ready),
-                cond("PodScheduled", true),
+                cond("PodReadyToStartContainers", true, None),
+                cond("Initialized", initialized, init_reason),
+                cond("Ready", ready, init_reason.or(reason)),
+                cond("ContainersReady", ready, init_reason.or(reason)),
+                cond("PodScheduled", true, None),
             ],
             "containerStatuses": statuses,
         })
@@ -638,6 +755,40 @@ impl PodRun {
             })
             .collect();
         self.base_status("Pending", false, statuses, Some("ContainersNotReady"))
+    }
+
+    /// The status while init containers run: `Pending` (`Failed` once one failed for
+    /// good), the containers waiting `PodInitializing`.
+    fn init_status(&self, inits: &[Ctr], ctrs: &[Ctr]) -> Value {
+        let failed = inits.iter().any(|c| c.done.is_some_and(|code| code != 0));
+        let mut status = self.status_with(
+            if failed { "Failed" } else { "Pending" },
+            false,
+            false,
+            ctrs.iter().map(initializing).collect(),
+            Some("ContainersNotReady"),
+        );
+        status["initContainerStatuses"] = Value::Array(self.init_statuses(inits));
+        status
+    }
+
+    /// `initContainerStatuses`: those not started yet wait `PodInitializing`, and one that
+    /// completed counts as ready, as the kubelet reports them.
+    fn init_statuses(&self, inits: &[Ctr]) -> Vec<Value> {
+        self.container_statuses(inits)
+            .into_iter()
+            .zip(inits)
+            .map(|(mut s, c)| {
+                let not_started = c.child.is_none()
+                    && c.done.is_none()
+                    && c.state.pointer("/waiting/reason") == Some(&json!("ContainerCreating"));
+                if not_started {
+                    return initializing(c);
+                }
+                s["ready"] = json!(c.done == Some(0));
+                s
+            })
+            .collect()
     }
 
     /// The status from the containers' states.

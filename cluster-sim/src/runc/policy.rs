@@ -26,6 +26,15 @@ pub(crate) fn restarts(policy: &str, exit_code: i32) -> bool {
     }
 }
 
+/// The restart policy of an init container in a pod with `pod_policy`: it must complete, so
+/// `Always` restarts it only on failure, as the kubelet does.
+pub(crate) fn init_restart_policy(pod_policy: &str) -> &str {
+    match pod_policy {
+        "Never" => "Never",
+        _ => "OnFailure",
+    }
+}
+
 /// The `reason` of a terminated container.
 pub(crate) fn exit_reason(exit_code: i32) -> &'static str {
     if exit_code == 0 { "Completed" } else { "Error" }
@@ -206,6 +215,13 @@ mod tests {
         }
         assert_eq!(exit_reason(0), "Completed");
         assert_eq!(exit_reason(137), "Error");
+        for (pod, want) in [
+            ("Always", "OnFailure"),
+            ("OnFailure", "OnFailure"),
+            ("Never", "Never"),
+        ] {
+            assert_eq!(init_restart_policy(pod), want, "{pod}");
+        }
     }
 
     #[test]

@@ -92,8 +92,9 @@ pub(crate) fn expand(input: &str, env: &[(String, String)]) -> String {
     out
 }
 
-/// The container's environment, in the kubelet's order: the Service variables, then the
-/// container's `env` (each expanded against the variables before it).
+/// The container's environment, in the kubelet's order: the Service variables, then
+/// `envFrom`, then the container's `env` (each expanded against the variables before it;
+/// later entries win).
 pub(crate) fn container_env(
     pod: &Value,
     container: &Value,
@@ -126,6 +127,7 @@ pub(crate) fn container_env(
             ));
         }
     }
+    env.extend(env_from(container, src)?);
     for e in container
         .get("env")
         .and_then(Value::as_array)
@@ -148,6 +150,42 @@ pub(crate) fn container_env(
         env.push((name.to_string(), value));
     }
     Ok(env)
+}
+
+/// The variables of the container's `envFrom`, in order: every key of each ConfigMap or
+/// Secret with the entry's `prefix`. A missing source is an error unless `optional`; a key
+/// that cannot be a variable name (empty, or with `=`) is skipped, as the kubelet skips
+/// invalid keys.
+fn env_from(container: &Value, src: &EnvSources) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut out = Vec::new();
+    for e in container
+        .get("envFrom")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let prefix = e.get("prefix").and_then(Value::as_str).unwrap_or("");
+        let (r, maps, missing): (_, _, fn(String) -> ConfigError) =
+            if let Some(r) = e.get("configMapRef") {
+                (r, &src.config_maps, ConfigError::ConfigMapMissing)
+            } else if let Some(r) = e.get("secretRef") {
+                (r, &src.secrets, ConfigError::SecretMissing)
+            } else {
+                continue;
+            };
+        let name = r.get("name").and_then(Value::as_str).unwrap_or("");
+        let optional = r.get("optional").and_then(Value::as_bool).unwrap_or(false);
+        match maps.get(name) {
+            Some(m) => out.extend(
+                m.iter()
+                    .map(|(k, v)| (format!("{prefix}{k}"), v.clone()))
+                    .filter(|(k, _)| !k.is_empty() && !k.contains('=')),
+            ),
+            None if optional => {}
+            None => return Err(missing(name.to_string())),
+        }
+    }
+    Ok(out)
 }
 
 /// One `valueFrom`: `None` for an optional reference that is missing.
@@ -252,6 +290,34 @@ pub(crate) fn user(pod: &Value, container: &Value, image: &ImageProcess) -> (u32
     )
 }
 
+/// The groups a container's process has besides its own: the pod's `fsGroup` (which owns
+/// the pod's volumes) and `supplementalGroups`, as the kubelet adds them.
+pub(crate) fn additional_gids(pod: &Value) -> Vec<u32> {
+    let ctx = pod.pointer("/spec/securityContext");
+    let mut gids: Vec<u32> = ctx
+        .and_then(|c| c.get("fsGroup"))
+        .into_iter()
+        .chain(
+            ctx.and_then(|c| c.get("supplementalGroups"))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten(),
+        )
+        .filter_map(Value::as_u64)
+        .filter_map(|g| u32::try_from(g).ok())
+        .collect();
+    gids.sort_unstable();
+    gids.dedup();
+    gids
+}
+
+/// The pod's `fsGroup`: the group its volumes are given to.
+pub(crate) fn fs_group(pod: &Value) -> Option<u32> {
+    pod.pointer("/spec/securityContext/fsGroup")
+        .and_then(Value::as_u64)
+        .and_then(|g| u32::try_from(g).ok())
+}
+
 /// A bind mount into the container.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Mount {
@@ -274,6 +340,8 @@ pub(crate) struct Launch {
     pub(crate) cwd: String,
     /// uid, gid.
     pub(crate) user: (u32, u32),
+    /// Supplementary groups ([`additional_gids`]).
+    pub(crate) additional_gids: Vec<u32>,
     /// Root filesystem path (absolute) and whether it is read-only.
     pub(crate) root: String,
     /// Whether the root is read-only.
@@ -316,6 +384,9 @@ pub(crate) fn bundle_config(base: &Value, launch: &Launch) -> Value {
         &launch.cwd
     });
     cfg["process"]["user"] = json!({"uid": launch.user.0, "gid": launch.user.1});
+    if !launch.additional_gids.is_empty() {
+        cfg["process"]["user"]["additionalGids"] = json!(launch.additional_gids);
+    }
     cfg["root"] = json!({"path": launch.root, "readonly": launch.read_only});
     cfg["hostname"] = json!(launch.hostname);
     if let Some(ns) = cfg
@@ -452,6 +523,57 @@ mod tests {
     }
 
     #[test]
+    fn env_from_config_maps_and_secrets() {
+        let mut src = EnvSources::default();
+        src.config_maps.insert(
+            "cm".into(),
+            [("GREETING", "hello"), ("bad=key", "x"), ("MODE", "cm")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        src.secrets.insert(
+            "sec".into(),
+            [("MODE".to_string(), "secret".to_string())].into(),
+        );
+        let c = json!({
+            "envFrom": [
+                {"configMapRef": {"name": "cm"}},
+                {"secretRef": {"name": "sec"}},
+                {"prefix": "DB_", "secretRef": {"name": "sec"}},
+                {"configMapRef": {"name": "absent", "optional": true}},
+            ],
+            "env": [{"name": "SAY", "value": "$(GREETING) world"}, {"name": "GREETING", "value": "hi"}],
+        });
+        let got = container_env(&pod(), &c, &src).unwrap();
+        // Later entries win, as in the container's environment.
+        let get = |k: &str| {
+            got.iter()
+                .rev()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get("GREETING"), Some("hi"));
+        assert_eq!(get("SAY"), Some("hello world"));
+        assert_eq!(get("MODE"), Some("secret"));
+        assert_eq!(get("DB_MODE"), Some("secret"));
+        assert_eq!(get("bad=key"), None);
+        for (from, err) in [
+            (
+                json!({"configMapRef": {"name": "absent"}}),
+                ConfigError::ConfigMapMissing("absent".into()),
+            ),
+            (
+                json!({"secretRef": {"name": "absent"}}),
+                ConfigError::SecretMissing("absent".into()),
+            ),
+        ] {
+            let c = json!({"envFrom": [from]});
+            assert_eq!(container_env(&pod(), &c, &src), Err(err));
+        }
+    }
+
+    #[test]
     fn command_line_overrides() {
         let image = ImageProcess {
             args: vec!["/bin/app".into(), "--default".into()],
@@ -487,6 +609,16 @@ mod tests {
     }
 
     #[test]
+    fn fs_group_and_supplemental_groups() {
+        let pod = json!({"spec": {"securityContext": {"fsGroup": 2000, "supplementalGroups": [3000, 2000]}}});
+        assert_eq!(additional_gids(&pod), vec![2000, 3000]);
+        assert_eq!(fs_group(&pod), Some(2000));
+        let bare = json!({"spec": {}});
+        assert!(additional_gids(&bare).is_empty());
+        assert_eq!(fs_group(&bare), None);
+    }
+
+    #[test]
     fn bundle_uses_host_network_and_mounts() {
         let base = json!({
             "process": {"terminal": true, "args": ["/bin/app"], "env": ["PATH=/bin", "A=image"], "cwd": "/", "user": {"uid": 1, "gid": 1}},
@@ -499,6 +631,7 @@ mod tests {
             env: env(&[("A", "pod")]),
             cwd: "/work".into(),
             user: (7, 8),
+            additional_gids: vec![],
             root: "/cache/rootfs".into(),
             read_only: true,
             mounts: vec![Mount {
@@ -514,6 +647,17 @@ mod tests {
         assert_eq!(cfg["process"]["env"], json!(["PATH=/bin", "A=pod"]));
         assert_eq!(cfg["process"]["cwd"], json!("/work"));
         assert_eq!(cfg["process"]["user"], json!({"uid": 7, "gid": 8}));
+        let with_groups = bundle_config(
+            &base,
+            &Launch {
+                additional_gids: vec![2000],
+                ..launch.clone()
+            },
+        );
+        assert_eq!(
+            with_groups["process"]["user"],
+            json!({"uid": 7, "gid": 8, "additionalGids": [2000]})
+        );
         assert_eq!(
             cfg["root"],
             json!({"path": "/cache/rootfs", "readonly": true})

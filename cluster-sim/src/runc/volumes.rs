@@ -236,27 +236,43 @@ pub(crate) fn plan(pod: &Value, data: &VolumeData) -> Result<Vec<(String, Conten
     Ok(out)
 }
 
-/// Writes the volumes under `dir` (`dir/<name>`, or the claim's own directory); returns
-/// each volume's host path.
+/// Gives `path` to group `gid` (the pod's `fsGroup`), as the kubelet's volume ownership
+/// management does, so that a non-root container reads files of mode `0440` and writes
+/// its directories.
+fn give_group(path: &Path, gid: Option<u32>) -> Result<(), RuncError> {
+    match gid {
+        Some(g) => {
+            std::os::unix::fs::chown(path, None, Some(g)).map_err(|e| RuncError::io(path, e))
+        }
+        None => Ok(()),
+    }
+}
+
+/// Writes the volumes under `dir` (`dir/<name>`, or the claim's own directory), owned by
+/// group `fs_group` when the pod sets one; returns each volume's host path.
 pub(crate) fn write(
     dir: &Path,
     planned: &[(String, Content)],
+    fs_group: Option<u32>,
 ) -> Result<BTreeMap<String, PathBuf>, RuncError> {
     let mut paths = BTreeMap::new();
     let mkdir = |p: &Path, mode: u32| -> Result<(), RuncError> {
         std::fs::create_dir_all(p).map_err(|e| RuncError::io(p, e))?;
+        give_group(p, fs_group)?;
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
             .map_err(|e| RuncError::io(p, e))
     };
+    // Writable volumes: setgid with an fsGroup, so what the pod creates stays the group's.
+    let writable = if fs_group.is_some() { 0o2777 } else { 0o777 };
     for (name, content) in planned {
         let path = match content {
             Content::Host(d) => {
-                mkdir(d, 0o777)?;
+                mkdir(d, writable)?;
                 d.clone()
             }
             Content::Empty => {
                 let p = dir.join(name);
-                mkdir(&p, 0o777)?;
+                mkdir(&p, writable)?;
                 p
             }
             Content::Files(files) => {
@@ -272,6 +288,7 @@ pub(crate) fn write(
                         mkdir(parent, 0o755)?;
                     }
                     std::fs::write(&target, &f.data).map_err(|e| RuncError::io(&target, e))?;
+                    give_group(&target, fs_group)?;
                     std::fs::set_permissions(&target, std::fs::Permissions::from_mode(f.mode))
                         .map_err(|e| RuncError::io(&target, e))?;
                 }
@@ -405,11 +422,13 @@ mod tests {
             ),
             ("e".to_string(), Content::Empty),
         ];
-        let paths = write(dir.path(), &planned).unwrap();
+        let paths = write(dir.path(), &planned, None).unwrap();
         let file = dir.path().join("s/a/b");
         assert_eq!(std::fs::read(&file).unwrap(), b"x");
         let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
+        let empty = std::fs::metadata(dir.path().join("e")).unwrap();
+        assert_eq!(empty.permissions().mode() & 0o7777, 0o777);
         let c = json!({"volumeMounts": [
             {"name": "s", "mountPath": "/etc/s"},
             {"name": "e", "mountPath": "/tmp", "subPath": "x"},
@@ -421,5 +440,29 @@ mod tests {
         assert!(m[0].read_only && m[0].destination == "/etc/s");
         assert!(!m[1].read_only && m[1].source.ends_with("/e/x"));
         assert!(m[2].read_only);
+    }
+
+    #[test]
+    fn fs_group_owns_the_volumes() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        // The test's own primary group: chown to it needs no privilege.
+        let gid = std::fs::metadata(dir.path()).unwrap().gid();
+        let planned = vec![
+            (
+                "s".to_string(),
+                Content::Files(vec![File {
+                    path: "k".into(),
+                    data: b"x".to_vec(),
+                    mode: 0o440,
+                }]),
+            ),
+            ("e".to_string(), Content::Empty),
+        ];
+        write(dir.path(), &planned, Some(gid)).unwrap();
+        let file = std::fs::metadata(dir.path().join("s/k")).unwrap();
+        assert_eq!((file.gid(), file.mode() & 0o777), (gid, 0o440));
+        let empty = std::fs::metadata(dir.path().join("e")).unwrap();
+        assert_eq!((empty.gid(), empty.mode() & 0o7777), (gid, 0o2777));
     }
 }
