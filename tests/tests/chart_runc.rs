@@ -239,6 +239,8 @@ fn chart_on_runc_host(major: u8) {
         format!("image.registry={registry}"),
         format!("image.tag={tag}"),
         format!("tests.image={}", reference("kubectl")),
+        // Pods share the host's network namespace here: each server binds its pod IP.
+        "bindPodIP=true".into(),
         "apiserver.externalService.enabled=true".into(),
         format!("apiserver.externalService.loadBalancerIP={LB_IP}"),
         format!("apiserver.externalAddress={LB_IP}"),

@@ -89,7 +89,7 @@ fn the_rendered_flags_and_credentials_start_the_binaries() {
     let args: Vec<String> = args
         .iter()
         .map(|a| match a.as_str() {
-            "--bind-address=$(POD_IP)" => "--bind-address=127.0.0.1".into(),
+            "--bind-address=0.0.0.0" => "--bind-address=127.0.0.1".into(),
             "--secure-port=6443" => "--secure-port=0".into(),
             a => remap(a),
         })
@@ -505,7 +505,7 @@ fn a_rendered_single_member_etcd_serves_the_rendered_apiserver() {
     let api_args: Vec<String> = container_args(deployment)
         .iter()
         .map(|a| match a.as_str() {
-            "--bind-address=$(POD_IP)" => "--bind-address=127.0.0.1".into(),
+            "--bind-address=0.0.0.0" => "--bind-address=127.0.0.1".into(),
             "--secure-port=6443" => "--secure-port=0".into(),
             a => remap(a),
         })
