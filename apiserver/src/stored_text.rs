@@ -1,7 +1,8 @@
 //! A stored object made ready for the watch cache without parsing all of it: the store
 //! keeps objects without their resourceVersion, and the cache must add it to every object
-//! it takes in. Only `metadata` (and any top-level member a field selector reads) is
-//! parsed; the rest, usually most of the bytes (a workload's spec), is copied as text.
+//! it takes in. Only `metadata` (but its `managedFields`) and any top-level member a field
+//! selector reads are parsed; the rest, usually most of the bytes (a workload's spec and
+//! its field ownership), is copied as text.
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -11,7 +12,8 @@ use serde_json::{Map, Value};
 pub struct Prepared {
     /// The object's JSON text, resourceVersion included.
     pub text: Vec<u8>,
-    /// An object holding the parsed members only: `metadata` and those asked for.
+    /// An object holding the parsed members only: `metadata` (without `managedFields`)
+    /// and those asked for.
     pub partial: Value,
 }
 
@@ -40,9 +42,14 @@ impl<'de> Deserialize<'de> for Members<'de> {
     }
 }
 
-/// `stored` with `metadata.resourceVersion` set to `rv`, parsing only `metadata` and the
-/// top-level members `read` accepts. `None` when the text is not an object of plainly
-/// named members with a `metadata` object: the caller then parses it whole.
+/// The member of `metadata` left unparsed: `managedFields` is often the larger half of an
+/// object's text, and the cache reads nothing in it.
+const UNPARSED_META: &str = "managedFields";
+
+/// `stored` with `metadata.resourceVersion` set to `rv`, parsing only `metadata` (but its
+/// `managedFields`) and the top-level members `read` accepts. `None` when the text is not
+/// an object of plainly named members with a `metadata` object of such members: the
+/// caller then parses it whole.
 pub fn prepare(stored: &[u8], rv: u64, read: impl Fn(&str) -> bool) -> Option<Prepared> {
     let Members(members) = serde_json::from_slice(stored).ok()?;
     let mut partial = Map::new();
@@ -55,9 +62,7 @@ pub fn prepare(stored: &[u8], rv: u64, read: impl Fn(&str) -> bool) -> Option<Pr
         serde_json::to_writer(&mut text, key).ok()?;
         text.push(b':');
         if *key == "metadata" {
-            let mut meta: Map<String, Value> = serde_json::from_str(raw.get()).ok()?;
-            meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
-            serde_json::to_writer(&mut text, &meta).ok()?;
+            let meta = metadata(raw, rv, &mut text)?;
             partial.insert("metadata".into(), Value::Object(meta));
         } else {
             text.extend_from_slice(raw.get().as_bytes());
@@ -74,6 +79,36 @@ pub fn prepare(stored: &[u8], rv: u64, read: impl Fn(&str) -> bool) -> Option<Pr
         text,
         partial: Value::Object(partial),
     })
+}
+
+/// Writes `metadata` with `resourceVersion` set to `rv` to `text`, its members in key
+/// order as a whole parse writes them, and returns it parsed but for [`UNPARSED_META`].
+/// `None` when it is not an object of plainly named, distinct members.
+fn metadata(raw: &RawValue, rv: u64, text: &mut Vec<u8>) -> Option<Map<String, Value>> {
+    let Members(mut members) = serde_json::from_str(raw.get()).ok()?;
+    let version = RawValue::from_string(format!("\"{rv}\"")).ok()?;
+    members.retain(|(k, _)| *k != "resourceVersion");
+    members.push(("resourceVersion", &version));
+    // Stored text is usually in key order already, so this sort costs a pass.
+    members.sort_by(|a, b| a.0.cmp(b.0));
+    if members.windows(2).any(|w| w[0].0 == w[1].0) {
+        return None;
+    }
+    let mut parsed = Map::new();
+    text.push(b'{');
+    for (i, (key, value)) in members.iter().enumerate() {
+        if i > 0 {
+            text.push(b',');
+        }
+        serde_json::to_writer(&mut *text, key).ok()?;
+        text.push(b':');
+        text.extend_from_slice(value.get().as_bytes());
+        if *key != UNPARSED_META {
+            parsed.insert((*key).into(), serde_json::from_str(value.get()).ok()?);
+        }
+    }
+    text.push(b'}');
+    Some(parsed)
 }
 
 /// The top-level member a JSON pointer starts in (`/spec/nodeName` → `spec`).
@@ -125,6 +160,18 @@ mod tests {
     }
 
     #[test]
+    fn managed_fields_are_copied_as_text_and_not_parsed() {
+        // Metadata's members out of key order (values are copied as stored, as other
+        // members are): the text is still what a whole parse writes.
+        let obj = br#"{"metadata":{"uid":"u","name":"a","managedFields":[{"fieldsV1":{"f:spec":{"f:replicas":{}}},"manager":"m","operation":"Update"}],"labels":{"x":"y"}},"spec":{"replicas":1}}"#;
+        let p = prepare(obj, 5, |_| false).unwrap();
+        assert_eq!(p.text, whole(obj, 5));
+        assert!(p.partial["metadata"].get("managedFields").is_none());
+        assert_eq!(p.partial["metadata"]["labels"]["x"], "y");
+        assert_eq!(p.partial["metadata"]["resourceVersion"], "5");
+    }
+
+    #[test]
     fn members_a_field_selector_reads_are_parsed() {
         let stored =
             br#"{"metadata":{"name":"p"},"spec":{"nodeName":"n1"},"status":{"phase":"Running"}}"#;
@@ -137,10 +184,14 @@ mod tests {
 
     #[test]
     fn text_it_cannot_split_is_left_to_a_whole_parse() {
-        // No metadata, an escaped key, not an object, not JSON.
+        // No metadata, an escaped key, an escaped or repeated key in metadata, metadata
+        // not an object, not an object, not JSON.
         for bad in [
             &br#"{"spec":{}}"#[..],
             br#"{"spe\u0063":{},"metadata":{}}"#,
+            br#"{"metadata":{"n\u0061me":"a"}}"#,
+            br#"{"metadata":{"name":"a","name":"b"}}"#,
+            br#"{"metadata":"a"}"#,
             br#"[1,2]"#,
             br#"{"metadata":"#,
         ] {

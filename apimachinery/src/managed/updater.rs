@@ -123,13 +123,27 @@ pub(crate) fn update(
     if diff.is_empty() {
         return;
     }
-    let changed = diff.modified.union(&diff.added);
-    let (changed_trie, removed_trie) = (trie(&changed), trie(&diff.removed));
-    for e in entries.iter_mut() {
-        lose(e, &changed_trie, &removed_trie);
+    // A create (the most frequent write) only adds, and finds no other entry to take
+    // from: the changed fields are encoded once, and become the writer's as they are.
+    let Diff {
+        added,
+        modified,
+        removed,
+    } = diff;
+    let changed = match (added.is_empty(), modified.is_empty()) {
+        (_, true) => added,
+        (true, false) => modified,
+        (false, false) => modified.union(&added),
+    };
+    let mut gained = trie(&changed);
+    if !entries.is_empty() {
+        let removed_trie = trie(&removed);
+        for e in entries.iter_mut() {
+            lose(e, &gained, &removed_trie);
+        }
+        entries.retain(|e| !e.is_empty());
     }
-    entries.retain(|e| !e.is_empty());
-    let gained = trie(&changed.difference(&NEVER_OWNED));
+    raw::subtract(&mut gained, &NEVER_OWNED_TRIE);
     if !gained.is_empty() {
         let owner = Owner {
             manager,
