@@ -102,7 +102,7 @@ impl DisruptionController {
             _ => return None,
         };
         let name = owner.get("name").and_then(Value::as_str)?;
-        let obj = self.sim.cache(def).get(&def.key(ns, name))?.value();
+        let obj = self.sim.cached(def, ns, name)?;
         Some((
             str_at(&obj, "/metadata/uid")?.to_string(),
             i64_at(&obj, "/spec/replicas").unwrap_or(1),

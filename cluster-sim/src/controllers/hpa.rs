@@ -263,12 +263,7 @@ impl Reconciler<String> for HpaController {
     async fn reconcile(&self, key: &String) -> Result<Requeue, SimError> {
         let def = &self.sim.kinds.hpas;
         let (ns, name) = split_key(key);
-        let Some(hpa) = self
-            .sim
-            .cache(def)
-            .get(&def.key(ns, name))
-            .map(|c| c.value())
-        else {
+        let Some(hpa) = self.sim.cached(def, ns, name) else {
             return Ok(Requeue::No);
         };
         if util::is_deleting(&hpa) {

@@ -99,10 +99,7 @@ pub(crate) struct IngressController {
 impl IngressController {
     fn publish_service(&self) -> Option<Value> {
         let def = &self.sim.kinds.services;
-        self.sim
-            .cache(def)
-            .get(&def.key(PUBLISH_NAMESPACE, PUBLISH_SERVICE))
-            .map(|c| c.value())
+        self.sim.cached(def, PUBLISH_NAMESPACE, PUBLISH_SERVICE)
     }
 
     /// Creates the publishing Service (a LoadBalancer with no selector: the controller's
@@ -161,12 +158,7 @@ impl Reconciler<String> for IngressController {
     async fn reconcile(&self, key: &String) -> Result<Requeue, SimError> {
         let def = &self.sim.kinds.ingresses;
         let (ns, name) = split_key(key);
-        let Some(ing) = self
-            .sim
-            .cache(def)
-            .get(&def.key(ns, name))
-            .map(|c| c.value())
-        else {
+        let Some(ing) = self.sim.cached(def, ns, name) else {
             return Ok(Requeue::No);
         };
         let publish = self.publish_service();

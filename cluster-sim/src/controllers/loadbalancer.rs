@@ -286,11 +286,7 @@ impl Reconciler<String> for LoadBalancerController {
     async fn reconcile(&self, key: &String) -> Result<Requeue, SimError> {
         let def = &self.sim.kinds.services;
         let (ns, name) = split_key(key);
-        let svc = self
-            .sim
-            .cache(def)
-            .get(&def.key(ns, name))
-            .map(|c| c.value());
+        let svc = self.sim.cached(def, ns, name);
         let is_lb = svc.as_ref().is_some_and(|s| {
             str_at(s, "/spec/type") == Some("LoadBalancer") && !super::util::is_deleting(s)
         });

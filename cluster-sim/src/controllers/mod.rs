@@ -282,6 +282,11 @@ impl Sim {
         self.engine.cache.resource(def).clone()
     }
 
+    /// One cached object, parsed (`None`: not there).
+    pub(crate) fn cached(&self, def: &ResourceDef, ns: &str, name: &str) -> Option<Value> {
+        self.cache(def).get(&def.key(ns, name)).map(|c| c.value())
+    }
+
     /// Merge-patches an object (`Target::Main`) or its status as kube-controller-manager,
     /// the way the controller loops write what they decided.
     pub(crate) async fn merge_patch(

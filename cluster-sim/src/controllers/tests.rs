@@ -65,7 +65,7 @@ pub(super) async fn create(sim: &Sim, def: &ResourceDef, ns: &str, obj: Value) -
 }
 
 pub(super) fn get(sim: &Sim, def: &ResourceDef, ns: &str, name: &str) -> Option<Value> {
-    sim.cache(def).get(&def.key(ns, name)).map(|c| c.value())
+    sim.cached(def, ns, name)
 }
 
 pub(super) fn list(sim: &Sim, def: &ResourceDef, ns: &str) -> Vec<Value> {

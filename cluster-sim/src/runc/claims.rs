@@ -29,12 +29,7 @@ impl Reconciler<String> for Provisioner {
     async fn reconcile(&self, key: &String) -> Result<Requeue, SimError> {
         let def = &self.sim.kinds.pvcs;
         let (ns, name) = split_key(key);
-        let Some(claim) = self
-            .sim
-            .cache(def)
-            .get(&def.key(ns, name))
-            .map(|c| c.value())
-        else {
+        let Some(claim) = self.sim.cached(def, ns, name) else {
             return Ok(Requeue::No);
         };
         if is_deleting(&claim) || str_at(&claim, "/status/phase") == Some("Bound") {
