@@ -133,20 +133,37 @@ pub fn tool_path(var: &str, script: &str, args: &[&str], what: &str) -> PathBuf 
     if let Some(p) = std::env::var_os(var) {
         return PathBuf::from(p);
     }
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tools")
-        .join(script);
-    let out = Command::new("bash")
-        .arg(path)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("running {script}: {e}"));
+    let out = script_output(script, args).unwrap_or_else(|e| panic!("running {script}: {e}"));
     assert!(
         out.status.success(),
         "{what} is required: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// The workspace's root directory.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn script_output(name: &str, args: &[&str]) -> std::io::Result<std::process::Output> {
+    Command::new("bash")
+        .arg(workspace_root().join("tools").join(name))
+        .args(args)
+        .output()
+}
+
+/// Runs the project script `tools/<name>`, failing loudly with its output; returns stdout.
+pub fn run_script(name: &str, args: &[&str]) -> String {
+    let out = script_output(name, args).unwrap_or_else(|e| panic!("running {name}: {e}"));
+    assert!(
+        out.status.success(),
+        "{name} {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// kubectl: `$KUBECTL`, or installed by tools/install-kubectl.sh.

@@ -14,7 +14,7 @@
 // Tests fail on the first unexpected error: unwrapping is how they report it.
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -29,26 +29,6 @@ const MEMBERS: [&str; 2] = ["sim-1", "sim-2"];
 const NS: &str = "meridian";
 /// The LoadBalancer address the external Service asks for, in the host's pool.
 const LB_IP: &str = "127.200.0.10";
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// Runs a project script, failing loudly with its output; returns stdout.
-fn script(name: &str, args: &[&str]) -> String {
-    let out = Command::new("bash")
-        .arg(root().join("tools").join(name))
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("running {name}: {e}"));
-    assert!(
-        out.status.success(),
-        "{name} {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Ids of the runc containers that exist now.
 fn runc_list() -> Vec<String> {
@@ -154,11 +134,11 @@ fn chart_on_runc_host(major: u8) {
         "0",
         "this test runs containers with runc and needs root"
     );
-    script("install-image-tools.sh", &[]);
+    meridian_e2e::run_script("install-image-tools.sh", &[]);
     let kubectl_bin = kubectl_path();
     // The chart's images, and kubectl as the image of its `helm test` pod (no registry).
-    let images = root().join("target/images-chart");
-    script(
+    let images = meridian_e2e::workspace_root().join("target/images-chart");
+    meridian_e2e::run_script(
         "build-images.sh",
         &[
             "--out",
@@ -233,7 +213,7 @@ fn chart_on_runc_host(major: u8) {
         all.extend_from_slice(args);
         helm.ok(&all)
     };
-    let chart = root().join("charts/meridian");
+    let chart = meridian_e2e::workspace_root().join("charts/meridian");
     let chart = chart.to_str().unwrap();
     let values: Vec<String> = [
         format!("image.registry={registry}"),
@@ -392,7 +372,7 @@ fn chart_on_runc_host(major: u8) {
     step(start, "member mode installed in both members");
 
     // 5. examples/web.yaml through the federation: the members get their share.
-    let example = root().join("examples/web.yaml");
+    let example = meridian_e2e::workspace_root().join("examples/web.yaml");
     fed.ok(&["apply", "-f", example.to_str().unwrap()]);
     for (m, replicas) in MEMBERS.iter().zip(["3", "7"]) {
         poll_until(

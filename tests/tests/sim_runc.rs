@@ -11,7 +11,6 @@
 // Tests fail on the first unexpected error: unwrapping is how they report it.
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -19,25 +18,6 @@ use meridian_e2e::{Env, poll_until};
 use serde_json::Value;
 
 const CONTEXT: &str = "run-1";
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// Runs a project script, failing loudly with its output.
-fn script(name: &str, args: &[&str]) {
-    let out = Command::new("bash")
-        .arg(root().join("tools").join(name))
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("running {name}: {e}"));
-    assert!(
-        out.status.success(),
-        "{name} {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// Ids of the runc containers that exist now.
 fn runc_list() -> Vec<String> {
@@ -161,14 +141,14 @@ fn runc_cluster_runs_a_deployment_from_the_image() {
         "0",
         "this test runs containers with runc and needs root"
     );
-    script("install-image-tools.sh", &[]);
+    meridian_e2e::run_script("install-image-tools.sh", &[]);
     // The images chart_runc builds too: one set, so one musl build serves both tests
     // (another set of binaries unifies features differently and recompiles).
-    script(
+    meridian_e2e::run_script(
         "build-images.sh",
         &["federation-apiserver", "fed-scheduler", "fed-controllers"],
     );
-    let images = root().join("target/images");
+    let images = meridian_e2e::workspace_root().join("target/images");
     let list: Value =
         serde_json::from_slice(&std::fs::read(images.join("images.json")).unwrap()).unwrap();
     let image = list
