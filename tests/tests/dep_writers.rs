@@ -3,7 +3,8 @@
 //! sim-2 too); neither path deletes what the other wants: sim-2's copy follows a change
 //! without ever being deleted, and the policy's copies in sim-1 survive the removal of a
 //! workload there (which collects unreferenced dependency copies). When the policy goes, the
-//! copies a workload uses stay and the workload path takes them over.
+//! copies a workload uses stay and the workload path takes them over. Removed at the same
+//! time as its workload, whichever path held it, a shared object leaves no copy anywhere.
 
 use std::time::Duration;
 
@@ -84,6 +85,67 @@ spec:
     metadata: {labels: {app: other}}
     spec:
       containers: [{name: other, image: "other:1"}]
+"#;
+
+/// Two more shared ConfigMaps, each selected by a policy for sim-1 and used by a Deployment
+/// in sim-2: `handed` loses its policy and its workload at once, `doomed` is deleted with
+/// its workload.
+const PAIRS: &str = r#"
+apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: pairs, namespace: both}
+spec:
+  resourceSelectors:
+  - {apiVersion: v1, kind: ConfigMap, name: handed}
+  - {apiVersion: v1, kind: ConfigMap, name: doomed}
+  placement:
+    clusterAffinity:
+      clusterNames: [sim-1]
+---
+apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: users, namespace: both}
+spec:
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment, name: hands}
+  - {apiVersion: apps/v1, kind: Deployment, name: dooms}
+  placement:
+    clusterAffinity:
+      clusterNames: [sim-2]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: handed, namespace: both}
+data: {mode: shared}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: doomed, namespace: both}
+data: {mode: shared}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: hands, namespace: both}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: hands}}
+  template:
+    metadata: {labels: {app: hands}}
+    spec:
+      containers:
+      - {name: hands, image: "hands:1", envFrom: [{configMapRef: {name: handed}}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: dooms, namespace: both}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: dooms}}
+  template:
+    metadata: {labels: {app: dooms}}
+    spec:
+      containers:
+      - {name: dooms, image: "dooms:1", envFrom: [{configMapRef: {name: doomed}}]}
 "#;
 
 const WITHIN: Duration = Duration::from_secs(60);
@@ -250,4 +312,43 @@ async fn an_object_both_a_policy_and_a_workload_need_has_one_writer() {
     }
     set_mode(&fed_maps, "settings", "handed over").await;
     changed_in_place(&sim2, "settings", &rv, |c| mode(c) == Some("handed over")).await;
+
+    // A shared object whose policy and workload go at once is handed to the workload path
+    // with no user left: collected all the same. One deleted with its workload goes from
+    // every member, the workload's too.
+    env.apply("pairs.yaml", PAIRS);
+    for (member, api) in [("sim-1", &sim1), ("sim-2", &sim2)] {
+        for name in ["handed", "doomed"] {
+            eventually(
+                &format!("{name} in {member}"),
+                WITHIN,
+                || async { api.get_opt(name).await.expect("get") },
+                |c| c.as_ref().and_then(mode) == Some("shared"),
+            )
+            .await;
+        }
+    }
+    env.ok(
+        "kubectl",
+        &[
+            "delete",
+            "propagationpolicy/pairs",
+            "deployment/hands",
+            "configmap/doomed",
+            "deployment/dooms",
+            "-n",
+            "both",
+        ],
+    );
+    for (member, api) in [("sim-1", &sim1), ("sim-2", &sim2)] {
+        for name in ["handed", "doomed"] {
+            eventually(
+                &format!("{name} gone from {member}"),
+                WITHIN,
+                || async { api.get_opt(name).await.expect("get") },
+                Option::is_none,
+            )
+            .await;
+        }
+    }
 }

@@ -55,12 +55,9 @@ type Kind = (String, String);
 /// One copied object: its kind and where its Placement lives.
 pub use fed_api::copies::CopyKey;
 
-/// Objects reconciled at once. One, for now: with several, a deleted dependency object
-/// (a ServiceAccount a policy selects and a deleted Deployment still references) is
-/// reconciled before the Deployment's demand is dropped, leaves its member copy to the
-/// workload path, and nobody collects it (the `any_kind` e2e catches it). The queue's
-/// order hides that race; it wants fixing before this goes up.
-const COPY_WORKERS: usize = 1;
+/// Objects reconciled at once: each waits on its members' answers, so one worker would
+/// hold every other key behind the slowest member.
+const COPY_WORKERS: usize = 16;
 
 /// Why one reconcile failed (it is retried with back-off).
 #[derive(Debug, thiserror::Error)]
@@ -114,9 +111,11 @@ struct Object<'a> {
     uid: &'a str,
     /// The override policies that select it, in the order they apply.
     selected: &'a [&'a fed_api::overrides::apply::Policy],
-    /// Clusters where a workload referencing it runs: a copy there is never removed
-    /// ([`crate::dep_writers`]).
+    /// Clusters where a workload referencing it runs: a copy there is not removed while
+    /// the object lives ([`crate::dep_writers`]).
     demanded: &'a BTreeSet<String>,
+    /// The object is being deleted: every copy goes, demanded or not.
+    deleting: bool,
     /// Its kind's interpreter, if any: where a divided object's shares are written.
     interpreter: Option<&'a ResourceInterpreterSpec>,
 }
@@ -516,6 +515,9 @@ impl Central {
             uid: &uid,
             selected: &selected,
             demanded: &demanded,
+            deleting: fed_obj
+                .as_ref()
+                .is_some_and(|o| o.metadata.deletion_timestamp.is_some()),
             interpreter,
         };
         let results =
@@ -596,8 +598,11 @@ impl Central {
     async fn sync_member(&self, o: &Object<'_>, cluster: &str) -> MemberResult {
         let key = o.key;
         let mut want = wanted(o.fed, o.dest, cluster, o.interpreter);
-        if want.is_none() && o.demanded.contains(cluster) {
-            // The dependency path's copy (a workload there uses it): not this path's.
+        if want.is_none() && !o.deleting && o.demanded.contains(cluster) {
+            // The dependency path's copy (a workload there uses it): not this path's. A
+            // deleted object's copies are this path's to remove wherever they are: left to
+            // the dependency path, one whose workload goes at the same time would be
+            // skipped by its collection as the copy path's, then orphaned.
             return MemberResult::default();
         }
         if let Some(w) = &want

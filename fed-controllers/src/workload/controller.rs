@@ -795,11 +795,15 @@ pub async fn run(
         awaiting_placement: Mutex::default(),
     });
     // A dependency object that gained or lost its copy Placement changes what the
-    // workloads referencing it write.
+    // workloads referencing it write. One handed over to this path may have no user left
+    // (its last workload went while the copy path still owned it): the members look.
     let weak = Arc::downgrade(&central);
     writers.on_copied_change(move |r| {
         if let Some(c) = weak.upgrade() {
             c.requeue_referencing(r.kind, &r.namespace, &r.name);
+            if c.writers.writer(r) == Writer::Dependencies {
+                c.members().iter().for_each(|m| m.collect_soon());
+            }
         }
     });
     let worker = {

@@ -143,6 +143,8 @@ pub struct MemberShared {
     /// Whether a dependency copy may have lost its last user since the last collection
     /// (which would otherwise look at every copy after every sync).
     gc_due: AtomicBool,
+    /// Wakes the collection outside any sync ([`MemberShared::collect_soon`]).
+    gc_kick: tokio::sync::Notify,
     /// This member's writes, to tell their watch events from edits made by others.
     echo: Mutex<Echo>,
 }
@@ -232,6 +234,13 @@ impl MemberShared {
         self.gc.store(true, Ordering::Release);
     }
 
+    /// Has the member look for unreferenced dependency copies now, not after its next sync:
+    /// a copy the copy path just handed over may have no user left, and then no sync comes.
+    pub fn collect_soon(&self) {
+        self.gc_due.store(true, Ordering::Release);
+        self.gc_kick.notify_one();
+    }
+
     fn caches(&self) -> Option<Arc<Caches>> {
         lock(&self.caches).clone()
     }
@@ -307,6 +316,7 @@ pub fn spawn(ctx: Context, cluster: Arc<Cluster>, fingerprint: u64, gc: bool) ->
         connection,
         gc: AtomicBool::new(gc),
         gc_due: AtomicBool::new(true),
+        gc_kick: tokio::sync::Notify::new(),
         echo: Mutex::default(),
     });
     let span = tracing::info_span!("workload-member", cluster = %shared.name);
@@ -407,6 +417,7 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
     for _ in 1..m.ctx.settings.member_workers.max(1) {
         tasks.spawn(work(m.clone()));
     }
+    tasks.spawn(collect_when_kicked(m.clone()));
     work(m).await;
 }
 
@@ -775,6 +786,18 @@ async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, Syn
     }
     collect_garbage(m, &caches).await?;
     Ok(out)
+}
+
+/// Collects whenever [`MemberShared::collect_soon`] asks. A failure leaves the collection
+/// due, for the next sync or kick.
+async fn collect_when_kicked(m: Arc<MemberShared>) {
+    loop {
+        m.gc_kick.notified().await;
+        let Some(caches) = m.caches() else { continue };
+        if let Err(error) = collect_garbage(&m, &caches).await {
+            tracing::warn!(error = %Report(&error), "collecting unreferenced dependencies failed");
+        }
+    }
 }
 
 /// Removes dependency copies no Present intent references any more.
