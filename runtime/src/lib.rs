@@ -5,7 +5,8 @@
 //! hyper), [`metrics`] (one prometheus-client registry per process, a prefix per
 //! component), [`flags`] (every bad flag reported at once), [`shutdown`] (SIGINT/SIGTERM
 //! as a token the loops select on), and for controller loops [`queue`] (the one work
-//! queue), [`events`] (the one Event recorder), [`rate`] and [`sync`]; and for components
+//! queue), [`events`] (the one Event recorder), [`answer`] (writes whose answers are read
+//! for their resourceVersion only), [`rate`] and [`sync`]; and for components
 //! that run as several replicas, [`leader`] (Lease-based leader election and the write
 //! gate their clients go through).
 //!
@@ -13,6 +14,7 @@
 //! beside its election ([`leader::Election::run`]), writing only while it leads, while the
 //! endpoints keep serving throughout.
 
+pub mod answer;
 pub mod args;
 pub mod client;
 pub mod endpoints;

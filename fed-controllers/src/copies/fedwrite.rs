@@ -7,8 +7,9 @@
 use fed_api::Placement;
 use fed_api::copies::{CopyKey, Path, path};
 use fed_api::names::WORKLOAD_FINALIZER;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
+use meridian_runtime::answer;
 use serde_json::Value;
 
 use super::controller::{Central, CopyError, FedKind, now};
@@ -52,8 +53,11 @@ impl Central {
         let patch = serde_json::json!({
             "status": {"conditions": [cond.patch_entry()], "clusters": entries}
         });
-        let api: Api<Placement> =
-            Api::namespaced(self.fed.clone(), &p.namespace().unwrap_or_default());
+        let api = answer::api(
+            self.fed.clone(),
+            p.namespace().as_deref(),
+            &ApiResource::erase::<Placement>(&()),
+        );
         tokio::time::timeout(
             self.settings.sync_timeout,
             api.patch_status(
@@ -88,10 +92,8 @@ impl Central {
         let Some(diff) = apimachinery::merge_patch_diff(&current, &status) else {
             return Ok(());
         };
-        let api: Api<DynamicObject> = match &key.namespace {
-            Some(ns) if fk.namespaced => Api::namespaced_with(self.fed.clone(), ns, &fk.ar),
-            _ => Api::all_with(self.fed.clone(), &fk.ar),
-        };
+        let ns = key.namespace.as_deref().filter(|_| fk.namespaced);
+        let api = answer::api(self.fed.clone(), ns, &fk.ar);
         let patch = serde_json::json!({ "status": diff });
         match tokio::time::timeout(
             self.settings.sync_timeout,
@@ -130,10 +132,8 @@ impl Central {
         let patch = serde_json::json!({
             "metadata": {"finalizers": list, "resourceVersion": o.resource_version()}
         });
-        let api: Api<DynamicObject> = match &key.namespace {
-            Some(ns) if fk.namespaced => Api::namespaced_with(self.fed.clone(), ns, &fk.ar),
-            _ => Api::all_with(self.fed.clone(), &fk.ar),
-        };
+        let ns = key.namespace.as_deref().filter(|_| fk.namespaced);
+        let api = answer::api(self.fed.clone(), ns, &fk.ar);
         match api
             .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await

@@ -11,10 +11,11 @@ use fed_api::{Placement, PlacementSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use meridian_runtime::answer;
 use meridian_runtime::sync::lock;
 
 use super::alloc_map::Held;
@@ -162,15 +163,25 @@ impl Central {
         svc: &Service,
         list: Vec<String>,
     ) -> Result<Service, ReconcileError> {
-        let api: Api<Service> = Api::namespaced(self.fed.clone(), &key.namespace);
+        let api = answer::api(
+            self.fed.clone(),
+            Some(&key.namespace),
+            &ApiResource::erase::<Service>(&()),
+        );
         // resourceVersion makes it a compare-and-swap: a concurrent change is retried.
         let patch =
             json!({"metadata": {"finalizers": list, "resourceVersion": svc.resource_version()}});
-        self.timed(
-            &format!("finalizers of {key}"),
-            api.patch(&key.name, &PatchParams::default(), &Patch::Merge(patch)),
-        )
-        .await
+        let written = self
+            .timed(
+                &format!("finalizers of {key}"),
+                api.patch(&key.name, &PatchParams::default(), &Patch::Merge(patch)),
+            )
+            .await?;
+        // Pinned to the version read, the write made exactly this of it.
+        let mut svc = svc.clone();
+        svc.metadata.finalizers = Some(list);
+        svc.metadata.resource_version = written.metadata.resource_version;
+        Ok(svc)
     }
 
     /// The federated Service's status: `loadBalancer.ingress` and its
@@ -215,7 +226,11 @@ impl Central {
             return Ok(());
         }
         body["status"] = Value::Object(patch);
-        let api: Api<Service> = Api::namespaced(self.fed.clone(), &key.namespace);
+        let api = answer::api(
+            self.fed.clone(),
+            Some(&key.namespace),
+            &ApiResource::erase::<Service>(&()),
+        );
         self.timed(
             &format!("status of {key}"),
             api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(body)),

@@ -17,10 +17,11 @@ use fed_api::overrides::apply::{MemberCluster, OverrideError, labels_of, selecti
 use fed_api::{Cluster, Placement};
 use futures::stream::{BoxStream, StreamExt};
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
+use meridian_runtime::answer;
 use meridian_runtime::error::Report;
 use meridian_runtime::events::Recorder;
 use meridian_runtime::queue::{self, Backoff, WorkQueue};
@@ -215,8 +216,11 @@ impl Central {
         } else if !pending {
             let mut list = fins.clone();
             list.push(WORKLOAD_FINALIZER.to_string());
-            // Carry on with the object as written rather than wait for the watch to bring it.
-            fed = serde_json::to_value(self.set_finalizers(key, &fed, list).await?)?;
+            // Carry on with the object as written rather than wait for the watch to bring it:
+            // the patch was pinned to the version read, so that is it with the finalizer.
+            let written = self.set_finalizers(key, &fed, list.clone()).await?;
+            fed["metadata"]["finalizers"] = json!(list);
+            fed["metadata"]["resourceVersion"] = json!(written.resource_version());
             if let Some(rv) = cached_rv {
                 lock(&self.finalizer_writes).insert(key.clone(), rv);
             }
@@ -564,8 +568,11 @@ impl Central {
             if super::drift::contains(&fed["status"], &st) {
                 return Ok(false);
             }
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(self.fed.clone(), &key.namespace, &key.kind.api_resource());
+            let api = answer::api(
+                self.fed.clone(),
+                Some(&key.namespace),
+                &key.kind.api_resource(),
+            );
             self.timed(
                 &format!("status of {key}"),
                 api.patch_status(
@@ -634,7 +641,11 @@ impl Central {
         // last saw: the write needs no resourceVersion pin and cannot conflict.
         let conditions: Vec<Value> = conditions.iter().map(|c| c.patch_entry()).collect();
         let patch = json!({"status": {"clusters": entries, "conditions": conditions}});
-        let api: Api<Placement> = Api::namespaced(self.fed.clone(), &key.namespace);
+        let api = answer::api(
+            self.fed.clone(),
+            Some(&key.namespace),
+            &ApiResource::erase::<Placement>(&()),
+        );
         self.timed(
             &format!("status of placement {}", key.placement_name()),
             api.patch_status(

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use fed_api::Placement;
 use fed_api::names::WORKLOAD_FINALIZER;
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
+use meridian_runtime::answer::{self, Written};
 use meridian_runtime::events::EventType;
 use serde_json::{Value, json};
 
@@ -22,9 +23,12 @@ impl Central {
         key: &WorkloadKey,
         fed: &Value,
         list: Vec<String>,
-    ) -> Result<DynamicObject, FedError> {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.fed.clone(), &key.namespace, &key.kind.api_resource());
+    ) -> Result<Written, FedError> {
+        let api = answer::api(
+            self.fed.clone(),
+            Some(&key.namespace),
+            &key.kind.api_resource(),
+        );
         // resourceVersion makes it a compare-and-swap: a concurrent change is retried.
         let patch = json!({"metadata": {"finalizers": list, "resourceVersion": fed["metadata"]["resourceVersion"]}});
         self.timed(

@@ -15,6 +15,7 @@ use kube::core::Request;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
+use meridian_runtime::answer::Written;
 use meridian_runtime::error::{Report, report};
 use meridian_runtime::events::EventType;
 use meridian_runtime::queue::WorkQueue;
@@ -617,8 +618,7 @@ impl<'a> Target<'a> {
         let rv = answer.as_ref().ok().and_then(|a| {
             serde_json::from_str::<Written>(a)
                 .ok()?
-                .metadata
-                .resource_version?
+                .resource_version()?
                 .parse()
                 .ok()
         });
@@ -628,18 +628,6 @@ impl<'a> Target<'a> {
         }
         answer.map(drop)
     }
-}
-
-/// The part of a write's answer that is read.
-#[derive(serde::Deserialize)]
-struct Written {
-    metadata: WrittenMeta,
-}
-
-#[derive(serde::Deserialize)]
-struct WrittenMeta {
-    #[serde(rename = "resourceVersion")]
-    resource_version: Option<String>,
 }
 
 /// One decision and write of [`apply`] against `existing` (as read or as cached).
