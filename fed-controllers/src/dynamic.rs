@@ -12,10 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject, TypeMeta};
 use kube::core::DynamicResourceScope;
 use kube::runtime::watcher::Event;
-use serde::de::value::MapAccessDeserializer;
-use serde::de::{
-    Deserialize, DeserializeSeed, Deserializer, IgnoredAny, IntoDeserializer, MapAccess, Visitor,
-};
+use meridian_runtime::lean::LeanMeta;
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
 /// A [`DynamicObject`] that decodes without buffering and without its managedFields; watch
@@ -46,7 +44,7 @@ impl<'de> Visitor<'de> for ObjectVisitor {
             match key.as_str() {
                 "apiVersion" => api_version = Some(map.next_value::<String>()?),
                 "kind" => kind = Some(map.next_value::<String>()?),
-                "metadata" => metadata = Some(map.next_value::<MetaWithoutManagedFields>()?.0),
+                "metadata" => metadata = Some(map.next_value::<LeanMeta>()?.0),
                 _ => {
                     data.insert(key, map.next_value::<Value>()?);
                 }
@@ -62,55 +60,6 @@ impl<'de> Visitor<'de> for ObjectVisitor {
             metadata: metadata.unwrap_or_default(),
             data: Value::Object(data),
         }))
-    }
-}
-
-/// `metadata` decoded as [`ObjectMeta`] decodes it, its managedFields skipped.
-struct MetaWithoutManagedFields(ObjectMeta);
-
-impl<'de> Deserialize<'de> for MetaWithoutManagedFields {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(MetaVisitor)
-    }
-}
-
-struct MetaVisitor;
-
-impl<'de> Visitor<'de> for MetaVisitor {
-    type Value = MetaWithoutManagedFields;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("object metadata")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        ObjectMeta::deserialize(MapAccessDeserializer::new(SkipManagedFields(map)))
-            .map(MetaWithoutManagedFields)
-    }
-}
-
-/// A map whose `managedFields` entry is passed over.
-struct SkipManagedFields<A>(A);
-
-impl<'de, A: MapAccess<'de>> MapAccess<'de> for SkipManagedFields<A> {
-    type Error = A::Error;
-
-    fn next_key_seed<K: DeserializeSeed<'de>>(
-        &mut self,
-        seed: K,
-    ) -> Result<Option<K::Value>, A::Error> {
-        while let Some(key) = self.0.next_key::<String>()? {
-            if key == "managedFields" {
-                self.0.next_value::<IgnoredAny>()?;
-                continue;
-            }
-            return seed.deserialize(key.into_deserializer()).map(Some);
-        }
-        Ok(None)
-    }
-
-    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, A::Error> {
-        self.0.next_value_seed(seed)
     }
 }
 

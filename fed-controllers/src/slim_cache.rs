@@ -11,6 +11,7 @@ use kube::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
+use meridian_runtime::lean::{self, Lean};
 use tokio::sync::watch;
 
 /// Ordered by (namespace, name): one namespace's objects are one range.
@@ -147,8 +148,9 @@ impl<K: Resource, V> SlimCache<K, V> {
             .collect()
     }
 
-    /// A watch of every object of `api` that feeds this cache as its events pass.
-    pub fn watch(&self, api: Api<K>) -> BoxStream<'static, Result<Event<K>, watcher::Error>>
+    /// A watch of every object of `api` that feeds this cache as its events pass (decoded
+    /// without their managedFields: nothing derived reads them).
+    pub fn watch(&self, api: Api<Lean<K>>) -> BoxStream<'static, Result<Event<K>, watcher::Error>>
     where
         K: Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
         V: Send + Sync + 'static,
@@ -162,7 +164,7 @@ impl<K: Resource, V> SlimCache<K, V> {
     /// (so a consumer sees what changed: the labels a workload had and has now).
     pub fn watch_with_previous(
         &self,
-        api: Api<K>,
+        api: Api<Lean<K>>,
     ) -> BoxStream<'static, Result<WithPrevious<K, V>, watcher::Error>>
     where
         K: Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
@@ -173,6 +175,7 @@ impl<K: Resource, V> SlimCache<K, V> {
             .default_backoff()
             .map(move |e| {
                 e.map(|e| {
+                    let e = lean::unwrap(e);
                     let previous = cache.apply(&e);
                     (e, previous)
                 })

@@ -5,8 +5,9 @@
 //! hyper), [`metrics`] (one prometheus-client registry per process, a prefix per
 //! component), [`flags`] (every bad flag reported at once), [`shutdown`] (SIGINT/SIGTERM
 //! as a token the loops select on), and for controller loops [`queue`] (the one work
-//! queue), [`events`] (the one Event recorder), [`answer`] (writes whose answers are read
-//! for their resourceVersion only), [`rate`] and [`sync`]; and for components
+//! queue), [`events`] (the one Event recorder), [`lean`] (watched objects without their
+//! managedFields), [`answer`] (writes whose answers are read for their resourceVersion
+//! only), [`rate`] and [`sync`]; and for components
 //! that run as several replicas, [`leader`] (Lease-based leader election and the write
 //! gate their clients go through).
 //!
@@ -22,6 +23,7 @@ pub mod error;
 pub mod events;
 pub mod flags;
 pub mod leader;
+pub mod lean;
 pub mod metrics;
 pub mod process;
 pub mod queue;

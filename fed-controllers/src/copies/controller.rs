@@ -24,7 +24,7 @@ use fed_api::interpreter::{ResourceInterpreterSpec, interpreter_for};
 use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_FINALIZER};
 use fed_api::overrides::apply::{MemberCluster, labels_of, selecting};
 use fed_api::{Cluster, Placement, ResourceInterpreter};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use kube::discovery::{ApiCapabilities, Scope};
 use kube::runtime::WatchStreamExt;
@@ -32,6 +32,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 use meridian_runtime::error::Report;
+use meridian_runtime::lean::Lean;
 use meridian_runtime::queue::WorkQueue;
 use meridian_runtime::sync::lock;
 use serde_json::Value;
@@ -46,6 +47,7 @@ use super::report::{FailReason, Outcome, cluster_entries, propagated};
 use super::status::{MemberCopy, Rule, StatusKind, combined, member_entry};
 use super::template_deps::{TemplateDeps, template_deps};
 use crate::dep_writers::{DepRef, DepWriters, copy_destinations};
+use crate::dynamic::{self, Decoded};
 use crate::fleet::overrides::Changed;
 use crate::fleet::{Overrides, Settings, reflect};
 
@@ -199,16 +201,20 @@ async fn discover(
     kube::discovery::pinned_kind(client, &GroupVersionKind::gvk(group, version, &kind.1)).await
 }
 
-/// A dynamic reflector of `ar` over `api` that queues `on_change` of every event.
+/// A dynamic reflector of `ar` over `api` that queues `on_change` of every event (objects
+/// decoded in one pass, without their managedFields: see [`crate::dynamic`]).
 fn dynamic_reflector(
-    api: Api<DynamicObject>,
+    api: Api<Decoded>,
     ar: &ApiResource,
     cfg: watcher::Config,
     mut on_change: impl FnMut(&DynamicObject) + Send + 'static,
 ) -> (Store<DynamicObject>, JoinHandle<()>) {
     let writer = reflector::store::Writer::new(ar.clone());
     let reader = writer.as_reader();
-    let stream = watcher::watcher(api, cfg).default_backoff().reflect(writer);
+    let stream = watcher::watcher(api, cfg)
+        .default_backoff()
+        .map_ok(dynamic::into_dynamic)
+        .reflect(writer);
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(ev) = stream.next().await {
@@ -819,10 +825,10 @@ pub async fn run(
         fed_api::copies::COPY_PLACEMENT_VALUE
     ));
     let (placements, mut placement_events) =
-        reflect(Api::<Placement>::all(fed.clone()), copies_only);
-    let (clusters, mut cluster_events) = reflect(Api::<Cluster>::all(fed.clone()), all());
+        reflect(Api::<Lean<Placement>>::all(fed.clone()), copies_only);
+    let (clusters, mut cluster_events) = reflect(Api::<Lean<Cluster>>::all(fed.clone()), all());
     let (interpreters, mut interpreter_events) =
-        reflect(Api::<ResourceInterpreter>::all(fed.clone()), all());
+        reflect(Api::<Lean<ResourceInterpreter>>::all(fed.clone()), all());
     let queue = Arc::new(WorkQueue::new(
         settings.queue(),
         meridian_runtime::queue::QueueMetrics::default(),

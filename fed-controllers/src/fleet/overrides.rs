@@ -13,6 +13,7 @@ use futures::StreamExt;
 use kube::Api;
 use kube::runtime::watcher::{self, Event};
 use meridian_runtime::error::Report;
+use meridian_runtime::lean::Lean;
 use meridian_runtime::sync::lock;
 use tokio::sync::{broadcast, watch};
 use tokio_util::task::AbortOnDropHandle;
@@ -107,8 +108,10 @@ impl Overrides {
         let inner = o.inner.clone();
         let task = tokio::spawn(async move {
             let cfg = watcher::Config::default;
-            let (ops, mut op_events) = reflect(Api::<OverridePolicy>::all(fed.clone()), cfg());
-            let (cops, mut cop_events) = reflect(Api::<ClusterOverridePolicy>::all(fed), cfg());
+            let (ops, mut op_events) =
+                reflect(Api::<Lean<OverridePolicy>>::all(fed.clone()), cfg());
+            let (cops, mut cop_events) =
+                reflect(Api::<Lean<ClusterOverridePolicy>>::all(fed), cfg());
             let mut listed = (false, false);
             let mut seen: BTreeMap<Key, Policy> = BTreeMap::new();
             loop {

@@ -29,6 +29,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
 use meridian_runtime::error::Report;
 use meridian_runtime::events::{EventType, Recorder};
+use meridian_runtime::lean::Lean;
 use meridian_runtime::queue::WorkQueue;
 use meridian_runtime::sync::lock;
 use serde_json::{Value, json};
@@ -707,12 +708,12 @@ pub async fn run(
 ) -> Result<(), ReconcileError> {
     let all = watcher::Config::default;
     let mut streams: Vec<BoxStream<'static, Input>> = Vec::new();
-    let (services, s) = reflect(Api::<Service>::all(fed.clone()), all());
+    let (services, s) = reflect(Api::<Lean<Service>>::all(fed.clone()), all());
     streams.push(s.map(|e| Input::Service(Box::new(e))).boxed());
     let deployments = SlimCache::new(deployment_labels);
     streams.push(
         deployments
-            .watch_with_previous(Api::<Deployment>::all(fed.clone()))
+            .watch_with_previous(Api::<Lean<Deployment>>::all(fed.clone()))
             .filter_map(|e| {
                 let input = workload_change(deployment_labels, e);
                 async move { input }
@@ -722,7 +723,7 @@ pub async fn run(
     let replicasets = SlimCache::new(replicaset_labels);
     streams.push(
         replicasets
-            .watch_with_previous(Api::<ReplicaSet>::all(fed.clone()))
+            .watch_with_previous(Api::<Lean<ReplicaSet>>::all(fed.clone()))
             .filter_map(|e| {
                 let input = workload_change(replicaset_labels, e);
                 async move { input }
@@ -732,18 +733,18 @@ pub async fn run(
     let placements = SlimCache::new(placement_slim);
     streams.push(
         placements
-            .watch_with_previous(Api::<Placement>::all(fed.clone()))
+            .watch_with_previous(Api::<Lean<Placement>>::all(fed.clone()))
             .filter_map(|e| async move { placement_change(e) })
             .boxed(),
     );
-    let (policies, s) = reflect(Api::<PropagationPolicy>::all(fed.clone()), all());
+    let (policies, s) = reflect(Api::<Lean<PropagationPolicy>>::all(fed.clone()), all());
     streams.push(
         s.filter_map(|e| async move { ns_of(&e).map(Input::Policy) })
             .boxed(),
     );
-    let (clusters, s) = reflect(Api::<Cluster>::all(fed.clone()), all());
+    let (clusters, s) = reflect(Api::<Lean<Cluster>>::all(fed.clone()), all());
     streams.push(s.map(|e| Input::Cluster(Box::new(e))).boxed());
-    let (secrets, s) = reflect(Api::<Secret>::all(fed.clone()), all());
+    let (secrets, s) = reflect(Api::<Lean<Secret>>::all(fed.clone()), all());
     streams.push(
         s.filter_map(|e| async move {
             matches!(e, Ok(Event::Apply(_) | Event::Delete(_))).then_some(Input::Secret)
@@ -751,7 +752,7 @@ pub async fn run(
         .boxed(),
     );
     let (port_store, s) = reflect(
-        Api::<ConfigMap>::namespaced(fed.clone(), SYSTEM_NAMESPACE),
+        Api::<Lean<ConfigMap>>::namespaced(fed.clone(), SYSTEM_NAMESPACE),
         all().fields(&format!("metadata.name={LB_PORTS_CONFIGMAP}")),
     );
     // Each new Service allocates ports here: only the Services whose allocations moved
@@ -769,7 +770,7 @@ pub async fn run(
         .boxed(),
     );
     let (address_store, s) = reflect(
-        Api::<ConfigMap>::namespaced(fed.clone(), SYSTEM_NAMESPACE),
+        Api::<Lean<ConfigMap>>::namespaced(fed.clone(), SYSTEM_NAMESPACE),
         all().fields(&format!("metadata.name={LB_ADDRESSES_CONFIGMAP}")),
     );
     streams.push(
@@ -779,7 +780,7 @@ pub async fn run(
         .boxed(),
     );
     let (subnet_store, s) = reflect(
-        Api::<ConfigMap>::namespaced(fed.clone(), SYSTEM_NAMESPACE),
+        Api::<Lean<ConfigMap>>::namespaced(fed.clone(), SYSTEM_NAMESPACE),
         all().fields(&format!("metadata.name={CLIENT_SUBNETS_CONFIGMAP}")),
     );
     streams.push(

@@ -15,6 +15,7 @@ use fed_api::governance::Subject;
 use fed_api::names::WORKLOAD_FINALIZER;
 use fed_api::overrides::apply::{MemberCluster, OverrideError, labels_of, selecting};
 use fed_api::{Cluster, Placement};
+use futures::TryStreamExt;
 use futures::stream::{BoxStream, StreamExt};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
@@ -24,6 +25,7 @@ use kube::runtime::watcher::{self, Event};
 use meridian_runtime::answer;
 use meridian_runtime::error::Report;
 use meridian_runtime::events::Recorder;
+use meridian_runtime::lean::Lean;
 use meridian_runtime::queue::{self, Backoff, WorkQueue};
 use meridian_runtime::sync::lock;
 use serde_json::{Value, json};
@@ -710,9 +712,11 @@ fn reflect_dynamic(
 ) {
     let writer = reflector::store::Writer::new(ar.clone());
     let reader = writer.as_reader();
-    let api: Api<DynamicObject> = Api::all_with(fed.clone(), ar);
+    // Decoded in one pass, without managedFields (see `dynamic`).
+    let api: Api<Decoded> = Api::all_with(fed.clone(), ar);
     let s = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
+        .map_ok(dynamic::into_dynamic)
         .reflect(writer)
         .boxed();
     (reader, s)
@@ -762,9 +766,12 @@ pub async fn run(
         streams.push(s.map(move |e| Input::Dep(kind, Box::new(e))).boxed());
     }
     let placements = placements::cache();
-    let s = placements.watch(Api::<Placement>::all(fed.clone()));
+    let s = placements.watch(Api::<Lean<Placement>>::all(fed.clone()));
     streams.push(s.map(|e| Input::Placement(Box::new(e))).boxed());
-    let (clusters, s) = reflect(Api::<Cluster>::all(fed.clone()), watcher::Config::default());
+    let (clusters, s) = reflect(
+        Api::<Lean<Cluster>>::all(fed.clone()),
+        watcher::Config::default(),
+    );
     let cluster_store = clusters.clone();
     streams.push(s.map(|e| Input::Cluster(Box::new(e))).boxed());
     streams.push(overrides.changes().map(Input::Overrides).boxed());

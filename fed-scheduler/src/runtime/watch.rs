@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use fed_api::Placement;
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec};
@@ -23,6 +23,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, reflector};
 use kube::{Client, Resource, ResourceExt};
 use meridian_runtime::error::Report;
+use meridian_runtime::lean::{self, Lean};
 use meridian_runtime::queue::WorkQueue;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch as signal;
@@ -130,15 +131,19 @@ async fn drive<K>(
     }
 }
 
-/// A watch of `api` whose objects are handed on, not stored.
+/// A watch of `api` whose objects are handed on, not stored (decoded without their
+/// managedFields: placement reads none).
 fn digest<K>(
-    api: Api<K>,
+    api: Api<Lean<K>>,
     config: watcher::Config,
 ) -> impl Stream<Item = Result<Event<K>, watcher::Error>>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
 {
-    watcher::watcher(api, config).default_backoff()
+    watcher::watcher(api, config)
+        .default_backoff()
+        .map_ok(lean::unwrap)
 }
 
 /// The parts of a federated workload kind placement reads, taken from kube's own types:
@@ -242,7 +247,7 @@ where
         + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
-    let stream = digest(Api::<K>::all(client), watcher::Config::default());
+    let stream = digest(Api::<Lean<K>>::all(client), watcher::Config::default());
     let mut seen: HashSet<WorkloadKey> = HashSet::new();
     let metrics = ctx.metrics.clone();
     drive(stream, kind.as_str(), metrics, synced, move |ev| {
@@ -423,9 +428,13 @@ fn placement_key(p: &Placement) -> Option<WorkloadKey> {
 pub async fn placements(client: Client, writer: Writer<Placement>, synced: Synced, ctx: Ctx) {
     let stream = reflector(
         writer,
-        watcher::watcher(Api::all(client), watcher::Config::default())
-            .default_backoff()
-            .modify(desired::slim),
+        watcher::watcher(
+            Api::<Lean<Placement>>::all(client),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .map_ok(lean::unwrap)
+        .modify(desired::slim),
     );
     let metrics = ctx.metrics.clone();
     drive(stream, "Placement", metrics, synced, move |ev| match ev {
