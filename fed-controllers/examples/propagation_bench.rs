@@ -46,14 +46,14 @@ mod common;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use common::members::{ReadyResponder, counts};
 use common::{
-    Cpu, Fleet, arg, client, fed_writes, report_fed_writes, rss_mb, scrape, settle, status_mb,
-    summary, until,
+    Cpu, Fleet, arg, client, count_writes, fed_writes, member_writes_ok, report_fed_writes, rss_mb,
+    scrape, settle, status_mb, summary, until,
 };
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -91,15 +91,7 @@ mod watched {
     use kube::core::Object;
     use serde::Deserialize;
 
-    #[derive(Clone, Debug, Default, Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct Replicas {
-        pub replicas: Option<i32>,
-        pub ready_replicas: Option<i32>,
-    }
-
-    /// A Deployment's `spec.replicas` and `status.readyReplicas`.
-    pub type Deployment = Object<Replicas, Replicas>;
+    pub use super::common::members::{Replicas, SlimDeployment as Deployment, deployments};
 
     #[derive(Clone, Debug, Default, Deserialize)]
     pub struct Named {
@@ -122,10 +114,6 @@ mod watched {
 
     /// A Placement's workload, destinations' replicas and per-cluster ready replicas.
     pub type Placement = Object<PlacementSpec, PlacementStatus>;
-
-    pub fn deployments() -> ApiResource {
-        ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&())
-    }
 
     pub fn placements() -> ApiResource {
         ApiResource::erase::<fed_api::Placement>(&())
@@ -166,69 +154,6 @@ fn watch_placements(client: kube::Client, seen: Arc<Mutex<Seen>>) -> tokio::task
             }
         }
     })
-}
-
-fn counts(d: &watched::Deployment) -> (i32, i32) {
-    let ready = d.status.as_ref().and_then(|s| s.ready_replicas);
-    (d.spec.replicas.unwrap_or(1), ready.unwrap_or(0))
-}
-
-/// A copy that appeared in a member: which member, its name, generation and replicas.
-type Appeared = (usize, String, i64, i32);
-
-/// In API-only runs, plays the member's controllers for each copy that appears until
-/// [`ReadyResponder::stop`]: a delay after the copy appears (its pods starting), it writes
-/// the status the member's Deployment controller would once they are Ready. Each member's
-/// watch holds a clone.
-#[derive(Clone)]
-struct ReadyResponder {
-    on: Arc<AtomicBool>,
-    tx: tokio::sync::mpsc::UnboundedSender<Appeared>,
-}
-
-impl ReadyResponder {
-    fn start(members: Vec<kube::Client>, delay: Duration) -> Self {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Appeared>();
-        let apis: Vec<Api<Deployment>> = members
-            .into_iter()
-            .map(|c| Api::namespaced(c, NS))
-            .collect();
-        let sem = Arc::new(Semaphore::new(CONCURRENCY));
-        tokio::spawn(async move {
-            while let Some((member, name, generation, replicas)) = rx.recv().await {
-                let due = tokio::time::Instant::now() + delay;
-                let api = apis[member].clone();
-                let sem = sem.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep_until(due).await;
-                    let _permit = sem.acquire().await.unwrap();
-                    let status = json!({"status": {
-                        "observedGeneration": generation, "replicas": replicas,
-                        "updatedReplicas": replicas, "readyReplicas": replicas,
-                        "availableReplicas": replicas}});
-                    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
-                        .await
-                        .unwrap_or_else(|e| panic!("status of {name} in member {member}: {e}"));
-                });
-            }
-        });
-        Self {
-            on: Arc::new(AtomicBool::new(true)),
-            tx,
-        }
-    }
-
-    /// Copies that appear from now on are left as they are.
-    fn stop(&self) {
-        self.on.store(false, Ordering::Relaxed);
-    }
-
-    /// Called by a member's watch for each copy it sees for the first time.
-    fn appeared(&self, copy: Appeared) {
-        if self.on.load(Ordering::Relaxed) {
-            let _ = self.tx.send(copy);
-        }
-    }
 }
 
 /// Starts a watcher on the Deployments of [`NS`]; `member` is `None` for the federation.
@@ -563,7 +488,9 @@ async fn run() -> anyhow::Result<()> {
     let responder = api_only.then(|| {
         ReadyResponder::start(
             member_clients.clone(),
+            NS,
             Duration::from_millis(ready_delay_ms as u64),
+            CONCURRENCY,
         )
     });
     let mut member_watches = Vec::new();
@@ -788,52 +715,6 @@ fn write_rates(times: &[Instant], start: Instant) -> Option<(f64, String)> {
 struct FanOutMembers<'a> {
     names: &'a [String],
     kubeconfig: &'a Path,
-}
-
-/// The controller's counter of successful member writes of `verb`.
-fn member_writes_ok(verb: &str) -> String {
-    format!("meridian_controllers_workload_member_writes_total{{verb=\"{verb}\",result=\"ok\"}}")
-}
-
-/// Polls [`member_writes_ok`] until it has grown by `want` over `base`: when the first and
-/// the last of those writes were counted (to the fine polling interval), or `None` on
-/// giving up. Polls finely only where a bound is read (before the first write and near the
-/// last): each scrape encodes the controller's whole metrics page (per-cluster histograms
-/// among them), CPU taken from the process being measured.
-async fn count_writes(
-    metrics_port: u16,
-    verb: &str,
-    base: f64,
-    want: usize,
-    limit: Duration,
-) -> Option<(Instant, Instant)> {
-    let series = member_writes_ok(verb);
-    let start = Instant::now();
-    let mut first = None;
-    const FINE: Duration = Duration::from_millis(20);
-    const COARSE: Duration = Duration::from_millis(100);
-    let mut next = Instant::now();
-    loop {
-        tokio::time::sleep_until(next.into()).await;
-        let done = scrape(metrics_port, &series).await - base;
-        let now = Instant::now();
-        if done > 0.0 {
-            first.get_or_insert(now);
-        }
-        if done >= want as f64 {
-            return Some((first.unwrap_or(now), now));
-        }
-        let near_the_end = done >= 0.8 * want as f64;
-        next += if done > 0.0 && !near_the_end {
-            COARSE
-        } else {
-            FINE
-        };
-        if start.elapsed() > limit {
-            println!("  {verb} writes: gave up after {limit:?} at {done}/{want}");
-            return None;
-        }
-    }
 }
 
 /// Checks that every member holds every Deployment of `names` with `replicas`: the counter

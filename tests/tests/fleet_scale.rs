@@ -1,13 +1,15 @@
 //! Fan-out to a large fleet: 200 API-only member clusters (one cluster-sim process), joined
 //! as `fedctl join` would join them, and one Duplicated Deployment placed on all of them.
-//! Every member must end up holding exactly one copy, with the federated spec; a scale is
-//! followed by every member. This is the scaled-down, always-run form of the 1,000-cluster
-//! `propagation_bench` runs.
+//! Every member must end up holding exactly one copy, with the federated spec and the
+//! labels that name the federated object as its owner; a change is followed by every member,
+//! still one copy each, and deleting the federated Deployment removes every copy. This is
+//! the scaled-down, always-run form of the 1,000-cluster `fleet_bench` runs.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use base64::Engine as _;
+use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_UID_LABEL};
 use fed_api::{Cluster, Placement};
 use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -92,8 +94,20 @@ async fn all_ready(fed: &kube::Client, count: usize) {
     }
 }
 
-/// Each member's copies of Deployments in `shop`: (name, replicas, image) per member.
-async fn copies(env: &Env, names: &[String]) -> BTreeMap<String, Vec<(String, i32, String)>> {
+/// What a member's copy of a Deployment holds of what this test checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Held {
+    name: String,
+    replicas: i32,
+    image: String,
+    /// The `app.kubernetes.io/managed-by` label.
+    managed_by: Option<String>,
+    /// The `federation.meridian.dev/owner-uid` label: the federated object's UID.
+    owner_uid: Option<String>,
+}
+
+/// Each member's copies of Deployments in `shop`.
+async fn copies(env: &Env, names: &[String]) -> BTreeMap<String, Vec<Held>> {
     let lists = futures::stream::iter(names.iter().cloned())
         .map(|name| async move {
             let api: Api<Deployment> = Api::namespaced(env.member(&name).await, "shop");
@@ -109,11 +123,14 @@ async fn copies(env: &Env, names: &[String]) -> BTreeMap<String, Vec<(String, i3
                             .and_then(|s| s.containers.into_iter().next())
                             .and_then(|c| c.image)
                             .unwrap_or_default();
-                        (
-                            d.metadata.name.unwrap_or_default(),
-                            spec.replicas.unwrap_or(1),
+                        let labels = d.metadata.labels.unwrap_or_default();
+                        Held {
+                            name: d.metadata.name.unwrap_or_default(),
+                            replicas: spec.replicas.unwrap_or(1),
                             image,
-                        )
+                            managed_by: labels.get(MANAGED_BY_LABEL).cloned(),
+                            owner_uid: labels.get(OWNER_UID_LABEL).cloned(),
+                        }
                     })
                     .collect(),
                 // The namespace is not there yet: nothing held.
@@ -128,15 +145,14 @@ async fn copies(env: &Env, names: &[String]) -> BTreeMap<String, Vec<(String, i3
     lists.into_iter().collect()
 }
 
-/// Polls the members until each holds exactly `want`; fails naming the members that do not.
-async fn every_member_holds(env: &Env, names: &[String], want: &(String, i32, String)) {
+/// Polls the members until each holds exactly `want` (nothing, for `None`); fails naming
+/// the members that do not.
+async fn every_member_holds(env: &Env, names: &[String], want: Option<&Held>) {
+    let want: &[Held] = want.map_or(&[], std::slice::from_ref);
     let deadline = tokio::time::Instant::now() + WITHIN;
     loop {
         let held = copies(env, names).await;
-        let wrong: Vec<_> = held
-            .iter()
-            .filter(|(_, h)| h.as_slice() != std::slice::from_ref(want))
-            .collect();
+        let wrong: Vec<_> = held.iter().filter(|(_, h)| h.as_slice() != want).collect();
         if wrong.is_empty() {
             return;
         }
@@ -206,10 +222,24 @@ spec:
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    every_member_holds(&env, &names, &("web".into(), 2, "nginx:1.27".into())).await;
+    let deployments: Api<Deployment> = Api::namespaced(fed.clone(), "shop");
+    let uid = deployments
+        .get("web")
+        .await
+        .expect("federated web")
+        .metadata
+        .uid
+        .expect("uid");
+    let copy = |replicas: i32, image: &str| Held {
+        name: "web".into(),
+        replicas,
+        image: image.into(),
+        managed_by: Some(MANAGED_BY_VALUE.into()),
+        owner_uid: Some(uid.clone()),
+    };
+    every_member_holds(&env, &names, Some(&copy(2, "nginx:1.27"))).await;
 
     // A change reaches every member, still as one copy each.
-    let deployments: Api<Deployment> = Api::namespaced(fed.clone(), "shop");
     deployments
         .patch(
             "web",
@@ -219,5 +249,12 @@ spec:
         )
         .await
         .expect("scale");
-    every_member_holds(&env, &names, &("web".into(), 3, "nginx:1.28".into())).await;
+    every_member_holds(&env, &names, Some(&copy(3, "nginx:1.28"))).await;
+
+    // Deleting the federated Deployment takes its copy from every member.
+    deployments
+        .delete("web", &Default::default())
+        .await
+        .expect("delete");
+    every_member_holds(&env, &names, None).await;
 }

@@ -5,6 +5,8 @@
 // A bench aborts on the first failure: unwrapping is its error handling.
 #![allow(clippy::unwrap_used, dead_code)]
 
+pub mod members;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -400,4 +402,85 @@ pub async fn client(path: &Path, context: Option<&str>) -> kube::Client {
         .await
         .unwrap();
     kube::Client::try_from(cfg).unwrap()
+}
+
+/// A client of each member in `names`, from the fleet's kubeconfig read once: a thousand
+/// [`client`] calls would parse the thousand-context file a thousand times.
+pub async fn member_clients(path: &Path, names: &[String]) -> Vec<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let ctx = kc.contexts.iter().find(|c| &c.name == name).unwrap();
+        let inner = ctx.context.as_ref().unwrap();
+        let user = inner.user.clone().unwrap_or_default();
+        // The one context, its cluster and its user: all a client of that member reads.
+        let one = kube::config::Kubeconfig {
+            clusters: kc
+                .clusters
+                .iter()
+                .filter(|c| c.name == inner.cluster)
+                .cloned()
+                .collect(),
+            auth_infos: kc
+                .auth_infos
+                .iter()
+                .filter(|u| u.name == user)
+                .cloned()
+                .collect(),
+            contexts: vec![ctx.clone()],
+            current_context: Some(name.clone()),
+            ..Default::default()
+        };
+        let cfg = kube::Config::from_custom_kubeconfig(one, &Default::default())
+            .await
+            .unwrap();
+        out.push(kube::Client::try_from(cfg).unwrap());
+    }
+    out
+}
+
+/// The controller's counter of successful member writes of `verb`.
+pub fn member_writes_ok(verb: &str) -> String {
+    format!("meridian_controllers_workload_member_writes_total{{verb=\"{verb}\",result=\"ok\"}}")
+}
+
+/// Polls [`member_writes_ok`] until it has grown by `want` over `base`: when the first and
+/// the last of those writes were counted (to the fine polling interval), or `None` on
+/// giving up. Polls finely only where a bound is read (before the first write and near the
+/// last): each scrape encodes the controller's whole metrics page (per-cluster histograms
+/// among them), CPU taken from the process being measured.
+pub async fn count_writes(
+    metrics_port: u16,
+    verb: &str,
+    base: f64,
+    want: usize,
+    limit: Duration,
+) -> Option<(Instant, Instant)> {
+    let series = member_writes_ok(verb);
+    let start = Instant::now();
+    let mut first = None;
+    const FINE: Duration = Duration::from_millis(20);
+    const COARSE: Duration = Duration::from_millis(100);
+    let mut next = Instant::now();
+    loop {
+        tokio::time::sleep_until(next.into()).await;
+        let done = scrape(metrics_port, &series).await - base;
+        let now = Instant::now();
+        if done > 0.0 {
+            first.get_or_insert(now);
+        }
+        if done >= want as f64 {
+            return Some((first.unwrap_or(now), now));
+        }
+        let near_the_end = done >= 0.8 * want as f64;
+        next += if done > 0.0 && !near_the_end {
+            COARSE
+        } else {
+            FINE
+        };
+        if start.elapsed() > limit {
+            println!("  {verb} writes: gave up after {limit:?} at {done}/{want}");
+            return None;
+        }
+    }
 }
