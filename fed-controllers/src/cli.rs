@@ -57,8 +57,8 @@ pub struct Args {
     /// its destinations per burst).
     #[arg(long, env = "MERIDIAN_WORKLOAD_STATUS_DELAY", default_value = "100ms", value_parser = parse_duration)]
     pub workload_status_delay: Duration,
-    /// How long a workload Event gathers the same outcome from other members (one Event
-    /// naming every cluster).
+    /// How long a workload Event waits for more members reporting the same outcome after
+    /// the last one (one Event naming every cluster; open 5 s at most).
     #[arg(long, env = "MERIDIAN_WORKLOAD_EVENT_WINDOW", default_value = "250ms", value_parser = parse_duration)]
     pub workload_event_window: Duration,
     /// Shortest time between two writes of a Placement's per-cluster status while only the

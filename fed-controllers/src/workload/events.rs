@@ -2,13 +2,14 @@
 //! member cleanup (best effort: a lost Event never blocks propagation).
 //!
 //! Members report each of their outcomes as a [`Note`]; the [`Batcher`] gathers the notes
-//! of one workload, reason and action made within a short window into one Event that names
-//! every cluster ("created shop/web in sim-1 (3 replicas), sim-2 (7 replicas)"), so a
-//! workload spread over many clusters costs the federation one Event per change, not one
-//! per cluster. Events go out through the process's recorder; while its buffer is full,
+//! of one workload, reason and action into one Event that names every cluster ("created
+//! shop/web in sim-1 (3 replicas), sim-2 (7 replicas)"), so a workload spread over many
+//! clusters costs the federation one Event per change, not one per cluster. A batch stays
+//! open while notes keep coming (a fan-out to a thousand members reports over seconds),
+//! closing a window after its last note or [`LONGEST_BATCH`] after its first. Events go out through the process's recorder; while its buffer is full,
 //! batches keep growing instead of queueing writes.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,6 +40,10 @@ pub fn build(
 /// Clusters named in one Event at most; the rest are counted.
 const MAX_ITEMS: usize = 20;
 
+/// How long a batch stays open at most, however steadily notes join it: what a fan-out
+/// has done so far is told at least this often.
+pub const LONGEST_BATCH: Duration = Duration::from_secs(5);
+
 /// One member's outcome, to be told in an Event on the federated workload.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Note {
@@ -60,6 +65,10 @@ pub struct Note {
 type BatchKey = (WorkloadKey, &'static str, String);
 
 struct Batch {
+    /// When its first note came.
+    opened: Instant,
+    /// When its last new item came.
+    last: Instant,
     uid: String,
     type_: EventType,
     items: Vec<String>,
@@ -85,15 +94,22 @@ impl Batch {
     }
 }
 
-/// Notes waiting to become Events, oldest first (pure: time is passed in).
-#[derive(Default)]
+/// Notes waiting to become Events (pure: time is passed in). A batch is due `window` after
+/// its last new item or [`LONGEST_BATCH`] after its first, whichever comes first.
 pub struct Batches {
     open: HashMap<BatchKey, Batch>,
-    /// When each batch opened, in order.
-    order: VecDeque<(Instant, BatchKey)>,
+    window: Duration,
 }
 
 impl Batches {
+    /// No batches; each closes `window` after its last new item.
+    pub fn new(window: Duration) -> Self {
+        Self {
+            open: HashMap::new(),
+            window,
+        }
+    }
+
     /// Adds a note to its open batch, or opens one at `now`.
     pub fn add(&mut self, note: Note, now: Instant) {
         let key = (note.key, note.reason, note.action);
@@ -102,6 +118,7 @@ impl Batches {
                 if b.items.contains(&note.item) {
                     return;
                 }
+                b.last = now;
                 if b.items.len() < MAX_ITEMS {
                     b.items.push(note.item);
                 } else {
@@ -109,10 +126,11 @@ impl Batches {
                 }
             }
             None => {
-                self.order.push_back((now, key.clone()));
                 self.open.insert(
                     key,
                     Batch {
+                        opened: now,
+                        last: now,
                         uid: note.uid,
                         type_: note.type_,
                         items: vec![note.item],
@@ -123,24 +141,31 @@ impl Batches {
         }
     }
 
-    /// When the oldest batch opened.
-    pub fn oldest(&self) -> Option<Instant> {
-        self.order.front().map(|(t, _)| *t)
+    fn due(&self, b: &Batch) -> Instant {
+        (b.last + self.window).min(b.opened + LONGEST_BATCH)
     }
 
-    /// Closes the batches opened at or before `cutoff`, as Events.
-    pub fn take_due(&mut self, cutoff: Instant) -> Vec<EventSpec> {
-        let mut out = Vec::new();
-        while self.order.front().is_some_and(|(t, _)| *t <= cutoff) {
-            let Some((_, key)) = self.order.pop_front() else {
-                break;
-            };
-            if let Some(b) = self.open.remove(&key) {
+    /// When the next batch is due.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.open.values().map(|b| self.due(b)).min()
+    }
+
+    /// Closes the batches due at `now`, as Events, the oldest first.
+    pub fn take_due(&mut self, now: Instant) -> Vec<EventSpec> {
+        let mut due: Vec<BatchKey> = self
+            .open
+            .iter()
+            .filter(|(_, b)| self.due(b) <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        due.sort_by_key(|k| self.open[k].opened);
+        due.into_iter()
+            .filter_map(|key| {
+                let b = self.open.remove(&key)?;
                 let (wk, reason, action) = &key;
-                out.push(build(wk, &b.uid, b.type_, reason, &b.message(action)));
-            }
-        }
-        out
+                Some(build(wk, &b.uid, b.type_, reason, &b.message(action)))
+            })
+            .collect()
     }
 
     /// Whether nothing waits.
@@ -149,8 +174,8 @@ impl Batches {
     }
 }
 
-/// Gathers notes into batches and records each batch as one Event once it is `window`
-/// old. Dropping it stops its task.
+/// Gathers notes into batches and records each batch as one Event once it is due (see
+/// [`Batches`]). Dropping it stops its task.
 pub struct Batcher {
     shared: Arc<Shared>,
     writer: tokio::task::JoinHandle<()>,
@@ -171,14 +196,14 @@ impl Batcher {
     /// A batcher handing its Events to `recorder`.
     pub fn start(recorder: Recorder, window: Duration) -> Arc<Self> {
         let shared = Arc::new(Shared {
-            batches: Mutex::default(),
+            batches: Mutex::new(Batches::new(window)),
             wake: Notify::new(),
         });
-        let writer = tokio::spawn(write_loop(shared.clone(), recorder, window));
+        let writer = tokio::spawn(write_loop(shared.clone(), recorder));
         Arc::new(Self { shared, writer })
     }
 
-    /// Adds a note; its Event is written about a window later.
+    /// Adds a note; its Event is written once its batch is due.
     pub fn note(&self, note: Note) {
         let was_empty = {
             let mut b = lock(&self.shared.batches);
@@ -192,21 +217,19 @@ impl Batcher {
     }
 }
 
-async fn write_loop(shared: Arc<Shared>, recorder: Recorder, window: Duration) {
+async fn write_loop(shared: Arc<Shared>, recorder: Recorder) {
     loop {
         let wake = shared.wake.notified();
-        let oldest = lock(&shared.batches).oldest();
-        match oldest {
+        let next = lock(&shared.batches).next_due();
+        match next {
             None => {
                 wake.await;
                 continue;
             }
-            Some(t) => tokio::time::sleep_until((t + window).into()).await,
+            // A note that came meanwhile only makes its batch due later.
+            Some(t) => tokio::time::sleep_until(t.into()).await,
         }
-        let Some(cutoff) = Instant::now().checked_sub(window) else {
-            continue;
-        };
-        let due = lock(&shared.batches).take_due(cutoff);
+        let due = lock(&shared.batches).take_due(Instant::now());
         for ev in due {
             // Waits for room in the recorder's buffer: meanwhile new notes join open
             // batches.
@@ -239,7 +262,7 @@ mod tests {
     fn notes_of_one_change_become_one_event() {
         let t0 = Instant::now();
         let ms = |n| t0 + Duration::from_millis(n);
-        let mut b = Batches::default();
+        let mut b = Batches::new(Duration::from_millis(4));
         for (name, reason, action, item, at) in [
             (
                 "web",
@@ -274,8 +297,9 @@ mod tests {
         ] {
             b.add(note(name, reason, action, item), ms(at));
         }
-        assert_eq!(b.oldest(), Some(t0));
-        assert!(b.take_due(t0 - Duration::from_millis(1)).is_empty());
+        // Due a window after web's last new cluster (the repeated note is no news).
+        assert_eq!(b.next_due(), Some(ms(14)));
+        assert!(b.take_due(ms(13)).is_empty());
         let first = b.take_due(ms(25));
         let msgs: Vec<(&str, &str, &str)> = first
             .iter()
@@ -309,7 +333,7 @@ mod tests {
             note("web", "Pushed", "created shop/web in", "sim-5 (1 replicas)"),
             ms(40),
         );
-        let rest = b.take_due(ms(40));
+        let rest = b.take_due(ms(44));
         assert_eq!(rest.len(), 2);
         assert_eq!(rest[0].message, "created shop/db in sim-1 (1 replicas)");
         assert!(b.is_empty());
@@ -318,7 +342,7 @@ mod tests {
     #[test]
     fn long_batches_name_the_first_clusters_and_count_the_rest() {
         let t0 = Instant::now();
-        let mut b = Batches::default();
+        let mut b = Batches::new(Duration::ZERO);
         for i in 0..MAX_ITEMS + 5 {
             b.add(
                 note("web", "Removed", "removed shop/web from", &format!("c{i}")),
@@ -329,6 +353,38 @@ mod tests {
         let m = ev[0].message.clone();
         assert!(m.starts_with("removed shop/web from c0, c1,"), "{m}");
         assert!(m.ends_with(", and 5 more"), "{m}");
+    }
+
+    #[test]
+    fn a_steady_fan_out_is_told_once_per_longest_batch() {
+        let t0 = Instant::now();
+        let window = Duration::from_millis(250);
+        let mut b = Batches::new(window);
+        let mut events = Vec::new();
+        // A member reports every 100 ms for 12 s: 120 notes, never a window apart.
+        for i in 0..120u64 {
+            let now = t0 + Duration::from_millis(100 * i);
+            events.extend(b.take_due(now));
+            b.add(
+                note("web", "Pushed", "created shop/web in", &format!("c{i}")),
+                now,
+            );
+        }
+        let end = t0 + Duration::from_millis(100 * 119) + window;
+        assert_eq!(b.next_due(), Some(end));
+        events.extend(b.take_due(end));
+        let counts: Vec<usize> = events
+            .iter()
+            .map(|e| e.message.matches(", c").count() + 1)
+            .collect();
+        // Closed at 5 s and 10 s by age, then a window after the last note.
+        assert_eq!(events.len(), 3, "{counts:?}");
+        assert!(
+            events[0].message.ends_with("and 30 more"),
+            "{}",
+            events[0].message
+        );
+        assert!(b.is_empty());
     }
 
     #[test]
