@@ -48,6 +48,21 @@ fn node_mut<'a>(trie: &'a mut Trie, key: &str) -> Option<&'a mut Trie> {
     trie.get_mut(key).and_then(Value::as_object_mut)
 }
 
+/// Adds the node `key` to `trie` in canonical form: a member without children is `{}`,
+/// one with children holds `.` beside them, and a non-member without children is left out.
+pub(crate) fn insert_node(trie: &mut Trie, key: String, member: bool, mut below: Trie) {
+    if below.is_empty() {
+        if member {
+            trie.insert(key, Value::Object(below));
+        }
+        return;
+    }
+    if member {
+        below.insert(SELF.into(), Value::Object(Map::new()));
+    }
+    trie.insert(key, Value::Object(below));
+}
+
 /// Whether the tries share a member.
 pub(crate) fn intersects(a: &Trie, b: &Trie) -> bool {
     children(b).any(|(k, bn)| {

@@ -101,10 +101,37 @@ pub(crate) struct Scope<'a> {
 }
 
 impl Scope<'_> {
-    fn diff(&self, old: Option<&Value>, new: &Value) -> Diff {
-        let create = old.is_none();
-        typed::compare(&self.ty.model, self.ty.root, old, Some(new), create)
+    /// How `new` differs from the `old` object, in the fields its writers may own.
+    fn diff(&self, old: &Value, new: &Value) -> Diff {
+        typed::compare(&self.ty.model, self.ty.root, Some(old), Some(new), false)
             .map_sets(|s| self.reset.filter(s))
+    }
+
+    /// The fields a write changed or added, and those it removed, as tries; `None` when
+    /// it changed nothing this endpoint's writers may own.
+    fn changes(&self, old: Option<&Value>, new: &Value) -> Option<(Trie, Trie)> {
+        let Some(old) = old else {
+            // A create (the most frequent write) sets every field it has and removes
+            // none: its fields are read off the object in one walk, with no difference
+            // to compute.
+            let mut created = typed::created_fields(&self.ty.model, self.ty.root, new);
+            self.reset.filter_trie(&mut created);
+            return (!created.is_empty()).then(|| (created, Trie::new()));
+        };
+        let Diff {
+            added,
+            modified,
+            removed,
+        } = self.diff(old, new);
+        if added.is_empty() && modified.is_empty() && removed.is_empty() {
+            return None;
+        }
+        let changed = match (added.is_empty(), modified.is_empty()) {
+            (_, true) => added,
+            (true, false) => modified,
+            (false, false) => modified.union(&added),
+        };
+        Some((trie(&changed), trie(&removed)))
     }
 }
 
@@ -119,27 +146,12 @@ pub(crate) fn update(
     manager: &str,
     now: jiff::Timestamp,
 ) {
-    let diff = scope.diff(old, new);
-    if diff.is_empty() {
+    let Some((mut gained, removed)) = scope.changes(old, new) else {
         return;
-    }
-    // A create (the most frequent write) only adds, and finds no other entry to take
-    // from: the changed fields are encoded once, and become the writer's as they are.
-    let Diff {
-        added,
-        modified,
-        removed,
-    } = diff;
-    let changed = match (added.is_empty(), modified.is_empty()) {
-        (_, true) => added,
-        (true, false) => modified,
-        (false, false) => modified.union(&added),
     };
-    let mut gained = trie(&changed);
     if !entries.is_empty() {
-        let removed_trie = trie(&removed);
         for e in entries.iter_mut() {
-            lose(e, &gained, &removed_trie);
+            lose(e, &gained, &removed);
         }
         entries.retain(|e| !e.is_empty());
     }
@@ -226,7 +238,7 @@ pub(crate) fn apply(
     };
 
     // Others lose what the apply removed, and conflict over what it changes.
-    let diff = scope.diff(Some(live), &merged);
+    let diff = scope.diff(live, &merged);
     let changed = diff.modified.union(&diff.added);
     let (changed_trie, removed_trie) = (trie(&changed), trie(&diff.removed));
     let is_other = |i: usize| Some(i) != own;

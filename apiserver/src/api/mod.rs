@@ -408,7 +408,7 @@ impl ApiServer {
                         want_table,
                     );
                 }
-                self.list(&def, rp.namespace, q, want_table).await
+                self.list(def, rp.namespace, q, want_table).await
             }
             (Method::GET, Some(name)) => {
                 let read_at = match q.get("resourceVersion") {

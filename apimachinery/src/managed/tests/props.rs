@@ -302,6 +302,20 @@ proptest! {
     }
 }
 
+proptest! {
+    /// The fields a create sets, written straight as a trie, are what the generic
+    /// comparison with no previous object finds added or modified.
+    #[test]
+    fn created_fields_match_the_generic_compare(object in config()) {
+        let ty = deployment_type();
+        let direct = typed::created_fields(&ty.model, ty.root, &object);
+        let diff = typed::compare(&ty.model, ty.root, None, Some(&object), true);
+        prop_assert!(diff.removed.is_empty());
+        let generic = crate::managed::entries::trie(&diff.modified.union(&diff.added));
+        prop_assert_eq!(direct, generic);
+    }
+}
+
 /// The object without its managed fields.
 fn strip(v: &Value) -> Value {
     let mut v = v.clone();

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::{TypeError, is_empty_entry, item_key};
 use crate::managed::fields_v1::parse_element;
 use crate::managed::model::{ListKind, Shape, TypeId, TypeModel};
-use crate::managed::raw::Trie;
+use crate::managed::raw::{Trie, insert_node};
 
 /// One step of the path to where a walk is, for error messages only.
 #[derive(Clone, Copy)]
@@ -99,7 +99,7 @@ fn walk<'v>(
                     let mut key = String::with_capacity(k.len() + 2);
                     key.push_str("f:");
                     key.push_str(k);
-                    insert(&mut out, key, member, below);
+                    insert_node(&mut out, key, member, below);
                 }
             }
             if t.atomic {
@@ -139,7 +139,7 @@ fn walk<'v>(
                 let (_, below) = walk(model, t.elem, item, path, build_below)?;
                 path.pop();
                 match key {
-                    Some(key) if build_below => insert(&mut out, key, true, below),
+                    Some(key) if build_below => insert_node(&mut out, key, true, below),
                     Some(key) => {
                         seen.insert(key);
                     }
@@ -152,17 +152,4 @@ fn walk<'v>(
         }
     }
     Ok((false, out))
-}
-
-fn insert(trie: &mut Trie, key: String, member: bool, mut below: Trie) {
-    if below.is_empty() {
-        if member {
-            trie.insert(key, Value::Object(below));
-        }
-        return;
-    }
-    if member {
-        below.insert(".".into(), Value::Object(Map::new()));
-    }
-    trie.insert(key, Value::Object(below));
 }

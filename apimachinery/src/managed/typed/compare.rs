@@ -88,7 +88,7 @@ pub(crate) fn compare(
     below
 }
 
-fn empty_object() -> &'static Value {
+pub(super) fn empty_object() -> &'static Value {
     static EMPTY: LazyLock<Value> = LazyLock::new(|| Value::Object(Map::new()));
     &EMPTY
 }
@@ -223,7 +223,11 @@ fn is_empty_map(m: Option<&Map<String, Value>>) -> bool {
 
 /// What a typed Go object holds at an unset struct field: an empty struct for a
 /// struct-typed field, null for a required (not `omitempty`) list or map; nothing else.
-fn zero_value(model: &TypeModel, field: &FieldType, new: &Value) -> Option<&'static Value> {
+pub(super) fn zero_value(
+    model: &TypeModel,
+    field: &FieldType,
+    new: &Value,
+) -> Option<&'static Value> {
     if new.is_object() && is_struct(model, field.ty) {
         Some(empty_object())
     } else if field.required && (new.is_object() || new.is_array()) {

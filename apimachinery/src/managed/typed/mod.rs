@@ -7,10 +7,12 @@
 
 mod applied;
 mod compare;
+mod created;
 mod merge;
 
 pub(crate) use applied::{applied_fields, validate};
 pub(crate) use compare::{Diff, compare};
+pub(crate) use created::created_fields;
 pub(crate) use merge::{merge, remove_items};
 
 use serde_json::Value;

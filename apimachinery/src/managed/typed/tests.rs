@@ -210,3 +210,80 @@ fn validation_names_the_field() {
         .is_ok()
     );
 }
+
+/// What the generic walk records for a create: everything added or modified against no
+/// previous object, as a trie.
+fn created_by_compare(t: &ObjectType, v: &Value) -> crate::managed::raw::Trie {
+    let diff = compare(&t.model, t.root, None, Some(v), true);
+    assert!(diff.removed.is_empty(), "a create removes nothing: {v}");
+    crate::managed::entries::trie(&diff.modified.union(&diff.added))
+}
+
+#[test]
+fn created_fields_match_the_generic_compare() {
+    let deployment = ObjectType::from_definitions(
+        crate::testdata::k8s_definitions(),
+        "io.k8s.api.apps.v1.Deployment",
+    )
+    .unwrap();
+    let container = |extra: Value| {
+        let mut c = json!({"name": "c", "image": "nginx", "ports": [{"containerPort": 80}]});
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        c
+    };
+    let deployments = [
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}}),
+        json!({"metadata": {"name": "d", "labels": {"a": "b"}, "annotations": {}},
+               "spec": {"replicas": 3, "selector": {"matchLabels": {"a": "b"}},
+                        "template": {"metadata": {"labels": {"a": "b"}},
+                                     "spec": {"containers": [container(json!({}))]}}}}),
+        // Empty and null structs, maps and lists, at every depth.
+        json!({"spec": {}}),
+        json!({"spec": null, "status": {}}),
+        json!({"metadata": {"labels": null, "finalizers": []}, "spec": {"template": {}}}),
+        json!({"spec": {"template": {"spec": {}}}}),
+        json!({"spec": {"template": {"spec": {"containers": []}}}}),
+        json!({"spec": {"template": {"spec": {"containers": null, "volumes": []}}}}),
+        json!({"spec": {"template": {"spec": {"containers": [{}]}}}}),
+        // Items named twice, items without their key, ports keyed by port and protocol,
+        // a number spelled as a float.
+        json!({"spec": {"template": {"spec": {"containers": [
+            container(json!({})), container(json!({"image": "other"})),
+            {"name": "x", "ports": [{"containerPort": 80}, {"containerPort": 80.0, "protocol": "TCP"}]},
+        ]}}}}),
+        json!({"spec": {"template": {"spec": {"containers": [{"image": "no-name"}]}}}}),
+        json!({"spec": {"template": {"spec": {"containers": [container(json!({
+            "env": [{"name": "A", "value": "1"}, {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}],
+            "resources": {"limits": {"cpu": "1"}, "requests": {}},
+            "command": ["a", "b"],
+        }))]}}}}),
+        // Atomic and int-or-string values, unknown fields, values of the wrong kind.
+        json!({"spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "In", "values": ["x"]}]},
+                        "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 0}}}}),
+        json!({"spec": {"unknown": {"a": {"b": 1}}, "replicas": {"x": 1}, "selector": "s",
+                        "template": {"spec": {"containers": {"name": "c"}}}}}),
+    ];
+    let crd = ty();
+    let custom = [
+        json!({"items": [{"name": "a", "v": 1}, {"name": "b"}], "args": ["x"], "free": {"a": {"b": [1]}}}),
+        json!({"items": [{"name": "a"}, {"name": "a", "v": 2}], "free": {}}),
+        json!({"items": [{"v": 1}], "args": [], "free": null, "other": {"x": 1}}),
+        json!({"items": [], "args": null}),
+    ];
+    let deduced = ObjectType::deduced();
+    let untyped = [json!({"a": {"b": {"c": 1}, "d": []}, "e": [{"x": 1}], "f": null, "g": {}})];
+    let cases = deployments
+        .iter()
+        .map(|v| (&deployment, v))
+        .chain(custom.iter().map(|v| (&crd, v)))
+        .chain(untyped.iter().map(|v| (&deduced, v)));
+    for (t, v) in cases {
+        assert_eq!(
+            created_fields(&t.model, t.root, v),
+            created_by_compare(t, v),
+            "{v}"
+        );
+    }
+}
