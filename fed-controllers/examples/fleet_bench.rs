@@ -44,7 +44,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use common::members::{ReadyResponder, SlimDeployment, counts, deployments};
+use common::members::{self, ReadyResponder, SlimDeployment, counts, deployments};
 use common::{
     Cpu, Fleet, arg, count_writes, fed_writes, member_clients, member_writes_ok, report_fed_writes,
     rss_mb, settle, summary, until,
@@ -125,14 +125,7 @@ fn watch(
 
 /// A Deployment of `replicas` that the policy of `group` selects.
 fn deployment(name: &str, group: &str, replicas: i32) -> Deployment {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": NS, "labels": {"app": name, "group": group}},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}},
-                              "spec": {"containers": [{"name": "app", "image": "app:1",
-                                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}
-    }))
-    .unwrap()
+    members::deployment(NS, name, group, replicas)
 }
 
 /// A policy placing the Deployments labelled `group` on `clusters` (every cluster for

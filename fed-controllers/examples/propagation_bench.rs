@@ -209,14 +209,7 @@ fn deployment(name: &str, group: usize) -> Deployment {
 }
 
 fn deployment_in(name: &str, group: &str, replicas: i32) -> Deployment {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": NS, "labels": {"app": name, "group": group}},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}},
-                              "spec": {"containers": [{"name": "app", "image": "app:1",
-                                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}
-    }))
-    .unwrap()
+    common::members::deployment(NS, name, group, replicas)
 }
 
 /// Creates `names` in the federation, `rate` per second (0: as fast as possible); returns

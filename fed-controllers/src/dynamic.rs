@@ -98,13 +98,7 @@ impl kube::Resource for Decoded {
 
 /// The event with its objects taken out of their wrappers.
 pub fn into_dynamic(ev: Event<Decoded>) -> Event<DynamicObject> {
-    match ev {
-        Event::Apply(o) => Event::Apply(o.0),
-        Event::Delete(o) => Event::Delete(o.0),
-        Event::Init => Event::Init,
-        Event::InitApply(o) => Event::InitApply(o.0),
-        Event::InitDone => Event::InitDone,
-    }
+    meridian_runtime::lean::map(ev, |o| o.0)
 }
 
 #[cfg(test)]

@@ -60,11 +60,16 @@ impl<K: Resource> Resource for Lean<K> {
 
 /// The event with its objects taken out of their wrappers.
 pub fn unwrap<K>(ev: Event<Lean<K>>) -> Event<K> {
+    map(ev, |o| o.0)
+}
+
+/// The event with `f` applied to its objects (kube's `Event` has no `map`).
+pub fn map<A, B>(ev: Event<A>, f: impl FnOnce(A) -> B) -> Event<B> {
     match ev {
-        Event::Apply(o) => Event::Apply(o.0),
-        Event::Delete(o) => Event::Delete(o.0),
+        Event::Apply(o) => Event::Apply(f(o)),
+        Event::Delete(o) => Event::Delete(f(o)),
         Event::Init => Event::Init,
-        Event::InitApply(o) => Event::InitApply(o.0),
+        Event::InitApply(o) => Event::InitApply(f(o)),
         Event::InitDone => Event::InitDone,
     }
 }

@@ -100,3 +100,16 @@ impl ReadyResponder {
         }
     }
 }
+
+/// A Deployment in `ns` of `replicas` small pods, labelled `group` (what the benches'
+/// policies select).
+pub fn deployment(ns: &str, name: &str, group: &str, replicas: i32) -> Deployment {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": name, "group": group}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "app", "image": "app:1",
+                                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}
+    }))
+    .unwrap()
+}
