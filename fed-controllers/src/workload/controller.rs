@@ -102,9 +102,10 @@ pub(super) struct Central {
     pub(super) placement_pacer: Pacer<WorkloadKey>,
     /// How long each workload's member reports gather before a look (see [`StatusSpacing`]).
     pub(super) status_spacing: Arc<StatusSpacing>,
-    /// Workloads whose first pass found no Placement yet and waits one status delay for it
-    /// before writing a status of its own.
-    pub(super) awaiting_placement: Mutex<HashSet<WorkloadKey>>,
+    /// Workloads whose first pass found no Placement yet, and since when: each waits one
+    /// status delay for it before writing a status of its own, however many passes come
+    /// meanwhile (every edit of the workload brings one).
+    pub(super) awaiting_placement: Mutex<HashMap<WorkloadKey, Instant>>,
 }
 
 fn finalizers(v: &Value) -> Vec<String> {
@@ -248,9 +249,12 @@ impl Central {
         // reports in it. A status written now (nothing placed, nothing reported) would be
         // replaced at once: wait for the Placement for one status delay, once.
         if placement.is_none() {
-            if lock(&self.awaiting_placement).insert(key.clone()) {
-                self.queue
-                    .add_low_after(key.clone(), self.status_spacing.delay(key));
+            let delay = self.status_spacing.delay(key);
+            let since = *lock(&self.awaiting_placement)
+                .entry(key.clone())
+                .or_insert_with(Instant::now);
+            if let Some(left) = delay.checked_sub(since.elapsed()) {
+                self.queue.add_low_after(key.clone(), left);
                 return Ok(false);
             }
         } else {
