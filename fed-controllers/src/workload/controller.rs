@@ -57,6 +57,11 @@ const CONFLICT_RETRY_BASE: std::time::Duration = std::time::Duration::from_milli
 /// a stream of new work (a GitOps sync of thousands of objects) slows the federated status
 /// down, but never holds a finished rollout's READY back until the stream ends.
 const STATUS_WAIT_BOUND: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a workload's status waits for the first destination whose controller has
+/// observed its copy. A member's Deployment controller observes a new copy within
+/// milliseconds; one that takes longer (a member whose controllers are down) gets its
+/// entries written all the same, saying the copy is there and not observed.
+const UNOBSERVED_HOLD: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The federation caches.
 #[derive(Clone)]
@@ -106,6 +111,10 @@ pub(super) struct Central {
     /// status delay for it before writing a status of its own, however many passes come
     /// meanwhile (every edit of the workload brings one).
     pub(super) awaiting_placement: Mutex<HashMap<WorkloadKey, Instant>>,
+    /// Workloads whose copies no destination's controller has acted on yet, and since
+    /// when: a status write then would tell nothing the first real report does not replace
+    /// at once, so it waits for that report, for at most [`UNOBSERVED_HOLD`].
+    pub(super) awaiting_observation: Mutex<HashMap<WorkloadKey, Instant>>,
 }
 
 fn finalizers(v: &Value) -> Vec<String> {
@@ -183,6 +192,7 @@ impl Central {
         let Some(obj) = obj else {
             lock(&self.finalizer_writes).remove(key);
             lock(&self.awaiting_placement).remove(key);
+            lock(&self.awaiting_observation).remove(key);
             self.placement_pacer.forget(key);
             self.status_spacing.forget(key);
             // Gone (cleaned behind the finalizer, or orphaned): nothing left to do in members,
@@ -527,6 +537,27 @@ impl Central {
 
         let all_observed = !dest.is_empty() && observed.iter().all(|o| *o);
         let conflict = reports.values().any(|r| r.conflict);
+        // Copies pushed, none acted on yet by its member's controller, and nothing wrong:
+        // the status would only say so, and the first observed report (moments away)
+        // replaces it. That one is written instead: a new workload's status and its
+        // Placement's are then written once each, not twice, and a scale's once.
+        let nothing_observed = !dest.is_empty() && !observed.iter().any(|o| *o);
+        let news = conflict
+            || !override_failures.is_empty()
+            || !dep_failures.is_empty()
+            || !missing.is_empty()
+            || entries.iter().any(|e| !e.error.is_empty());
+        if nothing_observed && !news {
+            let since = *lock(&self.awaiting_observation)
+                .entry(key.clone())
+                .or_insert_with(Instant::now);
+            if let Some(left) = UNOBSERVED_HOLD.checked_sub(since.elapsed()) {
+                self.queue.add_low_after(key.clone(), left);
+                return Ok(false);
+            }
+        } else {
+            lock(&self.awaiting_observation).remove(key);
+        }
         // Kubernetes writes condition times with second precision.
         let now = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -815,6 +846,7 @@ pub async fn run(
         placement_pacer,
         status_spacing,
         awaiting_placement: Mutex::default(),
+        awaiting_observation: Mutex::default(),
     });
     // A dependency object that gained or lost its copy Placement changes what the
     // workloads referencing it write. One handed over to this path may have no user left
