@@ -22,6 +22,11 @@ pub trait KindHooks: Send + Sync {
     }
     /// Adjusts a new object before it is stored (e.g. a Namespace's finalizer and phase).
     fn prepare_create(&self, _obj: &mut Value) {}
+    /// Mutating admission of a create, after the field manager has recorded the request's
+    /// fields: what it adds belongs to no manager, as with kube-apiserver's admission
+    /// plugins (a finalizer that a controller removes, say), so no client's later apply
+    /// takes it away.
+    fn admit_create(&self, _obj: &mut Value) {}
 }
 
 /// Hooks that do nothing: kinds without special rules.
@@ -105,6 +110,11 @@ pub struct ResourceDef {
     pub schema: Option<fn() -> Value>,
     /// Whether a `status` subresource exists (main writes then ignore status).
     pub status_subresource: bool,
+    /// Whether a create keeps the `status` it is given although a `status` subresource
+    /// exists. Only for a kind one component creates as the record of its own decision,
+    /// with the condition that explains it (Meridian's Placement): its first status then
+    /// costs no second write. Updates and patches of the main resource still ignore status.
+    pub status_on_create: bool,
     /// Whether a `scale` subresource exists.
     pub scale_subresource: bool,
     /// Whether `metadata.generation` tracks spec changes.
@@ -181,6 +191,7 @@ impl ResourceDef {
             definition: "",
             schema: None,
             status_subresource: false,
+            status_on_create: false,
             scale_subresource: false,
             tracks_generation: false,
             field_selectors: &[],

@@ -85,7 +85,17 @@ pub struct Args {
     /// Write the address actually bound (useful with --secure-port 0) to this file.
     #[arg(long)]
     pub address_file: Option<PathBuf>,
+    /// Admission plugins to turn off, comma separated, as kube-apiserver's flag of that
+    /// name. `MemberCleanup` gives every federated workload (Deployment, ReplicaSet,
+    /// StatefulSet, Job) the member-cleanup finalizer when it is created, which the workload
+    /// controller removes once the member copies are gone; turn it off for an API server
+    /// that runs without the controllers, whose workload deletions would wait for them.
+    #[arg(long, value_delimiter = ',', value_parser = [MEMBER_CLEANUP])]
+    pub disable_admission_plugins: Vec<String>,
 }
+
+/// The name of the member-cleanup admission plugin.
+const MEMBER_CLEANUP: &str = "MemberCleanup";
 
 /// A duration as kube-apiserver flags write them: a number with `h`, `m`, `s` or `ms`.
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -221,7 +231,12 @@ pub async fn start(
     let store: Arc<dyn Storage> = Arc::new(meridian_apiserver::metrics::InstrumentedStore::new(
         store, &metrics,
     ));
-    let registry = crate::kinds::federation_registry();
+    let registry = crate::kinds::registry_with(crate::kinds::Admission {
+        member_cleanup: !args
+            .disable_admission_plugins
+            .iter()
+            .any(|p| p == MEMBER_CLEANUP),
+    });
     let engine =
         meridian_apiserver::server::build_engine(registry, store.clone(), args.watch_history)
             .await?;

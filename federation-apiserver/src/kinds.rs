@@ -15,12 +15,37 @@ use meridian_apiserver::registry::{Column, Registry, ResourceDef};
 use meridian_apiserver::status::Cause;
 use serde_json::Value;
 
-/// The kinds of the federation API server.
+/// The admission plugins of the federation API server, each on unless turned off with
+/// `--disable-admission-plugins`.
+#[derive(Clone, Copy, Debug)]
+pub struct Admission {
+    /// `MemberCleanup`: every federated workload gets the member-cleanup finalizer on
+    /// create ([`crate::member_cleanup`]).
+    pub member_cleanup: bool,
+}
+
+impl Default for Admission {
+    fn default() -> Self {
+        Admission {
+            member_cleanup: true,
+        }
+    }
+}
+
+/// The kinds of the federation API server, with every admission plugin on.
 pub fn federation_registry() -> Registry {
+    registry_with(Admission::default())
+}
+
+/// The kinds of the federation API server, with the admission plugins `admission` turns on.
+pub fn registry_with(admission: Admission) -> Registry {
     // Every built-in kind the engine defines: a kind the federation does not propagate
     // yet is stored and served like any other, so manifests holding it apply as they do
     // to one cluster.
     let mut defs = kinds::builtin();
+    if admission.member_cleanup {
+        crate::member_cleanup::for_workloads(&mut defs);
+    }
     defs.extend([
         clusters(),
         propagation_policies(),
@@ -661,6 +686,9 @@ pub fn placements() -> ResourceDef {
         ],
     );
     d.definition = "dev.meridian.federation.v1alpha1.Placement";
+    // The scheduler creates each Placement with its decision and the `Scheduled` condition
+    // that explains it, in one write; later status changes go through `/status` as usual.
+    d.status_on_create = true;
     d.schema = Some(|| {
         crd_schema(
             fed_api::Placement::crd(),

@@ -6,5 +6,6 @@ pub mod component_policy;
 pub mod credentials;
 pub mod interpreter_kind;
 pub mod kinds;
+pub mod member_cleanup;
 pub mod override_kinds;
 pub mod storage;

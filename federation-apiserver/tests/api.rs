@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 
 #[tokio::test]
 async fn crud_conflicts_and_errors() {
-    let (server, _dir) = Server::start(&[]);
+    // No workload controller runs here to release a deleted Deployment.
+    let (server, _dir) = Server::start(&["--disable-admission-plugins=MemberCleanup"]);
     let client = server.client().await;
     namespace(&client, "shop").await;
     let deps: Api<Deployment> = Api::namespaced(client.clone(), "shop");
@@ -117,6 +118,65 @@ async fn crud_conflicts_and_errors() {
     assert_eq!(e.code, 404);
 
     deps.delete("web", &DeleteParams::default()).await.unwrap();
+    assert_eq!(api_error(deps.get("web").await.unwrap_err()).code, 404);
+}
+
+#[tokio::test]
+async fn a_new_workload_gets_the_member_cleanup_finalizer_owned_by_no_manager() {
+    const FINALIZER: &str = "federation.meridian.dev/member-cleanup";
+    let (server, _dir) = Server::start(&[]);
+    let client = server.client().await;
+    namespace(&client, "shop").await;
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), "shop");
+    let created = deps
+        .create(&PostParams::default(), &deployment("web", 2))
+        .await
+        .unwrap();
+    assert_eq!(
+        created.metadata.finalizers.as_deref(),
+        Some(&[FINALIZER.to_string()][..])
+    );
+    let fields = serde_json::to_string(&created.metadata.managed_fields).unwrap();
+    assert!(!fields.contains("f:finalizers"), "{fields}");
+    // An apply that never named it leaves it: no manager owns it.
+    let cfg = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}}});
+    let applied = deps
+        .patch(
+            "web",
+            &PatchParams::apply("ci").force(),
+            &Patch::Apply(&cfg),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        applied.metadata.finalizers.as_deref(),
+        Some(&[FINALIZER.to_string()][..])
+    );
+    // Other kinds are left alone.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "shop");
+    let cm = cms
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "cfg"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(cm.metadata.finalizers, None);
+    // Deleting waits for the workload controller; what it does at the end lets it go.
+    deps.delete("web", &DeleteParams::default()).await.unwrap();
+    let held = deps.get("web").await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some());
+    deps.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     assert_eq!(api_error(deps.get("web").await.unwrap_err()).code, 404);
 }
 

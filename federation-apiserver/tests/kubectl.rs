@@ -56,7 +56,8 @@ fn example(name: &str) -> String {
 
 #[test]
 fn kubectl_user_flow() {
-    let (server, dir) = Server::start(&[]);
+    // No workload controller runs here to release deleted Deployments.
+    let (server, dir) = Server::start(&["--disable-admission-plugins=MemberCleanup"]);
     let k = Kubectl {
         bin: meridian_e2e::kubectl_path(),
         kubeconfig: server.kubeconfig().to_owned(),
@@ -302,7 +303,8 @@ fn kubectl_user_flow() {
 /// kubectl's client-side validation on (it downloads the OpenAPI documents first).
 #[test]
 fn an_operator_install_manifest_applies_into_the_default_namespace() {
-    let (server, dir) = Server::start(&[]);
+    // No workload controller runs here to release deleted Deployments.
+    let (server, dir) = Server::start(&["--disable-admission-plugins=MemberCleanup"]);
     let k = Kubectl {
         bin: meridian_e2e::kubectl_path(),
         kubeconfig: server.kubeconfig().to_owned(),

@@ -498,6 +498,7 @@ impl Engine {
             }
         }
         if def.status_subresource
+            && !def.status_on_create
             && let Some(m) = obj.as_object_mut()
         {
             m.remove("status");
@@ -509,6 +510,7 @@ impl Engine {
             let fm = self.managers.get(def, &self.definitions(), Endpoint::Main);
             fm.update(None, &mut obj, &opts.manager, jiff::Timestamp::now());
         }
+        def.hooks.admit_create(&mut obj);
         self.validate(def, &obj, None)?;
         let name = object::name(&obj).to_string();
         self.check_namespace(def, namespace, &name).await?;

@@ -506,13 +506,19 @@ impl Copies {
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
         match desired::plan_at(&ns, &name, current.as_deref(), &want, &now_text) {
-            Plan::Create(p) => {
-                let mut created = self.writer.create(&p).await.inspect_err(|_| {
+            Plan::Create(mut p) => {
+                p.status = desired::status(None, &want, &now_text);
+                let created = self.writer.create(&p).await.inspect_err(|_| {
                     self.metrics.write("create", "error");
                 })?;
                 self.metrics.write("create", "ok");
-                created.status = desired::status(None, &want, &now_text);
-                self.writer.write_status(&created).await?;
+                // A federation that dropped the status on create (one older than this
+                // scheduler) gets it written as before.
+                if created.status.is_none() {
+                    let mut created = created;
+                    created.status = p.status;
+                    self.writer.write_status(&created).await?;
+                }
                 Ok("created")
             }
             Plan::Update { spec_patch, status } => {

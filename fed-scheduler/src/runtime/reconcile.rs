@@ -276,7 +276,8 @@ impl Reconciler {
         };
         let mut wrote = false;
         let obj = match desired::plan(key, current.as_deref(), &want, &now_text) {
-            Plan::Create(p) => {
+            Plan::Create(mut p) => {
+                p.status = desired::status(None, &want, &now_text);
                 let created = self.writer.create(&p).await.map_err(|e| {
                     self.metrics.write("create", "error");
                     self.forget_written(key);

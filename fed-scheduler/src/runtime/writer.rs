@@ -63,7 +63,8 @@ impl Writer {
         }
     }
 
-    /// Creates a Placement (its status is ignored by the API; write it afterwards).
+    /// Creates a Placement with its first status: the federation keeps a Placement's status
+    /// on create, so the decision and the condition explaining it are one write.
     pub async fn create(&self, p: &Placement) -> Result<Placement, WriteError> {
         let ns = p.metadata.namespace.clone().unwrap_or_default();
         let api = self.api(&ns);
