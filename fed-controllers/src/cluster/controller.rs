@@ -7,6 +7,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::task::AbortOnDropHandle;
+use tracing::Instrument;
 
 use fed_api::{Cluster, ClusterSpec};
 use futures::StreamExt;
@@ -20,6 +21,7 @@ use meridian_runtime::events::Recorder;
 
 use super::credentials;
 use super::guard::{self, Board};
+use super::lease;
 use super::member::{self, MemberHandle, Settings, Shared};
 use crate::member_client::{Limits, MemberClients};
 use crate::metrics::Metrics;
@@ -153,10 +155,23 @@ impl Supervisor {
         }
     }
 
+    /// The Cluster is gone: stops its task and deletes its Lease (no garbage collector
+    /// runs in the federation API server to follow the owner reference).
     fn stop(&mut self, name: &str) {
         if self.members.remove(name).is_some() {
             tracing::info!(cluster = %name, "member task stopped");
         }
+        let fed = self.shared.fed.clone();
+        let deadline = self.shared.settings.federation_timeout;
+        let cluster = name.to_string();
+        tokio::spawn(
+            async move {
+                if let Err(error) = lease::delete(&fed, &cluster, deadline).await {
+                    tracing::warn!(error = %Report(&error), "deleting the Lease failed");
+                }
+            }
+            .instrument(tracing::info_span!("member", cluster = %name)),
+        );
         self.pending.remove(name);
         self.shared.board.remove(name);
         self.shared.metrics.forget_cluster(name);
@@ -190,7 +205,8 @@ impl Supervisor {
                 self.pending.insert(c.name_any(), Arc::new(c));
             }
             Event::InitDone => {
-                let seen = self.cluster_relist.take().unwrap_or_default();
+                let listed = self.cluster_relist.take();
+                let seen = listed.clone().unwrap_or_default();
                 let gone: Vec<String> = self
                     .members
                     .keys()
@@ -199,6 +215,15 @@ impl Supervisor {
                     .collect();
                 for n in gone {
                     self.stop(&n);
+                }
+                // Leases of Clusters deleted while no watch saw it (the controller was
+                // down): a complete list is the moment to find them.
+                if let Some(all) = listed {
+                    tokio::spawn(lease::sweep(
+                        self.shared.fed.clone(),
+                        all,
+                        self.shared.settings.federation_timeout,
+                    ));
                 }
                 self.clusters_synced = true;
                 self.flush();
@@ -292,6 +317,7 @@ pub async fn run(
 ) -> Result<(), ControllerError> {
     let events = events.for_component(super::events::COMPONENT);
     super::events::ensure_namespace(fed.clone(), super::events::CLUSTER_EVENT_NAMESPACE).await;
+    super::events::ensure_namespace(fed.clone(), lease::NAMESPACE).await;
     let board = Arc::new(Board::default());
     let shared = Shared {
         fed: fed.clone(),
