@@ -27,8 +27,8 @@ fn renewed(l: &Lease) -> Option<MicroTime> {
 }
 
 /// Polls (every 100 ms, at most `within`) until the Lease `name` was renewed `n` times
-/// after the call, calling `each` with the number of renewals seen so far at each one.
-/// Returns the last renewTime.
+/// after the call. At each renewal `each` gets the count so far and returns the count to go
+/// on from (`0` starts over). Returns the last renewTime.
 async fn renewals(
     client: &kube::Client,
     name: &str,
