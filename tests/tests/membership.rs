@@ -5,9 +5,8 @@ use std::time::Duration;
 
 use futures::TryStreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::api::{Api, ObjectMeta, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, WatchEvent, WatchParams};
 use meridian_e2e::{Env, eventually};
 
 /// Where the cluster controller keeps each member's heartbeat Lease.
@@ -499,45 +498,11 @@ async fn a_hung_member_does_not_slow_the_others() {
 async fn a_healthy_member_heartbeats_in_its_lease_not_its_status() {
     let env = Env::start(&["--clusters=1", "--nodes=1", "--ready-delay=0s"]);
     let fed = env.federation().await;
-    // A Lease left by a Cluster deleted while no controller ran.
-    let namespaces: Api<Namespace> = Api::all(fed.clone());
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(LEASE_NAMESPACE.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .expect("create the Lease namespace");
-    let leases: Api<Lease> = Api::namespaced(fed.clone(), LEASE_NAMESPACE);
-    let orphan = Lease {
-        metadata: ObjectMeta {
-            name: Some("deleted-cluster".into()),
-            ..Default::default()
-        },
-        spec: Some(Default::default()),
-    };
-    leases
-        .create(&PostParams::default(), &orphan)
-        .await
-        .expect("create a stray Lease");
-
     let _controllers = env.controllers(&[
         "--probe-period=1s",
         "--probe-timeout=500ms",
         "--metrics-bind-address=off",
     ]);
-    eventually(
-        "the stray Lease swept at start",
-        Duration::from_secs(30),
-        || async { lease(&fed, "deleted-cluster").await.is_some() },
-        |present| !present,
-    )
-    .await;
-
     env.ok("fedctl", &["join", "sim-1", "--wait-seconds", "60"]);
     let cluster = Api::<fed_api::Cluster>::all(fed.clone())
         .get("sim-1")
@@ -589,7 +554,7 @@ async fn a_healthy_member_heartbeats_in_its_lease_not_its_status() {
         .expect("the Cluster");
     assert_eq!(condition(&c, "Ready").as_deref(), Some("True"));
 
-    // Deleting the Cluster deletes its Lease.
+    // Deleting the Cluster deletes its Lease (the garbage collector follows its owner).
     env.ok("fedctl", &["unjoin", "sim-1"]);
     eventually(
         "sim-1's Lease deleted with its Cluster",

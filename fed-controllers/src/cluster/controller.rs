@@ -7,7 +7,6 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::task::AbortOnDropHandle;
-use tracing::Instrument;
 
 use fed_api::{Cluster, ClusterSpec};
 use futures::StreamExt;
@@ -155,23 +154,10 @@ impl Supervisor {
         }
     }
 
-    /// The Cluster is gone: stops its task and deletes its Lease (no garbage collector
-    /// runs in the federation API server to follow the owner reference).
     fn stop(&mut self, name: &str) {
         if self.members.remove(name).is_some() {
             tracing::info!(cluster = %name, "member task stopped");
         }
-        let fed = self.shared.fed.clone();
-        let deadline = self.shared.settings.federation_timeout;
-        let cluster = name.to_string();
-        tokio::spawn(
-            async move {
-                if let Err(error) = lease::delete(&fed, &cluster, deadline).await {
-                    tracing::warn!(error = %Report(&error), "deleting the Lease failed");
-                }
-            }
-            .instrument(tracing::info_span!("member", cluster = %name)),
-        );
         self.pending.remove(name);
         self.shared.board.remove(name);
         self.shared.metrics.forget_cluster(name);
@@ -205,8 +191,7 @@ impl Supervisor {
                 self.pending.insert(c.name_any(), Arc::new(c));
             }
             Event::InitDone => {
-                let listed = self.cluster_relist.take();
-                let seen = listed.clone().unwrap_or_default();
+                let seen = self.cluster_relist.take().unwrap_or_default();
                 let gone: Vec<String> = self
                     .members
                     .keys()
@@ -215,15 +200,6 @@ impl Supervisor {
                     .collect();
                 for n in gone {
                     self.stop(&n);
-                }
-                // Leases of Clusters deleted while no watch saw it (the controller was
-                // down): a complete list is the moment to find them.
-                if let Some(all) = listed {
-                    tokio::spawn(lease::sweep(
-                        self.shared.fed.clone(),
-                        all,
-                        self.shared.settings.federation_timeout,
-                    ));
                 }
                 self.clusters_synced = true;
                 self.flush();

@@ -4,18 +4,15 @@
 //! only when it changes (see [`super::conditions::probe_time_due`]).
 //!
 //! The Lease is named after the Cluster, in [`NAMESPACE`], held by the Cluster's name, and
-//! owned by the Cluster (uid) so tools show the relation. The federation API server has no
-//! garbage collector acting on it, so the supervisor deletes a deleted Cluster's Lease, and
-//! sweeps the Leases of Clusters deleted while no controller ran ([`stale`]).
+//! owned by the Cluster (uid): the federation's garbage collector deletes it with its
+//! Cluster, whether or not a controller runs then.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference};
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use meridian_runtime::error::Report;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use meridian_runtime::leader::record::Record;
 use tokio::time::Instant;
 
@@ -56,19 +53,8 @@ pub fn renew_due(last: Option<Instant>, probe_at: Instant, interval: Duration) -
     last.is_none_or(|l| probe_at.saturating_duration_since(l) >= interval)
 }
 
-/// The Leases (by name) whose Cluster does not exist, sorted.
-pub fn stale(clusters: &HashSet<String>, leases: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = leases
-        .iter()
-        .filter(|l| !clusters.contains(*l))
-        .cloned()
-        .collect();
-    out.sort();
-    out
-}
-
-/// The owner reference to the Cluster: informational, since no garbage collector acts on it
-/// (the kubelet's node Lease carries the same kind of reference to its Node).
+/// The owner reference to the Cluster, which the garbage collector follows (the kubelet's
+/// node Lease refers to its Node the same way).
 fn owner(cluster: &str, uid: Option<&str>) -> Vec<OwnerReference> {
     uid.map(|uid| OwnerReference {
         api_version: fed_api::API_VERSION.to_string(),
@@ -176,39 +162,6 @@ pub async fn renew(
     }
 }
 
-/// Deletes a member's Lease (its Cluster is gone); a missing Lease is no error.
-pub async fn delete(fed: &Client, cluster: &str, deadline: Duration) -> Result<(), LeaseError> {
-    match within(deadline, api(fed).delete(cluster, &DeleteParams::default())).await {
-        Err(e) if not_found(&e) => Ok(()),
-        r => r.map(drop),
-    }
-}
-
-/// Deletes the Leases whose Cluster is not among `clusters` (a complete list of them).
-/// Best effort: failures are logged, and the next sweep tries again.
-pub async fn sweep(fed: Client, clusters: HashSet<String>, deadline: Duration) {
-    let listed = within(deadline, api(&fed).list_metadata(&ListParams::default())).await;
-    let names: Vec<String> = match listed {
-        Ok(list) => list
-            .items
-            .into_iter()
-            .filter_map(|l| l.metadata.name)
-            .collect(),
-        Err(error) => {
-            tracing::warn!(error = %Report(&error), "listing member Leases failed");
-            return;
-        }
-    };
-    for name in stale(&clusters, &names) {
-        match delete(&fed, &name, deadline).await {
-            Ok(()) => tracing::info!(lease = %name, "deleted the Lease of a deleted Cluster"),
-            Err(error) => {
-                tracing::warn!(lease = %name, error = %Report(&error), "deleting a stale Lease failed")
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,28 +198,6 @@ mod tests {
         ];
         for (name, last, at, due) in cases {
             assert_eq!(renew_due(last, at, interval), due, "{name}");
-        }
-    }
-
-    #[test]
-    fn stale_leases_are_those_without_a_cluster() {
-        let list = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
-        // (case, clusters, leases, stale)
-        type Case = (
-            &'static str,
-            &'static [&'static str],
-            &'static [&'static str],
-            &'static [&'static str],
-        );
-        let cases: [Case; 4] = [
-            ("no leases", &["a"], &[], &[]),
-            ("all owned", &["a", "b"], &["b", "a"], &[]),
-            ("deleted clusters", &["a"], &["c", "a", "b"], &["b", "c"]),
-            ("no clusters", &[], &["a"], &["a"]),
-        ];
-        for (name, clusters, leases, want) in cases {
-            let clusters: HashSet<String> = list(clusters).into_iter().collect();
-            assert_eq!(stale(&clusters, &list(leases)), list(want), "{name}");
         }
     }
 
