@@ -17,6 +17,10 @@
 //! - a pair: `--pairs` Deployments (2 replicas) placed on 2 of the members, created
 //!   `--rate` per second: apply → both copies, apply → READY; the workload's cost should
 //!   follow its own destinations, not the size of the fleet;
+//! - idle: `--idle-s` seconds (default 20) with nothing to do, after the phases above have
+//!   settled: the fleet's background writes per second, the members' Lease renewals (one
+//!   per member per probe period at most) and Cluster status patches (only on a change,
+//!   and once per `--status-report-period`);
 //! - sustained: `--workloads` Duplicated Deployments created at once (`--workloads` ×
 //!   `--clusters` copies). The member watches and the bench's status writes are stopped
 //!   first: the controller's own counter of member writes times the phase (as
@@ -280,8 +284,8 @@ async fn measured(
     Ok(())
 }
 
-/// Whether a federation write counter is the fleet's own background: Cluster status
-/// (each member's heartbeat) and the leader-election Leases, written whatever the
+/// Whether a federation write counter is the fleet's own background: Cluster status,
+/// the members' heartbeat Leases and the leader-election Leases, written whatever the
 /// workloads do.
 fn background(key: &str) -> bool {
     key.contains(" clusters") || key.contains(" leases")
@@ -402,6 +406,18 @@ async fn sustained(
     Ok(())
 }
 
+/// The federation writes per second over `seconds` in which nothing changes (the window is
+/// the measurement): what the fleet costs at rest.
+async fn idle(fed: &kube::Client, seconds: u64) {
+    if seconds == 0 {
+        return;
+    }
+    println!("idle for {seconds}s");
+    let before = fed_writes(fed).await;
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    report_fed_writes(&before, &fed_writes(fed).await, (seconds as f64, "second"));
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // Ctrl-C drops the run, and with it the child processes.
@@ -491,6 +507,8 @@ async fn run() -> anyhow::Result<()> {
     for shape in shapes.iter().filter(|s| s.count > 0) {
         measured(&fed, &seen, &procs, shape).await?;
     }
+
+    idle(&fed, arg("--idle-s", 20) as u64).await;
 
     // Nothing watches the members while the sustained phase runs: a watch of every member
     // would have each send every copy twice and this process decode it, on the same cores

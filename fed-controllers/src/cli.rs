@@ -37,6 +37,11 @@ pub struct Args {
     /// At most one status write per cluster per this interval.
     #[arg(long, env = "MERIDIAN_STATUS_MIN_INTERVAL", default_value = "500ms", value_parser = parse_duration)]
     pub status_min_interval: Duration,
+    /// How often an unchanged member's `Ready` condition gets a new `lastProbeTime` (a
+    /// Cluster status write); liveness is each member's Lease in `meridian-cluster-lease`,
+    /// renewed by successful probes.
+    #[arg(long, env = "MERIDIAN_STATUS_REPORT_PERIOD", default_value = "5m", value_parser = parse_duration)]
+    pub status_report_period: Duration,
     /// Objects per page when listing a member's nodes and pods (initial list and re-lists);
     /// smaller pages bound the memory one list needs while it is decoded.
     #[arg(long, env = "MERIDIAN_MEMBER_LIST_PAGE_SIZE", default_value_t = 100)]
@@ -176,6 +181,9 @@ impl Args {
         if self.discovery_period < self.probe_period {
             errors.push("--discovery-period must be at least --probe-period");
         }
+        if self.status_report_period < self.probe_period {
+            errors.push("--status-report-period must be at least --probe-period");
+        }
         let metrics = self.federation.check(&mut errors);
         if self.workload_sync_timeout.is_zero() {
             errors.push("--workload-sync-timeout must be positive");
@@ -213,6 +221,7 @@ impl Args {
             },
             discovery_period: self.discovery_period,
             status_min_interval: self.status_min_interval,
+            status_report_period: self.status_report_period,
             list_page_size: self.member_list_page_size,
             concurrent_lists: self.member_concurrent_lists,
             ..Settings::default()
@@ -249,6 +258,7 @@ mod tests {
         assert_eq!(cfg.mass_failure_share, 0.5);
         assert_eq!(cfg.settings.list_page_size, 100);
         assert_eq!(cfg.settings.concurrent_lists, 32);
+        assert_eq!(cfg.settings.status_report_period, Duration::from_secs(300));
         assert_eq!(metrics, Some("127.0.0.1:8080".parse().expect("addr")));
         // How a Lease is named is meridian-runtime's (tested there); which Lease is ours.
         assert_eq!(LEASE_NAME, "fed-controllers");
@@ -292,6 +302,7 @@ mod tests {
             ["--workload-status-delay", "6s"],
             ["--workload-event-window", "2m"],
             ["--placement-status-interval", "2m"],
+            ["--status-report-period", "5s"],
         ] {
             let args =
                 Args::try_parse_from(["fed-controllers", "--kubeconfig", "k", bad[0], bad[1]])

@@ -94,6 +94,7 @@ pub struct Metrics {
     probes: Family<Labels, Counter>,
     probe_latency: Family<Labels, Histogram, fn() -> Histogram>,
     status_writes: Family<Labels, Counter>,
+    lease_writes: Family<Labels, Counter>,
     watch_restarts: Family<Labels, Counter>,
     members: Gauge,
     offline: Gauge,
@@ -136,6 +137,10 @@ impl Metrics {
         );
         let status_writes: Family<Labels, Counter> =
             registry.register_default("cluster_status_writes", "Cluster status patches by result");
+        let lease_writes: Family<Labels, Counter> = registry.register_default(
+            "cluster_lease_writes",
+            "Member Lease renewals (and creations) by result",
+        );
         let watch_restarts: Family<Labels, Counter> = registry.register_default(
             "cluster_watch_restarts",
             "Member node/pod watch errors and restarts by cluster, resource and cause",
@@ -210,6 +215,7 @@ impl Metrics {
             probes,
             probe_latency,
             status_writes,
+            lease_writes,
             watch_restarts,
             members,
             offline,
@@ -268,6 +274,13 @@ impl Metrics {
     /// Records one status patch (`ok` or `error`).
     pub fn status_write(&self, result: &str) {
         self.status_writes
+            .get_or_create(&vec![("result", result.to_string())])
+            .inc();
+    }
+
+    /// Records one member Lease renewal (`ok` or `error`).
+    pub fn lease_write(&self, result: &str) {
+        self.lease_writes
             .get_or_create(&vec![("result", result.to_string())])
             .inc();
     }
@@ -343,6 +356,7 @@ mod tests {
         let m = Metrics::new();
         m.probe("eu-1", "success", 0.01);
         m.status_write("ok");
+        m.lease_write("ok");
         m.watch_restart("eu-1", "nodes", "error");
         m.service_sync("ok", 0.01);
         m.service_member_write("eu-1", "services", "create");
@@ -360,6 +374,10 @@ mod tests {
         );
         assert!(
             text.contains("meridian_controllers_cluster_status_writes_total{result=\"ok\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("meridian_controllers_cluster_lease_writes_total{result=\"ok\"} 1"),
             "{text}"
         );
         assert!(

@@ -145,6 +145,10 @@ pub fn controllers_rules() -> Vec<Value> {
         // merge-patches the probed status, service/controller.rs its lbAgent field.
         rule(FED_GROUP, &["clusters"], &WATCH),
         rule(FED_GROUP, &["clusters/status"], &["patch"]),
+        // cluster/lease.rs: each member's Lease in meridian-cluster-lease, created and
+        // merge-patched at renewals (it creates the namespace, covered above; the garbage
+        // collector deletes a Lease with its Cluster).
+        rule("coordination.k8s.io", &["leases"], &["create", "patch"]),
         // The workload and service controllers watch Placements; workload/finalize.rs reads
         // one live; service/fedwrite.rs creates and replaces a Service's Placement.
         rule(
@@ -274,6 +278,13 @@ mod tests {
             "svc-web"
         ));
         assert!(!allows(&r, "delete", "apps", "deployments", "web"));
+        // Members' Leases: created, renewed by patch.
+        for verb in ["create", "patch"] {
+            assert!(
+                allows(&r, verb, "coordination.k8s.io", "leases", "sim-1"),
+                "{verb}"
+            );
+        }
         assert!(!allows(&r, "create", RBAC_GROUP, "clusterrolebindings", ""));
         assert!(!allows(&r, "update", RBAC_GROUP, "clusterroles", "edit"));
         assert!(allows(&r, "patch", "networking.k8s.io", "ingresses", "web"));

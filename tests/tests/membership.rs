@@ -1,9 +1,68 @@
 //! Cluster membership end to end: fedctl join/unjoin against a cluster-sim fleet, the cluster
 //! controller's health and capacity reporting, fault detection and recovery.
 
+use std::time::Duration;
+
 use futures::TryStreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, WatchEvent, WatchParams};
-use meridian_e2e::Env;
+use meridian_e2e::{Env, eventually};
+
+/// Where the cluster controller keeps each member's heartbeat Lease.
+const LEASE_NAMESPACE: &str = "meridian-cluster-lease";
+
+/// The member's Lease, if there is one.
+async fn lease(client: &kube::Client, name: &str) -> Option<Lease> {
+    Api::<Lease>::namespaced(client.clone(), LEASE_NAMESPACE)
+        .get_opt(name)
+        .await
+        .expect("reading a Lease")
+}
+
+/// The Lease's `renewTime`.
+fn renewed(l: &Lease) -> Option<MicroTime> {
+    l.spec.as_ref()?.renew_time.clone()
+}
+
+/// Polls (every 100 ms, at most `within`) until the Lease `name` was renewed `n` times
+/// after the call. At each renewal `each` gets the count so far and returns the count to go
+/// on from (`0` starts over). Returns the last renewTime.
+async fn renewals(
+    client: &kube::Client,
+    name: &str,
+    n: usize,
+    within: Duration,
+    mut each: impl AsyncFnMut(usize) -> usize,
+) -> MicroTime {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut last = lease(client, name).await.as_ref().and_then(renewed);
+    let mut count = 0;
+    loop {
+        let now = lease(client, name).await.as_ref().and_then(renewed);
+        if now.is_some() && now != last {
+            last = now;
+            count = each(count + 1).await;
+            if count >= n {
+                return last.expect("renewed");
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Lease {name}: {count} of {n} renewals within {within:?} (last {last:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn cluster_rv(client: &kube::Client, name: &str) -> Option<String> {
+    Api::<fed_api::Cluster>::all(client.clone())
+        .get(name)
+        .await
+        .expect("reading the Cluster")
+        .metadata
+        .resource_version
+}
 
 /// Waits on a watch until `pred` holds for the named Cluster.
 async fn wait_cluster(
@@ -360,45 +419,56 @@ async fn a_hung_member_does_not_slow_the_others() {
     );
     // sim-2 accepts connections but never answers: its probes hang until their timeout.
     env.ctl(&["partition", "sim-2"]);
-    let probe_time = |c: &fed_api::Cluster| {
-        c.status
-            .as_ref()?
-            .conditions
-            .iter()
-            .find(|x| x.type_ == "Ready")?
-            .last_probe_time
-            .clone()
-    };
-    let mut healthy_probes = std::collections::BTreeSet::new();
-    loop {
-        let ev = stream
-            .try_next()
+    let leases: Api<Lease> = Api::namespaced(fed.clone(), LEASE_NAMESPACE);
+    let mut lease_stream = Box::pin(
+        leases
+            .watch(&WatchParams::default().fields("metadata.name=sim-1"), "0")
             .await
-            .expect("watch event")
-            .expect("watch ended");
-        let (WatchEvent::Added(c) | WatchEvent::Modified(c)) = ev else {
-            continue;
-        };
-        match c.metadata.name.as_deref() {
-            Some("sim-1") => {
-                assert_eq!(
-                    condition(&c, "Ready").as_deref(),
-                    Some("True"),
-                    "the healthy member must stay Ready"
-                );
-                if let Some(t) = probe_time(&c) {
-                    healthy_probes.insert(t);
+            .expect("watch leases"),
+    );
+    let mut healthy_renewals = std::collections::BTreeSet::new();
+    loop {
+        tokio::select! {
+            ev = lease_stream.try_next() => {
+                let ev = ev.expect("lease watch event").expect("lease watch ended");
+                if let WatchEvent::Added(l) | WatchEvent::Modified(l) = ev
+                    && let Some(t) = renewed(&l)
+                {
+                    healthy_renewals.insert(t);
                 }
             }
-            Some("sim-2") if condition(&c, "Offline").as_deref() == Some("True") => break,
-            _ => {}
+            ev = stream.try_next() => {
+                let ev = ev.expect("watch event").expect("watch ended");
+                let (WatchEvent::Added(c) | WatchEvent::Modified(c)) = ev else {
+                    continue;
+                };
+                match c.metadata.name.as_deref() {
+                    Some("sim-1") => assert_eq!(
+                        condition(&c, "Ready").as_deref(),
+                        Some("True"),
+                        "the healthy member must stay Ready"
+                    ),
+                    Some("sim-2") if condition(&c, "Offline").as_deref() == Some("True") => break,
+                    _ => {}
+                }
+            }
         }
     }
     // Going Offline took at least three hung probes (>= 3 periods); the healthy member kept
-    // being probed on its own schedule meanwhile.
+    // being probed, and renewing its Lease, on its own schedule meanwhile.
     assert!(
-        healthy_probes.len() >= 2,
-        "healthy member probed only at {healthy_probes:?} while the other hung"
+        healthy_renewals.len() >= 2,
+        "healthy member's Lease renewed only at {healthy_renewals:?} while the other hung"
+    );
+    // The partitioned member's Lease is not renewed any more: it stays as it is while the
+    // healthy one's is renewed three more times (about three probe periods).
+    let stale = lease(&fed, "sim-2").await.as_ref().and_then(renewed);
+    assert!(stale.is_some(), "sim-2 had a Lease before the partition");
+    renewals(&fed, "sim-1", 3, Duration::from_secs(30), async |n| n).await;
+    assert_eq!(
+        lease(&fed, "sim-2").await.as_ref().and_then(renewed),
+        stale,
+        "an unreachable member's Lease must expire, not be renewed"
     );
     env.ctl(&["up", "sim-2"]);
     let mut stream = Box::pin(
@@ -414,4 +484,83 @@ async fn a_hung_member_does_not_slow_the_others() {
             break;
         }
     }
+    // Back: renewed again.
+    eventually(
+        "sim-2's Lease renewed after it came back",
+        Duration::from_secs(30),
+        || async { lease(&fed, "sim-2").await.as_ref().and_then(renewed) },
+        |t| *t > stale,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_healthy_member_heartbeats_in_its_lease_not_its_status() {
+    let env = Env::start(&["--clusters=1", "--nodes=1", "--ready-delay=0s"]);
+    let fed = env.federation().await;
+    let _controllers = env.controllers(&[
+        "--probe-period=1s",
+        "--probe-timeout=500ms",
+        "--metrics-bind-address=off",
+    ]);
+    env.ok("fedctl", &["join", "sim-1", "--wait-seconds", "60"]);
+    let cluster = Api::<fed_api::Cluster>::all(fed.clone())
+        .get("sim-1")
+        .await
+        .expect("the Cluster");
+    let l = eventually(
+        "sim-1's Lease",
+        Duration::from_secs(30),
+        || async { lease(&fed, "sim-1").await },
+        Option::is_some,
+    )
+    .await
+    .expect("present");
+    let spec = l.spec.clone().unwrap_or_default();
+    assert_eq!(spec.holder_identity.as_deref(), Some("sim-1"));
+    assert_eq!(spec.lease_duration_seconds, Some(4), "4 probe periods");
+    assert!(spec.acquire_time.is_some() && spec.renew_time.is_some());
+    let owner = l.metadata.owner_references.clone().unwrap_or_default();
+    assert_eq!(
+        owner
+            .iter()
+            .map(|o| (o.kind.as_str(), o.name.as_str(), Some(o.uid.clone())))
+            .collect::<Vec<_>>(),
+        vec![("Cluster", "sim-1", cluster.metadata.uid.clone())]
+    );
+    let table = env.ok("kubectl", &["get", "leases", "-n", LEASE_NAMESPACE]);
+    assert!(table.contains("sim-1"), "{table}");
+
+    // Once the status settled (capacity, discovery), the Lease is renewed at every probe
+    // while the Cluster is not written at all: four renewals in a row (four probe periods)
+    // with one resourceVersion. Every probe moved lastProbeTime before; a change of the
+    // Cluster starts the count again, and the deadline fails a Cluster written at every
+    // probe.
+    let mut rv = cluster_rv(&fed, "sim-1").await;
+    let (fed2, rv2) = (fed.clone(), &mut rv);
+    renewals(&fed, "sim-1", 4, Duration::from_secs(60), async move |n| {
+        let now = cluster_rv(&fed2, "sim-1").await;
+        if now == *rv2 {
+            n
+        } else {
+            *rv2 = now;
+            0
+        }
+    })
+    .await;
+    let c = Api::<fed_api::Cluster>::all(fed.clone())
+        .get("sim-1")
+        .await
+        .expect("the Cluster");
+    assert_eq!(condition(&c, "Ready").as_deref(), Some("True"));
+
+    // Deleting the Cluster deletes its Lease (the garbage collector follows its owner).
+    env.ok("fedctl", &["unjoin", "sim-1"]);
+    eventually(
+        "sim-1's Lease deleted with its Cluster",
+        Duration::from_secs(30),
+        || async { lease(&fed, "sim-1").await.is_some() },
+        |present| !present,
+    )
+    .await;
 }

@@ -53,6 +53,35 @@ pub fn set(conditions: &mut Vec<Condition>, mut new: Condition, now: Timestamp) 
     }
 }
 
+/// Whether `new` should carry its fresh `lastProbeTime` rather than the one `old` (the
+/// condition last set) holds: only when the condition otherwise changes (status, reason or
+/// message), when `old` has no readable probe time, or when that time is `report_period` old
+/// (or ahead of `now`: a clock moved back). Liveness lives in the member's Lease
+/// ([`super::lease`]); moving the probe time at every probe would rewrite the whole Cluster
+/// status, and send it to every Cluster watcher, at every probe.
+pub fn probe_time_due(
+    old: Option<&Condition>,
+    new: &Condition,
+    now: Timestamp,
+    report_period: std::time::Duration,
+) -> bool {
+    let Some(old) = old else {
+        return true;
+    };
+    if old.status != new.status || old.reason != new.reason || old.message != new.message {
+        return true;
+    }
+    let Some(last) = old
+        .last_probe_time
+        .as_deref()
+        .and_then(|t| t.parse::<Timestamp>().ok())
+    else {
+        return true;
+    };
+    let age = now.duration_since(last);
+    age.is_negative() || age.unsigned_abs() >= report_period
+}
+
 /// The condition of the given type, if present.
 pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)
@@ -132,6 +161,89 @@ mod tests {
             list[0].last_probe_time.as_deref(),
             Some("2025-01-01T00:00:10Z")
         );
+    }
+
+    #[test]
+    fn probe_time_moves_on_change_or_after_the_report_period() {
+        let period = std::time::Duration::from_secs(300);
+        let written = |probe: Option<&str>| {
+            let mut c = cond("True", "ProbeSucceeded", probe);
+            c.message = "ok".into();
+            c
+        };
+        let fresh = |status: &str, reason: &str, message: &str| {
+            let mut c = cond(status, reason, Some(&format_time(at(0))));
+            c.message = message.into();
+            c
+        };
+        let old = written(Some(&format_time(at(-60))));
+        // (case, old, new, now, due)
+        let cases = [
+            (
+                "no condition yet",
+                None,
+                fresh("True", "ProbeSucceeded", "ok"),
+                at(0),
+                true,
+            ),
+            (
+                "unchanged, recent",
+                Some(&old),
+                fresh("True", "ProbeSucceeded", "ok"),
+                at(0),
+                false,
+            ),
+            (
+                "unchanged, just under the period",
+                Some(&old),
+                fresh("True", "ProbeSucceeded", "ok"),
+                at(239),
+                false,
+            ),
+            (
+                "unchanged, period reached",
+                Some(&old),
+                fresh("True", "ProbeSucceeded", "ok"),
+                at(240),
+                true,
+            ),
+            (
+                "status changed",
+                Some(&old),
+                fresh("False", "ProbeSucceeded", "ok"),
+                at(0),
+                true,
+            ),
+            (
+                "reason changed",
+                Some(&old),
+                fresh("True", "Other", "ok"),
+                at(0),
+                true,
+            ),
+            (
+                "message changed",
+                Some(&old),
+                fresh("True", "ProbeSucceeded", "1 of 3"),
+                at(0),
+                true,
+            ),
+            (
+                "clock moved back",
+                Some(&old),
+                fresh("True", "ProbeSucceeded", "ok"),
+                at(-120),
+                true,
+            ),
+        ];
+        for (name, old, new, now, due) in cases {
+            assert_eq!(probe_time_due(old, &new, now, period), due, "{name}");
+        }
+        let unreadable = [written(None), written(Some("yesterday"))];
+        for old in &unreadable {
+            let new = fresh("True", "ProbeSucceeded", "ok");
+            assert!(probe_time_due(Some(old), &new, at(0), period), "{old:?}");
+        }
     }
 
     #[test]

@@ -20,6 +20,7 @@ use meridian_runtime::events::Recorder;
 
 use super::credentials;
 use super::guard::{self, Board};
+use super::lease;
 use super::member::{self, MemberHandle, Settings, Shared};
 use crate::member_client::{Limits, MemberClients};
 use crate::metrics::Metrics;
@@ -292,6 +293,7 @@ pub async fn run(
 ) -> Result<(), ControllerError> {
     let events = events.for_component(super::events::COMPONENT);
     super::events::ensure_namespace(fed.clone(), super::events::CLUSTER_EVENT_NAMESPACE).await;
+    super::events::ensure_namespace(fed.clone(), lease::NAMESPACE).await;
     let board = Arc::new(Board::default());
     let shared = Shared {
         fed: fed.clone(),

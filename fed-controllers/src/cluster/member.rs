@@ -27,6 +27,7 @@ use super::credentials::CredentialsError;
 use super::discovery::{self, Discovered};
 use super::events;
 use super::guard::Board;
+use super::lease;
 use super::probe::{self, FailureKind, Health, Outcome, ProbeState, Thresholds};
 use super::prober::{self, HealthPath};
 use super::status::{self, Owned};
@@ -46,6 +47,9 @@ pub struct Settings {
     pub discovery_period: Duration,
     /// At most one status write per this interval per cluster.
     pub status_min_interval: Duration,
+    /// An unchanged `Ready` (or `Offline`) condition gets a new `lastProbeTime`, and so a
+    /// status write, once per this period; liveness is the member's Lease.
+    pub status_report_period: Duration,
     /// Deadline of federation writes and reads (status, Secret, Events).
     pub federation_timeout: Duration,
     /// A member watch with no event for this long is restarted.
@@ -67,6 +71,7 @@ impl Default for Settings {
             thresholds: Thresholds::default(),
             discovery_period: Duration::from_secs(300),
             status_min_interval: Duration::from_millis(500),
+            status_report_period: Duration::from_secs(300),
             federation_timeout: Duration::from_secs(10),
             watch_idle_timeout: Duration::from_secs(330),
             list_page_size: 100,
@@ -148,6 +153,7 @@ pub fn spawn(shared: Shared, cluster: Arc<Cluster>, fingerprint: u64) -> MemberH
         dirty: Notify::new(),
         rediscover: Notify::new(),
         rewatch: watch::Sender::new(0),
+        succeeded: watch::Sender::new(None),
     });
     let span = tracing::info_span!("member", cluster = %name);
     let task = tokio::spawn(run(member).instrument(span));
@@ -179,6 +185,8 @@ struct Member {
     rediscover: Notify,
     /// Bumped to make the watches re-list (after the member comes back).
     rewatch: watch::Sender<u64>,
+    /// The scheduled time of the latest successful probe: the Lease renewer's input.
+    succeeded: watch::Sender<Option<tokio::time::Instant>>,
 }
 
 impl Member {
@@ -194,11 +202,17 @@ impl Member {
     fn record(&self, outcome: Outcome) {
         let now = jiff::Timestamp::now();
         let th = self.settings().thresholds;
+        let report_period = self.settings().status_report_period;
         let (prev, next, transition) = {
             let mut st = self.lock();
             let prev = st.probe.clone();
             let (next, t) = probe::next_state(&prev, &outcome, th, now);
-            for c in probe::conditions_for(&next, th) {
+            for mut c in probe::conditions_for(&next, th) {
+                let old = conditions::find(&st.conditions, &c.type_);
+                if !conditions::probe_time_due(old, &c, now, report_period) {
+                    // `set` keeps the old probe time: nothing to write.
+                    c.last_probe_time = None;
+                }
                 conditions::set(&mut st.conditions, c, now);
             }
             st.probe = next.clone();
@@ -276,6 +290,7 @@ fn describe(state: &ProbeState) -> String {
 async fn run(m: Arc<Member>) {
     let mut tasks = JoinSet::new();
     tasks.spawn(status_writer(m.clone()).in_current_span());
+    tasks.spawn(lease_loop(m.clone()).in_current_span());
     let client = connect(&m).await;
     tasks.spawn(discovery_loop(m.clone(), client.clone()).in_current_span());
     tasks.spawn(definitions_loop(m.clone(), client.clone()).in_current_span());
@@ -318,7 +333,7 @@ async fn probe_loop(m: &Member, client: Client) {
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut path = HealthPath::default();
     loop {
-        ticker.tick().await;
+        let scheduled = ticker.tick().await;
         let started = Instant::now();
         let outcome = prober::probe(&client, &mut path, s.probe_timeout).await;
         let result = match &outcome {
@@ -331,7 +346,52 @@ async fn probe_loop(m: &Member, client: Client) {
         if let Outcome::Failure { message, .. } = &outcome {
             tracing::debug!(%result, %message, "probe failed");
         }
+        let success = matches!(outcome, Outcome::Success);
         m.record(outcome);
+        if success {
+            m.succeeded.send_replace(Some(scheduled));
+        }
+    }
+}
+
+/// Renews the member's Lease after successful probes, at most once per renewal interval
+/// ([`lease::renew_due`]). Its own task, so a slow federation write never delays a probe;
+/// a failed renewal is retried at the next successful probe. A failing member's Lease is
+/// not renewed and expires, which is what a reader of Leases expects.
+async fn lease_loop(m: Arc<Member>) {
+    let s = m.settings().clone();
+    let seconds = lease::duration_seconds(s.probe_period);
+    let interval = lease::renew_interval(seconds);
+    let mut probes = m.succeeded.subscribe();
+    let mut last: Option<tokio::time::Instant> = None;
+    while probes.changed().await.is_ok() {
+        let Some(at) = *probes.borrow_and_update() else {
+            continue;
+        };
+        if !lease::renew_due(last, at, interval) {
+            continue;
+        }
+        let now = jiff::Timestamp::now();
+        let uid = m.uid.as_deref();
+        match lease::renew(
+            &m.shared.fed,
+            &m.name,
+            uid,
+            seconds,
+            now,
+            s.federation_timeout,
+        )
+        .await
+        {
+            Ok(()) => {
+                m.shared.metrics.lease_write("ok");
+                last = Some(at);
+            }
+            Err(error) => {
+                m.shared.metrics.lease_write("error");
+                tracing::warn!(error = %Report(&error), "Lease renewal failed");
+            }
+        }
     }
 }
 
