@@ -100,7 +100,7 @@ fn watch(
                 continue;
             };
             let name = d.metadata.name.clone().unwrap_or_default();
-            let (spec, ready) = counts(&d);
+            let (_, ready) = counts(&d);
             let mut g = seen.lock().unwrap();
             match member {
                 Some(c) => {
@@ -110,11 +110,9 @@ fn watch(
                         .or_insert_with(|| (HashSet::new(), now));
                     if entry.0.insert(c) {
                         entry.1 = now;
-                        if let Some(r) = &responder
-                            && ready != spec
-                        {
-                            r.appeared((c, name, d.metadata.generation.unwrap_or(1), spec));
-                        }
+                    }
+                    if let Some(r) = &responder {
+                        r.observe(c, &d);
                     }
                 }
                 None => {

@@ -157,7 +157,7 @@ fn watch_placements(client: kube::Client, seen: Arc<Mutex<Seen>>) -> tokio::task
 }
 
 /// Starts a watcher on the Deployments of [`NS`]; `member` is `None` for the federation.
-/// A member's watch passes each copy it sees first to `responder`, if any.
+/// A member's watch shows each copy it sees to `responder`, if any.
 fn watch(
     client: kube::Client,
     member: Option<usize>,
@@ -178,16 +178,9 @@ fn watch(
             let mut g = seen.lock().unwrap();
             match member {
                 Some(c) => {
-                    if let std::collections::hash_map::Entry::Vacant(e) =
-                        g.added.entry((c, name.clone()))
-                    {
-                        e.insert(now);
-                        if let Some(r) = &responder
-                            && ready != spec
-                        {
-                            let generation = d.metadata.generation.unwrap_or(1);
-                            r.appeared((c, name.clone(), generation, spec));
-                        }
+                    g.added.entry((c, name.clone())).or_insert(now);
+                    if let Some(r) = &responder {
+                        r.observe(c, &d);
                     }
                     g.scaled.entry((c, name.clone(), spec)).or_insert(now);
                     if ready == spec {

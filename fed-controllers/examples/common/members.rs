@@ -2,8 +2,9 @@
 //! controllers where they are API-only (writing the status a copy reports once its pods
 //! are Ready).
 
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -13,12 +14,13 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::Semaphore;
 
-/// A Deployment's `spec.replicas` and `status.readyReplicas`.
+/// A Deployment's `spec.replicas`, and `status.readyReplicas` and `observedGeneration`.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Replicas {
     pub replicas: Option<i32>,
     pub ready_replicas: Option<i32>,
+    pub observed_generation: Option<i64>,
 }
 
 /// A Deployment decoded only as far as the benches read it, so decoding every member
@@ -36,21 +38,23 @@ pub fn counts(d: &SlimDeployment) -> (i32, i32) {
     (d.spec.replicas.unwrap_or(1), ready.unwrap_or(0))
 }
 
-/// A copy that appeared in a member: which member, its name, generation and replicas.
-pub type Appeared = (usize, String, i64, i32);
+/// A copy generation to answer: which member, the copy's name, generation and replicas.
+type Unobserved = (usize, String, i64, i32);
 
-/// In API-only runs, plays the members' controllers for each copy that appears until
-/// [`ReadyResponder::stop`]: a delay after the copy appears (its pods starting), it writes
-/// the status the member's Deployment controller would once they are Ready. Each member's
-/// watch holds a clone.
+/// In API-only runs, plays the members' controllers until [`ReadyResponder::stop`]: a delay
+/// after a copy appears or its spec changes (its pods starting), it writes the status the
+/// member's Deployment controller would once they are Ready, for that generation. Each
+/// member's watch holds a clone.
 #[derive(Clone)]
 pub struct ReadyResponder {
     on: Arc<AtomicBool>,
-    tx: tokio::sync::mpsc::UnboundedSender<Appeared>,
+    tx: tokio::sync::mpsc::UnboundedSender<Unobserved>,
+    /// The generations answered, so each gets one status write.
+    answered: Arc<Mutex<HashSet<(usize, String, i64)>>>,
 }
 
 impl ReadyResponder {
-    /// Answers for `members` (indexed as [`Appeared`]'s member) in namespace `ns`, at most
+    /// Answers for `members` (indexed as the watches name them) in namespace `ns`, at most
     /// `concurrency` status writes in flight.
     pub fn start(
         members: Vec<kube::Client>,
@@ -58,7 +62,7 @@ impl ReadyResponder {
         delay: Duration,
         concurrency: usize,
     ) -> Self {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Appeared>();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Unobserved>();
         let apis: Vec<Api<Deployment>> = members
             .into_iter()
             .map(|c| Api::namespaced(c, ns))
@@ -85,6 +89,7 @@ impl ReadyResponder {
         Self {
             on: Arc::new(AtomicBool::new(true)),
             tx,
+            answered: Arc::default(),
         }
     }
 
@@ -93,11 +98,27 @@ impl ReadyResponder {
         self.on.store(false, Ordering::Relaxed);
     }
 
-    /// Called by a member's watch for each copy it sees for the first time.
-    pub fn appeared(&self, copy: Appeared) {
-        if self.on.load(Ordering::Relaxed) {
-            let _ = self.tx.send(copy);
+    /// Called by `member`'s watch for every copy it sees: a generation the member's
+    /// controller has not observed yet (a new copy, or a changed spec) is answered once.
+    pub fn observe(&self, member: usize, d: &SlimDeployment) {
+        if !self.on.load(Ordering::Relaxed) {
+            return;
         }
+        let generation = d.metadata.generation.unwrap_or(1);
+        let observed = d.status.as_ref().and_then(|s| s.observed_generation);
+        if observed.is_some_and(|o| o >= generation) {
+            return;
+        }
+        let name = d.metadata.name.clone().unwrap_or_default();
+        if !self
+            .answered
+            .lock()
+            .unwrap()
+            .insert((member, name.clone(), generation))
+        {
+            return;
+        }
+        let _ = self.tx.send((member, name, generation, counts(d).0));
     }
 }
 
