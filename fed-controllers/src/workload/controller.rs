@@ -43,7 +43,7 @@ use super::objects::ObjectCache;
 use super::pacing::Pacer;
 use super::placements::{self, PlacementCache, PlacementView};
 use super::plan::{self, MemberPlan};
-use super::status_spacing::StatusSpacing;
+use super::status_spacing::{StatusSpacing, Waits};
 use super::wants::Wants;
 use super::{Settings, deps, desired, hpa, status};
 use crate::dep_writers::{DepRef, DepWriters, Writer};
@@ -110,11 +110,11 @@ pub(super) struct Central {
     /// Workloads whose first pass found no Placement yet, and since when: each waits one
     /// status delay for it before writing a status of its own, however many passes come
     /// meanwhile (every edit of the workload brings one).
-    pub(super) awaiting_placement: Mutex<HashMap<WorkloadKey, Instant>>,
+    pub(super) awaiting_placement: Waits,
     /// Workloads whose copies no destination's controller has acted on yet, and since
     /// when: a status write then would tell nothing the first real report does not replace
     /// at once, so it waits for that report, for at most [`UNOBSERVED_HOLD`].
-    pub(super) awaiting_observation: Mutex<HashMap<WorkloadKey, Instant>>,
+    pub(super) awaiting_observation: Waits,
 }
 
 fn finalizers(v: &Value) -> Vec<String> {
@@ -191,8 +191,8 @@ impl Central {
         let obj = self.caches.workloads[&key.kind].get(&key.namespace, &key.name);
         let Some(obj) = obj else {
             lock(&self.finalizer_writes).remove(key);
-            lock(&self.awaiting_placement).remove(key);
-            lock(&self.awaiting_observation).remove(key);
+            self.awaiting_placement.clear(key);
+            self.awaiting_observation.clear(key);
             self.placement_pacer.forget(key);
             self.status_spacing.forget(key);
             // Gone (cleaned behind the finalizer, or orphaned): nothing left to do in members,
@@ -260,15 +260,12 @@ impl Central {
         // replaced at once: wait for the Placement for one status delay, once.
         if placement.is_none() {
             let delay = self.status_spacing.delay(key);
-            let since = *lock(&self.awaiting_placement)
-                .entry(key.clone())
-                .or_insert_with(Instant::now);
-            if let Some(left) = delay.checked_sub(since.elapsed()) {
+            if let Some(left) = self.awaiting_placement.left(key, delay, Instant::now()) {
                 self.queue.add_low_after(key.clone(), left);
                 return Ok(false);
             }
         } else {
-            lock(&self.awaiting_placement).remove(key);
+            self.awaiting_placement.clear(key);
         }
 
         // The dependencies as cached; their copies are built only if an intent is.
@@ -548,15 +545,15 @@ impl Central {
             || !missing.is_empty()
             || entries.iter().any(|e| !e.error.is_empty());
         if nothing_observed && !news {
-            let since = *lock(&self.awaiting_observation)
-                .entry(key.clone())
-                .or_insert_with(Instant::now);
-            if let Some(left) = UNOBSERVED_HOLD.checked_sub(since.elapsed()) {
+            let left = self
+                .awaiting_observation
+                .left(key, UNOBSERVED_HOLD, Instant::now());
+            if let Some(left) = left {
                 self.queue.add_low_after(key.clone(), left);
                 return Ok(false);
             }
         } else {
-            lock(&self.awaiting_observation).remove(key);
+            self.awaiting_observation.clear(key);
         }
         // Kubernetes writes condition times with second precision.
         let now = jiff::Timestamp::now()
@@ -845,8 +842,8 @@ pub async fn run(
         finalizer_writes: Mutex::default(),
         placement_pacer,
         status_spacing,
-        awaiting_placement: Mutex::default(),
-        awaiting_observation: Mutex::default(),
+        awaiting_placement: Waits::default(),
+        awaiting_observation: Waits::default(),
     });
     // A dependency object that gained or lost its copy Placement changes what the
     // workloads referencing it write. One handed over to this path may have no user left

@@ -2,10 +2,12 @@
 //! at them. A look visits every destination, so a workload spread over many clusters is
 //! looked at less often: its delay grows with its destinations (up to a bound), which keeps
 //! the work a stream of reports costs per second about the same however wide the workload.
+//! And [`Waits`]: a status held back until something worth telling arrives, for a bounded
+//! time however many looks come meanwhile.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::kinds::WorkloadKey;
 use meridian_runtime::sync::lock;
@@ -55,10 +57,45 @@ impl StatusSpacing {
     }
 }
 
+/// Workloads whose status write waits for something, each since the first look that found
+/// it waiting: the wait is bounded from then, whatever number of looks come meanwhile
+/// (every edit of the workload, every member report brings one).
+#[derive(Default)]
+pub struct Waits(Mutex<HashMap<WorkloadKey, Instant>>);
+
+impl Waits {
+    /// `key` waits (at most `bound` from its first wait): how much longer at `now`, `None`
+    /// once the bound has passed.
+    pub fn left(&self, key: &WorkloadKey, bound: Duration, now: Instant) -> Option<Duration> {
+        let since = *lock(&self.0).entry(key.clone()).or_insert(now);
+        bound.checked_sub(now.saturating_duration_since(since))
+    }
+
+    /// `key` no longer waits: its next wait starts afresh.
+    pub fn clear(&self, key: &WorkloadKey) {
+        lock(&self.0).remove(key);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::workload::kinds::Kind;
+
+    #[test]
+    fn a_wait_is_bounded_from_its_first_look() {
+        let w = Waits::default();
+        let k = WorkloadKey::new(Kind::Deployment, "shop", "web");
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        assert_eq!(w.left(&k, ms(100), t0), Some(ms(100)));
+        assert_eq!(w.left(&k, ms(100), t0 + ms(60)), Some(ms(40)));
+        assert_eq!(w.left(&k, ms(100), t0 + ms(101)), None);
+        // Past its bound it stays past, until cleared.
+        assert_eq!(w.left(&k, ms(100), t0 + ms(200)), None);
+        w.clear(&k);
+        assert_eq!(w.left(&k, ms(100), t0 + ms(300)), Some(ms(100)));
+    }
 
     #[test]
     fn the_delay_grows_with_destinations_up_to_a_bound() {
