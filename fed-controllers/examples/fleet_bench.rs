@@ -404,15 +404,18 @@ async fn sustained(
     Ok(())
 }
 
-/// The federation writes per second over `seconds` in which nothing changes (the window is
-/// the measurement): what the fleet costs at rest.
-async fn idle(fed: &kube::Client, seconds: u64) {
+/// The federation writes and CPU per second over `seconds` in which nothing changes (the
+/// window is the measurement): what the fleet costs at rest, probes and heartbeats, which
+/// the phases above pay too.
+async fn idle(fed: &kube::Client, procs: &Procs, seconds: u64) {
     if seconds == 0 {
         return;
     }
     println!("idle for {seconds}s");
     let before = fed_writes(fed).await;
+    let cpu0 = Cpu::sample(procs.pids);
     tokio::time::sleep(Duration::from_secs(seconds)).await;
+    Cpu::sample(procs.pids).report(cpu0, "idle", (seconds as f64, "second"));
     report_fed_writes(&before, &fed_writes(fed).await, (seconds as f64, "second"));
 }
 
@@ -506,7 +509,7 @@ async fn run() -> anyhow::Result<()> {
         measured(&fed, &seen, &procs, shape).await?;
     }
 
-    idle(&fed, arg("--idle-s", 20) as u64).await;
+    idle(&fed, &procs, arg("--idle-s", 20) as u64).await;
 
     // Nothing watches the members while the sustained phase runs: a watch of every member
     // would have each send every copy twice and this process decode it, on the same cores
