@@ -84,7 +84,13 @@ impl<M> Fleet<M> {
     ) -> bool {
         let mut members = lock(&self.members);
         let before = members.len();
-        members.retain(|name, _| clusters.iter().any(|c| c.name_any() == *name));
+        // A set, not a scan per member: called on every Cluster event, with a thousand
+        // members a scan each made this a million comparisons.
+        let wanted: HashSet<&str> = clusters
+            .iter()
+            .filter_map(|c| c.metadata.name.as_deref())
+            .collect();
+        members.retain(|name, _| wanted.contains(name.as_str()));
         let mut changed = members.len() != before;
         for c in clusters {
             let digest = c.spec.secret_ref.as_ref().and_then(&token_digest);

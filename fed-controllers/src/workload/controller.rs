@@ -93,6 +93,10 @@ pub(super) struct Central {
     /// What of each cluster override rules target (labels, region, zone) as last seen: a
     /// change re-applies the overrides at once.
     pub(super) cluster_targets: Mutex<HashMap<String, u64>>,
+    /// Each cluster's connection settings as last seen (a digest of its spec): member tasks
+    /// are matched to the Clusters again only when these change, not on every status
+    /// update, which with a thousand members is most Cluster events.
+    pub(super) cluster_specs: Mutex<HashMap<String, u64>>,
     /// What of each workload and Placement was last seen that changes what members should
     /// hold ([`wanted_workload`], [`wanted_placement`]): an event that changes it is urgent, one that only changes status
     /// (often our own write coming back) waits behind urgent work.
@@ -837,6 +841,7 @@ pub async fn run(
         metrics,
         cluster_ready: Mutex::default(),
         cluster_targets: Mutex::default(),
+        cluster_specs: Mutex::default(),
         wanted_seen: Mutex::default(),
         initial_pass_done: std::sync::atomic::AtomicBool::new(false),
         finalizer_writes: Mutex::default(),

@@ -15,7 +15,7 @@ use meridian_runtime::sync::lock;
 use super::controller::{Central, dyn_ref};
 use super::kinds::{DepKind, Kind, WorkloadKey};
 use super::member;
-use crate::cluster::controller::token_digest;
+use crate::cluster::controller::{fingerprint, token_digest};
 use crate::fleet::overrides::Changed;
 
 /// One event of the federation watches the controller reads.
@@ -233,9 +233,13 @@ impl Central {
                     // Another label, region or zone may change which override rules apply
                     // there (only worth a pass while some policy exists).
                     let overrides_move = retargeted && !self.overrides.snapshot().is_empty();
+                    let spec = fingerprint(&c.spec, None);
+                    let reconnect = lock(&self.cluster_specs)
+                        .insert(name.clone(), spec)
+                        .is_none_or(|old| old != spec);
                     // Capacity and probe times change all the time: only membership,
                     // readiness and what override rules target change what workloads need.
-                    if self.sync_members() || was != Some(ready) || overrides_move {
+                    if (reconnect && self.sync_members()) || was != Some(ready) || overrides_move {
                         self.requeue_all();
                     }
                     // Reachable again: what failed there (removing a copy it lost after a
@@ -248,10 +252,12 @@ impl Central {
                     let ready = ready_status(&c);
                     lock(&self.cluster_ready).insert(c.name_any(), ready);
                     lock(&self.cluster_targets).insert(c.name_any(), targeted(&c));
+                    lock(&self.cluster_specs).insert(c.name_any(), fingerprint(&c.spec, None));
                 }
                 Ok(Event::Delete(c)) => {
                     lock(&self.cluster_ready).remove(&c.name_any());
                     lock(&self.cluster_targets).remove(&c.name_any());
+                    lock(&self.cluster_specs).remove(&c.name_any());
                     self.sync_members();
                     self.requeue_all();
                 }
