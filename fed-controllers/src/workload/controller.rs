@@ -32,6 +32,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::compact::Compact;
+use super::copy_index::CopyIndex;
 use super::dep_wants::DepWants;
 use super::events::{self, Batcher};
 use super::finalize::finalizer_write_pending;
@@ -119,6 +120,8 @@ pub(super) struct Central {
     /// when: a status write then would tell nothing the first real report does not replace
     /// at once, so it waits for that report, for at most [`UNOBSERVED_HOLD`].
     pub(super) awaiting_observation: Waits,
+    /// Which members may hold each workload's copy (kept by the members' watches).
+    pub(super) copy_index: Arc<CopyIndex>,
 }
 
 fn finalizers(v: &Value) -> Vec<String> {
@@ -191,7 +194,6 @@ impl Central {
 
     /// Converges one workload; `Ok(true)` when it wrote a status (Placement or workload).
     async fn reconcile(&self, key: &WorkloadKey) -> Result<bool, FedError> {
-        let members = self.members();
         let obj = self.caches.workloads[&key.kind].get(&key.namespace, &key.name);
         let Some(obj) = obj else {
             lock(&self.finalizer_writes).remove(key);
@@ -203,7 +205,7 @@ impl Central {
             // and it asks for no dependency any more.
             self.writers
                 .set_demand(&key.to_string(), BTreeSet::new(), BTreeSet::new());
-            for m in &members {
+            for m in &self.members() {
                 m.forget(key);
             }
             return Ok(false);
@@ -217,7 +219,7 @@ impl Central {
             .is_some_and(|t| !t.is_null())
         {
             return self
-                .finalize(key, &fed, &uid, &fins, &members)
+                .finalize(key, &fed, &uid, &fins, &self.members())
                 .await
                 .map(|()| false);
         }
@@ -303,7 +305,14 @@ impl Central {
         let mut dep_wants = DepWants::new(dep_objects, &key.namespace, &policies);
 
         let dest_names: HashSet<&str> = dest.iter().map(|(c, _)| c.as_str()).collect();
-        // Every member by name, with its copy looked up once.
+        // The members that may hold a copy or should (not the whole fleet: see
+        // `copy_index`), each by name, with its copy looked up once.
+        let members: Vec<Arc<MemberShared>> = self
+            .copy_index
+            .candidates(key, dest_names.iter().copied())
+            .iter()
+            .filter_map(|c| self.members.get(c))
+            .collect();
         let looks: HashMap<&str, (&Arc<MemberShared>, Look)> = members
             .iter()
             .map(|m| (m.name.as_str(), (m, m.look(key, &uid))))
@@ -849,6 +858,7 @@ pub async fn run(
         status_spacing,
         awaiting_placement: Waits::default(),
         awaiting_observation: Waits::default(),
+        copy_index: Arc::default(),
     });
     // A dependency object that gained or lost its copy Placement changes what the
     // workloads referencing it write. One handed over to this path may have no user left

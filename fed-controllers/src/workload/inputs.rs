@@ -120,6 +120,7 @@ impl Central {
                     metrics: self.metrics.clone(),
                     events: self.events.clone(),
                     writers: self.writers.clone(),
+                    copy_index: self.copy_index.clone(),
                 };
                 member::spawn(ctx, c, fp, gc)
             },

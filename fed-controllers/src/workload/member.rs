@@ -122,6 +122,8 @@ pub struct Context {
     pub events: Arc<Batcher>,
     /// Which path writes each dependency object (the copy path's are never collected).
     pub writers: Arc<crate::dep_writers::DepWriters>,
+    /// Which members may hold each workload's copy: this member's watches keep its part.
+    pub copy_index: Arc<super::copy_index::CopyIndex>,
 }
 
 /// The state one member shares with the central controller.
@@ -320,6 +322,8 @@ pub fn spawn(ctx: Context, cluster: Arc<Cluster>, fingerprint: u64, gc: bool) ->
         gc_kick: tokio::sync::Notify::new(),
         echo: Mutex::default(),
     });
+    // Until its watches list, it may hold a copy of anything.
+    shared.ctx.copy_index.started(&shared.name);
     let span = tracing::info_span!("workload-member", cluster = %shared.name);
     let task = tokio::spawn(run(shared.clone(), cluster).instrument(span));
     MemberHandle::new(task, shared, fingerprint)
@@ -348,23 +352,31 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
         started: Vec::new(),
     };
     for kind in Kind::ALL {
-        let store = watches.start(kind.api_resource(), move |m, o, change, own_write| {
-            let key = WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
-            // Drift for this member's worker: only an edit (generation, labels,
-            // annotations) can be one; status updates are most events and never are,
-            // nor is our own write coming back.
-            if change.shape && !own_write && lock(&m.intents).contains(&key) {
-                m.queue.add(key.clone());
-            }
-            // Status for the central controller, behind changes of what is wanted.
-            if change.shape || change.status {
-                m.status_soon(key);
-            }
-        });
+        let store = watches.start(
+            kind.api_resource(),
+            move |m, o, change, own_write, deleted| {
+                let key = WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
+                if deleted {
+                    m.ctx.copy_index.remove(&key, &m.name);
+                } else {
+                    m.ctx.copy_index.add(&key, &m.name);
+                }
+                // Drift for this member's worker: only an edit (generation, labels,
+                // annotations) can be one; status updates are most events and never are,
+                // nor is our own write coming back.
+                if change.shape && !own_write && lock(&m.intents).contains(&key) {
+                    m.queue.add(key.clone());
+                }
+                // Status for the central controller, behind changes of what is wanted.
+                if change.shape || change.status {
+                    m.status_soon(key);
+                }
+            },
+        );
         caches.workloads.insert(kind, store);
     }
     for kind in DepKind::ALL {
-        let store = watches.start(kind.api_resource(), move |m, o, change, own_write| {
+        let store = watches.start(kind.api_resource(), move |m, o, change, own_write, _| {
             if !change.shape {
                 return;
             }
@@ -384,7 +396,7 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
     }
     // An HPA copy that comes, goes or retargets changes whose replicas are the member's.
     caches.hpas = Some(
-        watches.start(hpa::api_resource(), move |m, o, change, _own_write| {
+        watches.start(hpa::api_resource(), move |m, o, change, _own_write, _| {
             if !change.shape {
                 return;
             }
@@ -409,6 +421,7 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
             s.ready().wait().await;
         }
         synced.store(true, Ordering::Release);
+        m2.ctx.copy_index.listed(&m2.name);
         m2.gc_due.store(true, Ordering::Release);
         m2.notify_all();
         for k in lock(&m2.intents).keys() {
@@ -445,12 +458,12 @@ struct Watches<'a> {
 
 impl Watches<'_> {
     /// Starts a label-selected reflector of `ar` in the member; `on_change` sees every
-    /// applied or deleted object with what it changed in the cache and whether it is this
-    /// member's own last write coming back.
+    /// applied or deleted object with what it changed in the cache, whether it is this
+    /// member's own last write coming back, and whether it was deleted.
     fn start(
         &mut self,
         ar: kube::api::ApiResource,
-        on_change: impl Fn(&MemberShared, &DynamicObject, Change, bool) + Send + 'static,
+        on_change: impl Fn(&MemberShared, &DynamicObject, Change, bool, bool) + Send + 'static,
     ) -> ObjectCache {
         // Member copies are looked up by name; their pod-template references are never read.
         let cache = ObjectCache::new(&ar.kind, false).without_status();
@@ -479,11 +492,11 @@ impl Watches<'_> {
                 match ev {
                     Ok(Event::Apply(o) | Event::InitApply(o)) => {
                         let own = m.is_own_write(&kind, &o, false);
-                        on_change(&m, &o, change, own)
+                        on_change(&m, &o, change, own, false)
                     }
                     Ok(Event::Delete(o)) => {
                         m.is_own_write(&kind, &o, true);
-                        on_change(&m, &o, change, false)
+                        on_change(&m, &o, change, false, true)
                     }
                     Ok(_) => {}
                     Err(error) => {

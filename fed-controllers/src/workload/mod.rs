@@ -15,6 +15,7 @@
 
 pub mod compact;
 pub mod controller;
+pub mod copy_index;
 pub mod dep_drift;
 pub mod dep_wants;
 pub mod deps;
