@@ -325,9 +325,21 @@ pub struct Env {
 impl Env {
     /// Starts the API server and a fleet with `sim_args`.
     pub fn start(sim_args: &[&str]) -> Self {
+        Self::start_serving(sim_args, &[])
+    }
+
+    /// [`Env::start`] for a test that runs no controllers: the API server's `MemberCleanup`
+    /// admission is off, so a deleted workload goes at once rather than wait for the
+    /// workload controller to clean its members up.
+    pub fn start_without_controllers(sim_args: &[&str]) -> Self {
+        Self::start_serving(sim_args, &["--disable-admission-plugins=MemberCleanup"])
+    }
+
+    fn start_serving(sim_args: &[&str], apiserver_args: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("federation");
         let apiserver = federation_apiserver(binary("federation-apiserver"), &data)
+            .args(apiserver_args)
             .env("RUST_LOG", rust_log())
             .ready_line(KUBECONFIG_LINE, READY_WITHIN)
             .spawn()

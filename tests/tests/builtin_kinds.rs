@@ -582,7 +582,7 @@ fn check(t: &Target<'_>, example: &str) {
 
 #[test]
 fn kubectl_drives_every_builtin_kind_on_the_federation_and_a_member() {
-    let env = Env::start(&["--clusters=1", "--nodes=1", "--ready-delay=0s"]);
+    let env = Env::start_without_controllers(&["--clusters=1", "--nodes=1", "--ready-delay=0s"]);
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/kinds.yaml");
     check(
         &Target {

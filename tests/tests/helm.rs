@@ -32,7 +32,8 @@ fn helm3_installs_upgrades_rolls_back_and_uninstalls_the_scaffold() {
 }
 
 fn scaffold_lifecycle(major: u8) {
-    let env = Env::start(&["--clusters=1", "--nodes=1", "--ready-delay=0s"]);
+    // No controllers run: uninstalling deletes the Deployment at once.
+    let env = Env::start_without_controllers(&["--clusters=1", "--nodes=1", "--ready-delay=0s"]);
     let helm = Helm::new(major, &env.merged);
     let chart = helm.dir().join("demo");
     let chart = chart.to_str().expect("utf-8 path");
