@@ -16,19 +16,10 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use meridian_runtime::leader::record::Record;
 use tokio::time::Instant;
 
+use crate::fleet::{FedError, timed};
+
 /// Where the members' Leases live (`kubectl get leases -n meridian-cluster-lease`).
 pub const NAMESPACE: &str = "meridian-cluster-lease";
-
-/// Why a Lease write failed.
-#[derive(Debug, thiserror::Error)]
-pub enum LeaseError {
-    /// The federation API refused or failed the request.
-    #[error("Lease API")]
-    Api(#[source] kube::Error),
-    /// No answer within the federation deadline.
-    #[error("no answer within {0:?}")]
-    Timeout(Duration),
-}
 
 /// `leaseDurationSeconds` for a probe period: four periods (a member is presumed gone
 /// after about as many probes as the default failure threshold allows, plus one), rounded
@@ -114,18 +105,8 @@ fn api(fed: &Client) -> Api<Lease> {
     Api::namespaced(fed.clone(), NAMESPACE)
 }
 
-async fn within<T>(
-    deadline: Duration,
-    call: impl Future<Output = Result<T, kube::Error>>,
-) -> Result<T, LeaseError> {
-    match tokio::time::timeout(deadline, call).await {
-        Ok(r) => r.map_err(LeaseError::Api),
-        Err(_) => Err(LeaseError::Timeout(deadline)),
-    }
-}
-
-fn not_found(e: &LeaseError) -> bool {
-    matches!(e, LeaseError::Api(kube::Error::Api(s)) if s.code == 404)
+fn not_found(e: &FedError) -> bool {
+    matches!(e, FedError::Api { source: kube::Error::Api(s), .. } if s.code == 404)
 }
 
 /// Renews the member's Lease at `now`, creating it when missing (and its namespace, when
@@ -137,11 +118,12 @@ pub async fn renew(
     seconds: i32,
     now: jiff::Timestamp,
     deadline: Duration,
-) -> Result<(), LeaseError> {
+) -> Result<(), FedError> {
     let api = api(fed);
     let patch = renewal(cluster, uid, seconds, now);
-    let patched = within(
+    let patched = timed(
         deadline,
+        "renew the member's Lease",
         api.patch(cluster, &PatchParams::default(), &Patch::Merge(&patch)),
     )
     .await;
@@ -150,11 +132,12 @@ pub async fn renew(
         r => return r.map(drop),
     }
     let lease = new_lease(cluster, uid, seconds, now);
-    let created = within(deadline, api.create(&PostParams::default(), &lease)).await;
+    let create = "create the member's Lease";
+    let created = timed(deadline, create, api.create(&PostParams::default(), &lease)).await;
     match created {
         Err(e) if not_found(&e) => {
             super::events::ensure_namespace(fed.clone(), NAMESPACE).await;
-            within(deadline, api.create(&PostParams::default(), &lease))
+            timed(deadline, create, api.create(&PostParams::default(), &lease))
                 .await
                 .map(drop)
         }
