@@ -28,7 +28,8 @@ pub struct Outcome {
     /// CamelCase reason: `Scheduled`, `Unschedulable`, `NoPolicy`, `NoCandidates`,
     /// `InvalidPreferences` or `SpreadConstraintUnsatisfiable`.
     pub reason: &'static str,
-    /// One line: replicas placed, replicas left over, and why not the other clusters.
+    /// One line: where replicas went (counted only when some are left over) and why not
+    /// the other clusters.
     pub message: String,
 }
 
@@ -134,16 +135,24 @@ pub fn outcome(result: &Result<Decision, Unschedulable>) -> Outcome {
     match result {
         Ok(d) => {
             let unplaced = d.unschedulable.replicas;
-            let mut message = format!(
-                "{}/{} replicas placed in {} clusters ({:?})",
-                d.requested - unplaced.min(d.requested),
-                d.requested,
-                d.targets.len(),
-                d.strategy
-            );
-            if unplaced > 0 {
-                let _ = write!(message, "; {unplaced} unschedulable");
-            }
+            // Counts only while replicas are left over: a scale that places every replica
+            // (in as many clusters as before) rewrites no condition, and `destClusters`
+            // already says how many go where.
+            let mut message = if unplaced == 0 {
+                format!(
+                    "all replicas placed in {} clusters ({:?})",
+                    d.targets.len(),
+                    d.strategy
+                )
+            } else {
+                format!(
+                    "{}/{} replicas placed in {} clusters ({:?}); {unplaced} unschedulable",
+                    d.requested - unplaced.min(d.requested),
+                    d.requested,
+                    d.targets.len(),
+                    d.strategy
+                )
+            };
             push_clusters(&mut message, &d.clusters, unplaced > 0);
             Outcome {
                 scheduled: unplaced == 0,
@@ -350,9 +359,30 @@ mod tests {
         assert_eq!(o.reason, "Scheduled");
         assert_eq!(
             o.message,
-            "10/10 replicas placed in 2 clusters (StaticWeight); b (keeps 6): P: offline within \
+            "all replicas placed in 2 clusters (StaticWeight); b (keeps 6): P: offline within \
              the 300s toleration: replicas kept in place; c: P: excluded by clusterAffinity.exclude"
         );
+    }
+
+    #[test]
+    fn a_scale_within_the_same_clusters_keeps_the_text() {
+        let placed = |a, b| {
+            let mut d = decision(
+                vec![
+                    verdict("a", ClusterOutcome::Selected, a, vec![]),
+                    verdict("b", ClusterOutcome::Selected, b, vec![]),
+                ],
+                0,
+            );
+            d.requested = a + b;
+            outcome(&Ok(d))
+        };
+        assert_eq!(placed(3, 7), placed(7, 13));
+        assert_eq!(
+            placed(3, 7).message,
+            "all replicas placed in 2 clusters (StaticWeight)"
+        );
+        assert_ne!(placed(3, 7), placed(3, 0), "one cluster fewer is news");
     }
 
     #[test]

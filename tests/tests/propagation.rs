@@ -197,19 +197,11 @@ async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
         "{:?}",
         web.metadata.finalizers
     );
-    // Each push is told on the federated object (one Event when the members were pushed
-    // together, naming each member's share).
+    // The decision is told on the federated object, naming each member's share: the one
+    // Event of a new workload (the pushes that carry it out show on the Placement).
     let events: Api<Event> = Api::namespaced(fed.clone(), "shop");
-    wait_events(&events, "web", "Pushed events", |evs| {
-        told(
-            evs,
-            "Pushed",
-            &[
-                "created Deployment shop/web in",
-                "sim-1 (3 replicas)",
-                "sim-2 (7 replicas)",
-            ],
-        )
+    wait_events(&events, "web", "the Scheduled event", |evs| {
+        told(evs, "Scheduled", &["destClusters sim-1:3 sim-2:7"])
     })
     .await;
     let m1: Api<Deployment> = Api::namespaced(env.member("sim-1").await, "shop");
@@ -271,6 +263,22 @@ async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
     )
     .await;
     let st = p.status.expect("placement status");
+    // Neither the pushes nor a scale within the same clusters wrote an Event: the
+    // workload's Events are still its one decision.
+    let about_web: Vec<(String, i32)> = events
+        .list(&Default::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.name.as_deref() == Some("web")
+                && e.involved_object.kind.as_deref() == Some("Deployment")
+                && e.reason.as_deref() != Some("FailedScheduling")
+        })
+        .map(|e| (e.reason.unwrap_or_default(), e.count.unwrap_or(1)))
+        .collect();
+    assert_eq!(about_web, [("Scheduled".to_owned(), 1)], "{st:#?}");
     let condition = |t: &str| st.conditions.iter().find(|c| c.type_ == t);
     let propagated = condition("Propagated").expect("Propagated condition");
     assert_eq!(

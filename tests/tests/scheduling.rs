@@ -231,7 +231,7 @@ async fn places_scales_explains_fails_over_and_recovers() {
     let p = wait_placement(&fed, "shop", "deployment-web", "failover to sim-1", |p| {
         is(p, &[("sim-1", 20)])
             && scheduled(p)
-                .is_some_and(|c| c.message.starts_with("20/20 replicas placed in 1 clusters"))
+                .is_some_and(|c| c.message.starts_with("all replicas placed in 1 clusters"))
     })
     .await;
     let msg = &scheduled(&p).expect("condition").message;

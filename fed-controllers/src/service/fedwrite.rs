@@ -16,6 +16,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use meridian_runtime::answer;
+use meridian_runtime::events::EventType;
 use meridian_runtime::sync::lock;
 
 use super::alloc_map::Held;
@@ -274,6 +275,8 @@ impl Central {
             .placement_writes
             .current(key, cached)
             .map(Arc::unwrap_or_clone);
+        let before = current.as_ref().map(|p| status::cluster_names(&p.spec));
+        let after = status::cluster_names(&spec);
         let written = match current {
             Some(p) if p.spec == spec && p.owner_references().iter().any(|o| o.uid == uid) => Ok(p),
             Some(p) => {
@@ -298,6 +301,15 @@ impl Central {
             }
         };
         let placement = self.placement_written(key, written)?;
+        if let Some(message) = status::placed_message(before.as_ref(), &after) {
+            self.events.record(super::event(
+                key,
+                uid,
+                EventType::Normal,
+                "Placed",
+                &message,
+            ));
+        }
 
         let entries = status::cluster_entries(pushed, views, states);
         let (st, reason, message) = status::propagated(&entries, states);

@@ -679,19 +679,20 @@ fn record(m: &Arc<Member>, work: &Work, result: Result<Option<Synced>, SyncError
             let (Work::Service(key), Some(s), Some(intent)) = (work, synced, intent) else {
                 return;
             };
-            let (reason, message) = match (s.removed, s.service, s.slice) {
-                (true, _, _) => ("Removed", format!("removed from {}", m.name)),
-                (_, Applied::Created, _) => ("Pushed", format!("created in {}", m.name)),
-                (_, Applied::Updated, _) | (_, _, Applied::Updated)
-                    if prev_converged.as_ref() == Some(&intent) =>
-                {
-                    ("DriftReverted", format!("edited in {}; restored", m.name))
-                }
-                (_, Applied::Updated, _) => ("Updated", format!("updated in {}", m.name)),
-                // Slice contents follow other clusters' health: routine, no Event.
-                _ => return,
-            };
-            tracing::info!(%key, reason, "member synced");
+            // Only a revert of a direct edit is told as an Event: pushes, updates and
+            // removals carry out the scheduler's decision (its `Scheduled` Event) and show on
+            // the Placement; slice contents follow other clusters' health. An Event per
+            // member per change would cost the federation a write each.
+            let reverted = !s.removed
+                && (s.service == Applied::Updated || s.slice == Applied::Updated)
+                && prev_converged.as_ref() == Some(&intent);
+            if s.removed || s.service != Applied::Unchanged || s.slice != Applied::Unchanged {
+                tracing::info!(%key, reverted, "member synced");
+            }
+            if !reverted {
+                return;
+            }
+            let (reason, message) = ("DriftReverted", format!("edited in {}; restored", m.name));
             m.events.record(super::event(
                 key,
                 &intent.uid,

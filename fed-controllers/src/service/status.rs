@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
+use fed_api::PlacementSpec;
 use fed_api::placement::{ClusterWorkloadStatus, TargetCluster};
 use serde_json::{Value, json};
 
@@ -76,6 +77,37 @@ pub fn dest_clusters(
             replicas: states.get(c).map_or(0, |s| s.endpoints),
         })
         .collect()
+}
+
+/// The clusters a Placement names, whatever their counts.
+pub fn cluster_names(spec: &PlacementSpec) -> BTreeSet<String> {
+    spec.dest_clusters
+        .iter()
+        .map(|t| t.cluster.clone())
+        .collect()
+}
+
+/// The message of the one Event a Service gets when it goes to other clusters (`before`
+/// is `None` for a new Placement); `None` when the clusters stay, or a new Service has no
+/// backends yet. A Service's only Event in the normal course, as the scheduler's
+/// `Scheduled` is a workload's: member pushes and endpoint counts show on the Placement.
+pub fn placed_message(
+    before: Option<&BTreeSet<String>>,
+    after: &BTreeSet<String>,
+) -> Option<String> {
+    let moved = before.map_or(!after.is_empty(), |b| b != after);
+    if !moved {
+        return None;
+    }
+    Some(if after.is_empty() {
+        "no cluster runs its backends".to_owned()
+    } else {
+        let names: Vec<&str> = after.iter().map(String::as_str).collect();
+        format!(
+            "destClusters {}: the clusters that run its backends",
+            names.join(" ")
+        )
+    })
 }
 
 /// `Placement.status.clusters` for the pushed clusters.
@@ -181,6 +213,22 @@ mod tests {
 
     fn set(v: &[&str]) -> BTreeSet<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_service_is_told_placed_only_when_its_clusters_change() {
+        let (ab, a) = (set(&["a", "b"]), set(&["a"]));
+        assert_eq!(
+            placed_message(None, &ab).as_deref(),
+            Some("destClusters a b: the clusters that run its backends")
+        );
+        assert_eq!(placed_message(None, &set(&[])), None, "no backends yet");
+        assert_eq!(placed_message(Some(&ab), &ab), None, "same clusters");
+        assert!(placed_message(Some(&ab), &a).is_some());
+        assert_eq!(
+            placed_message(Some(&a), &set(&[])).as_deref(),
+            Some("no cluster runs its backends")
+        );
     }
 
     #[test]

@@ -1,13 +1,14 @@
-//! Kubernetes Events on federated workloads: pushes, drift reverts, conflicts, failures and
-//! member cleanup (best effort: a lost Event never blocks propagation).
+//! Kubernetes Events on federated workloads: drift reverts, conflicts, failures and member
+//! cleanup (best effort: a lost Event never blocks propagation). Pushes are not told here:
+//! they carry out the scheduler's decision, told by its `Scheduled` Event.
 //!
 //! Members report each of their outcomes as a [`Note`]; the [`Batcher`] gathers the notes
-//! of one workload, reason and action into one Event that names every cluster ("created
-//! shop/web in sim-1 (3 replicas), sim-2 (7 replicas)"), so a workload spread over many
-//! clusters costs the federation one Event per change, not one per cluster. A batch stays
-//! open while notes keep coming (a fan-out to a thousand members reports over seconds),
-//! closing a window after its last note or [`LONGEST_BATCH`] after its first. Events go out through the process's recorder; while its buffer is full,
-//! batches keep growing instead of queueing writes.
+//! of one workload, reason and action into one Event that names every cluster ("restored
+//! shop/web after a direct edit in sim-1, sim-2"), so a workload spread over many clusters
+//! costs the federation one Event per change, not one per cluster. A batch stays open while
+//! notes keep coming (a thousand members report over seconds), closing a window after its
+//! last note or [`LONGEST_BATCH`] after its first. Events go out through the process's
+//! recorder; while its buffer is full, batches keep growing instead of queueing writes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -266,32 +267,32 @@ mod tests {
         for (name, reason, action, item, at) in [
             (
                 "web",
-                "Pushed",
-                "created shop/web in",
-                "sim-1 (3 replicas)",
+                "DriftReverted",
+                "restored shop/web after a direct edit in",
+                "sim-1",
                 0,
             ),
             (
                 "web",
-                "Pushed",
-                "created shop/web in",
-                "sim-2 (7 replicas)",
+                "DriftReverted",
+                "restored shop/web after a direct edit in",
+                "sim-2",
                 10,
             ),
             (
                 "web",
-                "Pushed",
-                "created shop/web in",
-                "sim-2 (7 replicas)",
+                "DriftReverted",
+                "restored shop/web after a direct edit in",
+                "sim-2",
                 11,
             ),
             ("web", "SyncFailed", "", "creating in sim-3: refused", 20),
             ("web", "SyncFailed", "", "creating in sim-4: refused", 21),
             (
                 "db",
-                "Pushed",
-                "created shop/db in",
-                "sim-1 (1 replicas)",
+                "DriftReverted",
+                "restored shop/db after a direct edit in",
+                "sim-1",
                 30,
             ),
         ] {
@@ -316,8 +317,8 @@ mod tests {
             [
                 (
                     "web",
-                    "Pushed",
-                    "created shop/web in sim-1 (3 replicas), sim-2 (7 replicas)"
+                    "DriftReverted",
+                    "restored shop/web after a direct edit in sim-1, sim-2"
                 ),
                 (
                     "web",
@@ -330,12 +331,20 @@ mod tests {
         assert_eq!(first[0].regarding.uid.as_deref(), Some("uid-web"));
         // A note after its batch closed opens a new one.
         b.add(
-            note("web", "Pushed", "created shop/web in", "sim-5 (1 replicas)"),
+            note(
+                "web",
+                "DriftReverted",
+                "restored shop/web after a direct edit in",
+                "sim-5",
+            ),
             ms(40),
         );
         let rest = b.take_due(ms(44));
         assert_eq!(rest.len(), 2);
-        assert_eq!(rest[0].message, "created shop/db in sim-1 (1 replicas)");
+        assert_eq!(
+            rest[0].message,
+            "restored shop/db after a direct edit in sim-1"
+        );
         assert!(b.is_empty());
     }
 
@@ -345,13 +354,21 @@ mod tests {
         let mut b = Batches::new(Duration::ZERO);
         for i in 0..MAX_ITEMS + 5 {
             b.add(
-                note("web", "Removed", "removed shop/web from", &format!("c{i}")),
+                note(
+                    "web",
+                    "DriftReverted",
+                    "restored shop/web after a direct edit in",
+                    &format!("c{i}"),
+                ),
                 t0,
             );
         }
         let ev = b.take_due(t0);
         let m = ev[0].message.clone();
-        assert!(m.starts_with("removed shop/web from c0, c1,"), "{m}");
+        assert!(
+            m.starts_with("restored shop/web after a direct edit in c0, c1,"),
+            "{m}"
+        );
         assert!(m.ends_with(", and 5 more"), "{m}");
     }
 
@@ -366,7 +383,12 @@ mod tests {
             let now = t0 + Duration::from_millis(100 * i);
             events.extend(b.take_due(now));
             b.add(
-                note("web", "Pushed", "created shop/web in", &format!("c{i}")),
+                note(
+                    "web",
+                    "DriftReverted",
+                    "restored shop/web after a direct edit in",
+                    &format!("c{i}"),
+                ),
                 now,
             );
         }

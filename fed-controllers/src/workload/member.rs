@@ -892,37 +892,32 @@ fn finish(m: &Arc<MemberShared>, key: &WorkloadKey, result: Result<Option<Synced
             m.queue.forget(key);
             let Some(s) = synced else { return };
             let drift = prev_converged.as_ref() == Some(&intent);
-            m.ctx.metrics.sync(match (s.workload, s.removed) {
+            let outcome = match (s.workload, s.removed) {
                 (_, true) => "removed",
                 (Applied::Created, _) => "created",
                 (Applied::Updated, _) if drift => "drift_reverted",
                 (Applied::Updated, _) => "updated",
                 (Applied::Unchanged, _) => "unchanged",
-            });
-            let replicas = match &intent.want {
-                Want::Present { replicas, .. } => *replicas,
-                Want::Absent => 0,
             };
-            let with_replicas = format!("{} ({replicas} replicas)", m.name);
-            let (reason, action, item) = match (s.workload, s.removed) {
-                (_, true) => ("Removed", format!("removed {key} from"), m.name.clone()),
-                (Applied::Created, _) => ("Pushed", format!("created {key} in"), with_replicas),
-                (Applied::Updated, _) if drift => (
-                    "DriftReverted",
-                    format!("restored {key} after a direct edit in"),
-                    m.name.clone(),
-                ),
-                (Applied::Updated, _) => ("Updated", format!("updated {key} in"), with_replicas),
-                (Applied::Unchanged, false) => return,
-            };
-            tracing::info!(%key, reason, "member synced");
+            m.ctx.metrics.sync(outcome);
+            if outcome != "unchanged" {
+                tracing::info!(%key, outcome, "member synced");
+            }
+            // Only a revert of a direct edit in the member is told as an Event: creates,
+            // updates and removals carry out a decision the scheduler's `Scheduled` Event
+            // already told, and show on the Placement (each cluster's `lastSyncTime`, the
+            // `Propagated` condition). An Event for them would be a federation write per
+            // change that says nothing new.
+            if outcome != "drift_reverted" {
+                return;
+            }
             m.ctx.events.note(Note {
                 key: key.clone(),
                 uid,
                 type_: EventType::Normal,
-                reason,
-                action,
-                item,
+                reason: "DriftReverted",
+                action: format!("restored {key} after a direct edit in"),
+                item: m.name.clone(),
             });
         }
         Err(error) => {

@@ -6,7 +6,7 @@
 //! is remembered until the cache has caught up (or moved past it), so a quick second turn
 //! neither re-creates the Placement nor writes status over a stale resourceVersion.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -340,12 +340,15 @@ impl Reconciler {
         self.index.record(key, dest.clone(), wanting);
 
         // An Event per recorded outcome: with the status write, or with a spec change
-        // whose condition text happens to stay the same.
+        // that moves the workload to other clusters while the condition text stays the
+        // same. A scale within the same clusters is told by `destClusters` alone: an Event
+        // per scale would be a federation write per scale that says nothing new.
         let after_condition = (want.outcome.reason.to_owned(), want.outcome.message.clone());
         let status_written = wrote && !spec_only;
         if status_written
             || (spec_only
-                && (before_condition.as_ref() != Some(&after_condition) || previous != dest))
+                && (before_condition.as_ref() != Some(&after_condition)
+                    || !same_clusters(&previous, &dest)))
         {
             self.emit(key, &entry.uid, &want.outcome, &dest);
         }
@@ -381,9 +384,36 @@ impl Reconciler {
     }
 }
 
+/// Whether two decisions name the same clusters, whatever their shares and order.
+fn same_clusters(a: &[TargetCluster], b: &[TargetCluster]) -> bool {
+    let names =
+        |d: &[TargetCluster]| -> BTreeSet<String> { d.iter().map(|t| t.cluster.clone()).collect() };
+    a.len() == b.len() && names(a) == names(b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shares_do_not_make_other_clusters() {
+        let d = |v: &[(&str, u32)]| -> Vec<TargetCluster> {
+            v.iter()
+                .map(|(c, r)| TargetCluster::new((*c).to_owned(), *r))
+                .collect()
+        };
+        assert!(same_clusters(
+            &d(&[("a", 3), ("b", 7)]),
+            &d(&[("a", 7), ("b", 13)])
+        ));
+        assert!(!same_clusters(&d(&[("a", 3), ("b", 7)]), &d(&[("a", 10)])));
+        assert!(!same_clusters(&d(&[("a", 3)]), &d(&[("b", 3)])));
+        assert!(!same_clusters(&[], &d(&[("a", 1)])));
+        assert!(same_clusters(
+            &d(&[("b", 1), ("a", 2)]),
+            &d(&[("a", 1), ("b", 2)])
+        ));
+    }
 
     fn written(base: Option<&str>, rv: &str) -> Written {
         let mut p = Placement::new("deployment-web", Default::default());
