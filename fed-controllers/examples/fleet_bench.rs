@@ -261,6 +261,20 @@ async fn measured(
         (have, names.len())
     })
     .await;
+    if !done {
+        // Which half is missing: copies in the members, or READY in the federation.
+        let g = seen.lock().unwrap();
+        let short = |n: &&String| g.holders(n) < shape.members;
+        let over = |n: &&String| g.holders(n) > shape.members;
+        let not_ready = |n: &&String| !g.fed_ready.contains_key(*n);
+        println!(
+            "  {}: {} with copies missing, {} with extra copies, {} not READY in the federation",
+            shape.label,
+            names.iter().filter(short).count(),
+            names.iter().filter(over).count(),
+            names.iter().filter(not_ready).count(),
+        );
+    }
     anyhow::ensure!(done, "{}: not every Deployment got there", shape.label);
     {
         let g = seen.lock().unwrap();

@@ -17,7 +17,7 @@
 //!   phase runs last, with the member watches stopped: the controller's counter of member
 //!   writes times it (read every 20 ms), and a list of every member then checks the copies.
 //!
-//! Each phase ends when the federation settles (no workload writes for a second), so its
+//! Each phase ends when the federation settles (no workload writes for 3 s), so its
 //! status write-back is counted in its CPU and federation writes and does not run on into
 //! the next phase.
 //!
@@ -27,7 +27,9 @@
 //! member's own machines) and the figures show the federation side alone. With no pods to
 //! become Ready, the bench plays the members' controllers for the status-lag phase: each
 //! paced copy gets, `--ready-delay-ms` after it appears, the status a member reports once
-//! its pods are Ready (one status write on the member). `PROPAGATION_BENCH_FED_CONTROLLERS=<path>`
+//! its pods are Ready (one status write on the member), and again after the scale, so the
+//! scale's federation writes are those of a scale members report back on.
+//! `PROPAGATION_BENCH_FED_CONTROLLERS=<path>`
 //! (likewise `_FEDERATION_APISERVER`, `_FED_SCHEDULER`, `_CLUSTER_SIM`) runs another build
 //! or a profiler wrapper in that binary's place. CPU seconds per process are printed per phase
 //! (robust to a noisy machine where latencies are not).
@@ -520,9 +522,6 @@ async fn run() -> anyhow::Result<()> {
         println!("  (API-only members: this bench writes each copy's Ready status)");
     }
     status_lag(&seen, &paced).await;
-    if let Some(r) = &responder {
-        r.stop();
-    }
 
     // (c) memory with every Deployment propagated and steady.
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -619,6 +618,9 @@ async fn run() -> anyhow::Result<()> {
         &fed_writes(&fed).await,
         (paced.len() as f64, "Deployment"),
     );
+    if let Some(r) = &responder {
+        r.stop();
+    }
 
     // (a) burst: a new batch created as fast as the client can.
     if burst > 0 {

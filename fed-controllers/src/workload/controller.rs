@@ -702,6 +702,7 @@ impl Central {
             ),
         )
         .await?;
+        tracing::debug!(%key, reason, condition_changed, settled, "placement status written");
         self.placement_pacer.wrote(key, now_instant);
         Ok(true)
     }
