@@ -60,13 +60,13 @@ pub fn place_copies(
         replicas: 0,
         ..Default::default()
     };
-    // The scheduler keeps a cluster's share in place only when it had replicas; a copy
-    // counts as one there.
-    let held: Vec<TargetCluster> = previous
-        .iter()
-        .map(|t| TargetCluster::new(t.cluster.clone(), 1))
-        .collect();
-    let decision = decide(snapshot, &workload, Some(&duplicated), Some(&held), true)?;
+    let decision = decide(
+        snapshot,
+        &workload,
+        Some(&duplicated),
+        Some(&held(previous)),
+        true,
+    )?;
     let dest = decision
         .clusters
         .iter()
@@ -74,6 +74,15 @@ pub fn place_copies(
         .map(|v| TargetCluster::new(v.cluster.clone(), 0))
         .collect();
     Ok((dest, decision))
+}
+
+/// `previous` with each copy counted as one replica: the scheduler keeps a cluster's share
+/// in place, and counts an eviction, only where it had replicas.
+fn held(previous: &[TargetCluster]) -> Vec<TargetCluster> {
+    previous
+        .iter()
+        .map(|t| TargetCluster::new(t.cluster.clone(), 1))
+        .collect()
 }
 
 /// Where an object of a copied kind goes and what its Placement says about it.
@@ -89,6 +98,9 @@ pub struct CopyPlacement {
     /// Seconds (on the snapshot's clock) until a cluster that is offline within the
     /// policy's toleration passes it: decide again then, or what it holds stays there.
     pub recheck_after: Option<u64>,
+    /// Whether it takes a share or a copy away from a cluster offline beyond its
+    /// toleration: an eviction, which the caller rate-limits.
+    pub evicts: bool,
 }
 
 /// `object` (JSON) read as `interpreter` says, for [`place`]: `None` when it names no
@@ -144,6 +156,7 @@ pub fn place(
                 outcome: explain::outcome(&result),
                 unschedulable: explain::unschedulable(&result, w.replicas),
                 recheck_after: explain::toleration_expiry(&result),
+                evicts: !explain::evictions(&result, previous).is_empty(),
             }
         }
         Some(Err(problem)) => CopyPlacement {
@@ -163,10 +176,12 @@ pub fn place(
             },
             unschedulable: UnschedulableStatus::default(),
             recheck_after: None,
+            evicts: false,
         },
         None => match place_copies(snapshot, object, policy, previous) {
             Ok((dest, decision)) => {
                 let names: Vec<&str> = dest.iter().map(|t| t.cluster.as_str()).collect();
+                let result = Ok(decision);
                 CopyPlacement {
                     outcome: Outcome {
                         scheduled: true,
@@ -179,7 +194,8 @@ pub fn place(
                     },
                     dest,
                     unschedulable: UnschedulableStatus::default(),
-                    recheck_after: explain::toleration_expiry(&Ok(decision)),
+                    recheck_after: explain::toleration_expiry(&result),
+                    evicts: !explain::evictions(&result, &held(previous)).is_empty(),
                 }
             }
             Err(u) => {
@@ -189,6 +205,7 @@ pub fn place(
                     outcome: explain::outcome(&result),
                     unschedulable: UnschedulableStatus::default(),
                     recheck_after: explain::toleration_expiry(&result),
+                    evicts: !explain::evictions(&result, &held(previous)).is_empty(),
                 }
             }
         },
@@ -550,6 +567,10 @@ mod tests {
             divided.outcome
         );
         assert_eq!(divided.recheck_after, Some(41));
+        assert!(
+            !divided.evicts,
+            "within the toleration nothing is taken away"
+        );
         let copied = place(
             &fleet,
             &object,
@@ -559,9 +580,48 @@ mod tests {
         );
         assert!(copied.dest.iter().any(|t| t.cluster == "b"));
         assert_eq!(copied.recheck_after, Some(41));
+        assert!(!copied.evicts);
         // Nothing offline: nothing to look at again.
         let (object, w) = rollout(4, 0);
         let calm = place(&rollout_fleet(), &object, Some(&Ok(w)), &policy, &[]);
         assert_eq!(calm.recheck_after, None);
+    }
+
+    #[test]
+    fn taking_shares_or_copies_from_a_cluster_offline_too_long_is_an_eviction() {
+        // sim b went offline 100 s ago; the policy tolerates 60 s.
+        let offline: Cluster = serde_json::from_value(json!({
+            "metadata": {"name": "b"},
+            "spec": {"apiEndpoint": "https://b.test:6443", "region": "eu"},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "False",
+                                "lastTransitionTime": jiff::Timestamp::from_second(NOW - 100).unwrap().to_string()}],
+                "apiEnablements": [{"groupVersion": "example.com/v1", "resources": ["rollouts"]}]
+            }
+        }))
+        .unwrap();
+        let fleet = Snapshot::new([rollout_cluster("a"), offline], NOW);
+        let mut policy = rollout_policy(json!({"type": "Divided"}));
+        policy.spec.placement.failover =
+            serde_json::from_value(json!({"tolerationSeconds": 60})).unwrap();
+        let (object, w) = rollout(4, 0);
+        let read = Ok(w);
+        let held_by_b = [TargetCluster::new("a", 2), TargetCluster::new("b", 2)];
+        let divided = place(&fleet, &object, Some(&read), &policy, &held_by_b);
+        assert_eq!(shares(&divided.dest), vec![("a", 4)]);
+        assert!(divided.evicts, "b's share moves to a");
+        // Nothing was in b: placing elsewhere evicts nothing.
+        let fresh = place(&fleet, &object, Some(&read), &policy, &[]);
+        assert!(!fresh.evicts);
+        // A whole copy taken from b is one too.
+        let copied = place(
+            &fleet,
+            &object,
+            None,
+            &policy,
+            &[TargetCluster::new("b", 0)],
+        );
+        assert!(copied.dest.iter().all(|t| t.cluster != "b"));
+        assert!(copied.evicts);
     }
 }

@@ -19,7 +19,8 @@ pub struct Args {
     /// Workloads decided and written concurrently.
     #[arg(long, env = "MERIDIAN_SCHEDULER_WORKERS", default_value_t = 16)]
     pub workers: usize,
-    /// Sustained rate of evictions (workloads moved off offline clusters): N/s, N/m, N/h.
+    /// Sustained rate of evictions (workloads, divided custom objects and copies moved off
+    /// offline clusters): N/s, N/m, N/h.
     #[arg(long, env = "MERIDIAN_EVICTION_RATE", default_value = "100/s")]
     pub eviction_rate: String,
     /// Evictions allowed in one burst (default: one second's worth of the rate).

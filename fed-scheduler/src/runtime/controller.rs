@@ -15,6 +15,7 @@ use meridian_runtime::queue::{self, WorkQueue};
 use meridian_runtime::rate::{Rate, TokenBucket};
 use tracing::Instrument as _;
 
+use super::evictions::Evictions;
 use super::index::Index;
 use super::key::WorkloadKey;
 use super::kind_retry::Backoff;
@@ -158,17 +159,21 @@ pub async fn run(
         },
         metrics.events.clone(),
     );
-    let bucket = TokenBucket::new(
-        config.eviction_rate,
-        config.eviction_burst,
-        tokio::time::Instant::now(),
-    );
+    // One eviction budget for workloads and copied objects alike.
+    let evictions = Arc::new(Evictions::new(
+        TokenBucket::new(
+            config.eviction_rate,
+            config.eviction_burst,
+            tokio::time::Instant::now(),
+        ),
+        metrics.clone(),
+    ));
     let reconciler = Arc::new(Reconciler::new(
         index.clone(),
         placements.clone(),
         Writer::new(client.clone(), config.write_timeout),
         recorder,
-        bucket,
+        evictions.clone(),
         metrics.clone(),
     ));
     let ctx = Ctx {
@@ -256,9 +261,13 @@ pub async fn run(
         Writer::new(client.clone(), config.write_timeout),
         metrics.clone(),
     );
-    let (copy_workers, kind_retry) = (config.workers, config.kind_retry);
+    let copy_settings = super::copies::Settings {
+        workers: config.workers,
+        kind_retry: config.kind_retry,
+    };
+    let e = evictions.clone();
     tasks.spawn(async move {
-        super::copies::run(c, i, p, w, m, copy_workers, kind_retry).await;
+        super::copies::run(c, i, p, w, m, e, copy_settings).await;
         "copied kinds"
     });
 

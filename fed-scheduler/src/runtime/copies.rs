@@ -43,6 +43,7 @@ use crate::copies::{CopiedObject, interpret, place};
 use crate::types::Workload;
 
 use super::desired::{self, Desired, Plan};
+use super::evictions::Evictions;
 use super::index::Index;
 use super::kind_retry::{Backoff, Retries};
 use super::metrics::Metrics;
@@ -98,6 +99,8 @@ struct Copies {
     placements: Store<Placement>,
     writer: Writer,
     metrics: Arc<Metrics>,
+    /// The eviction budget shared with the workload loop.
+    evictions: Arc<Evictions>,
     objects: Objects,
     queue: WorkQueue<CopyKey>,
     /// How a kind no server serves yet is looked up again without a definition change.
@@ -106,16 +109,26 @@ struct Copies {
     interpreters: Mutex<HashMap<Kind, ResourceInterpreterSpec>>,
 }
 
-/// Places copied objects until the task is dropped; `workers` decide side by side.
+/// How the loop runs: its workers and how it looks up kinds not served yet.
+pub struct Settings {
+    /// Objects decided side by side.
+    pub workers: usize,
+    /// How a kind no server serves yet is looked up again without a definition change.
+    pub kind_retry: Backoff,
+}
+
+/// Places copied objects until the task is dropped, evicting within the budget the
+/// workload loop draws on too.
 pub async fn run(
     client: Client,
     index: Arc<Index>,
     placements: Store<Placement>,
     writer: Writer,
     metrics: Arc<Metrics>,
-    workers: usize,
-    kind_retry: Backoff,
+    evictions: Arc<Evictions>,
+    settings: Settings,
 ) {
+    let workers = settings.workers;
     let copies = Arc::new(Copies {
         client,
         index,
@@ -123,8 +136,9 @@ pub async fn run(
         writer,
         queue: WorkQueue::new(queue::Settings::default(), metrics.queue.clone()),
         metrics,
+        evictions,
         objects: Objects::default(),
-        kind_retry,
+        kind_retry: settings.kind_retry,
         interpreters: Mutex::default(),
     });
     let mut tasks = tokio::task::JoinSet::new();
@@ -458,7 +472,8 @@ impl Copies {
         let now_unix = now
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        let snapshot = self.index.snapshot(now_unix, self.index.mass_failure());
+        let guarded = self.index.mass_failure();
+        let snapshot = self.index.snapshot(now_unix, guarded);
         let previous = current
             .as_ref()
             .map(|p| p.spec.dest_clusters.clone())
@@ -469,13 +484,25 @@ impl Copies {
             namespace: key.namespace.clone().unwrap_or_default(),
             name: key.name.clone(),
         };
-        let placed = place(
-            &snapshot,
-            &object,
-            entry.interpreted.as_ref(),
-            governance.winner.policy,
-            &previous,
-        );
+        let place_on = |snapshot| {
+            place(
+                snapshot,
+                &object,
+                entry.interpreted.as_ref(),
+                governance.winner.policy,
+                &previous,
+            )
+        };
+        let mut placed = place_on(&snapshot);
+        if placed.evicts
+            && !guarded
+            && let Err(wait) = self.evictions.admit()
+        {
+            // Over the eviction rate: decide as if evictions were paused and come back
+            // when a token is due.
+            placed = place_on(&self.index.snapshot(now_unix, true));
+            self.queue.add_after(key.clone(), wait);
+        }
         let want = Desired {
             owner: OwnerReference {
                 api_version: key.api_version.clone(),

@@ -6,14 +6,16 @@
 //! the work queue (`meridian_runtime::queue`); workers take keys and [`reconcile`] them,
 //! computing writes with the pure [`desired`] module and applying them through the
 //! [`writer`], with Events recorded best effort (`meridian_runtime::events`) and
-//! evictions limited by a token bucket ([`Rate`], [`TokenBucket`]). [`copies`] places the
-//! objects of every other kind a policy names (a copy in each selected cluster), looking
-//! up kinds not served yet again as [`kind_retry`] says.
+//! evictions limited by one token bucket ([`evictions`]; [`Rate`], [`TokenBucket`]).
+//! [`copies`] places the objects of every other kind a policy names (a copy in each
+//! selected cluster, or shares of a divided custom object), evicting within the same
+//! budget, and looks up kinds not served yet again as [`kind_retry`] says.
 
 pub mod cli;
 pub mod controller;
 pub mod copies;
 pub mod desired;
+pub mod evictions;
 pub mod index;
 pub mod key;
 pub mod kind_retry;

@@ -15,7 +15,6 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use meridian_runtime::events::{EventSpec, EventType, Recorder};
-use meridian_runtime::rate::TokenBucket;
 use meridian_runtime::sync::lock;
 
 use crate::explain::{self, Outcome};
@@ -24,6 +23,7 @@ use crate::schedule;
 use crate::types::{TargetCluster, UnschedulableReason, UnschedulableStatus};
 
 use super::desired::{self, Plan, SCHEDULED};
+use super::evictions::Evictions;
 use super::index::Index;
 use super::key::WorkloadKey;
 use super::metrics::Metrics;
@@ -72,7 +72,7 @@ pub struct Reconciler {
     placements: Store<Placement>,
     writer: Writer,
     events: Recorder,
-    bucket: Mutex<TokenBucket>,
+    evictions: Arc<Evictions>,
     recent: Mutex<HashMap<WorkloadKey, Written>>,
     metrics: Arc<Metrics>,
 }
@@ -108,7 +108,7 @@ impl Reconciler {
         placements: Store<Placement>,
         writer: Writer,
         events: Recorder,
-        bucket: TokenBucket,
+        evictions: Arc<Evictions>,
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
@@ -116,7 +116,7 @@ impl Reconciler {
             placements,
             writer,
             events,
-            bucket: Mutex::new(bucket),
+            evictions,
             recent: Mutex::new(HashMap::new()),
             metrics,
         }
@@ -181,11 +181,6 @@ impl Reconciler {
         obj
     }
 
-    /// Takes an eviction token, or says how long until one is available.
-    fn take_token(&self) -> Result<(), Duration> {
-        lock(&self.bucket).try_take(tokio::time::Instant::now())
-    }
-
     /// One turn for `key`.
     pub async fn reconcile(&self, key: &WorkloadKey) -> Result<Reconciled, ReconcileError> {
         let Some(entry) = self.index.workload(key) else {
@@ -226,18 +221,15 @@ impl Reconciler {
                 let policy = governance.map(|g| g.winner.policy);
                 let snapshot = self.index.snapshot(now_unix, guarded);
                 let mut result = schedule(&snapshot, w, policy, Some(&previous));
-                if !guarded && !explain::evictions(&result, &previous).is_empty() {
-                    match self.take_token() {
-                        Ok(()) => self.metrics.eviction("allowed"),
-                        Err(wait) => {
-                            // Over the eviction rate: decide as if evictions were paused
-                            // and come back when a token is due.
-                            self.metrics.eviction("throttled");
-                            let held = self.index.snapshot(now_unix, true);
-                            result = schedule(&held, w, policy, Some(&previous));
-                            requeue = Some(wait);
-                        }
-                    }
+                if !guarded
+                    && !explain::evictions(&result, &previous).is_empty()
+                    && let Err(wait) = self.evictions.admit()
+                {
+                    // Over the eviction rate: decide as if evictions were paused and come
+                    // back when a token is due.
+                    let held = self.index.snapshot(now_unix, true);
+                    result = schedule(&held, w, policy, Some(&previous));
+                    requeue = Some(wait);
                 }
                 if let Some(secs) = explain::toleration_expiry(&result) {
                     // The core counts whole seconds on the snapshot's clock.
