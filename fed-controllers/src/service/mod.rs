@@ -27,6 +27,7 @@ pub mod member;
 pub mod ports;
 pub mod status;
 pub mod traffic;
+mod workloads;
 
 use std::fmt;
 

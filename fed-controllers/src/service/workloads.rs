@@ -1,0 +1,171 @@
+//! The federated workloads whose pods Services select: one cache per backend kind
+//! ([`BackendKind::ALL`]) keeping only each object's pod-template labels, fed by a watch
+//! of the federation that reports label changes as [`Input::Workload`].
+
+use std::sync::Arc;
+
+use futures::stream::{BoxStream, StreamExt};
+use kube::Client;
+use kube::api::{Api, ApiResource, GroupVersionKind};
+use meridian_runtime::lean::Lean;
+
+use super::backends::{BackendKind, template_labels};
+use super::inputs::{Input, Labels, workload_change};
+use crate::dynamic::Decoded;
+use crate::slim_cache::SlimCache;
+
+/// The pod-template labels of one kind's federated objects.
+pub(super) type LabelCache = SlimCache<Decoded, Labels>;
+
+/// Every backend kind's cache; clones share them.
+#[derive(Clone)]
+pub(super) struct Workloads(Arc<[(BackendKind, LabelCache)]>);
+
+/// What is kept of an object of `kind`: its pod template's labels, all
+/// [`super::controller::Central::backends`] reads of it (the rest of a StatefulSet or a
+/// CronJob would be most of this controller's memory otherwise).
+fn labels_of(kind: BackendKind) -> impl Fn(&Decoded) -> Option<Labels> + Send + Sync + 'static {
+    move |o| Some(template_labels(&o.0.data, kind.template))
+}
+
+fn api_resource(kind: BackendKind) -> ApiResource {
+    let (group, version) = kind
+        .api_version
+        .rsplit_once('/')
+        .unwrap_or(("", kind.api_version));
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, kind.kind),
+        kind.plural,
+    )
+}
+
+impl Workloads {
+    /// The caches, and the watches of the federation that fill them (each to be polled).
+    pub(super) fn watch(fed: &Client) -> (Self, Vec<BoxStream<'static, Input>>) {
+        let mut caches = Vec::new();
+        let mut streams = Vec::new();
+        for kind in BackendKind::ALL {
+            let cache = SlimCache::new(labels_of(kind));
+            let api: Api<Lean<Decoded>> = Api::all_with(fed.clone(), &api_resource(kind));
+            streams.push(
+                cache
+                    .watch_with_previous(api)
+                    .filter_map(move |e| {
+                        let input = workload_change(labels_of(kind), e);
+                        async move { input }
+                    })
+                    .boxed(),
+            );
+            caches.push((kind, cache));
+        }
+        (Workloads(caches.into()), streams)
+    }
+
+    /// Each kind and its cache.
+    pub(super) fn iter(&self) -> impl Iterator<Item = &(BackendKind, LabelCache)> {
+        self.0.iter()
+    }
+
+    /// The pod-template labels of the object `namespace/name` of `kind` in `api_version`,
+    /// if it is a backend kind and the object is cached.
+    pub(super) fn labels(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<Labels>> {
+        self.0
+            .iter()
+            .find(|(k, _)| k.api_version == api_version && k.kind == kind)
+            .and_then(|(_, c)| c.get(namespace, name))
+    }
+
+    /// Waits for every kind's first list.
+    pub(super) async fn ready(&self) {
+        for (_, c) in self.0.iter() {
+            c.ready().wait().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+
+    use super::*;
+
+    fn decoded(v: serde_json::Value) -> Decoded {
+        serde_json::from_value(v).expect("object")
+    }
+
+    #[test]
+    fn objects_are_kept_as_their_pod_template_labels() {
+        let sts = BackendKind::of("apps/v1", "StatefulSet").expect("kind");
+        let cache: LabelCache = SlimCache::new(labels_of(sts));
+        let db = decoded(json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "db", "namespace": "shop", "labels": {"owner": "x"},
+                         "annotations": {"big": "x"}},
+            "spec": {"replicas": 3, "serviceName": "db",
+                     "selector": {"matchLabels": {"app": "db"}},
+                     "template": {"metadata": {"labels": {"app": "db", "tier": "data"}},
+                                  "spec": {"containers": [{"name": "c", "image": "i"}]}}},
+            "status": {"replicas": 3}
+        }));
+        assert_eq!(cache.apply(&Event::Apply(db)), None);
+        assert_eq!(
+            cache.get("shop", "db").as_deref(),
+            Some(&Labels::from([
+                ("app".into(), "db".into()),
+                ("tier".into(), "data".into())
+            ])),
+            "the pod template's labels, not the StatefulSet's"
+        );
+        let cron = BackendKind::of("batch/v1", "CronJob").expect("kind");
+        let cache: LabelCache = SlimCache::new(labels_of(cron));
+        let backup = decoded(json!({
+            "apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": "backup", "namespace": "shop"},
+            "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {
+                "metadata": {"labels": {"app": "backup"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}}}}}
+        }));
+        cache.apply(&Event::Apply(backup));
+        assert_eq!(
+            cache.get("shop", "backup").expect("cached")["app"],
+            "backup"
+        );
+        let bare = decoded(json!({"apiVersion": "batch/v1", "kind": "CronJob",
+                                  "metadata": {"name": "bare", "namespace": "shop"}}));
+        cache.apply(&Event::Apply(bare));
+        assert_eq!(cache.get("shop", "bare").as_deref(), Some(&Labels::new()));
+    }
+
+    #[test]
+    fn api_resources() {
+        let ar = api_resource(BackendKind::of("batch/v1", "CronJob").expect("kind"));
+        assert_eq!(
+            (
+                ar.group.as_str(),
+                ar.version.as_str(),
+                ar.api_version.as_str()
+            ),
+            ("batch", "v1", "batch/v1")
+        );
+        assert_eq!(
+            (ar.kind.as_str(), ar.plural.as_str()),
+            ("CronJob", "cronjobs")
+        );
+        let ar = api_resource(BackendKind::of("apps/v1", "DaemonSet").expect("kind"));
+        assert_eq!(
+            (
+                ar.group.as_str(),
+                ar.api_version.as_str(),
+                ar.plural.as_str()
+            ),
+            ("apps", "apps/v1", "daemonsets")
+        );
+    }
+}
