@@ -2,7 +2,8 @@
 //! fleet of three, a headless Service in front of a federated StatefulSet is pushed to
 //! exactly the StatefulSet's clusters (headless there too) and follows when the
 //! StatefulSet's policy moves it; a Service in front of a DaemonSet (copied whole, its
-//! Placement lists clusters with no replicas) is pushed to the DaemonSet's cluster only.
+//! Placement lists clusters with no replicas) is pushed to the DaemonSet's clusters only,
+//! and follows it too.
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -33,6 +34,23 @@ spec:
     )
 }
 
+/// The DaemonSet's policy, copying it to `clusters`.
+fn agent_policy(clusters: &str) -> String {
+    format!(
+        r#"
+apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {{name: agent, namespace: data}}
+spec:
+  resourceSelectors:
+  - {{apiVersion: apps/v1, kind: DaemonSet, name: agent}}
+  placement:
+    clusterAffinity:
+      clusterNames: [{clusters}]
+"#
+    )
+}
+
 const APP: &str = r#"
 apiVersion: apps/v1
 kind: StatefulSet
@@ -53,16 +71,6 @@ spec:
   clusterIP: None
   selector: {app: db}
   ports: [{name: pg, port: 5432}]
----
-apiVersion: federation.meridian.dev/v1alpha1
-kind: PropagationPolicy
-metadata: {name: agent, namespace: data}
-spec:
-  resourceSelectors:
-  - {apiVersion: apps/v1, kind: DaemonSet, name: agent}
-  placement:
-    clusterAffinity:
-      clusterNames: [sim-3]
 ---
 apiVersion: apps/v1
 kind: DaemonSet
@@ -152,6 +160,7 @@ async fn services_follow_stateful_sets_and_daemon_sets() {
     env.join_with_capacity(&CLUSTERS, 1).await;
     env.ok("kubectl", &["create", "namespace", NS]);
     env.apply("db-policy.yaml", &db_policy("sim-1, sim-2"));
+    env.apply("agent-policy.yaml", &agent_policy("sim-3"));
     env.apply("app.yaml", APP);
     let fed = env.federation().await;
     let placements: Api<Placement> = Api::namespaced(fed.clone(), NS);
@@ -188,4 +197,8 @@ async fn services_follow_stateful_sets_and_daemon_sets() {
     );
     // The DaemonSet's Service did not move with it.
     served_in(&env, &placements, "agent", &["sim-3"]).await;
+
+    // Copied to sim-1 as well, the DaemonSet takes its Service along.
+    env.apply("agent-policy.yaml", &agent_policy("sim-1, sim-3"));
+    served_in(&env, &placements, "agent", &["sim-1", "sim-3"]).await;
 }
