@@ -3,7 +3,8 @@
 //! exactly the StatefulSet's clusters (headless there too) and follows when the
 //! StatefulSet's policy moves it; a Service in front of a DaemonSet (copied whole, its
 //! Placement lists clusters with no replicas) is pushed to the DaemonSet's clusters only,
-//! and follows it too.
+//! and follows it too. A Service in front of a custom kind's objects goes where they are
+//! copied once a ResourceInterpreter names the kind's pod template, and nowhere without.
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -201,4 +202,123 @@ async fn services_follow_stateful_sets_and_daemon_sets() {
     // Copied to sim-1 as well, the DaemonSet takes its Service along.
     env.apply("agent-policy.yaml", &agent_policy("sim-1, sim-3"));
     served_in(&env, &placements, "agent", &["sim-1", "sim-3"]).await;
+}
+
+/// A custom kind, defined in the federation and propagated to every member.
+const ROLLOUT_KIND: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: rollouts.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: rollouts, singular: rollout, kind: Rollout}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              template: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: federation.meridian.dev/v1alpha1
+kind: ClusterPropagationPolicy
+metadata: {name: rollout-kind}
+spec:
+  resourceSelectors:
+  - {apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, name: rollouts.example.com}
+"#;
+
+/// A Rollout copied to sim-2, and a Service selecting its pods.
+const ROLLOUT: &str = r#"
+apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: rollouts, namespace: data}
+spec:
+  resourceSelectors:
+  - {apiVersion: example.com/v1, kind: Rollout}
+  placement:
+    clusterAffinity: {clusterNames: [sim-2]}
+---
+apiVersion: example.com/v1
+kind: Rollout
+metadata: {name: web, namespace: data}
+spec:
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: "nginx:1.27"}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: data}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80}]
+"#;
+
+/// Where the Rollout kind keeps its pod template.
+const ROLLOUT_INTERPRETER: &str = r#"
+apiVersion: federation.meridian.dev/v1alpha1
+kind: ResourceInterpreter
+metadata: {name: rollouts}
+spec:
+  target: {apiVersion: example.com/v1, kind: Rollout}
+  podTemplate: {path: .spec.template}
+"#;
+
+#[tokio::test]
+async fn services_follow_custom_kinds_whose_interpreter_names_a_pod_template() {
+    let env = Env::start(&["--clusters=3", "--nodes=1", "--ready-delay=0s"]);
+    let _controllers = env.controllers(&[
+        "--probe-period=1s",
+        "--probe-timeout=500ms",
+        "--metrics-bind-address=off",
+    ]);
+    let _scheduler = env.scheduler(&[]);
+    for c in CLUSTERS {
+        let out = env.ok(
+            "fedctl",
+            &[
+                "join",
+                c,
+                "--cluster-context",
+                c,
+                "--custom-resource-group",
+                "example.com",
+                "--wait-seconds",
+                "60",
+            ],
+        );
+        assert!(out.contains(&format!("cluster {c} is Ready")), "{out}");
+    }
+    env.ok("kubectl", &["create", "namespace", NS]);
+    env.apply("rollout-kind.yaml", ROLLOUT_KIND);
+    let app = env.dir.path().join("rollout.yaml");
+    std::fs::write(&app, ROLLOUT).expect("write rollout.yaml");
+    let app = app.to_str().expect("utf-8 path");
+    // The server serves the new kind a moment after the definition is stored.
+    eventually(
+        "the Rollout and its Service created",
+        Duration::from_secs(30),
+        || async { env.run("kubectl", &["apply", "-f", app]) },
+        |out| out.status.success(),
+    )
+    .await;
+    let fed = env.federation().await;
+    let placements: Api<Placement> = Api::namespaced(fed.clone(), NS);
+    until("the Rollout copied to sim-2", || async {
+        (dest(&placements, "rollout.example.com-web").await? == set(&["sim-2"])).then_some(())
+    })
+    .await;
+    // No interpreter names its template yet: the Service has no backends.
+    served_in(&env, &placements, "web", &[]).await;
+
+    env.apply("rollout-interpreter.yaml", ROLLOUT_INTERPRETER);
+    served_in(&env, &placements, "web", &["sim-2"]).await;
 }

@@ -4,6 +4,7 @@
 //! every Ready cluster matching the affinity of a PropagationPolicy that selects the
 //! Service itself.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use fed_api::PropagationPolicy;
@@ -15,18 +16,21 @@ use serde_json::Value;
 
 use super::ClusterView;
 
-/// A kind of federated object with a pod template, whose pods a Service may select.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A kind of federated object with a pod template, whose pods a Service may select: a
+/// built-in one ([`BackendKind::ALL`]) or a custom one whose ResourceInterpreter names its
+/// pod template ([`BackendKind::custom`]).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct BackendKind {
     /// e.g. `apps/v1`.
-    pub api_version: &'static str,
+    pub api_version: Cow<'static, str>,
     /// e.g. `StatefulSet`.
-    pub kind: &'static str,
-    /// The plural resource name, e.g. `statefulsets`.
-    pub plural: &'static str,
+    pub kind: Cow<'static, str>,
+    /// The plural resource name, e.g. `statefulsets` (empty for a custom kind: discovery
+    /// finds it).
+    pub plural: Cow<'static, str>,
     /// Where its pod template is, as a `ResourceInterpreter` names a custom kind's
     /// (`podTemplate.path`), so both are read by one reader ([`template_labels`]).
-    pub template: &'static str,
+    pub template: Cow<'static, str>,
 }
 
 impl BackendKind {
@@ -53,10 +57,21 @@ impl BackendKind {
         template: &'static str,
     ) -> Self {
         BackendKind {
-            api_version,
-            kind,
-            plural,
-            template,
+            api_version: Cow::Borrowed(api_version),
+            kind: Cow::Borrowed(kind),
+            plural: Cow::Borrowed(plural),
+            template: Cow::Borrowed(template),
+        }
+    }
+
+    /// A custom kind whose pod template is at `template` (its interpreter's
+    /// `podTemplate.path`).
+    pub fn custom(api_version: &str, kind: &str, template: &str) -> Self {
+        BackendKind {
+            api_version: Cow::Owned(api_version.to_owned()),
+            kind: Cow::Owned(kind.to_owned()),
+            plural: Cow::Borrowed(""),
+            template: Cow::Owned(template.to_owned()),
         }
     }
 
@@ -69,11 +84,11 @@ impl BackendKind {
 
     /// Name of the Placement of object `name` of this kind, as the scheduler names it:
     /// `statefulset-db` for a divided workload, `daemonset.apps-agent` for a copied one.
-    pub fn placement_name(self, name: &str) -> String {
-        match path(self.api_version, self.kind) {
-            Path::Workload => fed_api::workload::placement_name(self.kind, name),
+    pub fn placement_name(&self, name: &str) -> String {
+        match path(&self.api_version, &self.kind) {
+            Path::Workload => fed_api::workload::placement_name(&self.kind, name),
             // Only the name: a namespaced object's Placement is beside it.
-            _ => placement_of(self.api_version, self.kind, None, name).1,
+            _ => placement_of(&self.api_version, &self.kind, None, name).1,
         }
     }
 
@@ -81,8 +96,8 @@ impl BackendKind {
     /// workload's where it has a share (a cluster may be listed with none), a copied
     /// object's everywhere listed (whole copies are listed with `replicas: 0`, and a
     /// cluster without a share of a divided custom object is not listed).
-    pub fn runs_in(self, target: &TargetCluster) -> bool {
-        match path(self.api_version, self.kind) {
+    pub fn runs_in(&self, target: &TargetCluster) -> bool {
+        match path(&self.api_version, &self.kind) {
             Path::Workload => target.replicas > 0,
             _ => true,
         }
@@ -458,23 +473,50 @@ mod tests {
                        "spec": {"replicas": 2, "template": template.clone()}})
             };
             assert_eq!(
-                template_labels(&object, k.template),
+                template_labels(&object, &k.template),
                 labels(&[("app", "db")]),
                 "{}: the pod template's string labels, not the object's",
                 k.kind
             );
-            assert!(template_labels(&json!({"spec": {}}), k.template).is_empty());
+            assert!(template_labels(&json!({"spec": {}}), &k.template).is_empty());
+        }
+    }
+
+    #[test]
+    fn a_custom_kind_backs_a_service_wherever_it_has_a_copy() {
+        let rollout = BackendKind::custom("example.com/v1", "Rollout", ".spec.template");
+        let w = WorkloadView {
+            kind: rollout,
+            name: "web".into(),
+            template_labels: labels(&[("app", "web")]),
+        };
+        assert_eq!(w.placement_name(), "rollout.example.com-web");
+        // Divided (each listed cluster has a share) or copied whole (listed with none).
+        for dest in [
+            targets(&[("a", 1), ("b", 2)]),
+            targets(&[("a", 0), ("b", 0)]),
+        ] {
+            let got = backend_clusters(
+                "web",
+                &BTreeMap::new(),
+                &labels(&[("app", "web")]),
+                std::slice::from_ref(&w),
+                |p| (p == "rollout.example.com-web").then_some(dest.as_slice()),
+                &[],
+                &[],
+            );
+            assert_eq!(got, BTreeSet::from(["a".to_string(), "b".to_string()]));
         }
     }
 
     #[test]
     fn backend_kinds() {
         for k in BackendKind::ALL {
-            assert_eq!(BackendKind::of(k.api_version, k.kind), Some(k));
+            assert_eq!(BackendKind::of(&k.api_version, &k.kind), Some(k.clone()));
         }
         for w in fed_api::workload::WorkloadKind::ALL {
             let k = BackendKind::of(w.api_version(), w.as_str());
-            assert_eq!(k.map(|k| k.plural), Some(w.plural()), "{w:?}");
+            assert_eq!(k.map(|k| k.plural), Some(w.plural().into()), "{w:?}");
         }
         assert_eq!(BackendKind::of("apps/v1", "Job"), None);
         assert_eq!(BackendKind::of("v1", "ConfigMap"), None);

@@ -19,7 +19,7 @@ use fed_api::names::{
 };
 use fed_api::overrides::apply::{MemberCluster, OverrideError, Policy, selecting};
 use fed_api::placement::TargetCluster;
-use fed_api::{Cluster, Placement, PropagationPolicy};
+use fed_api::{Cluster, Placement, PropagationPolicy, ResourceInterpreter};
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{Api, Patch, PatchParams};
@@ -96,6 +96,8 @@ pub(super) struct Caches {
     pub(super) workloads: Workloads,
     pub(super) placements: SlimCache<Placement, PlacementSlim>,
     pub(super) policies: Store<PropagationPolicy>,
+    /// The ResourceInterpreters: which custom kinds back Services.
+    pub(super) interpreters: Store<ResourceInterpreter>,
     pub(super) clusters: Store<Cluster>,
     pub(super) secrets: Store<Secret>,
     pub(super) ports: Store<ConfigMap>,
@@ -289,10 +291,10 @@ impl Central {
         let mut workloads = Vec::new();
         // Only the workloads whose pods it selects are copied out of the cache.
         let selected = |labels: &BTreeMap<String, String>| backends::selects(&selector, labels);
-        for (kind, cache) in self.caches.workloads.iter() {
+        for (kind, cache) in self.caches.workloads.all() {
             let listed = cache.in_namespace(&ns, selected);
             workloads.extend(listed.into_iter().map(|(name, labels)| WorkloadView {
-                kind: *kind,
+                kind: kind.clone(),
                 name,
                 template_labels: (*labels).clone(),
             }));
@@ -710,6 +712,14 @@ pub async fn run(
         s.filter_map(|e| async move { ns_of(&e).map(Input::Policy) })
             .boxed(),
     );
+    let (interpreters, s) = reflect(Api::<Lean<ResourceInterpreter>>::all(fed.clone()), all());
+    streams.push(
+        s.filter_map(|e| async move {
+            matches!(e, Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone))
+                .then_some(Input::Interpreters)
+        })
+        .boxed(),
+    );
     let (clusters, s) = reflect(Api::<Lean<Cluster>>::all(fed.clone()), all());
     streams.push(s.map(|e| Input::Cluster(Box::new(e))).boxed());
     let (secrets, s) = reflect(Api::<Lean<Secret>>::all(fed.clone()), all());
@@ -771,6 +781,7 @@ pub async fn run(
             workloads,
             placements,
             policies,
+            interpreters,
             clusters,
             secrets,
             ports: port_store.clone(),

@@ -13,7 +13,6 @@ use meridian_runtime::error::Report;
 use meridian_runtime::sync::lock;
 
 use super::ServiceKey;
-use super::backends::BackendKind;
 use super::controller::{Central, CentralKey, PlacementSlim, ignored, placement_slim, ready};
 use crate::fleet::overrides::Changed;
 
@@ -36,6 +35,8 @@ pub(super) enum Input {
     /// The address allocations changed.
     Ports,
     Subnets,
+    /// The ResourceInterpreters changed: which custom kinds back Services may have.
+    Interpreters,
     /// An override policy changed (`None`: changes were missed).
     Overrides(Option<Changed>),
 }
@@ -88,7 +89,7 @@ impl Central {
                         // of the namespace's while the workload is not cached yet). Kinds
                         // without a pod template back no Service.
                         let r = &p.spec.resource;
-                        if BackendKind::of(&r.api_version, &r.kind).is_none() {
+                        if !self.caches.workloads.backs(&r.api_version, &r.kind) {
                             return;
                         }
                         let labels =
@@ -130,6 +131,18 @@ impl Central {
                 }
             }
             Input::Secret => self.sync_members(),
+            Input::Interpreters => {
+                let all = self.caches.interpreters.state();
+                let wanted = super::custom_kinds::wanted(
+                    all.iter()
+                        .map(|i| (i.metadata.name.as_deref().unwrap_or(""), &i.spec)),
+                );
+                // A started kind's first list re-queues the Services its objects back; a
+                // dropped kind's objects back none any more.
+                if self.caches.workloads.sync_custom(&wanted) {
+                    self.push_services(None);
+                }
+            }
             Input::ListenPorts(data) => {
                 let old = std::mem::replace(&mut *lock(&self.listen_ports), data);
                 let (changed, freed) =

@@ -18,6 +18,7 @@ pub mod addresses;
 mod alloc_map;
 pub mod backends;
 pub mod controller;
+mod custom_kinds;
 pub mod dedicated;
 pub mod desired;
 mod fedwrite;
