@@ -175,7 +175,9 @@ pub fn controllers_rules() -> Vec<Value> {
         // At start it also labels copied objects' Placements an earlier scheduler left
         // unlabelled. No other write: the copies themselves are written in members with
         // members' credentials. The workload controller's watches of the ServiceAccounts
-        // and PersistentVolumeClaims workloads use (workload/deps.rs) are covered here too.
+        // and PersistentVolumeClaims workloads use (workload/deps.rs) are covered here too,
+        // and so are the service controller's watches of every kind with a pod template
+        // (service/workloads.rs, service/custom_kinds.rs).
         rule("*", &["*"], &["list", "watch", "patch"]),
         events(),
     ];

@@ -1,6 +1,6 @@
-//! The service controller's federation side: watches Services, Deployments, ReplicaSets,
-//! Placements, PropagationPolicies, Clusters, their Secrets and the port allocations; keeps
-//! one member task per Cluster; and, level-triggered through a deduplicating queue, decides
+//! The service controller's federation side: watches Services, the workloads of every kind
+//! with a pod template (`workloads`), Placements, PropagationPolicies, Clusters, their
+//! Secrets and the port allocations; keeps one member task per Cluster; and, level-triggered through a deduplicating queue, decides
 //! for each Service what every member holds, writes its Placement and status, and for the
 //! whole fleet (the `Global` key) each member's lb-agent configuration (with the client
 //! subnets of `meridian-client-subnets`) and `Cluster.status.lbAgent`. Each member's
@@ -19,9 +19,8 @@ use fed_api::names::{
 };
 use fed_api::overrides::apply::{MemberCluster, OverrideError, Policy, selecting};
 use fed_api::placement::TargetCluster;
-use fed_api::{Cluster, Placement, PropagationPolicy};
+use fed_api::{Cluster, Placement, PropagationPolicy, ResourceInterpreter};
 use futures::stream::{BoxStream, StreamExt};
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -37,11 +36,10 @@ use tracing::Instrument;
 
 use super::alloc_map::AllocationMap;
 use super::backends::{self, WorkloadView};
-use super::inputs::{
-    Input, Labels, deployment_labels, ns_of, placement_change, replicaset_labels, workload_change,
-};
+use super::inputs::{Input, Labels, ns_of, placement_change};
 use super::member::{self, Intent, Member, Want};
 use super::status::{self, MemberState};
+use super::workloads::Workloads;
 use super::{
     ClusterView, FINALIZER, IGNORED_NAMESPACES, ServiceKey, Settings, desired, lbconf, ports,
     traffic,
@@ -94,12 +92,12 @@ impl From<serde_json::Error> for ReconcileError {
 #[derive(Clone)]
 pub(super) struct Caches {
     pub(super) services: Store<Service>,
-    /// Each federated Deployment's pod-template labels.
-    pub(super) deployments: SlimCache<Deployment, Labels>,
-    /// Each federated ReplicaSet's pod-template labels.
-    pub(super) replicasets: SlimCache<ReplicaSet, Labels>,
+    /// Each federated workload's pod-template labels, by kind.
+    pub(super) workloads: Workloads,
     pub(super) placements: SlimCache<Placement, PlacementSlim>,
     pub(super) policies: Store<PropagationPolicy>,
+    /// The ResourceInterpreters: which custom kinds back Services.
+    pub(super) interpreters: Store<ResourceInterpreter>,
     pub(super) clusters: Store<Cluster>,
     pub(super) secrets: Store<Secret>,
     pub(super) ports: Store<ConfigMap>,
@@ -293,18 +291,10 @@ impl Central {
         let mut workloads = Vec::new();
         // Only the workloads whose pods it selects are copied out of the cache.
         let selected = |labels: &BTreeMap<String, String>| backends::selects(&selector, labels);
-        for (kind, listed) in [
-            (
-                "Deployment",
-                self.caches.deployments.in_namespace(&ns, selected),
-            ),
-            (
-                "ReplicaSet",
-                self.caches.replicasets.in_namespace(&ns, selected),
-            ),
-        ] {
+        for (kind, cache) in self.caches.workloads.all() {
+            let listed = cache.in_namespace(&ns, selected);
             workloads.extend(listed.into_iter().map(|(name, labels)| WorkloadView {
-                kind: kind.into(),
+                kind: kind.clone(),
                 name,
                 template_labels: (*labels).clone(),
             }));
@@ -695,8 +685,6 @@ pub(super) fn placement_slim(p: &Placement) -> Option<PlacementSlim> {
     })
 }
 
-/// A workload event as the Services it may concern see it: its namespace and its
-/// template labels before and after.
 /// Runs the service controller until its federation watches end (they retry with
 /// backoff, so in practice until the task is dropped).
 pub async fn run(
@@ -710,26 +698,8 @@ pub async fn run(
     let mut streams: Vec<BoxStream<'static, Input>> = Vec::new();
     let (services, s) = reflect(Api::<Lean<Service>>::all(fed.clone()), all());
     streams.push(s.map(|e| Input::Service(Box::new(e))).boxed());
-    let deployments = SlimCache::new(deployment_labels);
-    streams.push(
-        deployments
-            .watch_with_previous(Api::<Lean<Deployment>>::all(fed.clone()))
-            .filter_map(|e| {
-                let input = workload_change(deployment_labels, e);
-                async move { input }
-            })
-            .boxed(),
-    );
-    let replicasets = SlimCache::new(replicaset_labels);
-    streams.push(
-        replicasets
-            .watch_with_previous(Api::<Lean<ReplicaSet>>::all(fed.clone()))
-            .filter_map(|e| {
-                let input = workload_change(replicaset_labels, e);
-                async move { input }
-            })
-            .boxed(),
-    );
+    let (workloads, workload_streams) = Workloads::watch(&fed);
+    streams.extend(workload_streams);
     let placements = SlimCache::new(placement_slim);
     streams.push(
         placements
@@ -741,6 +711,14 @@ pub async fn run(
     streams.push(
         s.filter_map(|e| async move { ns_of(&e).map(Input::Policy) })
             .boxed(),
+    );
+    let (interpreters, s) = reflect(Api::<Lean<ResourceInterpreter>>::all(fed.clone()), all());
+    streams.push(
+        s.filter_map(|e| async move {
+            matches!(e, Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone))
+                .then_some(Input::Interpreters)
+        })
+        .boxed(),
     );
     let (clusters, s) = reflect(Api::<Lean<Cluster>>::all(fed.clone()), all());
     streams.push(s.map(|e| Input::Cluster(Box::new(e))).boxed());
@@ -800,10 +778,10 @@ pub async fn run(
         events: recorder.for_component(super::COMPONENT),
         caches: Caches {
             services,
-            deployments,
-            replicasets,
+            workloads,
             placements,
             policies,
+            interpreters,
             clusters,
             secrets,
             ports: port_store.clone(),
@@ -830,8 +808,7 @@ pub async fn run(
         tokio::spawn(async move {
             // Decisions read the caches: wait for every initial list first.
             let k = &c.caches;
-            k.deployments.ready().wait().await;
-            k.replicasets.ready().wait().await;
+            k.workloads.ready().await;
             k.placements.ready().wait().await;
             let ready = futures::future::join_all([
                 futures::FutureExt::boxed(k.services.wait_until_ready()),

@@ -2,6 +2,7 @@
 //! `<name>-meridian` EndpointSlice — and what a member tells: its lb-agent's address and
 //! ports, and the ready endpoints of a Service there. Pure functions over JSON objects.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
@@ -30,10 +31,16 @@ const ALLOCATED: [&str; 4] = [
     "ipFamilies",
 ];
 
-/// Takes out of a Service's spec what a member allocates for itself.
+/// Takes out of a Service's spec what a member allocates for itself. A headless Service's
+/// `clusterIP: None` (and its `clusterIPs: [None]`) is no allocation but what the Service
+/// is (a StatefulSet's governing Service, whose DNS names its pods): it is kept, so each
+/// member's copy is headless too.
 fn remove_allocated(spec: &mut Map<String, Value>) {
+    let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
     for f in ALLOCATED {
-        spec.remove(f);
+        if !(headless && matches!(f, "clusterIP" | "clusterIPs")) {
+            spec.remove(f);
+        }
     }
     if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
         for p in ports.iter_mut().filter_map(Value::as_object_mut) {
@@ -83,7 +90,28 @@ pub fn overridden_service(
 /// Whether a member's Service matches the copy Meridian wants (defaults and allocated
 /// values are not drift).
 pub fn service_in_sync(actual: &Value, desired: &Value) -> bool {
-    drift::in_sync(actual, desired)
+    drift::in_sync(actual, &member_allocations_kept(actual, desired))
+}
+
+/// `desired` with the allocated fields it sets (a headless Service's `clusterIP: None`)
+/// taken from `actual` where the member holds other values: they are immutable there, so
+/// a copy made otherwise (before its Service was copied headless) is left as it is rather
+/// than rewritten in vain on every sync.
+fn member_allocations_kept<'a>(actual: &Value, desired: &'a Value) -> Cow<'a, Value> {
+    let differs = |f: &str| {
+        let have = &actual["spec"][f];
+        desired["spec"]
+            .get(f)
+            .is_some_and(|want| !have.is_null() && have != want)
+    };
+    if !ALLOCATED.into_iter().any(differs) {
+        return Cow::Borrowed(desired);
+    }
+    let mut out = desired.clone();
+    for f in ALLOCATED.into_iter().filter(|f| differs(f)) {
+        out["spec"][f] = actual["spec"][f].clone();
+    }
+    Cow::Owned(out)
 }
 
 /// The Service to write over a drifted `actual`: the desired spec, with the values the
@@ -321,6 +349,40 @@ mod tests {
         assert!(c["spec"]["ports"][0].get("nodePort").is_none());
         assert_eq!(c["spec"]["ports"][0]["targetPort"], 8080);
         assert!(c.get("status").is_none());
+    }
+
+    #[test]
+    fn a_headless_service_stays_headless_in_members() {
+        let mut headless = fed();
+        headless["spec"]["type"] = json!("ClusterIP");
+        headless["spec"]["clusterIP"] = json!("None");
+        headless["spec"]["clusterIPs"] = json!(["None"]);
+        headless["spec"]["ipFamilies"] = json!(["IPv4"]);
+        let c = member_service(&headless, "u1");
+        assert_eq!(c["spec"]["clusterIP"], "None");
+        assert_eq!(c["spec"]["clusterIPs"], json!(["None"]));
+        assert!(
+            c["spec"].get("ipFamilies").is_none(),
+            "the member's to allocate"
+        );
+        let cluster = MemberCluster {
+            name: "a",
+            labels: &std::collections::BTreeMap::new(),
+            region: None,
+            zone: None,
+        };
+        let out = overridden_service(&c, &cluster, &[], "u1").expect("copy");
+        assert_eq!(out["spec"]["clusterIP"], "None");
+        let mut member = c.clone();
+        member["spec"]["ipFamilies"] = json!(["IPv4"]);
+        assert!(service_in_sync(&member, &c));
+        // A copy made with a cluster IP keeps it (immutable): no drift, no write in vain.
+        member["spec"]["clusterIP"] = json!("10.96.0.9");
+        member["spec"]["clusterIPs"] = json!(["10.96.0.9"]);
+        assert!(service_in_sync(&member, &c));
+        member["spec"]["selector"] = json!({"app": "evil"});
+        assert!(!service_in_sync(&member, &c));
+        assert!(service_in_sync(&service_merged(&member, &c), &c));
     }
 
     #[test]

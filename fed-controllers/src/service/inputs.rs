@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use fed_api::{Cluster, Placement};
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Service;
 use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
@@ -19,7 +18,7 @@ use crate::fleet::overrides::Changed;
 
 pub(super) enum Input {
     Service(Box<Result<Event<Service>, watcher::Error>>),
-    /// A Deployment or ReplicaSet changed in `namespace`: the template labels it had
+    /// A workload of a backend kind changed in `namespace`: the template labels it had
     /// (`None`: not cached before) and has (`None`: deleted).
     Workload {
         namespace: String,
@@ -36,6 +35,8 @@ pub(super) enum Input {
     /// The address allocations changed.
     Ports,
     Subnets,
+    /// The ResourceInterpreters changed: which custom kinds back Services may have.
+    Interpreters,
     /// An override policy changed (`None`: changes were missed).
     Overrides(Option<Changed>),
 }
@@ -85,14 +86,16 @@ impl Central {
                         )));
                     } else {
                         // A workload moved: the Services selecting its pods follow (all
-                        // of the namespace's while the workload is not cached yet). Other
-                        // kinds back no Service here.
+                        // of the namespace's while the workload is not cached yet). Kinds
+                        // without a pod template back no Service.
                         let r = &p.spec.resource;
-                        let labels = match r.kind.as_str() {
-                            "Deployment" => self.caches.deployments.get(&ns, &r.name),
-                            "ReplicaSet" => self.caches.replicasets.get(&ns, &r.name),
-                            _ => return,
-                        };
+                        if !self.caches.workloads.backs(&r.api_version, &r.kind) {
+                            return;
+                        }
+                        let labels =
+                            self.caches
+                                .workloads
+                                .labels(&r.api_version, &r.kind, &ns, &r.name);
                         match labels {
                             Some(l) => self.push_selecting(&ns, &[&l]),
                             None => self.push_services(Some(&ns)),
@@ -128,6 +131,18 @@ impl Central {
                 }
             }
             Input::Secret => self.sync_members(),
+            Input::Interpreters => {
+                let all = self.caches.interpreters.state();
+                let wanted = super::custom_kinds::wanted(
+                    all.iter()
+                        .map(|i| (i.metadata.name.as_deref().unwrap_or(""), &i.spec)),
+                );
+                // A started kind's first list re-queues the Services its objects back; a
+                // dropped kind's objects back none any more.
+                if self.caches.workloads.sync_custom(&wanted) {
+                    self.push_services(None);
+                }
+            }
             Input::ListenPorts(data) => {
                 let old = std::mem::replace(&mut *lock(&self.listen_ports), data);
                 let (changed, freed) =
@@ -162,22 +177,6 @@ impl Central {
 /// A pod template's labels: all [`Central::backends`] reads of a workload.
 pub(super) type Labels = BTreeMap<String, String>;
 
-fn template_labels(t: Option<&k8s_openapi::api::core::v1::PodTemplateSpec>) -> Labels {
-    t.and_then(|t| t.metadata.as_ref())
-        .and_then(|m| m.labels.clone())
-        .unwrap_or_default()
-}
-
-pub(super) fn deployment_labels(d: &Deployment) -> Option<Labels> {
-    Some(template_labels(d.spec.as_ref().map(|s| &s.template)))
-}
-
-pub(super) fn replicaset_labels(r: &ReplicaSet) -> Option<Labels> {
-    Some(template_labels(
-        r.spec.as_ref().and_then(|s| s.template.as_ref()),
-    ))
-}
-
 /// A Placement event that concerns Services: not the status writes that follow every
 /// Placement (a Service's own status is this controller's; a workload's reports members).
 pub(super) fn placement_change(
@@ -200,8 +199,10 @@ pub(super) fn placement_change(
     (!unchanged).then(|| Input::Placement(Box::new(p)))
 }
 
+/// A workload event as the Services it may concern see it: its namespace and its
+/// template labels before and after (`None` when they did not change).
 pub(super) fn workload_change<K: Resource>(
-    template_labels: fn(&K) -> Option<Labels>,
+    template_labels: impl Fn(&K) -> Option<Labels>,
     ev: Result<(Event<K>, Option<Arc<Labels>>), watcher::Error>,
 ) -> Option<Input> {
     let (ev, before) = ev.ok()?;
@@ -230,43 +231,5 @@ pub(super) fn ns_of<K: Resource>(ev: &Result<Event<K>, watcher::Error>) -> Optio
             Some(o.meta().namespace.clone())
         }
         _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn workloads_are_kept_as_their_pod_template_labels() {
-        let d: Deployment = serde_json::from_value(json!({
-            "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"},
-                         "annotations": {"big": "x"}},
-            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
-                     "template": {"metadata": {"labels": {"app": "web", "tier": "fe"}},
-                                  "spec": {"containers": [{"name": "c", "image": "i"}]}}},
-            "status": {"replicas": 3}
-        }))
-        .unwrap();
-        let labels = deployment_labels(&d).unwrap();
-        assert_eq!(
-            labels,
-            Labels::from([("app".into(), "web".into()), ("tier".into(), "fe".into())]),
-            "the pod template's labels, not the Deployment's"
-        );
-        let r: ReplicaSet = serde_json::from_value(json!({
-            "metadata": {"name": "old", "namespace": "shop"},
-            "spec": {"selector": {"matchLabels": {"app": "old"}},
-                     "template": {"metadata": {"labels": {"app": "old"}},
-                                  "spec": {"containers": [{"name": "c", "image": "i"}]}}}
-        }))
-        .unwrap();
-        assert_eq!(replicaset_labels(&r).unwrap()["app"], "old");
-        let bare: ReplicaSet =
-            serde_json::from_value(json!({"metadata": {"name": "bare", "namespace": "shop"}}))
-                .unwrap();
-        assert_eq!(replicaset_labels(&bare), Some(Labels::new()));
     }
 }

@@ -18,6 +18,7 @@ pub mod addresses;
 mod alloc_map;
 pub mod backends;
 pub mod controller;
+mod custom_kinds;
 pub mod dedicated;
 pub mod desired;
 mod fedwrite;
@@ -27,6 +28,7 @@ pub mod member;
 pub mod ports;
 pub mod status;
 pub mod traffic;
+mod workloads;
 
 use std::fmt;
 
