@@ -474,6 +474,43 @@ impl Env {
         }
     }
 
+    /// Joins `clusters` with `fedctl join`, each reporting the custom resources of API
+    /// `group` among its APIs, and waits until each is Ready.
+    pub fn join_serving(&self, clusters: &[&str], group: &str) {
+        for c in clusters {
+            let out = self.ok(
+                "fedctl",
+                &[
+                    "join",
+                    c,
+                    "--cluster-context",
+                    c,
+                    "--custom-resource-group",
+                    group,
+                    "--wait-seconds",
+                    "60",
+                ],
+            );
+            assert!(out.contains(&format!("cluster {c} is Ready")), "{out}");
+        }
+    }
+
+    /// Applies `text` (which may define kinds in its own documents) with `kubectl apply`,
+    /// again until it goes through: the server serves a new kind a moment after its
+    /// definition is stored.
+    pub async fn apply_once_served(&self, file: &str, text: &str) {
+        let path = self.dir.path().join(file);
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("writing {file}: {e}"));
+        let path = path.to_str().expect("utf-8 path").to_owned();
+        eventually(
+            &format!("{file} applied"),
+            std::time::Duration::from_secs(30),
+            || async { self.run("kubectl", &["apply", "-f", &path]) },
+            |out| out.status.success(),
+        )
+        .await;
+    }
+
     /// Starts fed-controllers against the federation, as its own user, with extra flags.
     pub fn controllers(&self, extra: &[&str]) -> Proc {
         let mut args = vec![format!(
@@ -530,6 +567,45 @@ pub fn poll_until_or<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Op
 pub fn poll_until<T>(limit: Duration, what: &str, f: impl FnMut() -> Option<T>) -> T {
     poll_until_or(limit, f).unwrap_or_else(|| panic!("timed out waiting for {what}"))
 }
+
+/// A custom `Rollout` kind (`example.com/v1`, namespaced: replicas at `.spec.replicas`,
+/// a pod template at `.spec.template`, ready replicas in its status), and the
+/// ClusterPropagationPolicy that takes its definition to every member.
+pub const ROLLOUT_KIND: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: rollouts.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: rollouts, singular: rollout, kind: Rollout}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              replicas: {type: integer}
+              template: {type: object, x-kubernetes-preserve-unknown-fields: true}
+          status:
+            type: object
+            properties:
+              readyReplicas: {type: integer}
+---
+apiVersion: federation.meridian.dev/v1alpha1
+kind: ClusterPropagationPolicy
+metadata: {name: rollout-kind}
+spec:
+  resourceSelectors:
+  - {apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, name: rollouts.example.com}
+"#;
 
 /// Polls `get` until `pred` holds, failing with the last value after `within`.
 pub async fn eventually<T: std::fmt::Debug, F, Fut>(

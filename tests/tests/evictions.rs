@@ -9,41 +9,13 @@ use std::time::Duration;
 
 use fed_api::Placement;
 use kube::api::Api;
-use meridian_e2e::{Env, eventually};
+use meridian_e2e::{Env, ROLLOUT_KIND, eventually};
 
 const NS: &str = "shop";
 const CLUSTERS: [&str; 3] = ["sim-1", "sim-2", "sim-3"];
 
-/// The Rollout kind in the federation and every member.
-const KIND: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: rollouts.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {plural: rollouts, singular: rollout, kind: Rollout}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              replicas: {type: integer}
-              template: {type: object, x-kubernetes-preserve-unknown-fields: true}
----
-apiVersion: federation.meridian.dev/v1alpha1
-kind: ClusterPropagationPolicy
-metadata: {name: rollout-kind}
-spec:
-  resourceSelectors:
-  - {apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, name: rollouts.example.com}
----
+/// What reads the Rollout kind's replicas and pod template.
+const INTERPRETER: &str = r#"
 apiVersion: federation.meridian.dev/v1alpha1
 kind: ResourceInterpreter
 metadata: {name: rollouts}
@@ -133,36 +105,38 @@ async fn workloads_and_divided_custom_objects_share_one_eviction_budget() {
     ]);
     // One token, and the next an hour away: a single eviction in this test.
     let _scheduler = env.scheduler(&["--eviction-rate=1/h", "--eviction-burst=1"]);
-    for c in CLUSTERS {
-        let out = env.ok(
-            "fedctl",
-            &[
-                "join",
-                c,
-                "--cluster-context",
-                c,
-                "--custom-resource-group",
-                "example.com",
-                "--wait-seconds",
-                "60",
-            ],
-        );
-        assert!(out.contains(&format!("cluster {c} is Ready")), "{out}");
-    }
+    env.join_serving(&CLUSTERS, "example.com");
     env.ok("kubectl", &["create", "namespace", NS]);
-    env.apply("kind.yaml", KIND);
-    let app = env.dir.path().join("app.yaml");
-    std::fs::write(&app, APP).expect("write app.yaml");
-    let app = app.to_str().expect("utf-8 path");
-    // The server serves the new kind a moment after the definition is stored.
+    env.apply("kind.yaml", ROLLOUT_KIND);
+    env.apply("interpreter.yaml", INTERPRETER);
+    // Every member serves the kind before anything is placed: a cluster that does not
+    // yet would be left out, and divided shares stay where they were first placed.
+    let fed = env.federation().await;
+    let clusters: Api<fed_api::Cluster> = Api::all(fed.clone());
     eventually(
-        "the Deployment and the Rollout created",
-        Duration::from_secs(30),
-        || async { env.run("kubectl", &["apply", "-f", app]) },
-        |out| out.status.success(),
+        "every member serving example.com/v1 rollouts",
+        Duration::from_secs(60),
+        || async {
+            clusters
+                .list(&Default::default())
+                .await
+                .expect("list clusters")
+                .items
+        },
+        |cs: &Vec<fed_api::Cluster>| {
+            cs.len() == CLUSTERS.len()
+                && cs.iter().all(|c| {
+                    c.status.as_ref().is_some_and(|s| {
+                        s.api_enablements.iter().any(|e| {
+                            e.group_version == "example.com/v1"
+                                && e.resources.iter().any(|r| r == "rollouts")
+                        })
+                    })
+                })
+        },
     )
     .await;
-    let fed = env.federation().await;
+    env.apply_once_served("app.yaml", APP).await;
     let placements: Api<Placement> = Api::namespaced(fed, NS);
     let even = shares(&[("sim-1", 2), ("sim-2", 2), ("sim-3", 2)]);
     eventually(

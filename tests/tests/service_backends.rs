@@ -13,7 +13,7 @@ use std::time::Duration;
 use fed_api::Placement;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::Api;
-use meridian_e2e::{Env, eventually};
+use meridian_e2e::{Env, ROLLOUT_KIND, eventually};
 
 const NS: &str = "data";
 const CLUSTERS: [&str; 3] = ["sim-1", "sim-2", "sim-3"];
@@ -205,35 +205,6 @@ async fn services_follow_stateful_sets_and_daemon_sets() {
 }
 
 /// A custom kind, defined in the federation and propagated to every member.
-const ROLLOUT_KIND: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: rollouts.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {plural: rollouts, singular: rollout, kind: Rollout}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              template: {type: object, x-kubernetes-preserve-unknown-fields: true}
----
-apiVersion: federation.meridian.dev/v1alpha1
-kind: ClusterPropagationPolicy
-metadata: {name: rollout-kind}
-spec:
-  resourceSelectors:
-  - {apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, name: rollouts.example.com}
-"#;
-
 /// A Rollout copied to sim-2, and a Service selecting its pods.
 const ROLLOUT: &str = r#"
 apiVersion: federation.meridian.dev/v1alpha1
@@ -281,35 +252,10 @@ async fn services_follow_custom_kinds_whose_interpreter_names_a_pod_template() {
         "--metrics-bind-address=off",
     ]);
     let _scheduler = env.scheduler(&[]);
-    for c in CLUSTERS {
-        let out = env.ok(
-            "fedctl",
-            &[
-                "join",
-                c,
-                "--cluster-context",
-                c,
-                "--custom-resource-group",
-                "example.com",
-                "--wait-seconds",
-                "60",
-            ],
-        );
-        assert!(out.contains(&format!("cluster {c} is Ready")), "{out}");
-    }
+    env.join_serving(&CLUSTERS, "example.com");
     env.ok("kubectl", &["create", "namespace", NS]);
     env.apply("rollout-kind.yaml", ROLLOUT_KIND);
-    let app = env.dir.path().join("rollout.yaml");
-    std::fs::write(&app, ROLLOUT).expect("write rollout.yaml");
-    let app = app.to_str().expect("utf-8 path");
-    // The server serves the new kind a moment after the definition is stored.
-    eventually(
-        "the Rollout and its Service created",
-        Duration::from_secs(30),
-        || async { env.run("kubectl", &["apply", "-f", app]) },
-        |out| out.status.success(),
-    )
-    .await;
+    env.apply_once_served("rollout.yaml", ROLLOUT).await;
     let fed = env.federation().await;
     let placements: Api<Placement> = Api::namespaced(fed.clone(), NS);
     until("the Rollout copied to sim-2", || async {
