@@ -51,8 +51,26 @@ const UNPARSED_META: &str = "managedFields";
 /// an object of plainly named members with a `metadata` object of such members: the
 /// caller then parses it whole.
 pub fn prepare(stored: &[u8], rv: u64, read: impl Fn(&str) -> bool) -> Option<Prepared> {
+    splice(stored, rv, read, true)
+}
+
+/// `stored` with `metadata.resourceVersion` set to `rv`: the text [`prepare`] writes (what
+/// parsing the object, setting the version and writing it gives), with nothing parsed.
+/// A write answers with it rather than serializing the object it just stored.
+pub fn with_resource_version(stored: &[u8], rv: u64) -> Option<Vec<u8>> {
+    splice(stored, rv, |_| false, false).map(|p| p.text)
+}
+
+/// [`prepare`]; `metadata` is parsed only with `parse_meta`.
+fn splice(
+    stored: &[u8],
+    rv: u64,
+    read: impl Fn(&str) -> bool,
+    parse_meta: bool,
+) -> Option<Prepared> {
     let Members(members) = serde_json::from_slice(stored).ok()?;
     let mut partial = Map::new();
+    let mut has_meta = false;
     let mut text = Vec::with_capacity(stored.len() + 32);
     text.push(b'{');
     for (i, (key, raw)) in members.iter().enumerate() {
@@ -62,8 +80,9 @@ pub fn prepare(stored: &[u8], rv: u64, read: impl Fn(&str) -> bool) -> Option<Pr
         serde_json::to_writer(&mut text, key).ok()?;
         text.push(b':');
         if *key == "metadata" {
-            let meta = metadata(raw, rv, &mut text)?;
+            let meta = metadata(raw, rv, &mut text, parse_meta)?;
             partial.insert("metadata".into(), Value::Object(meta));
+            has_meta = true;
         } else {
             text.extend_from_slice(raw.get().as_bytes());
             if read(key) {
@@ -72,7 +91,7 @@ pub fn prepare(stored: &[u8], rv: u64, read: impl Fn(&str) -> bool) -> Option<Pr
         }
     }
     text.push(b'}');
-    if !partial.contains_key("metadata") {
+    if !has_meta {
         return None;
     }
     Some(Prepared {
@@ -82,9 +101,15 @@ pub fn prepare(stored: &[u8], rv: u64, read: impl Fn(&str) -> bool) -> Option<Pr
 }
 
 /// Writes `metadata` with `resourceVersion` set to `rv` to `text`, its members in key
-/// order as a whole parse writes them, and returns it parsed but for [`UNPARSED_META`].
-/// `None` when it is not an object of plainly named, distinct members.
-fn metadata(raw: &RawValue, rv: u64, text: &mut Vec<u8>) -> Option<Map<String, Value>> {
+/// order as a whole parse writes them, and returns it parsed but for [`UNPARSED_META`]
+/// (with `parse`; else empty). `None` when it is not an object of plainly named, distinct
+/// members.
+fn metadata(
+    raw: &RawValue,
+    rv: u64,
+    text: &mut Vec<u8>,
+    parse: bool,
+) -> Option<Map<String, Value>> {
     let Members(mut members) = serde_json::from_str(raw.get()).ok()?;
     let version = RawValue::from_string(format!("\"{rv}\"")).ok()?;
     members.retain(|(k, _)| *k != "resourceVersion");
@@ -103,7 +128,7 @@ fn metadata(raw: &RawValue, rv: u64, text: &mut Vec<u8>) -> Option<Map<String, V
         serde_json::to_writer(&mut *text, key).ok()?;
         text.push(b':');
         text.extend_from_slice(value.get().as_bytes());
-        if *key != UNPARSED_META {
+        if parse && *key != UNPARSED_META {
             parsed.insert((*key).into(), serde_json::from_str(value.get()).ok()?);
         }
     }
@@ -180,6 +205,27 @@ mod tests {
         assert!(p.partial.get("status").is_none());
         assert_eq!(top_member("/spec/nodeName"), "spec");
         assert_eq!(top_member("/involvedObject/kind"), "involvedObject");
+    }
+
+    #[test]
+    fn a_write_answers_with_what_serializing_the_object_gives() {
+        // Stored without a resourceVersion, as the engine stores it; answered with the
+        // text of the object with the new one set.
+        let mut obj = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "uid": "u1", "labels": {"a": "<b> & \u{2028}"},
+                "managedFields": [{"manager": "m", "operation": "Update", "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:spec": {"f:replicas": {}}}, "time": "2026-01-01T00:00:00Z"}]},
+            "spec": {"replicas": 3, "args": ["é", 1.5, -0.0, 1e300, null, 18446744073709551615u64]}
+        });
+        let stored = serde_json::to_vec(&obj).unwrap();
+        let text = with_resource_version(&stored, 42).unwrap();
+        obj["metadata"]["resourceVersion"] = json!("42");
+        assert_eq!(
+            String::from_utf8(text).unwrap(),
+            serde_json::to_string(&obj).unwrap()
+        );
+        assert!(with_resource_version(br#"{"spec":{}}"#, 1).is_none());
     }
 
     #[test]

@@ -63,6 +63,19 @@ pub(crate) fn insert_node(trie: &mut Trie, key: String, member: bool, mut below:
     trie.insert(key, Value::Object(below));
 }
 
+/// Adds the node `key` to `trie` like [`insert_node`], merged with the node already
+/// there: members of either, children of both.
+pub(crate) fn merge_node(trie: &mut Trie, key: String, member: bool, below: Trie) {
+    match node_mut(trie, &key) {
+        None => insert_node(trie, key, member, below),
+        Some(existing) => {
+            let member = member || is_member(existing);
+            union(existing, &below);
+            settle(existing, member);
+        }
+    }
+}
+
 /// Whether the tries share a member.
 pub(crate) fn intersects(a: &Trie, b: &Trie) -> bool {
     children(b).any(|(k, bn)| {

@@ -118,20 +118,15 @@ impl Scope<'_> {
             self.reset.filter_trie(&mut created);
             return (!created.is_empty()).then(|| (created, Trie::new()));
         };
-        let Diff {
-            added,
-            modified,
-            removed,
-        } = self.diff(old, new);
-        if added.is_empty() && modified.is_empty() && removed.is_empty() {
-            return None;
-        }
-        let changed = match (added.is_empty(), modified.is_empty()) {
-            (_, true) => added,
-            (true, false) => modified,
-            (false, false) => modified.union(&added),
-        };
-        Some((trie(&changed), trie(&removed)))
+        // An update's changes are read off both objects in one walk that skips what is
+        // equal on both sides, straight into tries.
+        let typed::Changes {
+            mut changed,
+            mut removed,
+        } = typed::changed_fields(&self.ty.model, self.ty.root, old, new);
+        self.reset.filter_trie(&mut changed);
+        self.reset.filter_trie(&mut removed);
+        (!changed.is_empty() || !removed.is_empty()).then_some((changed, removed))
     }
 }
 

@@ -575,7 +575,7 @@ impl ApiServer {
 
 /// The response to a write: the object and the write's warnings.
 fn written(code: StatusCode, w: &Written) -> Response<Body> {
-    let mut r = value_response(code, &w.obj);
+    let mut r = json_response(code, w.json());
     add_warnings(&mut r, &w.warnings);
     r
 }

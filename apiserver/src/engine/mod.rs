@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use apimachinery::JsonPointer;
 use apimachinery::schema::Definitions;
+use bytes::Bytes;
 use meridian_store::{Revision, Storage, StoreError};
 use serde_json::{Map, Value, json};
 
@@ -32,7 +33,7 @@ use managed::Endpoint;
 pub use managed::FieldManagers;
 pub(crate) use managed::options_error;
 pub use patch::PatchType;
-use stored::encode;
+use stored::{encode, served_text};
 pub use subresources::{ScaleChange, scale_of};
 
 /// How long a read waits for the cache to catch up with the store.
@@ -108,6 +109,28 @@ pub struct Written {
     pub obj: Value,
     /// Warnings for the `Warning` header.
     pub warnings: Vec<String>,
+    /// `obj` as JSON when the write already has it (the stored bytes with the new
+    /// resourceVersion set): answering then does not serialize the object again.
+    text: Option<Bytes>,
+}
+
+impl Written {
+    fn new(obj: Value, warnings: Vec<String>) -> Self {
+        Written {
+            obj,
+            warnings,
+            text: None,
+        }
+    }
+
+    /// The object as JSON, as the write left it: the text kept from the write when there
+    /// is one (so a change made to `obj` since is not in it), else `obj` serialized.
+    pub fn json(&self) -> Bytes {
+        match &self.text {
+            Some(text) => text.clone(),
+            None => Bytes::from(serde_json::to_vec(&self.obj).unwrap_or_else(|_| b"{}".to_vec())),
+        }
+    }
 }
 
 /// The result of a delete.
@@ -523,15 +546,20 @@ impl Engine {
             {
                 return Err(ApiError::already_exists(def.plural, def.group, &name));
             }
-            return Ok(Written { obj, warnings });
+            return Ok(Written::new(obj, warnings));
         }
+        let stored = encode(def, &obj)?;
         let kv = self
             .store
-            .create(&def.key(namespace, &name), encode(def, &obj)?)
+            .create(&def.key(namespace, &name), stored.clone())
             .await
             .map_err(|e| store_error(def, &name, e))?;
         object::set_resource_version(&mut obj, kv.mod_revision);
-        Ok(Written { obj, warnings })
+        Ok(Written {
+            obj,
+            warnings,
+            text: served_text(def, &stored, kv.mod_revision),
+        })
     }
 
     /// Builds the object an update would store from the current one and the request body.
@@ -654,7 +682,7 @@ impl Engine {
         target: Target,
         endpoint: Option<Endpoint>,
         opts: &WriteOptions,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Written, ApiError> {
         if target == Target::Main {
             def.hooks.default(&mut new);
         }
@@ -679,10 +707,10 @@ impl Engine {
         // `old_value` is the cached version, which carries its resourceVersion (`to_cached`).
         if new == *old_value {
             // A no-op write leaves the resourceVersion alone, as Kubernetes does.
-            return Ok(new);
+            return Ok(Written::new(new, Vec::new()));
         }
         if opts.dry_run {
-            return Ok(new);
+            return Ok(Written::new(new, Vec::new()));
         }
         if object::is_deleting(&new)
             && object::finalizers(&new).is_empty()
@@ -694,15 +722,20 @@ impl Engine {
                 .await
                 .map_err(|e| store_error(def, old.name(), e))?;
             object::set_resource_version(&mut new, res.revision);
-            return Ok(new);
+            return Ok(Written::new(new, Vec::new()));
         }
+        let stored = encode(def, &new)?;
         let kv = self
             .store
-            .update(&old.key, encode(def, &new)?, old.rv)
+            .update(&old.key, stored.clone(), old.rv)
             .await
             .map_err(|e| store_error(def, old.name(), e))?;
         object::set_resource_version(&mut new, kv.mod_revision);
-        Ok(new)
+        Ok(Written {
+            text: served_text(def, &stored, kv.mod_revision),
+            obj: new,
+            warnings: Vec::new(),
+        })
     }
 
     /// Namespaces are held by `spec.finalizers` as well as metadata finalizers.
@@ -760,10 +793,11 @@ impl Engine {
         let old_value = served(def, &old);
         let new = self.merge_update(def, target, &old_value, body)?;
         let endpoint = Some(endpoint_of(target));
-        let obj = self
+        let mut written = self
             .commit_update(def, &old, &old_value, new, target, endpoint, opts)
             .await?;
-        Ok(Written { obj, warnings })
+        written.warnings = warnings;
+        Ok(written)
     }
 
     /// Applies a patch, re-applying it to the newer object when a concurrent write wins.
@@ -828,7 +862,10 @@ impl Engine {
                 // instead of landing on a version it did not name.
                 Err(e) if e.code == 409 && attempt < CONFLICT_RETRIES => continue,
                 Err(e) => return Err(e),
-                Ok(obj) => return Ok(Written { obj, warnings }),
+                Ok(mut written) => {
+                    written.warnings = warnings;
+                    return Ok(written);
+                }
             }
         }
     }

@@ -18,6 +18,16 @@ pub(super) fn encode(def: &ResourceDef, obj: &Value) -> Result<Bytes, ApiError> 
     encode_value(obj)
 }
 
+/// The JSON `def` serves for an object just stored as `stored` at revision `rv`: the
+/// stored bytes with the resourceVersion set (byte for byte what serializing the object
+/// gives), when `def` serves the stored form. A write answers with it.
+pub(super) fn served_text(def: &ResourceDef, stored: &[u8], rv: u64) -> Option<Bytes> {
+    if def.conversion.is_some() {
+        return None;
+    }
+    crate::stored_text::with_resource_version(stored, rv).map(Bytes::from)
+}
+
 fn encode_value(obj: &Value) -> Result<Bytes, ApiError> {
     serde_json::to_vec(&WithoutResourceVersion(obj))
         .map(|mut v| {

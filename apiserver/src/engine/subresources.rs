@@ -191,10 +191,7 @@ impl Engine {
                 scaled(def, obj, &scale)
             })
             .await?;
-        Ok(Written {
-            obj: scale_of(def, &w.obj),
-            warnings: w.warnings,
-        })
+        Ok(Written::new(scale_of(def, &w.obj), w.warnings))
     }
 
     /// `PUT namespaces/{name}/finalize`: replaces only `spec.finalizers` with the body's.

@@ -54,8 +54,9 @@ impl Diff {
     }
 }
 
+/// A node's own change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mark {
+pub(super) enum Mark {
     None,
     Added,
     Modified,
@@ -213,11 +214,11 @@ fn node(
     }
 }
 
-fn values_equal_lists(a: &[Value], b: &[Value]) -> bool {
+pub(super) fn values_equal_lists(a: &[Value], b: &[Value]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| values_equal(x, y))
 }
 
-fn is_empty_map(m: Option<&Map<String, Value>>) -> bool {
+pub(super) fn is_empty_map(m: Option<&Map<String, Value>>) -> bool {
     m.is_none_or(Map::is_empty)
 }
 
@@ -237,7 +238,8 @@ pub(super) fn zero_value(
     }
 }
 
-fn leaf(l: Option<&Value>, r: Option<&Value>) -> Mark {
+/// The change of a value compared whole.
+pub(super) fn leaf(l: Option<&Value>, r: Option<&Value>) -> Mark {
     match (l, r) {
         (None, Some(_)) => Mark::Added,
         (Some(_), None) => Mark::Removed,

@@ -6,11 +6,13 @@
 //! an apply configuration is checked strictly first, by [`validate`].
 
 mod applied;
+mod changed;
 mod compare;
 mod created;
 mod merge;
 
 pub(crate) use applied::{applied_fields, validate};
+pub(crate) use changed::{Changes, changed_fields};
 pub(crate) use compare::{Diff, compare};
 pub(crate) use created::created_fields;
 pub(crate) use merge::{merge, remove_items};

@@ -287,3 +287,139 @@ fn created_fields_match_the_generic_compare() {
         );
     }
 }
+
+/// What the generic walk records for an update, as tries.
+fn changes_by_compare(t: &ObjectType, old: &Value, new: &Value) -> Changes {
+    let diff = compare(&t.model, t.root, Some(old), Some(new), false);
+    let trie = crate::managed::entries::trie;
+    Changes {
+        changed: trie(&diff.modified.union(&diff.added)),
+        removed: trie(&diff.removed),
+    }
+}
+
+#[test]
+fn changed_fields_match_the_generic_compare() {
+    let deployment = ObjectType::from_definitions(
+        crate::testdata::k8s_definitions(),
+        "io.k8s.api.apps.v1.Deployment",
+    )
+    .unwrap();
+    let c = |name: &str, extra: Value| {
+        let mut c = json!({"name": name, "image": "nginx", "ports": [{"containerPort": 80}]});
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        c
+    };
+    let with = |containers: Vec<Value>| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "d", "labels": {"a": "b"}},
+               "spec": {"replicas": 2, "selector": {"matchLabels": {"a": "b"}},
+                        "template": {"metadata": {"labels": {"a": "b"}},
+                                     "spec": {"containers": containers}}}})
+    };
+    let base = with(vec![
+        c("a", json!({})),
+        c("b", json!({"env": [{"name": "E", "value": "1"}]})),
+    ]);
+    let edit = |f: &dyn Fn(&mut Value)| {
+        let mut v = base.clone();
+        f(&mut v);
+        v
+    };
+    let deployments = [
+        // Unchanged, a scale, an image, a label added and one removed.
+        base.clone(),
+        edit(&|v| v["spec"]["replicas"] = json!(3)),
+        edit(&|v| v["spec"]["replicas"] = json!(2.0)),
+        edit(&|v| v["spec"]["template"]["spec"]["containers"][0]["image"] = json!("x")),
+        edit(&|v| v["metadata"]["labels"] = json!({"c": "d"})),
+        // Maps and structs that appear or go, empty or null, at every depth.
+        edit(&|v| v["metadata"]["annotations"] = json!({"k": "v"})),
+        edit(&|v| v["metadata"]["annotations"] = json!({})),
+        edit(&|v| v["metadata"]["labels"] = json!(null)),
+        edit(&|v| v["spec"]["strategy"] = json!({"type": "Recreate"})),
+        edit(&|v| v["spec"]["template"]["spec"]["securityContext"] = json!({})),
+        edit(&|v| v["spec"] = json!(null)),
+        edit(&|v| {
+            v.as_object_mut().unwrap().remove("spec");
+        }),
+        edit(&|v| v["status"] = json!({"replicas": 1, "conditions": [{"type": "Available"}]})),
+        // Items added, removed, reordered, changed inside, named twice or no longer.
+        with(vec![c("a", json!({}))]),
+        with(vec![
+            c("b", json!({"env": [{"name": "E", "value": "1"}]})),
+            c("a", json!({})),
+        ]),
+        with(vec![
+            c("a", json!({})),
+            c("b", json!({"env": [{"name": "E", "value": "2"}]})),
+        ]),
+        with(vec![
+            c("a", json!({})),
+            c("b", json!({})),
+            c("c", json!({})),
+        ]),
+        with(vec![c("a", json!({})), c("a", json!({"image": "other"}))]),
+        with(vec![
+            c("a", json!({})),
+            c("a", json!({})),
+            c("b", json!({})),
+        ]),
+        with(vec![c(
+            "x",
+            json!({"ports": [{"containerPort": 80}, {"containerPort": 80, "protocol": "TCP"}]}),
+        )]),
+        with(vec![json!({"image": "no-name"})]),
+        with(vec![]),
+        with(vec![c(
+            "a",
+            json!({"command": ["a", "b"], "resources": {"limits": {"cpu": "1"}}}),
+        )]),
+        // Atomic values, unknown fields, values of the wrong kind.
+        edit(&|v| {
+            v["spec"]["selector"] =
+                json!({"matchExpressions": [{"key": "a", "operator": "In", "values": ["x"]}]})
+        }),
+        edit(&|v| v["spec"]["unknown"] = json!({"a": {"b": 1}})),
+        edit(&|v| v["spec"]["replicas"] = json!({"x": 1})),
+        edit(&|v| v["spec"]["template"]["spec"]["containers"] = json!({"name": "c"})),
+        edit(&|v| v["metadata"]["finalizers"] = json!(["f/1", "f/2"])),
+    ];
+    let crd = ty();
+    let custom = [
+        json!({"items": [{"name": "a", "v": 1}, {"name": "b"}], "args": ["x"], "free": {"a": {"b": [1]}}}),
+        json!({"items": [{"name": "a", "v": 2}, {"name": "c"}], "args": ["y"], "free": {"a": {"c": 1}}}),
+        json!({"items": [{"name": "a"}, {"name": "a", "v": 2}], "free": {}}),
+        json!({"items": [{"v": 1}], "args": [], "free": null, "other": {"x": 1}}),
+        json!({"items": [], "args": null}),
+        json!({}),
+    ];
+    let deduced = ObjectType::deduced();
+    let untyped = [
+        json!({"a": {"b": {"c": 1}, "d": []}, "e": [{"x": 1}], "f": null, "g": {}}),
+        json!({"a": {"b": {"c": 2}}, "e": [{"x": 2}], "f": {}, "h": 1}),
+        json!({}),
+    ];
+    let mut cases = Vec::new();
+    for (t, objects) in [
+        (&deployment, &deployments[..]),
+        (&crd, &custom[..]),
+        (&deduced, &untyped[..]),
+    ] {
+        // Every ordered pair: each change made and undone.
+        for old in objects {
+            for new in objects {
+                cases.push((t, old, new));
+            }
+        }
+    }
+    for (t, old, new) in cases {
+        assert_eq!(
+            changed_fields(&t.model, t.root, old, new),
+            changes_by_compare(t, old, new),
+            "{old} -> {new}"
+        );
+    }
+}
