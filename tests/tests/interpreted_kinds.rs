@@ -12,52 +12,16 @@
 
 use std::time::Duration;
 
-use meridian_e2e::{Up, poll_until};
+use meridian_e2e::{ROLLOUT_KIND, Up, poll_until};
 
 const NS: &str = "shop";
 /// How long any one change may take to reach the members.
 const WITHIN: Duration = Duration::from_secs(60);
 
-/// The kind, and the policy that takes its definition to every member.
-const KIND: &str = r#"
-apiVersion: v1
-kind: Namespace
-metadata: {name: shop}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: rollouts.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {plural: rollouts, singular: rollout, kind: Rollout}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources:
-      status: {}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              replicas: {type: integer}
-              template: {type: object, x-kubernetes-preserve-unknown-fields: true}
-          status:
-            type: object
-            properties:
-              readyReplicas: {type: integer}
----
-apiVersion: federation.meridian.dev/v1alpha1
-kind: ClusterPropagationPolicy
-metadata: {name: rollout-kind}
-spec:
-  resourceSelectors:
-  - {apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, name: rollouts.example.com}
-"#;
+/// The namespace, the kind and the policy that takes its definition to every member.
+fn kind_yaml() -> String {
+    format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: shop}}\n---{ROLLOUT_KIND}")
+}
 
 /// The interpreter, the policies and the objects of the kind.
 const APP: &str = r#"
@@ -193,7 +157,7 @@ fn member_replicas(up: &Up, member: &str, want: &str) {
 fn a_custom_kind_is_divided_as_its_interpreter_says() {
     let up = Up::start_with(2, &["--custom-resource-group=example.com".to_string()]);
     let kind = up.data.join("rollout-kind.yaml");
-    std::fs::write(&kind, KIND).expect("write the kind");
+    std::fs::write(&kind, kind_yaml()).expect("write the kind");
     up.kubectl(&["apply", "-f", kind.to_str().expect("utf-8 path")]);
     // The kind first, as a chart's crds/ go first: the Rollouts are placed once both members
     // serve it (a member without the kind is filtered out, and a divided object's replicas
