@@ -1,11 +1,12 @@
 //! The service controller's federation side: watches Services, the workloads of every kind
 //! with a pod template (`workloads`), Placements, PropagationPolicies, Clusters, their
-//! Secrets and the port allocations; keeps one member task per Cluster; and, level-triggered through a deduplicating queue, decides
-//! for each Service what every member holds, writes its Placement and status, and for the
-//! whole fleet (the `Global` key) each member's lb-agent configuration (with the client
-//! subnets of `meridian-client-subnets`) and `Cluster.status.lbAgent`. Each member's
-//! Service copy is the one the override policies make for it; a policy's change re-queues
-//! the Services of the namespaces it may affect.
+//! Secrets and the port allocations; keeps one member task per Cluster; and,
+//! level-triggered through a deduplicating queue, decides for each Service what every
+//! member holds, writes its Placement and status, and for the whole fleet (the `Global`
+//! key) each member's lb-agent configuration (with the client subnets of
+//! `meridian-client-subnets`) and `Cluster.status.lbAgent`. Each member's Service copy is
+//! the one the override policies make for it; a policy's change re-queues the Services of
+//! the namespaces it may affect.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
