@@ -349,7 +349,8 @@ impl Fleet {
     }
 
     /// Starts fed-scheduler and fed-controllers (`/metrics` of the controllers on
-    /// `metrics_port`), then waits for every cluster to be Ready.
+    /// `metrics_port`), then waits until every cluster is Ready with its capacity and APIs
+    /// reported.
     pub async fn start_control_plane(&self, metrics_port: u16) -> anyhow::Result<(Proc, Proc)> {
         let fed_arg = format!("--kubeconfig={}", self.fed_kc.display());
         let scheduler = spawn("fed-scheduler", &self.dir)?
@@ -365,20 +366,25 @@ impl Fleet {
         let t0 = Instant::now();
         let cl_api: Api<fed_api::Cluster> = Api::all(self.fed.clone());
         let mut stream = Box::pin(cl_api.watch(&WatchParams::default(), "0").await?);
-        let mut ready = std::collections::HashSet::new();
-        while ready.len() < self.names.len() {
+        // Each cluster's latest state: Ready, with its capacity and APIs reported. A cluster
+        // the scheduler cannot use yet when the first workload comes is left out of it for
+        // good (a divided workload's replicas stay where first placed), so the phases wait
+        // until every one is usable at the same time.
+        let mut usable = std::collections::HashMap::new();
+        while usable.values().filter(|u| **u).count() < self.names.len() {
             let ev = stream
                 .next()
                 .await
                 .context("the Cluster watch ended before every cluster was Ready")?;
-            if let Ok(WatchEvent::Added(c) | WatchEvent::Modified(c)) = ev
-                && c.status.as_ref().is_some_and(|s| {
-                    s.conditions
-                        .iter()
-                        .any(|x| x.type_ == "Ready" && x.status == "True")
-                })
-            {
-                ready.insert(c.metadata.name.clone().unwrap_or_default());
+            if let Ok(WatchEvent::Added(c) | WatchEvent::Modified(c)) = ev {
+                let ok = c.status.as_ref().is_some_and(|s| {
+                    s.resource_summary.is_some()
+                        && !s.api_enablements.is_empty()
+                        && s.conditions
+                            .iter()
+                            .any(|x| x.type_ == "Ready" && x.status == "True")
+                });
+                usable.insert(c.metadata.name.clone().unwrap_or_default(), ok);
             }
         }
         println!(
