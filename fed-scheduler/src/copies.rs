@@ -417,6 +417,20 @@ mod tests {
         (object, w)
     }
 
+    /// Cluster `b`, serving rollouts, offline for the last `secs` seconds.
+    fn offline_b(secs: i64) -> Cluster {
+        serde_json::from_value(json!({
+            "metadata": {"name": "b"},
+            "spec": {"apiEndpoint": "https://b.test:6443", "region": "eu"},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "False",
+                                "lastTransitionTime": jiff::Timestamp::from_second(NOW - secs).unwrap().to_string()}],
+                "apiEnablements": [{"groupVersion": "example.com/v1", "resources": ["rollouts"]}]
+            }
+        }))
+        .unwrap()
+    }
+
     fn shares(dest: &[TargetCluster]) -> Vec<(&str, u32)> {
         dest.iter()
             .map(|t| (t.cluster.as_str(), t.replicas))
@@ -542,16 +556,7 @@ mod tests {
     #[test]
     fn a_cluster_offline_within_its_toleration_is_looked_at_again_when_it_passes() {
         // sim b went offline 20 s ago; the policy tolerates 60 s.
-        let offline: Cluster = serde_json::from_value(json!({
-            "metadata": {"name": "b"},
-            "spec": {"apiEndpoint": "https://b.test:6443", "region": "eu"},
-            "status": {
-                "conditions": [{"type": "Ready", "status": "False",
-                                "lastTransitionTime": jiff::Timestamp::from_second(NOW - 20).unwrap().to_string()}],
-                "apiEnablements": [{"groupVersion": "example.com/v1", "resources": ["rollouts"]}]
-            }
-        }))
-        .unwrap();
+        let offline = offline_b(20);
         let fleet = Snapshot::new([rollout_cluster("a"), offline], NOW);
         let mut policy = rollout_policy(json!({"type": "Divided"}));
         policy.spec.placement.failover =
@@ -590,16 +595,7 @@ mod tests {
     #[test]
     fn taking_shares_or_copies_from_a_cluster_offline_too_long_is_an_eviction() {
         // sim b went offline 100 s ago; the policy tolerates 60 s.
-        let offline: Cluster = serde_json::from_value(json!({
-            "metadata": {"name": "b"},
-            "spec": {"apiEndpoint": "https://b.test:6443", "region": "eu"},
-            "status": {
-                "conditions": [{"type": "Ready", "status": "False",
-                                "lastTransitionTime": jiff::Timestamp::from_second(NOW - 100).unwrap().to_string()}],
-                "apiEnablements": [{"groupVersion": "example.com/v1", "resources": ["rollouts"]}]
-            }
-        }))
-        .unwrap();
+        let offline = offline_b(100);
         let fleet = Snapshot::new([rollout_cluster("a"), offline], NOW);
         let mut policy = rollout_policy(json!({"type": "Divided"}));
         policy.spec.placement.failover =
