@@ -62,6 +62,10 @@ pub struct Args {
     /// its destinations per burst).
     #[arg(long, env = "MERIDIAN_WORKLOAD_STATUS_DELAY", default_value = "100ms", value_parser = parse_duration)]
     pub workload_status_delay: Duration,
+    /// How long a workload's status waits for the scheduler's answer to a scale, or for a
+    /// member to act on a new copy, before it is written without it.
+    #[arg(long, env = "MERIDIAN_WORKLOAD_STATUS_HOLD", default_value = "2s", value_parser = parse_duration)]
+    pub workload_status_hold: Duration,
     /// How long a workload Event waits for more members reporting the same outcome after
     /// the last one (one Event naming every cluster; open 5 s at most).
     #[arg(long, env = "MERIDIAN_WORKLOAD_EVENT_WINDOW", default_value = "250ms", value_parser = parse_duration)]
@@ -108,6 +112,7 @@ impl Args {
         crate::workload::Settings {
             fleet: self.fleet_settings(),
             status_delay: self.workload_status_delay,
+            status_hold: self.workload_status_hold,
             event_window: self.workload_event_window,
             placement_status_interval: self.placement_status_interval,
             ..Default::default()

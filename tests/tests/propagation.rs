@@ -579,3 +579,132 @@ where
         .and_then(|v| v.parse().ok())
         .expect("a numeric resourceVersion")
 }
+
+/// After a scale the federated status does not claim the new generation until the
+/// scheduler has placed it: until then the member still holds its old share, and a status
+/// written from it would say the scale is done with the old counts (and cost a second
+/// status write once the share moves). The scheduler is stopped across the scale, so the
+/// member acts on the new template at its old share before the new share exists.
+#[tokio::test]
+async fn a_scale_is_reported_observed_only_once_the_scheduler_placed_it() {
+    let env = Env::start(&["--clusters=1", "--ready-delay=0s"]);
+    let _controllers = env.controllers(&[
+        "--metrics-bind-address=off",
+        // Longer than the scheduler's restart below, whatever the machine's load.
+        "--workload-status-hold=120s",
+    ]);
+    let mut scheduler = env.scheduler(&[]);
+    env.join_with_capacity(&["sim-1"], 3).await;
+    env.ok("kubectl", &["create", "namespace", "scale"]);
+    env.apply(
+        "policy.yaml",
+        "apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: all, namespace: scale}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]
+  placement: {clusterAffinity: {clusterNames: [sim-1]}}
+",
+    );
+    let fed = env.federation().await;
+    let deployments: Api<Deployment> = Api::namespaced(fed.clone(), "scale");
+    let placements: Api<fed_api::Placement> = Api::namespaced(fed.clone(), "scale");
+    let in_member: Api<Deployment> = Api::namespaced(env.member("sim-1").await, "scale");
+    let d: Deployment = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "w", "namespace": "scale"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "w"}},
+            "template": {
+                "metadata": {"labels": {"app": "w"}},
+                "spec": {"containers": [{"name": "w", "image": "w:1"}]}
+            }
+        }
+    }))
+    .expect("deployment");
+    let created = deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .expect("create w");
+    let ready = |d: &Deployment, n: i32| {
+        d.status.as_ref().is_some_and(|s| {
+            s.ready_replicas == Some(n) && s.observed_generation == d.metadata.generation
+        })
+    };
+    let created_rv = created.metadata.resource_version.expect("resourceVersion");
+    let before = wait_for(&deployments, "w", &created_rv, "w ready 2/2", |d| {
+        ready(d, 2)
+    })
+    .await;
+    let before_rv = before.metadata.resource_version.expect("resourceVersion");
+
+    scheduler.kill();
+    let scaled = deployments
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(
+                serde_json::json!({"spec": {"replicas": 3, "template": {"spec": {
+                "containers": [{"name": "w", "image": "w:2"}]}}}}),
+            ),
+        )
+        .await
+        .expect("scale w and change its image");
+    let generation = scaled.metadata.generation.expect("generation");
+    let scaled_rv = scaled.metadata.resource_version.expect("resourceVersion");
+    // The member holds the new image at its old share, and has acted on it.
+    wait_for(
+        &in_member,
+        "w",
+        "0",
+        "the new image at the old share, observed",
+        |d| {
+            let spec = d.spec.as_ref().expect("spec");
+            let image = spec.template.spec.as_ref().expect("pod spec").containers[0]
+                .image
+                .as_deref();
+            image == Some("w:2")
+                && spec.replicas == Some(2)
+                && d.status.as_ref().and_then(|s| s.observed_generation) == d.metadata.generation
+        },
+    )
+    .await;
+    let _scheduler = env.scheduler(&[]);
+    // The first version of the Placement that holds the new share.
+    let placed = wait_for(
+        &placements,
+        "deployment-w",
+        &before_rv,
+        "the new share",
+        |p| p.spec.dest_clusters.iter().map(|t| t.replicas).sum::<u32>() == 3,
+    )
+    .await;
+    let placed_rv: u64 = placed
+        .metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .expect("a numeric resourceVersion");
+    // Every version of the workload from the scale until its status shows it done.
+    let versions = std::sync::Mutex::new(Vec::new());
+    wait_for(&deployments, "w", &scaled_rv, "w ready 3/3", |d| {
+        let rv: u64 = d
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        versions.lock().unwrap().push((rv, d.status.clone()));
+        ready(d, 3)
+    })
+    .await;
+    let versions = versions.into_inner().unwrap();
+    for (rv, status) in &versions {
+        let observed = status.as_ref().and_then(|s| s.observed_generation);
+        assert!(
+            observed < Some(generation) || *rv > placed_rv,
+            "generation {generation} reported observed at version {rv}, before the scheduler \
+             placed it (version {placed_rv}): {versions:#?}"
+        );
+    }
+}

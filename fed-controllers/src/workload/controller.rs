@@ -58,11 +58,6 @@ const CONFLICT_RETRY_BASE: std::time::Duration = std::time::Duration::from_milli
 /// a stream of new work (a GitOps sync of thousands of objects) slows the federated status
 /// down, but never holds a finished rollout's READY back until the stream ends.
 const STATUS_WAIT_BOUND: std::time::Duration = std::time::Duration::from_secs(1);
-/// How long a workload's status waits for the first destination whose controller has
-/// observed its copy. A member's Deployment controller observes a new copy within
-/// milliseconds; one that takes longer (a member whose controllers are down) gets its
-/// entries written all the same, saying the copy is there and not observed.
-const UNOBSERVED_HOLD: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The federation caches.
 #[derive(Clone)]
@@ -118,8 +113,13 @@ pub(super) struct Central {
     pub(super) awaiting_placement: Waits,
     /// Workloads whose copies no destination's controller has acted on yet, and since
     /// when: a status write then would tell nothing the first real report does not replace
-    /// at once, so it waits for that report, for at most [`UNOBSERVED_HOLD`].
+    /// at once, so it waits for that report, for at most [`Settings::status_hold`].
     pub(super) awaiting_observation: Waits,
+    /// Workloads scaled since the scheduler's last decision, and since when: their status
+    /// waits for the new decision (see
+    /// [`super::placements::PlacementView::decided_for`]), for at most
+    /// [`Settings::status_hold`].
+    pub(super) awaiting_decision: Waits,
     /// Which members may hold each workload's copy (kept by the members' watches).
     pub(super) copy_index: Arc<CopyIndex>,
 }
@@ -199,6 +199,7 @@ impl Central {
             lock(&self.finalizer_writes).remove(key);
             self.awaiting_placement.clear(key);
             self.awaiting_observation.clear(key);
+            self.awaiting_decision.clear(key);
             self.placement_pacer.forget(key);
             self.status_spacing.forget(key);
             // Gone (cleaned behind the finalizer, or orphaned): nothing left to do in members,
@@ -557,10 +558,29 @@ impl Central {
             || !dep_failures.is_empty()
             || !missing.is_empty()
             || entries.iter().any(|e| !e.error.is_empty());
+        // Scaled moments ago, and the scheduler has not answered yet: the members still hold
+        // the old shares, so every copy looks observed and the status would claim the new
+        // generation done with the old counts, to be rewritten once the shares move. The
+        // scheduler's answer brings a pass; the status waits for it (a scale then costs one
+        // workload status write, not two), for at most the hold.
+        let count = fed
+            .pointer(&format!("/spec/{}", key.kind.count_field()))
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        if placement.as_ref().is_none_or(|p| p.decided_for(count)) {
+            self.awaiting_decision.clear(key);
+        } else if !news
+            && let Some(left) =
+                self.awaiting_decision
+                    .left(key, self.settings.status_hold, Instant::now())
+        {
+            self.queue.add_low_after(key.clone(), left);
+            return Ok(false);
+        }
         if nothing_observed && !news {
-            let left = self
-                .awaiting_observation
-                .left(key, UNOBSERVED_HOLD, Instant::now());
+            let left =
+                self.awaiting_observation
+                    .left(key, self.settings.status_hold, Instant::now());
             if let Some(left) = left {
                 self.queue.add_low_after(key.clone(), left);
                 return Ok(false);
@@ -859,6 +879,7 @@ pub async fn run(
         status_spacing,
         awaiting_placement: Waits::default(),
         awaiting_observation: Waits::default(),
+        awaiting_decision: Waits::default(),
         copy_index: Arc::default(),
     });
     // A dependency object that gained or lost its copy Placement changes what the

@@ -56,6 +56,11 @@ pub struct Settings {
     /// How long a member's status report waits for the reports that follow it before the
     /// central controller aggregates them (one status write for a burst).
     pub status_delay: Duration,
+    /// How long a status write waits for the scheduler's answer to a scale, or for the
+    /// first destination whose controller acts on a new copy (a member's Deployment
+    /// controller observes one within milliseconds; one whose controllers are down gets
+    /// its entries written all the same, saying the copy is there and not observed).
+    pub status_hold: Duration,
     /// How long an Event gathers the same outcome from other members before it is written.
     pub event_window: Duration,
     /// Shortest time between two writes of a Placement's per-cluster entries while its
@@ -72,6 +77,7 @@ impl Default for Settings {
             workers: 32,
             member_workers: 4,
             status_delay: Duration::from_millis(100),
+            status_hold: Duration::from_secs(2),
             event_window: Duration::from_millis(250),
             placement_status_interval: Duration::from_secs(1),
             resync_period: Duration::from_secs(600),

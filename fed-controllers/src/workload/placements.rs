@@ -1,5 +1,6 @@
-//! What the workload controller keeps of each Placement: its destinations, its own
-//! `Propagated` condition and a digest of its per-cluster status entries. Only this
+//! What the workload controller keeps of each Placement: its destinations, the replicas the
+//! scheduler left unplaced, its own `Propagated` condition and a digest of its per-cluster
+//! status entries. Only this
 //! controller writes those two, so they are all it needs to tell whether its status part
 //! changed (the scheduler's part is merged in by the API server); at
 //! 10,000 Placements (and 100 entries each when Duplicated) the entries would be most of
@@ -19,6 +20,8 @@ use crate::slim_cache::SlimCache;
 pub struct PlacementView {
     /// `spec.destClusters` as (cluster, replicas).
     pub dest: Vec<(String, i32)>,
+    /// `status.unschedulable.replicas`: what the scheduler's decision left unplaced.
+    pub unschedulable: i64,
     /// The `Propagated` condition of `status.conditions` (ours), if any.
     pub propagated: Option<Condition>,
     /// [`entries_digest`] of `status.clusters`.
@@ -41,6 +44,9 @@ impl PlacementView {
                     (t.cluster.clone(), replicas)
                 })
                 .collect(),
+            unschedulable: status
+                .and_then(|s| s.unschedulable.as_ref())
+                .map_or(0, |u| i64::from(u.replicas)),
             propagated: status.and_then(|s| {
                 s.conditions
                     .iter()
@@ -49,6 +55,20 @@ impl PlacementView {
             }),
             clusters_digest: entries_digest(status.map_or(&[], |s| &s.clusters)),
         }
+    }
+}
+
+impl PlacementView {
+    /// Whether the scheduler's decision is for `count` replicas (the workload's
+    /// `spec.replicas`, a Job's `parallelism`): the shares and what was left unplaced add up
+    /// to it (Divided), or every share is all of it (Duplicated). Not so between a scale
+    /// and the scheduler's answer to it, when the members still hold the old shares.
+    /// A Divided decision whose every share happens to equal the new count passes as
+    /// Duplicated: the check errs only toward "decided".
+    pub fn decided_for(&self, count: i64) -> bool {
+        let placed: i64 = self.dest.iter().map(|(_, r)| i64::from(*r)).sum();
+        placed + self.unschedulable == count
+            || (!self.dest.is_empty() && self.dest.iter().all(|(_, r)| i64::from(*r) == count))
     }
 }
 
@@ -131,5 +151,49 @@ mod tests {
         service.spec.resource.kind = "Service".into();
         c.apply(&Event::Apply(service));
         assert!(c.get("shop", "service-web").is_none(), "not a workload's");
+    }
+
+    #[test]
+    fn a_decision_is_for_the_count_its_shares_and_unplaced_replicas_add_up_to() {
+        let view = |dest: &[i32], unschedulable: i64| PlacementView {
+            dest: dest
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (format!("c{i}"), *r))
+                .collect(),
+            unschedulable,
+            ..PlacementView::default()
+        };
+        // (shares, unplaced, the workload's count) → decided for it
+        let cases: &[(&[i32], i64, i64, bool)] = &[
+            (&[3, 7], 0, 10, true),
+            (&[3, 7], 0, 12, false),  // scaled up, not yet re-divided
+            (&[3, 7], 0, 8, false),   // scaled down
+            (&[3, 4], 3, 10, true),   // partly unplaced
+            (&[4, 4, 4], 0, 4, true), // Duplicated
+            (&[4, 4, 4], 0, 5, false),
+            (&[], 0, 0, true),     // scaled to zero
+            (&[], 3, 3, true),     // nowhere to go
+            (&[], 0, 3, false),    // not decided at all
+            (&[2, 2], 0, 2, true), // a Divided 4 scaled to 2 passes as Duplicated
+        ];
+        for (dest, unplaced, count, decided) in cases {
+            assert_eq!(
+                view(dest, *unplaced).decided_for(*count),
+                *decided,
+                "{dest:?} + {unplaced} for {count}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_view_keeps_the_unplaced_replicas() {
+        let mut p = placement("3", 1);
+        assert_eq!(PlacementView::of(&p).unschedulable, 0);
+        p.status.as_mut().unwrap().unschedulable = Some(fed_api::placement::Unschedulable {
+            replicas: 4,
+            reasons: Vec::new(),
+        });
+        assert_eq!(PlacementView::of(&p).unschedulable, 4);
     }
 }
