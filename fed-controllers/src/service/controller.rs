@@ -51,8 +51,12 @@ use crate::fleet::{self, FedError, Fleet, Overrides, reflect};
 use crate::metrics::Metrics;
 use crate::slim_cache::SlimCache;
 
-/// Passes over Services (and the fleet-wide `Global` one) that run at the same time.
-const SERVICE_WORKERS: usize = 8;
+/// Passes over Services (and the fleet-wide `Global` one) that run at the same time. A new
+/// Service's pass waits on up to five federation writes in turn (finalizer, listen ports,
+/// Placement, its status, the Service's status), tens of milliseconds each under load, and
+/// spends little CPU: passes in flight are what bound throughput (a GitOps sync of
+/// thousands of Services at 100 clusters queued for seconds behind eight).
+const SERVICE_WORKERS: usize = 64;
 
 /// How long Service changes gather before every member's lb-agent configuration is rebuilt
 /// (kube-proxy's `minSyncPeriod` for the same reason: one rebuild costs the whole fleet's
