@@ -6,8 +6,9 @@
 //! Ready (one status write on the member), so the federated status can become READY.
 //!
 //! Phases, each followed by the CPU seconds every process used, the federation writes per
-//! workload (the API server's request counters, by verb and resource) and each process's
-//! RSS:
+//! workload (the API server's request counters, by verb and resource), the Events the phase
+//! added by the kind of object they are about (a workload's own apart from the Clusters') and
+//! each process's RSS:
 //! - start: the time from starting the controllers to every Cluster Ready, and the Cluster
 //!   status writes that took;
 //! - Duplicated: `--repeat` Deployments (1 replica) on every member, one at a time (the next
@@ -221,6 +222,7 @@ async fn measured(
     }
     let cpu0 = Cpu::sample(procs.pids);
     let fw0 = fed_writes(fed).await;
+    let ev0 = events_by_subject(fed).await?;
     let start = Instant::now();
     let mut created = HashMap::new();
     let mut tick = shape.rate.map(|r| {
@@ -292,6 +294,7 @@ async fn measured(
     let copies = (shape.count * shape.members) as f64;
     Cpu::sample(procs.pids).report(cpu0, shape.label, (copies, "member copy"));
     workload_writes(&fw0, &fed_writes(fed).await, shape.count);
+    report_events(&ev0, &events_by_subject(fed).await?);
     procs.report_rss(&format!("after {}", shape.label));
     Ok(())
 }
@@ -321,6 +324,50 @@ fn workload_writes(before: &HashMap<String, f64>, after: &HashMap<String, f64>, 
     report_fed_writes(&before_bg, &bg, (1.0, "phase"));
 }
 
+/// The federation's Events by the kind of object they are about: (Event objects, sum of
+/// their counts). A phase's difference tells the workloads' Events from the fleet's
+/// (Clusters going offline and back while a fan-out starts every member's connection).
+async fn events_by_subject(fed: &kube::Client) -> anyhow::Result<HashMap<String, (u64, u64)>> {
+    let api: Api<k8s_openapi::api::core::v1::Event> = Api::all(fed.clone());
+    let mut out: HashMap<String, (u64, u64)> = HashMap::new();
+    for e in api
+        .list(&ListParams::default())
+        .await
+        .context("listing Events")?
+    {
+        let kind = e.involved_object.kind.unwrap_or_default();
+        let entry = out.entry(kind).or_default();
+        entry.0 += 1;
+        entry.1 += u64::try_from(e.count.unwrap_or(1)).unwrap_or(1);
+    }
+    Ok(out)
+}
+
+/// Prints the Events a phase added, by the kind of object they are about.
+fn report_events(before: &HashMap<String, (u64, u64)>, after: &HashMap<String, (u64, u64)>) {
+    let mut kinds: Vec<(&String, u64, u64)> = after
+        .iter()
+        .map(|(k, (n, c))| {
+            let (n0, c0) = before.get(k).copied().unwrap_or_default();
+            (k, n.saturating_sub(n0), c.saturating_sub(c0))
+        })
+        .filter(|(_, n, c)| *n > 0 || *c > 0)
+        .collect();
+    kinds.sort();
+    let parts: Vec<String> = kinds
+        .iter()
+        .map(|(k, n, c)| format!("{k} {n} new ({c} occurrences)"))
+        .collect();
+    println!(
+        "  Events by subject: {}",
+        if parts.is_empty() {
+            "none".to_string()
+        } else {
+            parts.join(", ")
+        }
+    );
+}
+
 /// The sustained phase: `count` Duplicated Deployments created at once onto `members`,
 /// timed by the controller's counter of member creates, then checked by listing every
 /// member.
@@ -341,6 +388,7 @@ async fn sustained(
     let base = common::scrape(metrics_port, &member_writes_ok("create")).await;
     let cpu0 = Cpu::sample(procs.pids);
     let fw0 = fed_writes(fed).await;
+    let ev0 = events_by_subject(fed).await?;
     let sem = Arc::new(Semaphore::new(CONCURRENCY));
     let start = Instant::now();
     let requests = async {
@@ -379,6 +427,7 @@ async fn sustained(
     settle(fed, start).await;
     Cpu::sample(procs.pids).report(cpu0, "sustained", (total as f64, "member copy"));
     workload_writes(&fw0, &fed_writes(fed).await, count);
+    report_events(&ev0, &events_by_subject(fed).await?);
     procs.report_rss("after sustained");
     // The counter timed the writes; this confirms every member holds every copy.
     let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();
