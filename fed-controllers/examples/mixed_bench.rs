@@ -15,9 +15,17 @@
 //!
 //! Objects are created at `--rate` per second. Prints, per kind and over all: propagation
 //! latency (create in the federation → ADDED in the last destination's member watch;
-//! p50/p99/max), member writes per second over the run, CPU seconds per process with the
-//! controllers' CPU per member write, federation writes per object, and control-plane RSS
-//! with everything propagated.
+//! p50/p99/max); for the workload kinds (Deployments, StatefulSets, Jobs) the federated
+//! status lag (the last destination's copy reports its pods Ready → the federated object
+//! shows them Ready, and of that the part until its Placement's status shows them; as
+//! propagation_bench measures it); member writes per second over the run, CPU seconds per
+//! process with the controllers' CPU per member write, federation writes per object, and
+//! control-plane RSS with everything propagated.
+//!
+//! API-only members have no controllers to report their copies Ready: the bench plays them,
+//! writing each workload copy's Ready status `--ready-delay-ms` (default 100) after it
+//! appears (one status write on the member), so the figures include the status write-back
+//! members cause.
 //!
 //! ```text
 //! cargo build --release -p federation-apiserver -p cluster-sim -p fed-scheduler -p fed-controllers
@@ -34,6 +42,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::members::{ReadyResponder, Workload};
+use common::status_lag::{self, Lag};
 use common::{
     Cpu, Fleet, arg, fed_writes, report_fed_writes, rss_mb, scrape, settle, summary, until,
 };
@@ -115,22 +125,35 @@ fn app(i: usize, group: usize) -> Vec<Value> {
     objects
 }
 
-/// When each object's copies first appeared, by member: `(kind, name) → member → time`.
+/// When each object's copies first appeared, by member: `(kind, name) → member → time`
+/// (also when each workload's copies first reported every pod Ready).
 type Seen = Arc<Mutex<HashMap<(String, String), HashMap<usize, Instant>>>>;
 
+/// When something first happened to each object: `(kind, name) → time`.
+type Firsts = Arc<Mutex<HashMap<(String, String), Instant>>>;
+
+/// Whether a workload `o` of kind `w` reports every pod Ready.
+fn all_ready(w: Workload, o: &Value) -> bool {
+    let (wanted, ready) = w.counts(o);
+    wanted > 0 && ready == wanted
+}
+
 /// Watches Meridian's copies of every kind in member `index` (label `group` set, as on
-/// every bench object), recording first sightings.
+/// every bench object), recording first sightings, and when each workload copy first
+/// reports every pod Ready (`ready`), showing the copies to `responder` if any.
 fn watch_member(
     client: kube::Client,
     index: usize,
     seen: Seen,
+    ready: Seen,
+    responder: Option<ReadyResponder>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     KINDS
         .iter()
         .map(|(av, kind, plural)| {
             let ar = resource(av, kind, plural);
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar);
-            let seen = seen.clone();
+            let (seen, ready, responder) = (seen.clone(), ready.clone(), responder.clone());
             let kind = kind.to_string();
             tokio::spawn(async move {
                 let cfg = watcher::Config::default().labels("group");
@@ -141,13 +164,61 @@ fn watch_member(
                 );
                 while let Some(ev) = stream.next().await {
                     let Ok(o) = ev else { continue };
+                    let now = Instant::now();
                     let key = (kind.clone(), o.metadata.name.clone().unwrap_or_default());
+                    // A workload copy: decoded once more, for its counts.
+                    if let Some(w) = Workload::of(&kind) {
+                        let v = serde_json::to_value(&o).unwrap();
+                        if all_ready(w, &v) {
+                            ready
+                                .lock()
+                                .unwrap()
+                                .entry(key.clone())
+                                .or_default()
+                                .entry(index)
+                                .or_insert(now);
+                        }
+                        if let Some(r) = &responder {
+                            r.observe_workload(index, w, &v);
+                        }
+                    }
                     seen.lock()
                         .unwrap()
                         .entry(key)
                         .or_default()
                         .entry(index)
-                        .or_insert_with(Instant::now);
+                        .or_insert(now);
+                }
+            })
+        })
+        .collect()
+}
+
+/// Watches the federation's workloads of every [`Workload`] kind, recording when each
+/// first reports every pod Ready.
+fn watch_federated_ready(fed: kube::Client, ready: Firsts) -> Vec<tokio::task::JoinHandle<()>> {
+    Workload::ALL
+        .into_iter()
+        .map(|w| {
+            let api: Api<DynamicObject> = Api::namespaced_with(fed.clone(), NS, &w.resource());
+            let ready = ready.clone();
+            tokio::spawn(async move {
+                let cfg = watcher::Config::default().labels("group");
+                let mut stream = std::pin::pin!(
+                    watcher::watcher(api, cfg)
+                        .default_backoff()
+                        .applied_objects()
+                );
+                while let Some(ev) = stream.next().await {
+                    let Ok(o) = ev else { continue };
+                    if all_ready(w, &serde_json::to_value(&o).unwrap()) {
+                        let key = (w.as_str().to_owned(), o.metadata.name.unwrap_or_default());
+                        ready
+                            .lock()
+                            .unwrap()
+                            .entry(key)
+                            .or_insert_with(Instant::now);
+                    }
                 }
             })
         })
@@ -155,8 +226,9 @@ fn watch_member(
 }
 
 /// Watches the federation's Placements, recording when each object's first had
-/// destinations (the scheduler's half of the propagation latency).
-fn watch_placements(fed: kube::Client, placed: Seen) -> tokio::task::JoinHandle<()> {
+/// destinations (the scheduler's half of the propagation latency), and when each
+/// workload's first showed every destination's pods Ready (`ready`).
+fn watch_placements(fed: kube::Client, placed: Seen, ready: Firsts) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let api: Api<fed_api::Placement> = Api::namespaced(fed, NS);
         let mut stream = std::pin::pin!(
@@ -170,6 +242,25 @@ fn watch_placements(fed: kube::Client, placed: Seen) -> tokio::task::JoinHandle<
                 continue;
             }
             let r = &p.spec.resource;
+            let wanted: i64 = p
+                .spec
+                .dest_clusters
+                .iter()
+                .map(|t| i64::from(t.replicas))
+                .sum();
+            let shown: i64 = p
+                .status
+                .iter()
+                .flat_map(|s| &s.clusters)
+                .map(|c| i64::from(c.ready_replicas))
+                .sum();
+            if Workload::of(&r.kind).is_some() && wanted > 0 && shown == wanted {
+                ready
+                    .lock()
+                    .unwrap()
+                    .entry((r.kind.clone(), r.name.clone()))
+                    .or_insert_with(Instant::now);
+            }
             placed
                 .lock()
                 .unwrap()
@@ -227,6 +318,7 @@ async fn main() -> anyhow::Result<()> {
     let rate = arg("--rate", 500);
     let metrics_port = arg("--metrics-port", 18090) as u16;
     let with_pods = std::env::args().any(|a| a == "--with-pods");
+    let ready_delay_ms = arg("--ready-delay-ms", 100);
     let overrides = std::env::args().any(|a| a == "--overrides");
     let groups = clusters / 2;
 
@@ -303,12 +395,38 @@ async fn main() -> anyhow::Result<()> {
     let (scheduler, controllers) = fleet.start_control_plane(metrics_port).await?;
 
     let seen: Seen = Arc::default();
+    let member_ready: Seen = Arc::default();
+    let mut members = Vec::new();
+    for n in &fleet.names {
+        members.push(fleet.member(n).await);
+    }
+    let responder = (!with_pods).then(|| {
+        ReadyResponder::start(
+            members.clone(),
+            NS,
+            Duration::from_millis(ready_delay_ms as u64),
+            CONCURRENCY,
+        )
+    });
     let mut watches = Vec::new();
-    for (i, n) in fleet.names.iter().enumerate() {
-        watches.extend(watch_member(fleet.member(n).await, i, seen.clone()));
+    for (i, m) in members.into_iter().enumerate() {
+        watches.extend(watch_member(
+            m,
+            i,
+            seen.clone(),
+            member_ready.clone(),
+            responder.clone(),
+        ));
     }
     let placed: Seen = Arc::default();
-    watches.push(watch_placements(fed.clone(), placed.clone()));
+    let placement_ready: Firsts = Arc::default();
+    let federated_ready: Firsts = Arc::default();
+    watches.push(watch_placements(
+        fed.clone(),
+        placed.clone(),
+        placement_ready.clone(),
+    ));
+    watches.extend(watch_federated_ready(fed.clone(), federated_ready.clone()));
     let pids = [
         fleet.apiserver.pid(),
         scheduler.pid(),
@@ -354,6 +472,22 @@ async fn main() -> anyhow::Result<()> {
         || (created.keys().filter(|k| everywhere(k)).count(), total),
     )
     .await;
+    let workloads: Vec<&(String, String)> = created
+        .keys()
+        .filter(|(kind, _)| Workload::of(kind).is_some())
+        .collect();
+    until(
+        "workloads Ready in the federation",
+        Duration::from_secs(600),
+        || {
+            let f = federated_ready.lock().unwrap();
+            (
+                workloads.iter().filter(|k| f.contains_key(**k)).count(),
+                workloads.len(),
+            )
+        },
+    )
+    .await;
     settle(&fed, t0).await;
 
     // Latency per kind and over all; member writes per second over the whole run.
@@ -396,6 +530,40 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     summary("propagation, every object", all);
+    // Status lag per workload kind and over all of them.
+    let lags: Vec<(Workload, Lag)> = {
+        let (m, p, f) = (
+            member_ready.lock().unwrap(),
+            placement_ready.lock().unwrap(),
+            federated_ready.lock().unwrap(),
+        );
+        workloads
+            .iter()
+            .filter_map(|key| {
+                let g = dests[*key];
+                let copies = m.get(*key)?;
+                let last = [2 * g, 2 * g + 1]
+                    .iter()
+                    .map(|c| copies.get(c).copied())
+                    .collect::<Option<Vec<_>>>()?
+                    .into_iter()
+                    .max();
+                let lag = Lag::of(last, p.get(*key).copied(), f.get(*key).copied())?;
+                Some((Workload::of(&key.0)?, lag))
+            })
+            .collect()
+    };
+    println!("status lag, by workload kind:");
+    for w in Workload::ALL {
+        let of_kind: Vec<Lag> = lags
+            .iter()
+            .filter(|(k, _)| *k == w)
+            .map(|(_, l)| *l)
+            .collect();
+        status_lag::report(&format!("  {}", w.as_str()), &of_kind);
+    }
+    let every: Vec<Lag> = lags.iter().map(|(_, l)| *l).collect();
+    status_lag::report("status lag, every workload", &every);
     let secs = last.duration_since(t0).as_secs_f64();
     println!(
         "member copies: {copies} in {secs:.1}s ({:.0} member writes/s over the run)",

@@ -53,6 +53,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use common::members::{ReadyResponder, counts};
+use common::status_lag::{self, Lag};
 use common::{
     Cpu, Fleet, arg, client, count_writes, fed_writes, member_writes_ok, report_fed_writes, rss_mb,
     scrape, settle, status_mb, summary, until,
@@ -377,34 +378,24 @@ async fn status_lag(seen: &Arc<Mutex<Seen>>, paced: &[(String, usize)]) {
         (n, paced.len())
     })
     .await;
-    {
-        let g = seen.lock().unwrap();
-        // (last member copy Ready, Placement shows it, federated READY) per Deployment.
-        let times: Vec<(Instant, Option<Instant>, Instant)> = paced
-            .iter()
-            .filter_map(|(n, grp)| {
-                let member = dests(*grp)
-                    .iter()
-                    .map(|c| g.member_ready.get(&(*c, n.clone(), 1)).copied())
-                    .collect::<Option<Vec<_>>>()?
-                    .into_iter()
-                    .max()?;
-                let placement = g.placement_ready.get(&(n.clone(), 2)).copied();
-                Some((member, placement, *g.fed_ready.get(&(n.clone(), 2))?))
-            })
-            .collect();
-        let ms = |a: Instant, b: Instant| b.saturating_duration_since(a).as_secs_f64() * 1e3;
-        let lag: Vec<f64> = times.iter().map(|(m, _, f)| ms(*m, *f)).collect();
-        let to_placement: Vec<f64> = times
-            .iter()
-            .filter_map(|(m, p, _)| Some(ms(*m, (*p)?)))
-            .collect();
-        summary("  status lag (member copies Ready -> federated READY)", lag);
-        summary(
-            "    of which member copies Ready -> Placement status shows them",
-            to_placement,
-        );
-    }
+    let g = seen.lock().unwrap();
+    let lags: Vec<Lag> = paced
+        .iter()
+        .filter_map(|(n, grp)| {
+            let members = dests(*grp)
+                .iter()
+                .map(|c| g.member_ready.get(&(*c, n.clone(), 1)).copied())
+                .collect::<Option<Vec<_>>>()?
+                .into_iter()
+                .max();
+            Lag::of(
+                members,
+                g.placement_ready.get(&(n.clone(), 2)).copied(),
+                g.fed_ready.get(&(n.clone(), 2)).copied(),
+            )
+        })
+        .collect();
+    status_lag::report("  status lag", &lags);
 }
 
 /// The federation API server's request counters (`verb resource`, with ` (code)` when it

@@ -7,7 +7,8 @@
 //! as a token the loops select on), and for controller loops [`queue`] (the one work
 //! queue), [`events`] (the one Event recorder), [`lean`] (watched objects without their
 //! managedFields), [`answer`] (writes whose answers are read for their resourceVersion
-//! only), [`rate`] and [`sync`]; and for components
+//! only), [`kind_retry`] (looking up kinds not served yet again when definitions change),
+//! [`rate`] and [`sync`]; and for components
 //! that run as several replicas, [`leader`] (Lease-based leader election and the write
 //! gate their clients go through).
 //!
@@ -22,6 +23,7 @@ pub mod endpoints;
 pub mod error;
 pub mod events;
 pub mod flags;
+pub mod kind_retry;
 pub mod leader;
 pub mod lean;
 pub mod metrics;

@@ -9,13 +9,16 @@
 //! Then the paths without a Placement of their own: a label on a ConfigMap a pod template
 //! pulls in and an annotation on a federated Service reach the targeted member only and go
 //! when their policy is deleted, and relabelling clusters moves a label-targeted override.
+//! A ConfigMap an interpreted custom object's pod template pulls in, whose override cannot
+//! apply in one cluster, shows on that object's Placement as `OverrideFailed` for that
+//! cluster, as on a built-in workload's, until the policy is fixed.
 
 use std::time::Duration;
 
 use fed_api::Placement;
 use fed_api::placement::ClusterWorkloadStatus;
 use kube::api::Api;
-use meridian_e2e::{Env, Proc, eventually};
+use meridian_e2e::{Env, Proc, ROLLOUT_KIND, eventually};
 
 const APP: &str = r#"
 apiVersion: federation.meridian.dev/v1alpha1
@@ -521,4 +524,159 @@ async fn dependencies_and_services_follow_policies_and_cluster_labels() {
     wait("sim-1", "configmap", "api-env", EDGE, "yes").await;
     wait("sim-3", "configmap", "api-env", EDGE, "").await;
     assert_eq!(get("sim-2", "configmap", EDGE).as_deref(), Ok(""));
+}
+
+/// A Rollout copied to sim-1 and sim-2 whose pod template pulls in the ConfigMap
+/// `rollout-env`, its interpreter naming the template.
+const ROLLOUT_APP: &str = r#"
+apiVersion: federation.meridian.dev/v1alpha1
+kind: ResourceInterpreter
+metadata: {name: rollouts}
+spec:
+  target: {apiVersion: example.com/v1, kind: Rollout}
+  podTemplate: {path: .spec.template}
+---
+apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: rollouts, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: example.com/v1, kind: Rollout, name: web}
+  placement:
+    clusterAffinity: {clusterNames: [sim-1, sim-2]}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: rollout-env, namespace: shop}
+data: {MODE: fast}
+---
+apiVersion: example.com/v1
+kind: Rollout
+metadata: {name: web, namespace: shop}
+spec:
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: web
+        image: "ghcr.io/shop/web:1"
+        envFrom: [{configMapRef: {name: rollout-env}}]
+"#;
+
+/// An override of the Rollout's ConfigMap in sim-1: `rule` is its plaintext overrider.
+fn rollout_env_override(rule: &str) -> String {
+    format!(
+        r#"
+apiVersion: federation.meridian.dev/v1alpha1
+kind: OverridePolicy
+metadata: {{name: rollout-env, namespace: shop}}
+spec:
+  resourceSelectors:
+  - {{apiVersion: v1, kind: ConfigMap, name: rollout-env}}
+  overrideRules:
+  - targetCluster: {{clusterNames: [sim-1]}}
+    overriders:
+      plaintext:
+      - {rule}
+"#
+    )
+}
+
+#[tokio::test]
+async fn an_interpreted_objects_dependency_override_failure_shows_on_its_placement() {
+    let env = Env::start(&["--clusters=2", "--nodes=1", "--ready-delay=0s"]);
+    let _controllers = env.controllers(&[
+        "--probe-period=1s",
+        "--probe-timeout=500ms",
+        "--metrics-bind-address=off",
+    ]);
+    let _scheduler = env.scheduler(&[]);
+    env.join_serving(&["sim-1", "sim-2"], "example.com");
+    env.ok("kubectl", &["create", "namespace", "shop"]);
+    env.apply("rollout-kind.yaml", ROLLOUT_KIND);
+    // Removing a key the ConfigMap lacks cannot apply.
+    env.apply(
+        "rollout-env-override.yaml",
+        &rollout_env_override("{path: /data/MISSING, operator: remove}"),
+    );
+    env.apply_once_served("rollout-app.yaml", ROLLOUT_APP).await;
+    let fed = env.federation().await;
+    let placements: Api<Placement> = Api::namespaced(fed, "shop");
+    let entry = |p: &Option<Placement>, c: &str| -> Option<ClusterWorkloadStatus> {
+        p.as_ref()?
+            .status
+            .as_ref()?
+            .clusters
+            .iter()
+            .find(|e| e.cluster == c)
+            .cloned()
+    };
+    let propagated = |p: &Option<Placement>| {
+        p.as_ref()
+            .and_then(|p| p.status.as_ref())
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Propagated"))
+            .map(|c| (c.status.clone(), c.reason.clone()))
+    };
+    let placement = "rollout.example.com-web";
+
+    // sim-1's entry names the ConfigMap and the rule; sim-2, where no rule applies, is in
+    // sync and holds the ConfigMap.
+    let failed = eventually(
+        "sim-1's entry says the ConfigMap's override failed",
+        WITHIN,
+        || async { placements.get_opt(placement).await.expect("get") },
+        |p| {
+            entry(p, "sim-1").is_some_and(|e| {
+                e.error
+                    .starts_with("OverrideFailed: ConfigMap rollout-env: ")
+            }) && entry(p, "sim-2").is_some_and(|e| e.error.is_empty())
+        },
+    )
+    .await;
+    let error = entry(&failed, "sim-1").expect("entry").error;
+    assert!(
+        error.contains("OverridePolicy shop/rollout-env rule 0") && error.contains("/data/MISSING"),
+        "{error}"
+    );
+    assert_eq!(
+        propagated(&failed),
+        Some(("False".to_string(), "OverrideFailed".to_string())),
+        "{failed:#?}"
+    );
+    wait_for(
+        &env,
+        "sim-2",
+        "configmap",
+        "rollout-env",
+        "{.data.MODE}",
+        "fast".into(),
+    )
+    .await;
+
+    // A rule that applies: the ConfigMap reaches sim-1 as it says and the entry clears.
+    env.apply(
+        "rollout-env-override.yaml",
+        &rollout_env_override("{path: /data/MODE, operator: replace, value: safe}"),
+    );
+    wait_for(
+        &env,
+        "sim-1",
+        "configmap",
+        "rollout-env",
+        "{.data.MODE}",
+        "safe".into(),
+    )
+    .await;
+    eventually(
+        "the Rollout's Placement in sync",
+        WITHIN,
+        || async { placements.get_opt(placement).await.expect("get") },
+        |p| {
+            ["sim-1", "sim-2"]
+                .iter()
+                .all(|c| entry(p, c).is_some_and(|e| e.error.is_empty()))
+                && propagated(p) == Some(("True".to_string(), "InSync".to_string()))
+        },
+    )
+    .await;
 }

@@ -1,11 +1,13 @@
 //! What the control-plane benches share: starting the federation (API server, a
 //! cluster-sim fleet joined to it, fed-scheduler and fed-controllers, release builds) and
-//! reading it (CPU and RSS per process, the API server's write counters, percentiles).
+//! reading it (CPU and RSS per process, the API server's write counters, percentiles,
+//! federated status lag).
 
 // A bench aborts on the first failure: unwrapping is its error handling.
 #![allow(clippy::unwrap_used, dead_code)]
 
 pub mod members;
+pub mod status_lag;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

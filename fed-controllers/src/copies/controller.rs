@@ -11,7 +11,8 @@
 //! they make for it, and a change to a policy re-queues the objects it selects or selected.
 //! An interpreted object's pod-template dependencies ([`super::template_deps`]) are recorded
 //! in [`crate::dep_writers`], which makes them this path's objects, written where it has
-//! copies. Decisions are [`super::plan`]'s and [`super::member_copy`]'s; this module applies
+//! copies; where an override policy cannot make such a dependency's copy, the interpreted
+//! object's Placement says so ([`super::dep_failures`]). Decisions are [`super::plan`]'s and [`super::member_copy`]'s; this module applies
 //! them, its federation writes in `fedwrite`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -40,6 +41,7 @@ use tokio::task::JoinHandle;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument as _;
 
+use super::dep_failures::{override_failures, per_cluster, with_dep_failures};
 use super::fedwrite::label_earlier_placements;
 use super::member_copy::overridden;
 use super::plan::{Finalizer, Step, finalizer, step, wanted};
@@ -165,6 +167,13 @@ pub(super) struct Central {
     queue: Arc<WorkQueue<CopyKey>>,
     /// Which path writes a dependency object's member copies ([`crate::dep_writers`]).
     writers: Arc<DepWriters>,
+    /// Each interpreted object's template dependencies as last told to `writers`: which
+    /// objects to look at again when a dependency's override failures change.
+    template_refs: Mutex<HashMap<CopyKey, BTreeSet<DepRef>>>,
+    /// Each dependency object's override failures in its last sync, by cluster
+    /// ([`override_failures`]): shown on the Placements of the interpreted objects
+    /// referencing it.
+    dep_failures: Mutex<HashMap<DepRef, BTreeMap<String, String>>>,
 }
 
 /// The key of the object a Placement of a copy-path kind is about: a namespaced object's
@@ -374,6 +383,28 @@ impl Central {
         .map(|spec| Rule::Interpreted(spec.clone()))
     }
 
+    /// Records dependency `r`'s override failures (`failures`, by cluster); when they
+    /// changed, re-queues the interpreted objects referencing it, whose Placements show them.
+    fn set_dep_failures(&self, r: &DepRef, failures: BTreeMap<String, String>) {
+        let changed = {
+            let mut all = lock(&self.dep_failures);
+            let before = if failures.is_empty() {
+                all.remove(r)
+            } else {
+                all.insert(r.clone(), failures.clone())
+            };
+            before.unwrap_or_default() != failures
+        };
+        if changed {
+            let referrers: Vec<CopyKey> = lock(&self.template_refs)
+                .iter()
+                .filter(|(_, refs)| refs.contains(r))
+                .map(|(k, _)| k.clone())
+                .collect();
+            referrers.into_iter().for_each(|k| self.queue.add(k));
+        }
+    }
+
     /// Re-queues every copied object of `kind` (its interpreter changed).
     fn requeue_kind(&self, kind: &Kind) {
         let keys: Vec<CopyKey> = lock(&self.outcomes)
@@ -475,8 +506,12 @@ impl Central {
         // A dependency object nothing asks this path for, with no copies of this path left
         // (they go before the finalizer does): the workloads' own, if anyone's. Looking at
         // the members would take back copies the dependency path just wrote.
-        if dep.is_some() && dest.is_empty() && placement.is_none() && !has_finalizer {
+        if let Some(r) = dep.as_ref().filter(|_| dest.is_empty())
+            && placement.is_none()
+            && !has_finalizer
+        {
             lock(&self.outcomes).remove(key);
+            self.set_dep_failures(r, BTreeMap::new());
             return Ok("not copied");
         }
         if let Some(o) = &fed_obj
@@ -506,6 +541,16 @@ impl Central {
                 &dest,
                 interpreter,
             );
+            // Recorded before the dependencies' failures are read below: a dependency whose
+            // failures change after this re-queues the object.
+            {
+                let mut all = lock(&self.template_refs);
+                if refs.is_empty() {
+                    all.remove(key);
+                } else {
+                    all.insert(key.clone(), refs.clone());
+                }
+            }
             self.writers.set_referenced(&referrer(key), refs, clusters);
         }
         // Every member that should hold a copy, and every known one that may hold one.
@@ -545,18 +590,32 @@ impl Central {
             }
         }
         lock(&self.outcomes).insert(key.clone(), outcomes.clone());
+        if let Some(r) = &dep {
+            self.set_dep_failures(r, override_failures(&outcomes));
+        }
 
         if let Some(p) = placement
             .as_ref()
             .filter(|_| !dest.is_empty() || fed_obj.is_some())
         {
-            let mut entries = cluster_entries(&dest, &outcomes);
+            // The dependencies its pod template references, held back where their override
+            // failed, show on its entries as a built-in workload's do.
+            let refs = lock(&self.template_refs)
+                .get(key)
+                .cloned()
+                .unwrap_or_default();
+            let of_deps = {
+                let failures = lock(&self.dep_failures);
+                per_cluster(&refs, |r| failures.get(r))
+            };
+            let shown = with_dep_failures(&outcomes, &dest, &of_deps);
+            let mut entries = cluster_entries(&dest, &shown);
             for e in &mut entries {
                 if let Some((copy, _)) = copies.get(&e.cluster) {
                     member_entry(rule.as_ref(), copy, e);
                 }
             }
-            self.write_status(p, entries, propagated(&dest, &outcomes))
+            self.write_status(p, entries, propagated(&dest, &shown))
                 .await?;
         }
         if let (Some(rule), Some(fed)) = (&rule, &fed_value)
@@ -589,6 +648,10 @@ impl Central {
             }
         } else {
             lock(&self.outcomes).remove(key);
+            lock(&self.template_refs).remove(key);
+            if let Some(r) = &dep {
+                self.set_dep_failures(r, BTreeMap::new());
+            }
         }
         if failed > 0 {
             return Err(CopyError::Members(failed));
@@ -848,6 +911,8 @@ pub async fn run(
         outcomes: Mutex::default(),
         queue: queue.clone(),
         writers: writers.clone(),
+        template_refs: Mutex::default(),
+        dep_failures: Mutex::default(),
     });
     // Workloads asking for a dependency object this path owns in other clusters, or an
     // interpreted object's references that came or went.

@@ -10,11 +10,13 @@
 //! [`report`] what the Placement's status says of the results, and [`status`] what the
 //! members' copies report, combined into the federated object's status (DaemonSets,
 //! CronJobs, Ingresses, HPAs, PDBs) and shown per member on the Placement, [`template_deps`]
-//! which dependency objects an interpreted object's pod template asks for, and where. [`controller`]
+//! which dependency objects an interpreted object's pod template asks for, and where, and
+//! [`dep_failures`] how their override failures show on its Placement. [`controller`]
 //! applies them from caches of the federation and of each member, its federation writes in
 //! `fedwrite`.
 
 pub mod controller;
+pub mod dep_failures;
 pub mod drift;
 mod fedwrite;
 pub mod member_copy;

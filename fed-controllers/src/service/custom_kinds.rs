@@ -1,7 +1,9 @@
 //! Custom kinds that back Services: those whose ResourceInterpreter names a pod template.
 //! Which they are is [`wanted`] (pure); [`CustomKinds`] keeps one watch and template-label
 //! cache per such kind, started when its interpreter appears (once the federation serves
-//! the kind) and dropped when the interpreter goes or moves its template.
+//! the kind: looked up again as soon as the federation's CustomResourceDefinitions change,
+//! [`meridian_runtime::kind_retry`]) and dropped when the interpreter goes or moves its
+//! template.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -13,9 +15,10 @@ use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
 use kube::Client;
 use kube::api::{Api, GroupVersionKind};
-use meridian_runtime::error::Report;
+use meridian_runtime::kind_retry::{Backoff, until_served};
 use meridian_runtime::lean::Lean;
 use meridian_runtime::sync::lock;
+use tokio::sync::watch;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::backends::BackendKind;
@@ -62,10 +65,17 @@ pub(super) struct CustomKinds {
     /// Where the watches' label changes go (the controller's inputs).
     inputs: UnboundedSender<Input>,
     watches: Mutex<BTreeMap<Kind, Watch>>,
+    /// Ticks when the federation's CustomResourceDefinitions change: a kind not served yet
+    /// is looked up again then.
+    definitions: watch::Sender<()>,
 }
 
-/// The longest wait between two looks for a kind the federation does not serve yet.
-const DISCOVERY_BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// The waits between two looks for a kind the federation does not serve yet when no
+/// definition changes (the fallback: a definition's arrival wakes the look at once).
+const DISCOVERY_BACKOFF: Backoff = Backoff {
+    initial: Duration::from_secs(1),
+    max: Duration::from_secs(30),
+};
 
 impl CustomKinds {
     pub(super) fn new(fed: Client, inputs: UnboundedSender<Input>) -> Self {
@@ -73,7 +83,14 @@ impl CustomKinds {
             fed,
             inputs,
             watches: Mutex::default(),
+            definitions: watch::Sender::new(()),
         }
+    }
+
+    /// The federation's CustomResourceDefinitions changed: every kind not served yet is
+    /// looked up again at once.
+    pub(super) fn definitions_changed(&self) {
+        self.definitions.send_replace(());
     }
 
     /// Watches exactly the `wanted` kinds: starts the new ones, drops those no longer
@@ -103,23 +120,17 @@ impl CustomKinds {
             cache.clone(),
             kind.clone(),
         );
+        let definitions = self.definitions.subscribe();
         let task = tokio::spawn(async move {
             let (group, version) = k
                 .api_version
                 .rsplit_once('/')
                 .unwrap_or(("", &k.api_version));
             let gvk = GroupVersionKind::gvk(group, version, &k.kind);
-            let mut backoff = Duration::from_secs(1);
-            let ar = loop {
-                match kube::discovery::pinned_kind(&fed, &gvk).await {
-                    Ok((ar, _)) => break ar,
-                    Err(error) => {
-                        tracing::debug!(kind = %k.kind, error = %Report(&error), retry_in = ?backoff, "custom kind not served yet");
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(DISCOVERY_BACKOFF_MAX);
-                    }
-                }
-            };
+            let (ar, _) = until_served(&k.kind, DISCOVERY_BACKOFF, definitions, || {
+                kube::discovery::pinned_kind(&fed, &gvk)
+            })
+            .await;
             let api: Api<Lean<Decoded>> = Api::all_with(fed, &ar);
             let mut events = c.watch_with_previous(api);
             while let Some(e) = events.next().await {

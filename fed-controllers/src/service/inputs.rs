@@ -37,6 +37,8 @@ pub(super) enum Input {
     Subnets,
     /// The ResourceInterpreters changed: which custom kinds back Services may have.
     Interpreters,
+    /// The CustomResourceDefinitions changed: a custom kind not served yet may be now.
+    Definitions,
     /// An override policy changed (`None`: changes were missed).
     Overrides(Option<Changed>),
 }
@@ -143,6 +145,7 @@ impl Central {
                     self.push_services(None);
                 }
             }
+            Input::Definitions => self.caches.workloads.definitions_changed(),
             Input::ListenPorts(data) => {
                 let old = std::mem::replace(&mut *lock(&self.listen_ports), data);
                 let (changed, freed) =

@@ -1,7 +1,9 @@
 //! The federated workloads whose pods Services select: one cache per backend kind (the
 //! built-in [`BackendKind::ALL`], and the custom kinds of [`super::custom_kinds`]) keeping
 //! only each object's pod-template labels, fed by a watch of the federation that reports
-//! label changes as [`Input::Workload`].
+//! label changes as [`Input::Workload`]; and the watch of the federation's
+//! CustomResourceDefinitions ([`Input::Definitions`]) that starts a custom kind's watch as
+//! soon as the federation serves it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,6 +11,8 @@ use std::sync::Arc;
 use futures::stream::{BoxStream, StreamExt};
 use kube::Client;
 use kube::api::{Api, ApiResource, GroupVersionKind};
+use meridian_runtime::error::Report;
+use meridian_runtime::kind_retry::definition_changes;
 use meridian_runtime::lean::Lean;
 
 use super::backends::{BackendKind, template_labels};
@@ -70,6 +74,16 @@ impl Workloads {
         }
         let (tx, rx) = futures::channel::mpsc::unbounded();
         streams.push(rx.boxed());
+        streams.push(
+            definition_changes(fed.clone())
+                .filter_map(|ev| {
+                    if let Err(error) = &ev {
+                        tracing::warn!(error = %Report(error), "federation CustomResourceDefinition watch failed; retrying");
+                    }
+                    std::future::ready(ev.ok().map(|()| Input::Definitions))
+                })
+                .boxed(),
+        );
         let workloads = Workloads {
             builtin: caches.into(),
             custom: Arc::new(CustomKinds::new(fed.clone(), tx)),
@@ -113,6 +127,12 @@ impl Workloads {
     /// whether one was dropped.
     pub(super) fn sync_custom(&self, wanted: &BTreeMap<Kind, String>) -> bool {
         self.custom.sync(wanted)
+    }
+
+    /// The federation's CustomResourceDefinitions changed: custom kinds not served yet are
+    /// looked up again at once.
+    pub(super) fn definitions_changed(&self) {
+        self.custom.definitions_changed();
     }
 
     /// Waits for every built-in kind's first list (a custom kind's comes when the

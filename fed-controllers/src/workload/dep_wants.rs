@@ -15,7 +15,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use fed_api::governance::Subject;
-use fed_api::overrides::apply::{MemberCluster, OverrideError, Policy, changes_in, selecting};
+use fed_api::overrides::apply::{MemberCluster, Policy, changes_in, selecting};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 
@@ -167,8 +167,9 @@ impl<'p> DepWants<'p> {
     }
 }
 
-/// A dependency's override failure as its workload's Placement entry says it.
-fn failure(kind: DepKind, name: &str, e: &OverrideError) -> String {
+/// A dependency's override failure as its workload's Placement entry says it (an
+/// interpreted object's too, [`crate::copies::dep_failures`]).
+pub fn failure(kind: DepKind, name: &str, e: &dyn std::fmt::Display) -> String {
     format!("{} {name}: {e}", kind.as_str())
 }
 

@@ -8,7 +8,7 @@ use meridian_runtime::flags::{FlagErrors, parse_duration};
 use meridian_runtime::rate::Rate;
 
 use super::controller::Config;
-use super::kind_retry::Backoff;
+use meridian_runtime::kind_retry::Backoff;
 
 /// `fed-scheduler`: decides where federated Deployments and ReplicaSets run.
 #[derive(Debug, clap::Parser)]

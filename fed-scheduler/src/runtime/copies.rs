@@ -9,7 +9,7 @@
 //! or of a cluster's placement-relevant state re-decides every copied object. Nothing
 //! polls: the index says when policies or clusters change ([`Index::subscribe`]), and a
 //! kind not served yet is looked up again when the federation's CustomResourceDefinitions
-//! change, with a back-off as the fallback ([`super::kind_retry`]).
+//! change, with a back-off as the fallback ([`meridian_runtime::kind_retry`]).
 //!
 //! A custom kind whose `ResourceInterpreter` names its replicas is divided when its policy
 //! divides replicas: the loop keeps the interpreters (one watch), reads each object of such
@@ -35,6 +35,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch_fn};
 use kube::{Client, ResourceExt};
 use meridian_runtime::error::Report;
+use meridian_runtime::kind_retry::{Backoff, Retries, definition_changes};
 use meridian_runtime::queue::{self, WorkQueue};
 use tokio::task::JoinHandle;
 use tracing::Instrument as _;
@@ -45,7 +46,6 @@ use crate::types::Workload;
 use super::desired::{self, Desired, Plan};
 use super::evictions::Evictions;
 use super::index::Index;
-use super::kind_retry::{Backoff, Retries};
 use super::metrics::Metrics;
 use super::writer::{WriteError, Writer};
 
@@ -271,31 +271,17 @@ impl Copies {
         }
     }
 
-    /// One item per change of the federation's CustomResourceDefinitions (an initial list
-    /// counts as one): the moments a kind a policy names may have become served. A CRD is
-    /// served before its `Established` condition is written, so one of its events always
-    /// comes after discovery can find it.
+    /// One item per change of the federation's CustomResourceDefinitions
+    /// ([`definition_changes`]); watch errors are counted and logged.
     fn definition_changes(&self) -> impl Stream<Item = ()> + use<> {
-        let ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
-            "customresourcedefinitions",
-        );
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
         let metrics = self.metrics.clone();
-        watch_fn(api, watcher::Config::default())
-            .default_backoff()
-            .filter_map(move |ev| {
-                let out = match ev {
-                    Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone) => Some(()),
-                    Ok(Event::Init | Event::InitApply(_)) => None,
-                    Err(e) => {
-                        metrics.watch_error("CustomResourceDefinition");
-                        tracing::warn!(error = %Report(&e), "CustomResourceDefinition watch failed; retrying");
-                        None
-                    }
-                };
-                std::future::ready(out)
-            })
+        definition_changes(self.client.clone()).filter_map(move |ev| {
+            if let Err(e) = &ev {
+                metrics.watch_error("CustomResourceDefinition");
+                tracing::warn!(error = %Report(e), "CustomResourceDefinition watch failed; retrying");
+            }
+            std::future::ready(ev.ok())
+        })
     }
 
     /// The ResourceInterpreters' watch events (errors are logged and retried).

@@ -9,7 +9,7 @@
 //! evictions limited by one token bucket ([`evictions`]; [`Rate`], [`TokenBucket`]).
 //! [`copies`] places the objects of every other kind a policy names (a copy in each
 //! selected cluster, or shares of a divided custom object), evicting within the same
-//! budget, and looks up kinds not served yet again as [`kind_retry`] says.
+//! budget, and looks up kinds not served yet again as `meridian_runtime::kind_retry` says.
 
 pub mod cli;
 pub mod controller;
@@ -18,7 +18,6 @@ pub mod desired;
 pub mod evictions;
 pub mod index;
 pub mod key;
-pub mod kind_retry;
 pub mod metrics;
 pub mod reconcile;
 pub mod watch;
