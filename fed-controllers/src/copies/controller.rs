@@ -12,8 +12,8 @@
 //! An interpreted object's pod-template dependencies ([`super::template_deps`]) are recorded
 //! in [`crate::dep_writers`], which makes them this path's objects, written where it has
 //! copies; where an override policy cannot make such a dependency's copy, the interpreted
-//! object's Placement says so ([`super::dep_failures`]). Decisions are [`super::plan`]'s and [`super::member_copy`]'s; this module applies
-//! them, its federation writes in `fedwrite`.
+//! object's Placement says so ([`super::dep_failures`]). Decisions are [`super::plan`]'s and
+//! [`super::member_copy`]'s; this module applies them, its federation writes in `fedwrite`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
