@@ -87,21 +87,9 @@ pub fn with_dep_failures(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::copies::report::tests::{failed, synced};
     use crate::copies::report::{cluster_entries, propagated};
     use crate::workload::kinds::DepKind;
-
-    fn synced() -> Outcome {
-        Outcome::Synced {
-            at: "2026-01-01T00:00:00Z".into(),
-        }
-    }
-
-    fn failed(reason: FailReason, message: &str) -> Outcome {
-        Outcome::Failed {
-            reason,
-            message: message.into(),
-        }
-    }
 
     fn outcomes(o: &[(&str, Outcome)]) -> BTreeMap<String, Outcome> {
         o.iter().map(|(c, o)| (c.to_string(), o.clone())).collect()

@@ -131,20 +131,22 @@ pub fn propagated(dest: &[TargetCluster], outcomes: &BTreeMap<String, Outcome>) 
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     fn dest(clusters: &[&str]) -> Vec<TargetCluster> {
         clusters.iter().map(|c| TargetCluster::new(*c, 0)).collect()
     }
 
-    fn synced() -> Outcome {
+    /// An outcome synced at a fixed time (shared with the other copy-path tests).
+    pub(in crate::copies) fn synced() -> Outcome {
         Outcome::Synced {
             at: "2026-01-01T00:00:00Z".into(),
         }
     }
 
-    fn failed(reason: FailReason, message: &str) -> Outcome {
+    /// A failed outcome (shared with the other copy-path tests).
+    pub(in crate::copies) fn failed(reason: FailReason, message: &str) -> Outcome {
         Outcome::Failed {
             reason,
             message: message.into(),
