@@ -84,8 +84,9 @@ RUNC RUNTIME (runtime: runc; root, podNetwork: loopback and imageDir needed):
   unverified HTTPS, tcpSocket, exec); restartPolicy with CrashLoopBackOff back-off; logs
   through `kubectl logs` (container, tailLines, previous); deletion with SIGTERM, the
   grace period, SIGKILL. An image that is not there: ErrImagePull, ImagePullBackOff.
-  Differences from a kubelet: containers share the host network (no netns) and must bind
-  their pod IP (pass status.podIP, e.g. --bind-address=$(POD_IP)); no cgroups, no limits;
+  Each pod has its own network namespace on a bridge cluster-sim owns (pod IPs in
+  100.(65+cluster).0.0/16, ClusterIPs in its .254.0/24; API servers on 100.64.0.1).
+  Differences from a kubelet: no cluster DNS (Service names from /etc/hosts); no cgroups, no limits;
   no init, ephemeral or sidecar containers, lifecycle hooks, grpc probes or envFrom.
   Containers are named msim-<pid>-...: removed on exit, and a crashed run's at next start.
   Full list: docs/runc.md.

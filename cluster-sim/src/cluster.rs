@@ -17,6 +17,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::controllers;
 use crate::faults::{Fault, Faults};
 use crate::fleet::{ClusterSpec, PodOptions, expand_pool, parse_duration};
+use crate::podnet::{PodNetwork, SandboxNet};
 
 /// Watch-cache history per resource in a simulated cluster (smaller than a real server's:
 /// a fleet holds hundreds of these).
@@ -105,7 +106,8 @@ impl SimCluster {
         meridian_apiserver::system_namespaces::ensure(&engine).await?;
         meridian_apiserver::bootstrap_policy::ensure(&engine).await?;
         let ca = Authority::generate()?;
-        let serving = ca.serving_cert(&[])?;
+        // Pods of runc clusters reach the API servers at the sandbox host address.
+        let serving = ca.serving_cert(&[bind.ip().to_string()])?;
         let admin_token = random_token();
         let mut tokens = TokenAuthenticator::default();
         tokens.add(
@@ -122,18 +124,25 @@ impl SimCluster {
             Some(d) => parse_duration(d)?,
             None => std::time::Duration::ZERO,
         };
+        // A runc cluster's default pool is in its own host-owned range, reachable from its
+        // pods as well as from the host.
+        let lb_pool = match SandboxNet::of(index) {
+            Some(net) if runc.is_some() && spec.lb_pool.is_empty() => vec![net.lb_pool()],
+            _ => spec.lb_pool.clone(),
+        };
         let sim = controllers::Sim::new(
             engine.clone(),
             controllers::ClusterConfig {
                 name: spec.name.clone(),
                 index,
                 ready_delay,
-                lb_pool: expand_pool(&spec.lb_pool)?
-                    .into_iter()
-                    .map(Into::into)
-                    .collect(),
+                lb_pool: expand_pool(&lb_pool)?.into_iter().map(Into::into).collect(),
                 ca_pem: ca.cert_pem.clone(),
-                pod_network: pods.network,
+                pod_network: if runc.is_some() {
+                    PodNetwork::Sandbox
+                } else {
+                    pods.network
+                },
                 serve_pods: pods.serve,
                 job_pod_duration: pods.job_pod_duration,
                 runc,

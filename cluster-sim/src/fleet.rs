@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use crate::podnet::{
     LOOPBACK_MAX_CLUSTERS, LOOPBACK_MAX_NODES, LOOPBACK_POD_RANGE, MAX_PODS_PER_NODE, PodNetwork,
+    SANDBOX_MAX_CLUSTERS, SANDBOX_MAX_NODES,
 };
 
 /// Errors reading or checking a fleet.
@@ -336,11 +337,23 @@ impl FleetFile {
             );
         }
         let runc = self.clusters.iter().any(|c| c.runtime == Runtime::Runc);
-        if runc && self.pod_network != PodNetwork::Loopback {
-            problems.push(
-                "runtime: runc needs podNetwork: loopback (--pod-network loopback): containers bind their pod address on this host"
-                    .to_string(),
-            );
+        // Runc clusters use the sandbox scheme whatever `podNetwork` says.
+        for (i, c) in self.clusters.iter().enumerate() {
+            if c.runtime != Runtime::Runc {
+                continue;
+            }
+            if i as u32 >= SANDBOX_MAX_CLUSTERS {
+                problems.push(format!(
+                    "cluster {:?}: runtime: runc clusters must be among the fleet's first {SANDBOX_MAX_CLUSTERS} (one 100.64.0.0/10 /16 each); it is number {}",
+                    c.name, i + 1
+                ));
+            }
+            if c.nodes > SANDBOX_MAX_NODES {
+                problems.push(format!(
+                    "cluster {:?}: a runtime: runc cluster has at most {SANDBOX_MAX_NODES} nodes (one /24 each); it has {}",
+                    c.name, c.nodes
+                ));
+            }
         }
         if runc && self.image_dir.is_none() {
             problems.push("runtime: runc needs imageDir (--image-dir): where images.json and the OCI layout are".to_string());
@@ -502,19 +515,28 @@ mod tests {
     }
 
     #[test]
-    fn runc_clusters_need_loopback_and_an_image_dir() {
+    fn runc_clusters_need_an_image_dir_and_a_sandbox_network() {
         let mut f: FleetFile =
             serde_yaml_ng::from_str("clusters:\n- name: a\n  runtime: runc\n- name: b\n").unwrap();
         assert_eq!(f.clusters[0].runtime, Runtime::Runc);
         assert_eq!(f.clusters[1].runtime, Runtime::Sim);
         let e = f.validate().unwrap_err().to_string();
-        assert!(
-            e.contains("runtime: runc needs podNetwork: loopback"),
-            "{e}"
-        );
         assert!(e.contains("runtime: runc needs imageDir"), "{e}");
+        assert!(!e.contains("podNetwork"), "any pod network will do: {e}");
         assert_eq!(f.runc_config(), None);
-        f.pod_network = PodNetwork::Loopback;
+        f.clusters[0].nodes = SANDBOX_MAX_NODES + 1;
+        let e = f.validate().unwrap_err().to_string();
+        assert!(e.contains("at most 252 nodes"), "{e}");
+        f.clusters[0].nodes = 1;
+        let mut late = f.clone();
+        late.image_dir = Some("/images".into());
+        for i in 0..SANDBOX_MAX_CLUSTERS {
+            let mut c = late.clusters[1].clone();
+            c.name = format!("s{i}");
+            late.clusters.insert(0, c);
+        }
+        let e = late.validate().unwrap_err().to_string();
+        assert!(e.contains("first 63"), "{e}");
         f.image_dir = Some("/images".into());
         f.state_dir = Some("/state".into());
         f.validate().unwrap();

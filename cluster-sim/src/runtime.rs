@@ -9,12 +9,15 @@ use tokio::sync::watch;
 
 use crate::cluster::{Shared, SimCluster};
 use crate::fleet::{FleetFile, Runtime};
+use crate::podnet::{SANDBOX_HOST, SandboxNet};
 
 /// All clusters of one `cluster-sim` process.
 pub struct Fleet {
     /// In fleet order.
     pub clusters: Vec<Arc<SimCluster>>,
     shutdown: watch::Sender<bool>,
+    /// Whether this process's pod bridge exists (runc clusters): removed at stop.
+    bridge: bool,
 }
 
 impl Fleet {
@@ -22,13 +25,32 @@ impl Fleet {
     pub async fn start(fleet: &FleetFile, bind_ip: IpAddr) -> anyhow::Result<Self> {
         fleet.validate()?;
         let (shutdown, rx) = watch::channel(false);
-        let mut clusters = Vec::with_capacity(fleet.clusters.len());
         let shared = Shared::build();
         let runc = fleet.runc_config();
-        if let Some(r) = &runc
-            && fleet.clusters.iter().any(|c| c.runtime == Runtime::Runc)
-        {
+        let sandbox = runc.is_some() && fleet.clusters.iter().any(|c| c.runtime == Runtime::Runc);
+        // Built first so that a failure below still removes the bridge (on drop).
+        let mut started = Self {
+            clusters: Vec::with_capacity(fleet.clusters.len()),
+            shutdown,
+            bridge: false,
+        };
+        let mut bind_ip = bind_ip;
+        if let Some(r) = runc.as_ref().filter(|_| sandbox) {
             crate::runc::remove_leftovers(&r.state_dir);
+            crate::runc::net::create_bridge().await?;
+            started.bridge = true;
+            for (i, spec) in fleet.clusters.iter().enumerate() {
+                if spec.runtime == Runtime::Runc
+                    && let Some(net) = SandboxNet::of(i as u32)
+                {
+                    crate::runc::net::add_cluster(net).await?;
+                }
+            }
+            // Pods in their own network namespaces cannot reach the host's loopback: the API
+            // servers listen where they can (and the kubeconfig says so).
+            if bind_ip.is_loopback() {
+                bind_ip = IpAddr::V4(SANDBOX_HOST);
+            }
         }
         for (i, spec) in fleet.clusters.iter().enumerate() {
             let c = SimCluster::start(
@@ -41,9 +63,9 @@ impl Fleet {
                 rx.clone(),
             )
             .await?;
-            clusters.push(c);
+            started.clusters.push(c);
         }
-        Ok(Self { clusters, shutdown })
+        Ok(started)
     }
 
     /// A cluster by name.
@@ -99,6 +121,9 @@ impl Fleet {
             if let Some(rt) = &c.sim.runc {
                 rt.shut_down();
             }
+        }
+        if self.bridge {
+            crate::runc::net::remove_bridge();
         }
     }
 }

@@ -1,9 +1,11 @@
 //! End-to-end: a cluster-sim cluster with `runtime: runc` really runs a Deployment's pod from
 //! the federation-apiserver image (`tools/build-images.sh federation-apiserver`): its init
-//! container runs to completion first, the pod binds its pod IP through `$(POD_IP)` and its
-//! port from `envFrom`, turns Ready through its HTTPS readinessProbe, answers `/readyz` from
-//! here directly and through its Service's ClusterIP, `kubectl logs` shows its output; deleting it stops its container and
-//! the ReplicaSet's replacement comes up; stopping cluster-sim leaves no container behind.
+//! container runs to completion first, the pod, in its own network namespace, binds its pod
+//! IP through `$(POD_IP)` and its port from `envFrom`, turns Ready through its HTTPS
+//! readinessProbe, answers `/readyz` from here directly and through its Service's ClusterIP,
+//! `kubectl logs` shows its output; deleting it stops its container and the ReplicaSet's
+//! replacement comes up; stopping cluster-sim leaves no container, network namespace or
+//! bridge behind.
 //!
 //! Needs root (runc), and installs runc, umoci and the musl toolchain through the project's
 //! scripts: it fails, never skips, when it cannot.
@@ -187,8 +189,26 @@ fn runc_cluster_runs_a_deployment_from_the_image() {
     let (name, ip, id) = poll_until(Duration::from_secs(180), "the pod to turn Ready", || {
         ready_pod(&env, None)
     });
-    assert!(ip.starts_with("127.10."), "pod IP {ip}");
+    // The first runc cluster's pods are in 100.65.0.0/16 (cluster-sim's podnet module).
+    assert!(ip.starts_with("100.65."), "pod IP {ip}");
     assert!(runc_list().contains(&id), "no runc container {id}");
+    // The container runs in a network namespace of its own, not the host's.
+    let state: Value = serde_json::from_slice(
+        &Command::new("runc")
+            .args(["state", &id])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let pid = state["pid"].as_u64().expect("runc state has the pid");
+    let netns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/net")).unwrap();
+    assert_ne!(
+        netns(&pid.to_string()),
+        netns("self"),
+        "the pod shares the host's network namespace"
+    );
+    // Reachable from the host at its pod IP.
     assert_eq!(readyz(&ip), "ok");
     // The init container ran to completion first (its log is its help text).
     let init = env.ok(
@@ -212,7 +232,8 @@ fn runc_cluster_runs_a_deployment_from_the_image() {
         help.contains("--bind-address"),
         "init container log: {help}"
     );
-    // The Service's ClusterIP (a loopback address) is proxied to the pod from the host.
+    // The Service's ClusterIP (a host address on cluster-sim's bridge) is proxied to the pod
+    // from the host.
     let cluster_ip = env.ok(
         "kubectl",
         &[
@@ -225,7 +246,10 @@ fn runc_cluster_runs_a_deployment_from_the_image() {
             "jsonpath={.spec.clusterIP}",
         ],
     );
-    assert!(cluster_ip.starts_with("127.1."), "ClusterIP {cluster_ip}");
+    assert!(
+        cluster_ip.starts_with("100.65.254."),
+        "ClusterIP {cluster_ip}"
+    );
     let via_service = poll_until(Duration::from_secs(30), "the ClusterIP to answer", || {
         Some(readyz_at(&format!("{cluster_ip}:443"))).filter(|r| r == "ok")
     });
@@ -263,4 +287,18 @@ fn runc_cluster_runs_a_deployment_from_the_image() {
         .filter(|c| c.starts_with(&prefix))
         .collect();
     assert!(left.is_empty(), "left behind: {left:?} (last was {new_id})");
+    // Nor any network namespace or device.
+    let netns_left: Vec<String> = std::fs::read_dir("/run/netns")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    assert!(netns_left.is_empty(), "namespaces left: {netns_left:?}");
+    let bridge = format!("/sys/class/net/ms{}br", env.sim.pid());
+    assert!(
+        !std::path::Path::new(&bridge).exists(),
+        "{bridge} left behind"
+    );
 }

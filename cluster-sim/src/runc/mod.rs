@@ -1,7 +1,7 @@
 //! The runc runtime of the clusters a fleet marks `runtime: runc`: their kubelet runs each
 //! pod whose images are all in the image directory (`tools/build-images.sh` output) as real
-//! processes, one runc container per container, in the host's network namespace, bound to
-//! the pod's loopback address.
+//! processes, one runc container per container, all of a pod's in the pod's own network
+//! namespace that holds its pod IP ([`net`]; addresses in [`crate::podnet`]).
 //!
 //! Pure parts: [`spec`] (environment, `$(VAR)` expansion, bundle `config.json`),
 //! [`policy`] (probes, restart back-off), [`volumes`] (what each volume holds),
@@ -19,6 +19,7 @@ pub(crate) mod command;
 pub(crate) mod hosts;
 pub(crate) mod images;
 pub mod logs;
+pub(crate) mod net;
 pub(crate) mod pod;
 pub(crate) mod policy;
 pub(crate) mod probe;
@@ -32,6 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::controllers::util::lock;
+use crate::podnet::SandboxNet;
 
 /// Every container id cluster-sim creates starts with this, then its process id and `-`.
 pub const CONTAINER_PREFIX: &str = "msim-";
@@ -112,6 +114,9 @@ pub struct Runc {
     pub(crate) live: Mutex<HashSet<String>>,
     /// Log directories by pod key (`namespace/name`).
     pub(crate) log_dirs: Mutex<HashMap<String, PathBuf>>,
+    /// The pods' addresses (`None` past the sandbox scheme's clusters, which the fleet's
+    /// validation rules out).
+    pub(crate) net: Option<SandboxNet>,
 }
 
 impl Runc {
@@ -128,6 +133,7 @@ impl Runc {
             pods: Mutex::default(),
             live: Mutex::default(),
             log_dirs: Mutex::default(),
+            net: SandboxNet::of(index),
         }
     }
 
@@ -170,6 +176,7 @@ impl Runc {
             command::run_blocking("runc", &["kill", &id, "KILL"]);
             command::run_blocking("runc", &["delete", "--force", &id]);
         }
+        net::remove_own_netns(&self.prefix);
         if let Err(e) = std::fs::remove_dir_all(&self.pods_dir)
             && e.kind() != std::io::ErrorKind::NotFound
         {
@@ -184,9 +191,10 @@ fn other_live_process(pid: u32) -> bool {
 }
 
 /// Removes containers left by cluster-sim processes that no longer run (a crash, a
-/// `kill -9`): ids `msim-<pid>-...` whose process is gone, and their pod directories
-/// (`<state_dir>/pods/<pid>-<index>`).
+/// `kill -9`): ids `msim-<pid>-...` whose process is gone, their pod directories
+/// (`<state_dir>/pods/<pid>-<index>`), network namespaces and devices ([`net`]).
 pub fn remove_leftovers(state_dir: &Path) {
+    net::remove_leftovers(|pid| !other_live_process(pid));
     for entry in std::fs::read_dir(state_dir.join("pods"))
         .into_iter()
         .flatten()

@@ -89,6 +89,8 @@ pub(crate) struct PodRun {
     pull_failures: u32,
     /// The hosts file's text as last written.
     hosts: String,
+    /// The pod's network namespace, once created: its name and path.
+    netns: Option<(String, String)>,
 }
 
 /// The status of a container that waits for the pod's init containers.
@@ -126,6 +128,7 @@ pub(crate) fn spawn(
         start_time,
         pull_failures: 0,
         hosts: String::new(),
+        netns: None,
     };
     tokio::spawn(run.run())
 }
@@ -464,6 +467,7 @@ impl PodRun {
             self.rt.prefix,
             util::fnv32a(self.uid.as_bytes())
         );
+        let netns = self.network(&id_base).await?;
         let mut out = Vec::new();
         for (c, image) in containers.iter().zip(images) {
             let name = str_at(c, "/name").unwrap_or("").to_string();
@@ -504,6 +508,7 @@ impl PodRun {
                     m
                 },
                 hostname: crate::controllers::split_key(&self.key).1.to_string(),
+                netns: netns.clone(),
             };
             let cfg = spec::bundle_config(&image.config, &launch);
             let cfg_path = bundle.join("config.json");
@@ -546,6 +551,32 @@ impl PodRun {
         lock(&self.rt.log_dirs).insert(self.key.clone(), self.dir.join("logs"));
         let app = out.split_off(init_count);
         Ok((out, app))
+    }
+
+    /// The pod's network namespace (named `name`, like its containers), created on first
+    /// use: its path.
+    async fn network(&mut self, name: &str) -> Result<String, Waiting> {
+        if let Some((_, path)) = &self.netns {
+            return Ok(path.clone());
+        }
+        let net = self.rt.net.ok_or_else(|| {
+            Waiting(
+                "CreatePodSandboxError",
+                "this cluster's fleet index has no sandbox network".to_string(),
+            )
+        })?;
+        let ip = self.ip.parse().map_err(|_| {
+            Waiting(
+                "CreatePodSandboxError",
+                format!("pod IP {:?} is not an IPv4 address", self.ip),
+            )
+        })?;
+        let path = super::net::create_pod_netns(name, ip, net)
+            .await
+            .map_err(|e| Waiting("CreatePodSandboxError", e.to_string()))?;
+        let path = path_str(&path);
+        self.netns = Some((name.to_string(), path.clone()));
+        Ok(path)
     }
 
     /// Starts (or restarts) one container.
@@ -850,6 +881,9 @@ impl PodRun {
             lock(&self.rt.live).remove(&c.id);
         }
         lock(&self.rt.log_dirs).remove(&self.key);
+        if let Some((name, _)) = &self.netns {
+            super::net::remove_pod_netns(name).await;
+        }
         if let Err(e) = std::fs::remove_dir_all(&self.dir)
             && e.kind() != std::io::ErrorKind::NotFound
         {

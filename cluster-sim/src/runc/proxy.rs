@@ -1,7 +1,7 @@
 //! The Service proxy of a `runtime: runc` cluster, what kube-proxy does, in user space: each
-//! TCP port of a Service is served on its ClusterIP (a loopback address, see
-//! [`ServiceNet`](crate::podnet::ServiceNet)) and on its load-balancer addresses (the
-//! cluster's loopback pool), and each connection goes to one of the Service's ready endpoints
+//! TCP port of a Service is served on its ClusterIP (an address the host owns on the pods'
+//! bridge, see [`ServiceNet`](crate::podnet::ServiceNet)) and on its load-balancer addresses
+//! (the cluster's pool), and each connection goes to one of the Service's ready endpoints
 //! (`<podIP>:<targetPort>` from its EndpointSlices), taken in turn. A port without ready
 //! endpoints refuses connections, as kube-proxy's REJECT rule does.
 //!

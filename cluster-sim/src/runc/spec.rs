@@ -350,10 +350,12 @@ pub(crate) struct Launch {
     pub(crate) mounts: Vec<Mount>,
     /// The pod's name, as the container's hostname.
     pub(crate) hostname: String,
+    /// The pod's network namespace (a path under `/run/netns`).
+    pub(crate) netns: String,
 }
 
 /// Rewrites umoci's `config.json` for one container: its process, root, mounts, and the
-/// host's network namespace (pods bind their pod IP on the host); no terminal.
+/// pod's network namespace (shared by the pod's containers); no terminal.
 pub(crate) fn bundle_config(base: &Value, launch: &Launch) -> Value {
     let mut cfg = base.clone();
     // Image env first, then the container's (a later duplicate wins in execve's view only
@@ -394,6 +396,7 @@ pub(crate) fn bundle_config(base: &Value, launch: &Launch) -> Value {
         .and_then(Value::as_array_mut)
     {
         ns.retain(|n| !matches!(n.get("type").and_then(Value::as_str), Some("network")));
+        ns.push(json!({"type": "network", "path": launch.netns}));
     }
     let mut mounts = cfg
         .get("mounts")
@@ -619,7 +622,7 @@ mod tests {
     }
 
     #[test]
-    fn bundle_uses_host_network_and_mounts() {
+    fn bundle_joins_the_pod_network_and_mounts() {
         let base = json!({
             "process": {"terminal": true, "args": ["/bin/app"], "env": ["PATH=/bin", "A=image"], "cwd": "/", "user": {"uid": 1, "gid": 1}},
             "root": {"path": "rootfs"},
@@ -640,6 +643,7 @@ mod tests {
                 read_only: false,
             }],
             hostname: "p".into(),
+            netns: "/run/netns/msim-1-0-ab".into(),
         };
         let cfg = bundle_config(&base, &launch);
         assert_eq!(cfg["process"]["terminal"], json!(false));
@@ -664,7 +668,7 @@ mod tests {
         );
         assert_eq!(
             cfg["linux"]["namespaces"],
-            json!([{"type": "pid"}, {"type": "mount"}])
+            json!([{"type": "pid"}, {"type": "mount"}, {"type": "network", "path": "/run/netns/msim-1-0-ab"}])
         );
         let mounts = cfg["mounts"].as_array().unwrap();
         assert_eq!(mounts.len(), 3);
