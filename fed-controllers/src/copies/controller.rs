@@ -44,10 +44,12 @@ use tracing::Instrument as _;
 use super::dep_failures::{override_failures, per_cluster, with_dep_failures};
 use super::fedwrite::label_earlier_placements;
 use super::member_copy::overridden;
+use super::member_io::{classify, ensure_namespace, timed};
 use super::plan::{Finalizer, Step, finalizer, step, wanted};
 use super::report::{FailReason, Outcome, cluster_entries, propagated};
 use super::status::{MemberCopy, Rule, StatusKind, combined, member_entry};
 use super::template_deps::{TemplateDeps, template_deps};
+use super::visits::Visits;
 use crate::dep_writers::{DepRef, DepWriters, copy_destinations};
 use crate::dynamic::{self, Decoded};
 use crate::fleet::overrides::Changed;
@@ -136,6 +138,9 @@ struct MemberResult {
     failed: bool,
     /// The member's copy as cached, and whether it was current (nothing written).
     copy: Option<(Value, bool)>,
+    /// The member was looked at and holds no copy after the step (its cache has none, or
+    /// it does not serve the kind): later passes skip it while it is no destination.
+    absent: bool,
 }
 
 /// One connected member.
@@ -164,6 +169,8 @@ pub(super) struct Central {
     connecting: tokio::sync::Mutex<()>,
     /// Last result per object per member, for the Placement's status.
     outcomes: Mutex<HashMap<CopyKey, BTreeMap<String, Outcome>>>,
+    /// Which members each object's pass looks at ([`Visits`]).
+    visits: Visits,
     queue: Arc<WorkQueue<CopyKey>>,
     /// Which path writes a dependency object's member copies ([`crate::dep_writers`]).
     writers: Arc<DepWriters>,
@@ -511,6 +518,7 @@ impl Central {
             && !has_finalizer
         {
             lock(&self.outcomes).remove(key);
+            self.visits.forget(key);
             self.set_dep_failures(r, BTreeMap::new());
             return Ok("not copied");
         }
@@ -553,9 +561,12 @@ impl Central {
             }
             self.writers.set_referenced(&referrer(key), refs, clusters);
         }
-        // Every member that should hold a copy, and every known one that may hold one.
-        let mut clusters: BTreeSet<String> = dest.iter().map(|t| t.cluster.clone()).collect();
-        clusters.extend(self.clusters.state().iter().map(|c| c.name_any()));
+        // Every member that should hold a copy, and every one that may hold one.
+        let plan = self.visits.plan(
+            key,
+            dest.iter().map(|t| t.cluster.clone()),
+            self.clusters.state().iter().map(|c| c.name_any()).collect(),
+        );
         // Every member's step at once: one slow or unreachable member does not hold up the
         // others, and the reconcile takes as long as its slowest member, not their sum.
         let object = Object {
@@ -573,13 +584,16 @@ impl Central {
             interpreter,
         };
         let results =
-            futures::future::join_all(clusters.iter().map(|c| self.sync_member(&object, c))).await;
+            futures::future::join_all(plan.clusters.iter().map(|c| self.sync_member(&object, c)))
+                .await;
+        self.visits
+            .record(key, &plan, results.iter().map(|r| r.absent));
         let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
         // Each destination's copy as cached, and whether it was current (nothing written).
         let mut copies: BTreeMap<String, (Value, bool)> = BTreeMap::new();
         let mut held = false;
         let mut failed = 0usize;
-        for (cluster, r) in clusters.into_iter().zip(results) {
+        for (cluster, r) in plan.clusters.into_iter().zip(results) {
             held |= r.held;
             failed += usize::from(r.failed);
             if let Some(copy) = r.copy {
@@ -648,6 +662,7 @@ impl Central {
             }
         } else {
             lock(&self.outcomes).remove(key);
+            self.visits.forget(key);
             lock(&self.template_refs).remove(key);
             if let Some(r) = &dep {
                 self.set_dep_failures(r, BTreeMap::new());
@@ -710,7 +725,10 @@ impl Central {
         let (ar, store) = match &*self.member_kind(&m, o.kind).await {
             MemberKind::Served { ar, store, .. } => (ar.clone(), store.clone()),
             MemberKind::NotServed(message) => {
-                return unable(FailReason::KindNotServed, message.clone());
+                return MemberResult {
+                    absent: true,
+                    ..unable(FailReason::KindNotServed, message.clone())
+                };
             }
         };
         let actual_ref = match &key.namespace {
@@ -725,6 +743,13 @@ impl Central {
             _ => Api::all_with(m.client.clone(), &ar),
         };
         let step = step(want.as_ref(), actual.as_ref(), o.uid);
+        // Whether no copy is left there once the step is taken (as it then is unless it
+        // fails): nothing was there and nothing is made, or Meridian's copy goes.
+        let none_left = match &step {
+            Step::Leave => actual.is_none(),
+            Step::Delete => true,
+            Step::Create(_) | Step::Update(_) | Step::Refuse => false,
+        };
         let copy = match (&want, actual) {
             (Some(_), Some(a)) => Some((a, step == Step::Leave)),
             _ => None,
@@ -734,13 +759,15 @@ impl Central {
                 held: holds,
                 outcome: want.is_some().then(|| Outcome::Synced { at: now() }),
                 copy,
-                ..MemberResult::default()
+                absent: none_left && !holds,
+                failed: false,
             },
             Err((reason, message)) => MemberResult {
                 held: true,
                 failed: true,
                 outcome: Some(Outcome::Failed { reason, message }),
                 copy,
+                absent: false,
             },
         }
     }
@@ -805,51 +832,6 @@ impl Central {
     }
 }
 
-/// Runs one member request under `timeout`, its failure as a reason and message.
-async fn timed<T>(
-    timeout: std::time::Duration,
-    f: impl std::future::Future<Output = Result<T, kube::Error>>,
-) -> Result<T, (FailReason, String)> {
-    match tokio::time::timeout(timeout, f).await {
-        Ok(r) => r.map_err(classify),
-        Err(_) => Err((
-            FailReason::Unreachable,
-            format!("timed out after {timeout:?}"),
-        )),
-    }
-}
-
-/// The reason and message of a member's refusal.
-fn classify(e: kube::Error) -> (FailReason, String) {
-    match e {
-        kube::Error::Api(s) if s.code == 404 => (FailReason::KindNotServed, s.message),
-        kube::Error::Api(s) if s.code == 409 => (FailReason::Conflict, s.message),
-        kube::Error::Api(s) if (400..500).contains(&s.code) => (FailReason::Rejected, s.message),
-        other => (FailReason::Unreachable, Report(&other).to_string()),
-    }
-}
-
-async fn ensure_namespace(
-    client: &Client,
-    ns: &str,
-    timeout: std::time::Duration,
-) -> Result<(), (FailReason, String)> {
-    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let obj: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": ns}
-    }))
-    .map_err(|e| (FailReason::Rejected, e.to_string()))?;
-    match tokio::time::timeout(timeout, api.create(&PostParams::default(), &obj)).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(kube::Error::Api(s))) if s.code == 409 => Ok(()),
-        Ok(Err(e)) => Err(classify(e)),
-        Err(_) => Err((
-            FailReason::Unreachable,
-            format!("timed out after {timeout:?}"),
-        )),
-    }
-}
-
 pub(super) fn now() -> String {
     jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -909,6 +891,7 @@ pub async fn run(
         members: Mutex::default(),
         connecting: tokio::sync::Mutex::default(),
         outcomes: Mutex::default(),
+        visits: Visits::default(),
         queue: queue.clone(),
         writers: writers.clone(),
         template_refs: Mutex::default(),

@@ -12,16 +12,19 @@
 //! CronJobs, Ingresses, HPAs, PDBs) and shown per member on the Placement, [`template_deps`]
 //! which dependency objects an interpreted object's pod template asks for, and where, and
 //! [`dep_failures`] how their override failures show on its Placement. [`controller`]
-//! applies them from caches of the federation and of each member, its federation writes in
-//! `fedwrite`.
+//! applies them from caches of the federation and of each member, looking at the members
+//! `visits` names (an object's destinations and where copies may still be, not the whole
+//! fleet), its federation writes in `fedwrite` and its member requests in `member_io`.
 
 pub mod controller;
 pub mod dep_failures;
 pub mod drift;
 mod fedwrite;
 pub mod member_copy;
+mod member_io;
 pub mod plan;
 pub mod record;
 pub mod report;
 pub mod status;
 pub mod template_deps;
+mod visits;
