@@ -462,18 +462,7 @@ spec:
         .resource_version
         .expect("list resourceVersion");
     let deployments: Api<Deployment> = Api::namespaced(fed.clone(), "slow");
-    let d: Deployment = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "w", "namespace": "slow"},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": "w"}},
-            "template": {
-                "metadata": {"labels": {"app": "w"}},
-                "spec": {"containers": [{"name": "w", "image": "w:1"}]}
-            }
-        }
-    }))
-    .expect("deployment");
+    let d = deployment_w("slow");
     deployments
         .create(&PostParams::default(), &d)
         .await
@@ -567,17 +556,40 @@ spec:
     assert!(seen.iter().any(|e| !e.is_empty()), "{seen:#?}");
 }
 
+/// Deployment `w` in `namespace`: 2 replicas of image `w:1`.
+fn deployment_w(namespace: &str) -> Deployment {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "w", "namespace": namespace},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "w"}},
+            "template": {
+                "metadata": {"labels": {"app": "w"}},
+                "spec": {"containers": [{"name": "w", "image": "w:1"}]}
+            }
+        }
+    }))
+    .expect("deployment")
+}
+
+/// An object's resourceVersion as a number (the federation's are its store revisions).
+fn version_of(meta: &kube::api::ObjectMeta) -> u64 {
+    meta.resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .expect("a numeric resourceVersion")
+}
+
 /// The resourceVersion at which `name` was first seen after `rv` (its creation).
 async fn first_version<K>(api: &Api<K>, name: &str, rv: &str) -> u64
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + 'static,
 {
-    let o = wait_for(api, name, rv, "its creation", |_| true).await;
-    o.meta()
-        .resource_version
-        .as_deref()
-        .and_then(|v| v.parse().ok())
-        .expect("a numeric resourceVersion")
+    version_of(
+        wait_for(api, name, rv, "its creation", |_| true)
+            .await
+            .meta(),
+    )
 }
 
 /// After a scale the federated status does not claim the new generation until the
@@ -610,18 +622,7 @@ spec:
     let deployments: Api<Deployment> = Api::namespaced(fed.clone(), "scale");
     let placements: Api<fed_api::Placement> = Api::namespaced(fed.clone(), "scale");
     let in_member: Api<Deployment> = Api::namespaced(env.member("sim-1").await, "scale");
-    let d: Deployment = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "w", "namespace": "scale"},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": "w"}},
-            "template": {
-                "metadata": {"labels": {"app": "w"}},
-                "spec": {"containers": [{"name": "w", "image": "w:1"}]}
-            }
-        }
-    }))
-    .expect("deployment");
+    let d = deployment_w("scale");
     let created = deployments
         .create(&PostParams::default(), &d)
         .await
@@ -679,21 +680,11 @@ spec:
         |p| p.spec.dest_clusters.iter().map(|t| t.replicas).sum::<u32>() == 3,
     )
     .await;
-    let placed_rv: u64 = placed
-        .metadata
-        .resource_version
-        .as_deref()
-        .and_then(|v| v.parse().ok())
-        .expect("a numeric resourceVersion");
+    let placed_rv = version_of(&placed.metadata);
     // Every version of the workload from the scale until its status shows it done.
     let versions = std::sync::Mutex::new(Vec::new());
     wait_for(&deployments, "w", &scaled_rv, "w ready 3/3", |d| {
-        let rv: u64 = d
-            .metadata
-            .resource_version
-            .as_deref()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
+        let rv = version_of(&d.metadata);
         versions.lock().unwrap().push((rv, d.status.clone()));
         ready(d, 3)
     })

@@ -42,13 +42,9 @@ pub(super) async fn ensure_namespace(
         "metadata": {"name": ns}
     }))
     .map_err(|e| (FailReason::Rejected, e.to_string()))?;
-    match tokio::time::timeout(timeout, api.create(&PostParams::default(), &obj)).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(kube::Error::Api(s))) if s.code == 409 => Ok(()),
-        Ok(Err(e)) => Err(classify(e)),
-        Err(_) => Err((
-            FailReason::Unreachable,
-            format!("timed out after {timeout:?}"),
-        )),
+    match timed(timeout, api.create(&PostParams::default(), &obj)).await {
+        // 409: it exists already.
+        Err((FailReason::Conflict, _)) => Ok(()),
+        r => r.map(drop),
     }
 }
