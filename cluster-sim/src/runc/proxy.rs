@@ -5,8 +5,8 @@
 //! (`<podIP>:<targetPort>` from its EndpointSlices), taken in turn. A port without ready
 //! endpoints refuses connections, as kube-proxy's REJECT rule does.
 //!
-//! [`routes`] decides from the cached Services and EndpointSlices; [`spawn`] binds and
-//! closes listeners as that changes, following both kinds' watches.
+//! [`routes`] decides from the cached Services and EndpointSlices; [`run`] binds and
+//! closes listeners as that changes, following their listings ([`super::services`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
@@ -15,12 +15,12 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Notify;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use super::services::Listing;
 use crate::controllers::endpoints::SERVICE_NAME_LABEL;
 use crate::controllers::util::{lock, str_at};
-use crate::controllers::{Seen, Sim, spawn_watch};
 
 /// Frontend address → the ready endpoints behind it.
 pub(crate) type Routes = BTreeMap<SocketAddr, Vec<SocketAddr>>;
@@ -168,23 +168,13 @@ async fn serve(listener: TcpListener, backends: Arc<Mutex<Vec<SocketAddr>>>) {
     }
 }
 
-/// Binds, updates and closes the frontends of one cluster so they match [`routes`].
-async fn run(sim: Arc<Sim>, changed: Arc<Notify>) {
+/// Binds, updates and closes the frontends of one cluster so they match [`routes`] of each
+/// listing of its Services and EndpointSlices.
+pub(crate) async fn run(mut listings: watch::Receiver<Arc<Listing>>) {
     let mut bound: HashMap<SocketAddr, Frontend> = HashMap::new();
-    loop {
-        changed.notified().await;
-        let list = |def: &meridian_apiserver::registry::ResourceDef| -> Vec<Value> {
-            sim.cache(def)
-                .list(&def.namespace_prefix(None), None, None, 0, |_| true)
-                .items
-                .iter()
-                .map(|c| c.value())
-                .collect()
-        };
-        let want = routes(
-            &list(&sim.kinds.services),
-            &list(&sim.kinds.endpoint_slices),
-        );
+    while listings.changed().await.is_ok() {
+        let listing = listings.borrow_and_update().clone();
+        let want = routes(&listing.services, &listing.slices);
         bound.retain(|addr, _| want.contains_key(addr));
         for (addr, to) in want {
             if let Some(f) = bound.get(&addr) {
@@ -203,21 +193,6 @@ async fn run(sim: Arc<Sim>, changed: Arc<Notify>) {
             }
         }
     }
-}
-
-/// Spawns the proxy of a runc cluster: watches on Services and EndpointSlices wake it.
-pub(crate) fn spawn(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
-    let changed = Arc::new(Notify::new());
-    let (a, b) = (changed.clone(), changed.clone());
-    vec![
-        spawn_watch(sim.cache(&sim.kinds.services), move |_: Seen<'_>| {
-            a.notify_one()
-        }),
-        spawn_watch(sim.cache(&sim.kinds.endpoint_slices), move |_: Seen<'_>| {
-            b.notify_one()
-        }),
-        tokio::spawn(run(sim, changed)),
-    ]
 }
 
 #[cfg(test)]
