@@ -268,6 +268,10 @@ fn names_outside_the_domain_are_nxdomain_not_refused() {
 
 #[test]
 fn the_apex_has_an_soa() {
+    let empty = Zone::build(&[], &[], 1);
+    let m = ask(&empty, "cluster.local.", RecordType::SOA);
+    assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+    assert_eq!(m.answers.len(), 1);
     let m = ask(&zone(), "cluster.local.", RecordType::SOA);
     assert_eq!(m.metadata.response_code, ResponseCode::NoError);
     let RData::SOA(soa) = &m.answers[0].data else {

@@ -119,8 +119,9 @@ fn endpoints(slices: &[&Value], publish_not_ready: bool) -> Vec<Endpoint> {
 impl Zone {
     /// The zone of `services` with their EndpointSlices `slices`, at `serial`.
     pub(crate) fn build(services: &[Value], slices: &[Value], serial: u32) -> Zone {
+        // The apex exists (with its SOA) even without a Service.
         let mut zone = Zone {
-            names: BTreeMap::new(),
+            names: BTreeMap::from([(format!("{CLUSTER_DOMAIN}."), Node::Empty)]),
             serial,
         };
         for svc in services {
