@@ -86,7 +86,11 @@ RUNC RUNTIME (runtime: runc; root, podNetwork: loopback and imageDir needed):
   grace period, SIGKILL. An image that is not there: ErrImagePull, ImagePullBackOff.
   Each pod has its own network namespace on a bridge cluster-sim owns (pod IPs in
   100.(65+cluster).0.0/16, ClusterIPs in its .254.0/24; API servers on 100.64.0.1).
-  Differences from a kubelet: no cluster DNS (Service names from /etc/hosts); no cgroups, no limits;
+  Cluster DNS on 100.(65+cluster).255.10:53 (UDP and TCP): <svc>.<ns>.svc.cluster.local
+  (ClusterIP, headless endpoints and their hostnames, ExternalName CNAME), SRV for named
+  ports; other names NXDOMAIN (no upstream). resolv.conf per dnsPolicy (ClusterFirst:
+  search <ns>.svc.cluster.local svc.cluster.local cluster.local, ndots:5; dnsConfig merged).
+  Differences from a kubelet: no cgroups, no limits;
   no init, ephemeral or sidecar containers, lifecycle hooks, grpc probes or envFrom.
   Containers are named msim-<pid>-...: removed on exit, and a crashed run's at next start.
   Full list: docs/runc.md.

@@ -29,7 +29,7 @@
 //!   - `.252.0/22`: addresses the host owns (a `local` route on the bridge):
 //!     `.253.0/24` the default load-balancer pool, `.254.0/24` the Service ClusterIPs
 //!     ([`ServiceNet`]), `.255.1` the pods' gateway (the bridge, with the whole `/16`),
-//!     `.255.10` the cluster DNS.
+//!     `.255.10` the cluster DNS server (`runc/dns`), which pods' `resolv.conf` names.
 
 use std::net::Ipv4Addr;
 

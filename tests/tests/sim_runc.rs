@@ -3,9 +3,12 @@
 //! container runs to completion first, the pod, in its own network namespace, binds its pod
 //! IP through `$(POD_IP)` and its port from `envFrom`, turns Ready through its HTTPS
 //! readinessProbe, answers `/readyz` from here directly and through its Service's ClusterIP,
-//! `kubectl logs` shows its output; deleting it stops its container and the ReplicaSet's
-//! replacement comes up; stopping cluster-sim leaves no container, network namespace or
-//! bridge behind.
+//! `kubectl logs` shows its output; the cluster DNS answers its Service's names over UDP and
+//! TCP from the host, and a fed-scheduler pod (a musl binary: musl's resolver, through the
+//! pod's `resolv.conf` search path) reaches the API server by the Service's short name
+//! alone, its hosts file naming no Service; deleting the first pod stops its container and
+//! the ReplicaSet's replacement comes up; stopping cluster-sim leaves no container, network
+//! namespace or bridge behind.
 //!
 //! Needs root (runc), and installs runc, umoci and the musl toolchain through the project's
 //! scripts: it fails, never skips, when it cannot.
@@ -16,6 +19,8 @@
 use std::process::Command;
 use std::time::Duration;
 
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::{RData, RecordType};
 use meridian_e2e::{Env, poll_until};
 use serde_json::Value;
 
@@ -39,7 +44,7 @@ fn manifest(image: &str) -> String {
         r#"apiVersion: v1
 kind: Secret
 metadata: {{name: api-settings, namespace: default}}
-stringData: {{port: "8443"}}
+stringData: {{port: "8443", token: {TOKEN}}}
 ---
 apiVersion: apps/v1
 kind: Deployment
@@ -63,7 +68,8 @@ spec:
         env:
         - name: POD_IP
           valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}
-        args: ["--bind-address=$(POD_IP)", "--secure-port=$(API_port)", "--data-dir=/data"]
+        args: ["--bind-address=$(POD_IP)", "--secure-port=$(API_port)", "--data-dir=/data",
+               "--admin-token-file=/etc/settings/token"]
         ports: [{{name: https, containerPort: 8443}}]
         securityContext: {{readOnlyRootFilesystem: true}}
         readinessProbe:
@@ -82,8 +88,87 @@ metadata: {{name: api, namespace: default}}
 spec:
   selector: {{app: api}}
   ports: [{{name: https, port: 443, targetPort: https}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: api-pods, namespace: default}}
+spec:
+  clusterIP: None
+  selector: {{app: api}}
+  ports: [{{name: https, port: 8443}}]
 "#
     )
+}
+
+/// The admin token the API server pod is given, and the scheduler pod uses.
+const TOKEN: &str = "sim-runc-admin-token";
+
+/// A fed-scheduler pod whose kubeconfig names the API server by the Service's short name
+/// `api` only: it turns Ready once its caches are synced, so only if the name resolved.
+fn scheduler_manifest(image: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Secret
+metadata: {{name: scheduler-kubeconfig, namespace: default}}
+stringData:
+  kubeconfig: |
+    apiVersion: v1
+    kind: Config
+    clusters: [{{name: fed, cluster: {{server: "https://api:443", insecure-skip-tls-verify: true}}}}]
+    users: [{{name: admin, user: {{token: {TOKEN}}}}}]
+    contexts: [{{name: fed, context: {{cluster: fed, user: admin}}}}]
+    current-context: fed
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: scheduler, namespace: default}}
+spec:
+  containers:
+  - name: scheduler
+    image: {image}
+    env:
+    - name: POD_IP
+      valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}
+    args: ["--kubeconfig=/etc/kubeconfig/kubeconfig", "--metrics-bind-address=$(POD_IP):8081",
+           "--leader-elect=false"]
+    ports: [{{name: metrics, containerPort: 8081}}]
+    readinessProbe:
+      httpGet: {{path: /readyz, port: metrics}}
+      periodSeconds: 1
+    volumeMounts:
+    - {{name: kubeconfig, mountPath: /etc/kubeconfig}}
+  volumes:
+  - {{name: kubeconfig, secret: {{secretName: scheduler-kubeconfig}}}}
+"#
+    )
+}
+
+/// Whether the pod `name` is Ready.
+fn pod_ready(env: &Env, name: &str) -> bool {
+    let out = env.run(
+        "kubectl",
+        &[
+            "--context",
+            CONTEXT,
+            "get",
+            "pod",
+            name,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+        ],
+    );
+    String::from_utf8_lossy(&out.stdout).trim() == "True"
+}
+
+/// The addresses and SRV data of the answer section, as text.
+fn answer_text(m: &hickory_proto::op::Message) -> Vec<String> {
+    m.answers
+        .iter()
+        .map(|r| match &r.data {
+            RData::A(a) => a.to_string(),
+            other => other.to_string(),
+        })
+        .collect()
 }
 
 /// The Ready pod of the Deployment other than `not`: (name, pod IP, container id).
@@ -153,14 +238,16 @@ fn runc_cluster_runs_a_deployment_from_the_image() {
     let images = meridian_e2e::workspace_root().join("target/images");
     let list: Value =
         serde_json::from_slice(&std::fs::read(images.join("images.json")).unwrap()).unwrap();
-    let image = list
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["name"] == "federation-apiserver")
-        .and_then(|i| i["reference"].as_str())
-        .expect("images.json names the federation-apiserver image")
-        .to_string();
+    let reference = |name: &str| -> String {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == name)
+            .and_then(|i| i["reference"].as_str())
+            .unwrap_or_else(|| panic!("images.json names no {name} image"))
+            .to_string()
+    };
+    let image = reference("federation-apiserver");
 
     let scratch = tempfile::tempdir().unwrap();
     let fleet = scratch.path().join("fleet.yaml");
@@ -254,6 +341,77 @@ fn runc_cluster_runs_a_deployment_from_the_image() {
         Some(readyz_at(&format!("{cluster_ip}:443"))).filter(|r| r == "ok")
     });
     assert_eq!(via_service, "ok");
+
+    // The cluster DNS (the first runc cluster's is 100.65.255.10), over UDP and TCP.
+    let dns: std::net::SocketAddr = "100.65.255.10:53".parse().unwrap();
+    for tcp in [false, true] {
+        let ask = |name: &str, rtype| meridian_e2e::dns::query(dns, name, rtype, tcp).unwrap();
+        let a = ask("API.default.svc.cluster.local.", RecordType::A);
+        assert_eq!(a.metadata.response_code, ResponseCode::NoError);
+        assert!(a.metadata.authoritative);
+        assert_eq!(answer_text(&a), [cluster_ip.as_str()], "tcp: {tcp}");
+        let srv = ask(
+            "_https._tcp.api.default.svc.cluster.local.",
+            RecordType::SRV,
+        );
+        assert_eq!(
+            answer_text(&srv),
+            ["0 100 443 api.default.svc.cluster.local."],
+            "tcp: {tcp}"
+        );
+        // A headless Service: its ready pod.
+        let headless = poll_until(Duration::from_secs(30), "the headless name", || {
+            let m = ask("api-pods.default.svc.cluster.local.", RecordType::A);
+            Some(answer_text(&m)).filter(|a| !a.is_empty())
+        });
+        assert_eq!(headless, [ip.as_str()], "tcp: {tcp}");
+        let nodata = ask("api.default.svc.cluster.local.", RecordType::AAAA);
+        assert_eq!(nodata.metadata.response_code, ResponseCode::NoError);
+        assert!(nodata.answers.is_empty() && !nodata.authorities.is_empty());
+        for missing in ["nope.default.svc.cluster.local.", "example.org."] {
+            let m = ask(missing, RecordType::A);
+            assert_eq!(
+                m.metadata.response_code,
+                ResponseCode::NXDomain,
+                "{missing}"
+            );
+        }
+    }
+    // The pod's hosts file names no Service; its resolv.conf names the cluster DNS.
+    let hosts = std::fs::read_to_string(format!("/proc/{pid}/root/etc/hosts")).unwrap();
+    assert!(!hosts.contains(".svc"), "hosts file: {hosts}");
+    assert!(
+        hosts.contains(&format!("{ip}\t{name}")),
+        "hosts file: {hosts}"
+    );
+    let resolv = std::fs::read_to_string(format!("/proc/{pid}/root/etc/resolv.conf")).unwrap();
+    assert_eq!(
+        resolv,
+        "nameserver 100.65.255.10\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"
+    );
+    // A musl binary in a pod finds the API server by the short name `api`: the scheduler
+    // turns Ready once its caches are synced from it.
+    let scheduler_yaml = scratch.path().join("scheduler.yaml");
+    std::fs::write(
+        &scheduler_yaml,
+        scheduler_manifest(&reference("fed-scheduler")),
+    )
+    .unwrap();
+    env.ok(
+        "kubectl",
+        &[
+            "--context",
+            CONTEXT,
+            "apply",
+            "-f",
+            scheduler_yaml.to_str().unwrap(),
+        ],
+    );
+    poll_until(
+        Duration::from_secs(120),
+        "the scheduler to reach the API server by name",
+        || pod_ready(&env, "scheduler").then_some(()),
+    );
     let logs = env.ok("kubectl", &["--context", CONTEXT, "logs", &name]);
     assert!(
         logs.contains(&format!("listening on https://{ip}:8443")),

@@ -274,6 +274,9 @@ struct PodEndpoint {
     terminating: bool,
     node: Option<String>,
     zone: Option<String>,
+    /// The pod's `spec.hostname` when its `spec.subdomain` names this Service: what the
+    /// cluster DNS answers `<hostname>.<svc>.<ns>.svc.<domain>` with.
+    hostname: Option<String>,
     target: Value,
 }
 
@@ -355,12 +358,16 @@ impl Reconciler<String> for EndpointsController {
                 })
             });
             let ports = resolve_ports(&svc_ports, &pod);
+            let hostname = str_at(&pod, "/spec/hostname")
+                .filter(|h| !h.is_empty() && str_at(&pod, "/spec/subdomain") == Some(name))
+                .map(String::from);
             groups.entry(ports).or_default().push(PodEndpoint {
                 ip: ip.to_string(),
                 ready: condition_true(&pod, "Ready"),
                 terminating,
                 node,
                 zone,
+                hostname,
                 target: json!({"kind": "Pod", "namespace": ns, "name": c.name(), "uid": &*c.uid}),
             });
         }
@@ -390,6 +397,9 @@ impl Reconciler<String> for EndpointsController {
                 let mut a = json!({"ip": e.ip, "targetRef": e.target});
                 if let Some(n) = &e.node {
                     a["nodeName"] = Value::from(n.as_str());
+                }
+                if let Some(h) = &e.hostname {
+                    a["hostname"] = Value::from(h.as_str());
                 }
                 a
             };
@@ -475,6 +485,9 @@ impl Reconciler<String> for EndpointsController {
                     }
                     if let Some(z) = &e.zone {
                         v["zone"] = Value::from(z.as_str());
+                    }
+                    if let Some(h) = &e.hostname {
+                        v["hostname"] = Value::from(h.as_str());
                     }
                     v
                 })

@@ -406,8 +406,15 @@ pub fn start(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
     if let Some(c) = &sim.containers {
         handles.extend(containers::spawn(sim.clone(), c.clone()));
     }
-    if sim.runc.is_some() {
-        handles.extend(crate::runc::proxy::spawn(sim.clone()));
+    if let Some(rt) = &sim.runc {
+        // One listing of Services and EndpointSlices for the proxy and the cluster DNS.
+        let (listings, watches) = crate::runc::services::spawn(sim.clone());
+        handles.extend(watches);
+        handles.push(tokio::spawn(crate::runc::proxy::run(listings.clone())));
+        if let Some(net) = rt.net {
+            let addr = std::net::SocketAddr::from((net.dns(), 53));
+            handles.extend(crate::runc::dns::spawn(addr, listings));
+        }
         handles.extend(crate::runc::claims::spawn(sim.clone()));
     }
     handles.extend(serviceaccount::spawn(sim));

@@ -5,10 +5,12 @@
 //!
 //! Pure parts: [`spec`] (environment, `$(VAR)` expansion, bundle `config.json`),
 //! [`policy`] (probes, restart back-off), [`volumes`] (what each volume holds),
-//! [`hosts`] (a pod's `/etc/hosts` with the Services' names). I/O: [`images`] (umoci unpack
-//! cache), [`pod`] (one supervisor task per pod), [`probe`], [`logs`] (`pods/log`),
+//! [`hosts`] (a pod's `/etc/hosts`), [`resolv`] (its `/etc/resolv.conf` from `dnsPolicy`).
+//! I/O: [`images`] (umoci unpack cache), [`pod`] (one supervisor task per pod), [`probe`],
+//! [`logs`] (`pods/log`), [`services`] (the Services and EndpointSlices the next two follow),
 //! [`proxy`] (Services' ClusterIPs and load-balancer addresses to their ready endpoints),
-//! [`claims`] (claims reported `Bound`: their data is a host directory).
+//! [`dns`] (the cluster DNS: Service names, answered by a pure function over the same
+//! listing), [`claims`] (claims reported `Bound`: their data is a host directory).
 //!
 //! Containers are named `<prefix><pid>-...` (see [`CONTAINER_PREFIX`]) so that the leftovers
 //! of a run that crashed are found and removed when the next one starts; on a clean exit
@@ -16,6 +18,7 @@
 
 pub(crate) mod claims;
 pub(crate) mod command;
+pub(crate) mod dns;
 pub(crate) mod hosts;
 pub(crate) mod images;
 pub mod logs;
@@ -24,6 +27,8 @@ pub(crate) mod pod;
 pub(crate) mod policy;
 pub(crate) mod probe;
 pub(crate) mod proxy;
+pub(crate) mod resolv;
+pub(crate) mod services;
 pub(crate) mod spec;
 pub(crate) mod volumes;
 

@@ -18,7 +18,7 @@ use super::images::path_str;
 use super::policy::{self, Probe, Tally};
 use super::spec::{self, EnvSources, Launch};
 use super::volumes::{self, DataMap, VolumeData};
-use super::{Runc, RuncError, command, hosts};
+use super::{Runc, RuncError, command, hosts, resolv};
 use crate::controllers::Sim;
 use crate::controllers::util::{self, condition, lock, merge_condition, str_at};
 
@@ -87,8 +87,6 @@ pub(crate) struct PodRun {
     last_written: Value,
     start_time: String,
     pull_failures: u32,
-    /// The hosts file's text as last written.
-    hosts: String,
     /// The pod's network namespace, once created: its name and path.
     netns: Option<(String, String)>,
 }
@@ -127,7 +125,6 @@ pub(crate) fn spawn(
         last_written: Value::Null,
         start_time,
         pull_failures: 0,
-        hosts: String::new(),
         netns: None,
     };
     tokio::spawn(run.run())
@@ -182,7 +179,6 @@ impl PodRun {
                     return;
                 }
                 self.step(&mut inits[i], &init_policy).await;
-                self.update_hosts();
                 let status = self.init_status(&inits, &ctrs);
                 self.write(status).await;
                 match inits[i].done {
@@ -214,7 +210,6 @@ impl PodRun {
             for c in &mut ctrs {
                 self.step(c, &app_policy).await;
             }
-            self.update_hosts();
             let mut status = self.status(&ctrs);
             if !inits.is_empty() {
                 status["initContainerStatuses"] = Value::Array(self.init_statuses(&inits));
@@ -301,36 +296,17 @@ impl PodRun {
             .map(|b| String::from_utf8_lossy(&b).into_owned())
     }
 
-    /// [`Self::write_hosts`] from the supervisor's loop, where a failure is only logged
-    /// (the containers keep the file as it was).
-    fn update_hosts(&mut self) {
-        if let Err(e) = self.write_hosts() {
-            tracing::warn!(pod = %self.key, error = %e, "cannot update the pod's hosts file");
-        }
-    }
-
-    /// Writes the pod's `/etc/hosts` when its text changed: in place, since the containers
-    /// bind-mount the file itself.
-    fn write_hosts(&mut self) -> Result<(), RuncError> {
-        let services: Vec<Value> = {
-            let def = &self.sim.kinds.services;
-            self.sim
-                .cache(def)
-                .list(&def.namespace_prefix(None), None, None, 0, |_| true)
-                .items
-                .iter()
-                .map(|c| c.value())
-                .collect()
-        };
-        let (ns, name) = crate::controllers::split_key(&self.key);
-        let text = hosts::hosts_file(&self.ip, name, ns, &services);
-        if text != self.hosts {
-            let path = self.dir.join("hosts");
-            std::fs::create_dir_all(&self.dir).map_err(|e| RuncError::io(&self.dir, e))?;
-            std::fs::write(&path, &text).map_err(|e| RuncError::io(&path, e))?;
-            self.hosts = text;
-        }
-        Ok(())
+    /// Writes the pod's `/etc/hosts` and `/etc/resolv.conf` (once: like the kubelet's, they
+    /// do not follow later changes of the pod); returns their paths.
+    fn write_name_files(&self) -> Result<(PathBuf, PathBuf), RuncError> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| RuncError::io(&self.dir, e))?;
+        let hosts = self.dir.join("hosts");
+        let text = hosts::hosts_file(&self.pod, &self.ip);
+        std::fs::write(&hosts, text).map_err(|e| RuncError::io(&hosts, e))?;
+        let resolv = self.dir.join("resolv.conf");
+        let text = resolv::resolv_conf(&self.pod, self.rt.net.map(|n| n.dns()));
+        std::fs::write(&resolv, text).map_err(|e| RuncError::io(&resolv, e))?;
+        Ok((hosts, resolv))
     }
 
     /// Images, volumes and one bundle per container: (init containers, containers).
@@ -460,8 +436,7 @@ impl PodRun {
                 },
             );
         }
-        let hosts = self.dir.join("hosts");
-        self.write_hosts()?;
+        let (hosts_path, resolv_path) = self.write_name_files()?;
         let id_base = format!(
             "{}{:08x}",
             self.rt.prefix,
@@ -501,13 +476,18 @@ impl PodRun {
                 mounts: {
                     let mut m = volumes::mounts(c, &planned, &paths);
                     m.push(spec::Mount {
-                        source: path_str(&hosts),
+                        source: path_str(&hosts_path),
                         destination: "/etc/hosts".into(),
+                        read_only: true,
+                    });
+                    m.push(spec::Mount {
+                        source: path_str(&resolv_path),
+                        destination: "/etc/resolv.conf".into(),
                         read_only: true,
                     });
                     m
                 },
-                hostname: crate::controllers::split_key(&self.key).1.to_string(),
+                hostname: hosts::pod_hostname(&self.pod),
                 netns: netns.clone(),
             };
             let cfg = spec::bundle_config(&image.config, &launch);

@@ -403,9 +403,6 @@ pub(crate) fn bundle_config(base: &Value, launch: &Launch) -> Value {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    // The host's resolver, as a pod on the host network (dnsPolicy aside) would see it.
-    mounts.push(json!({"destination": "/etc/resolv.conf", "type": "bind",
-        "source": "/etc/resolv.conf", "options": ["rbind", "ro"]}));
     for m in &launch.mounts {
         mounts.push(json!({
             "destination": m.destination, "type": "bind", "source": m.source,
@@ -671,8 +668,8 @@ mod tests {
             json!([{"type": "pid"}, {"type": "mount"}, {"type": "network", "path": "/run/netns/msim-1-0-ab"}])
         );
         let mounts = cfg["mounts"].as_array().unwrap();
-        assert_eq!(mounts.len(), 3);
-        assert_eq!(mounts[2]["destination"], json!("/data"));
-        assert_eq!(mounts[2]["options"], json!(["rbind", "rw"]));
+        assert_eq!(mounts.len(), 2);
+        assert_eq!(mounts[1]["destination"], json!("/data"));
+        assert_eq!(mounts[1]["options"], json!(["rbind", "rw"]));
     }
 }

@@ -18,7 +18,8 @@ mod metrics;
 mod order;
 mod server;
 mod view;
-pub mod wire;
+/// The DNS wire codec (the `meridian-dns-wire` crate, shared with cluster-sim).
+pub use meridian_dns_wire as wire;
 
 pub use answer::{Answered, DEFAULT_UDP_PAYLOAD, Rcode, Transport, answer};
 pub use metrics::{DnsMetrics, ResponseLabels};
