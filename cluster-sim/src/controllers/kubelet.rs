@@ -246,17 +246,18 @@ fn runs_to_completion(pod: &Value) -> bool {
 }
 
 /// Whether a bound, not supervised pod of a runc cluster is simulated rather than run with
-/// runc: one the simulation already started (`started`: Running with an address) stays so;
-/// otherwise, with `serve_pods`, a pod whose images are not all in the image directory
+/// runc: only with `serve_pods`, where a pod whose images are not all in the image directory
 /// (`images_local` false) is simulated and serves on its ports, so that a runc cluster can
-/// host workloads whose images are not built locally next to the ones it runs; without
-/// `serve_pods` runc takes it and reports `ErrImagePull`.
+/// host workloads whose images are not built locally next to the ones it runs; one the
+/// simulation already started (`started`: Running with an address) stays so whatever the
+/// directory holds now. Without `serve_pods` runc takes every pod (`ErrImagePull` for a
+/// missing image).
 fn simulated_in_runc_cluster(
     started: bool,
     serve_pods: bool,
     images_local: impl FnOnce() -> bool,
 ) -> bool {
-    started || (serve_pods && !images_local())
+    serve_pods && (started || !images_local())
 }
 
 /// The images of a pod's init containers and containers.
@@ -585,7 +586,7 @@ mod tests {
             (false, false, true, false),
             (false, true, true, false),
             (false, true, false, true),
-            (true, false, true, true),
+            (true, false, true, false),
             (true, true, true, true),
         ] {
             assert_eq!(
