@@ -32,7 +32,8 @@ pub struct Cli {
 const FLEET_HELP: &str = "\
 FLEET FILE (--fleet):
   podNetwork: loopback        # overlay (default) or loopback; --pod-network overrides
-  servePods: true             # needs podNetwork: loopback; --serve-pods turns it on
+  servePods: true             # needs podNetwork: loopback unless every cluster is
+                              # runtime: runc; --serve-pods turns it on
   jobPodDuration: 1s          # how long Job pods run; --job-pod-duration overrides
   clusters:
   - name: eu-1                # cluster and kubeconfig context name (DNS label)
@@ -71,8 +72,12 @@ SERVING PODS (--serve-pods):
   cluster is down, flapping down or partitioned no pod listens; under `slow` every response
   waits the latency. `ctl pod-fail` makes one pod answer a status or refuse connections.
   Ports below 1024 need root (or net.ipv4.ip_unprivileged_port_start).
+  In a runtime: runc cluster, a pod whose images are not all in images.json is simulated
+  this way (instead of ErrImagePull) at its sandbox pod IP (100.(65+cluster).<node>.x),
+  which cluster-sim gives to the host as a /32 on its bridge while the pod serves: the
+  cluster's runc pods (e.g. an lb-agent) and the host reach it.
 
-RUNC RUNTIME (runtime: runc; root, podNetwork: loopback and imageDir needed):
+RUNC RUNTIME (runtime: runc; root and imageDir needed):
   A pod whose images are all in images.json runs each container with runc: images unpacked
   once per digest with umoci; command/args with $(VAR) expansion; env with the downward API
   (metadata.name/namespace/uid, spec.nodeName, status.podIP/hostIP), secretKeyRef,
@@ -83,7 +88,8 @@ RUNC RUNTIME (runtime: runc; root, podNetwork: loopback and imageDir needed):
   that outlives the pod) volumes; startup/readiness/liveness probes (httpGet over HTTP or
   unverified HTTPS, tcpSocket, exec); restartPolicy with CrashLoopBackOff back-off; logs
   through `kubectl logs` (container, tailLines, previous); deletion with SIGTERM, the
-  grace period, SIGKILL. An image that is not there: ErrImagePull, ImagePullBackOff.
+  grace period, SIGKILL. An image that is not there: ErrImagePull, ImagePullBackOff
+  (with --serve-pods the pod is simulated and serves instead, see above).
   Each pod has its own network namespace on a bridge cluster-sim owns (pod IPs in
   100.(65+cluster).0.0/16, ClusterIPs in its .254.0/24; API servers on 100.64.0.1).
   Cluster DNS on 100.(65+cluster).255.10:53 (UDP and TCP): <svc>.<ns>.svc.cluster.local
@@ -140,7 +146,8 @@ pub struct RunArgs {
     /// How pods are addressed (default overlay, or the fleet file's podNetwork).
     #[arg(long, value_enum)]
     pub pod_network: Option<PodNetwork>,
-    /// Ready pods answer HTTP on their TCP container ports (needs --pod-network loopback).
+    /// Ready pods answer HTTP on their TCP container ports (needs --pod-network loopback
+    /// unless every cluster is runc, whose simulated pods serve at sandbox addresses).
     #[arg(long)]
     pub serve_pods: bool,
     /// What runs the pods of the clusters built from flags: `sim` (default) or `runc`

@@ -133,7 +133,9 @@ pub struct FleetFile {
     /// How pods are addressed: `overlay` (default) or `loopback`.
     #[serde(default)]
     pub pod_network: PodNetwork,
-    /// Ready pods answer HTTP on their TCP container ports (needs `podNetwork: loopback`).
+    /// Ready pods answer HTTP on their TCP container ports (needs `podNetwork: loopback`
+    /// unless every cluster is `runtime: runc`, whose simulated pods' sandbox addresses the
+    /// host is given).
     #[serde(default)]
     pub serve_pods: bool,
     /// Clusters serve their API and storage only: no simulated controllers, scheduler or
@@ -330,11 +332,16 @@ impl FleetFile {
     /// The limits of the loopback pod network (see [`crate::podnet`]) and what serving pods
     /// needs.
     fn check_pod_network(&self, problems: &mut Vec<String>) {
-        if self.serve_pods && self.pod_network != PodNetwork::Loopback {
-            problems.push(
-                "servePods needs podNetwork: loopback (--pod-network loopback): overlay pod addresses cannot be bound on this host"
-                    .to_string(),
-            );
+        // Runc clusters' serving pods take sandbox addresses the host is given (see
+        // `crate::podnet`); simulated clusters' can only bind loopback ones.
+        let simulated = self.clusters.iter().find(|c| c.runtime == Runtime::Sim);
+        if let Some(c) = simulated.filter(|_| self.serve_pods)
+            && self.pod_network != PodNetwork::Loopback
+        {
+            problems.push(format!(
+                "servePods needs podNetwork: loopback (--pod-network loopback) when a cluster is simulated (cluster {:?}): overlay pod addresses cannot be bound on this host",
+                c.name
+            ));
         }
         let runc = self.clusters.iter().any(|c| c.runtime == Runtime::Runc);
         // Runc clusters use the sandbox scheme whatever `podNetwork` says.
@@ -540,6 +547,22 @@ mod tests {
         f.image_dir = Some("/images".into());
         f.state_dir = Some("/state".into());
         f.validate().unwrap();
+        // Serving pods: a simulated cluster needs loopback addresses, runc clusters do not.
+        let mut serving = f.clone();
+        serving.serve_pods = true;
+        let e = serving.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("servePods needs podNetwork: loopback")
+                && e.contains("when a cluster is simulated (cluster \"b\")"),
+            "{e}"
+        );
+        serving.clusters[1].runtime = Runtime::Runc;
+        serving.validate().unwrap();
+        serving.pod_network = PodNetwork::Loopback;
+        serving.validate().unwrap();
+        serving.api_only = true;
+        let e = serving.validate().unwrap_err().to_string();
+        assert!(e.contains("servePods needs the simulated loops"), "{e}");
         assert_eq!(
             f.runc_config(),
             Some(crate::runc::RuncConfig {

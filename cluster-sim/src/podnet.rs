@@ -25,7 +25,11 @@
 //! - `100.(65 + cluster).0.0/16`: one runc cluster's network (at most
 //!   [`SANDBOX_MAX_CLUSTERS`] clusters, fleet indexes `0` to `62`):
 //!   - `.<node>.0/24` for `node` below [`SANDBOX_MAX_NODES`]: node `node`'s pods (`.2` to
-//!     `.254`);
+//!     `.254`); a simulated serving pod's (`servePods`: a pod whose images the runtime does
+//!     not have) is given to the host as a `/32` on the bridge while it serves, since its
+//!     echo server runs in the `cluster-sim` process (`crate::runc::net`), so runc pods and
+//!     the host reach it like any pod; pods of other runc clusters do too (the host
+//!     delivers to its own addresses; it only does not forward);
 //!   - `.252.0/22`: addresses the host owns (a `local` route on the bridge):
 //!     `.253.0/24` the default load-balancer pool, `.254.0/24` the Service ClusterIPs
 //!     ([`ServiceNet`]), `.255.1` the pods' gateway (the bridge, with the whole `/16`),

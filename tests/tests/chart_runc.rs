@@ -3,10 +3,20 @@
 //! `tools/build-images.sh` builds. The federation's API server, scheduler and controllers
 //! turn Ready through their own probes; `helm test` runs its kubectl pod against the
 //! in-cluster Service name; the admin kubeconfig from its Secret reaches the federation
-//! through the LoadBalancer address; `fedctl join` adds the two simulated members, the
-//! chart's member mode installs into each, and `examples/web.yaml` applied to the federation
-//! lands in them; `helm upgrade` with a changed value rolls the controllers; `helm uninstall`
-//! leaves the host without the release's pods, containers or Secrets.
+//! through the LoadBalancer address; `fedctl join` adds the two members, the chart's member
+//! mode installs into each and its lb-agent runs there in runc too, `examples/web.yaml`
+//! applied to the federation lands in them, and the lb-agents route to it: HTTP for
+//! `web.shop.<dnsZone>` through each member's lb-agent LoadBalancer address is answered by
+//! that member's replicas, and, once the Service's traffic policy prefers sim-2, by sim-2's
+//! through sim-1's agent (agent to agent); `helm upgrade` with a changed value rolls the
+//! controllers; `helm uninstall` leaves the host without the release's pods, containers or
+//! Secrets, and cluster-sim's exit leaves no container or pod bridge.
+//!
+//! Every cluster is `runtime: runc`, so every address is in the sandbox network
+//! (`cluster-sim/src/podnet.rs`): the LoadBalancer addresses come from each cluster's default
+//! pool (`100.(65+i).253.0/24`, host-owned, reachable from the host and from every pod). The
+//! web pods (`nginx:1.27`, an image the image directory does not have) are simulated and
+//! serve (`servePods`) at their pod IPs, which cluster-sim gives to the host while they serve.
 //!
 //! Needs root (runc), and installs runc, umoci, the musl toolchain, kubectl and Helm through
 //! the project's scripts: it fails, never skips, when it cannot.
@@ -14,21 +24,28 @@
 // Tests fail on the first unexpected error: unwrapping is how they report it.
 #![allow(clippy::unwrap_used)]
 
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use meridian_e2e::helm::Helm;
-use meridian_e2e::process::Spawn;
-use meridian_e2e::{binary, kubectl_path, poll_until};
+use meridian_e2e::process::{Proc, Spawn};
+use meridian_e2e::{binary, http, kubectl_path, poll_until};
 use serde_json::Value;
 
 const HOST: &str = "host";
 const MEMBERS: [&str; 2] = ["sim-1", "sim-2"];
 const NS: &str = "meridian";
-/// The LoadBalancer address the external Service asks for, in the host's pool.
-const LB_IP: &str = "127.200.0.10";
+/// The LoadBalancer address the external Service asks for, in the host cluster's default
+/// pool (fleet index 0: `100.65.253.0/24`).
+const LB_IP: &str = "100.65.253.10";
+/// The name the lb-agents route to `shop/web` by (the chart's default `controllers.dnsZone`).
+const WEB_HOST: &str = "web.shop.global.meridian.test";
+/// The lb-agents' `http` port (the chart's default `lbAgent.ports.http`).
+const LB_AGENT_HTTP: u16 = 8080;
 
 /// Ids of the runc containers that exist now.
 fn runc_list() -> Vec<String> {
@@ -41,6 +58,27 @@ fn runc_list() -> Vec<String> {
         .lines()
         .map(str::to_string)
         .collect()
+}
+
+/// cluster-sim, stopped with SIGTERM when dropped (a failed step too) so that it removes
+/// its containers, network namespaces and bridge: SIGKILL, a dropped [`Proc`]'s end, leaves
+/// them to the next run.
+struct Terminated(Proc);
+
+impl Drop for Terminated {
+    fn drop(&mut self) {
+        // Not after the last step's own terminate: its pid may be another process's now.
+        if matches!(self.0.wait_exit(Duration::ZERO), Ok(None)) {
+            let _ = self.0.terminate();
+        }
+    }
+}
+
+impl std::ops::Deref for Terminated {
+    type Target = Proc;
+    fn deref(&self) -> &Proc {
+        &self.0
+    }
 }
 
 /// A command-line tool run with `KUBECONFIG`.
@@ -148,6 +186,7 @@ fn chart_on_runc_host(major: u8) {
             "federation-apiserver",
             "fed-scheduler",
             "fed-controllers",
+            "lb-agent",
         ],
     );
     let list: Value =
@@ -171,19 +210,17 @@ fn chart_on_runc_host(major: u8) {
     let fleet = scratch.path().join("fleet.yaml");
     let members: String = MEMBERS
         .iter()
-        .enumerate()
-        .map(|(i, m)| {
+        .map(|m| {
             format!(
-                "- name: {m}\n  nodes: 2\n  nodeCpu: \"8\"\n  nodeMemory: 16Gi\n  lbPool: [127.200.{}.0/24]\n",
-                i + 1
+                "- name: {m}\n  nodes: 2\n  nodeCpu: \"8\"\n  nodeMemory: 16Gi\n  runtime: runc\n"
             )
         })
         .collect();
     std::fs::write(
         &fleet,
         format!(
-            "podNetwork: loopback\nimageDir: {}\nstateDir: {}\nclusters:\n\
-             - name: {HOST}\n  nodes: 1\n  runtime: runc\n  lbPool: [127.200.0.0/24]\n{members}",
+            "servePods: true\nimageDir: {}\nstateDir: {}\nclusters:\n\
+             - name: {HOST}\n  nodes: 1\n  runtime: runc\n{members}",
             images.display(),
             scratch.path().join("state").display()
         ),
@@ -202,6 +239,7 @@ fn chart_on_runc_host(major: u8) {
         )
         .ready_line("admin API:", Duration::from_secs(60))
         .spawn()
+        .map(Terminated)
         .unwrap_or_else(|e| panic!("{e}"));
     let kubectl = Tool {
         bin: kubectl_bin.clone(),
@@ -333,7 +371,7 @@ fn chart_on_runc_host(major: u8) {
     }
     step(start, "both members joined");
 
-    // 4b. The member mode into each member (simulated pods): the lb-agent comes up.
+    // 4b. The member mode into each member: the lb-agent runs in runc and turns Ready.
     for m in MEMBERS {
         let cluster = format!("lbAgent.cluster={m}");
         let mut member = vec![
@@ -396,6 +434,10 @@ fn chart_on_runc_host(major: u8) {
         );
     }
     step(start, "examples/web.yaml runs in both members");
+
+    // 5b. The lb-agents route to it.
+    lb_agents_route(&kubectl, &fed);
+    step(start, "the lb-agents route web.shop to both members");
 
     // 6. helm upgrade with a changed value: the controllers' pod is replaced and the new
     //    one turns Ready with the new flag.
@@ -475,10 +517,121 @@ fn chart_on_runc_host(major: u8) {
     );
     step(start, "helm uninstall left the host clean");
 
-    sim.terminate().unwrap();
+    sim.0.terminate().unwrap();
     let left: Vec<String> = runc_list()
         .into_iter()
         .filter(|c| c.starts_with(&format!("msim-{}-", sim.pid())))
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
+    // The bridge, with the simulated pods' addresses on it, went too.
+    let bridge = format!("/sys/class/net/ms{}br", sim.pid());
+    assert!(
+        !std::path::Path::new(&bridge).exists(),
+        "{bridge} left behind"
+    );
+}
+
+/// The member `m`'s lb-agent address: its LoadBalancer Service's ingress, in the member's
+/// default pool (`100.(65 + fleet index).253.0/24`).
+fn lb_agent_address(kubectl: &Tool, index: usize, m: &str) -> SocketAddr {
+    let ip = poll_until(
+        Duration::from_secs(60),
+        &format!("{m}'s lb-agent LoadBalancer address"),
+        || {
+            let out = kubectl.run(&[
+                "--context",
+                m,
+                "-n",
+                "meridian-system",
+                "get",
+                "service",
+                "meridian-lb-agent",
+                "-o",
+                "jsonpath={.status.loadBalancer.ingress[0].ip}",
+            ]);
+            let ip = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            (!ip.is_empty()).then_some(ip)
+        },
+    );
+    assert!(
+        ip.starts_with(&format!("100.{}.253.", 65 + index)),
+        "{m}'s lb-agent address {ip}"
+    );
+    SocketAddr::new(ip.parse().unwrap(), LB_AGENT_HTTP)
+}
+
+/// The clusters that answer `n` GETs for `WEB_HOST` through `agent` (`None` if any is not a
+/// 200).
+fn answering(agent: SocketAddr, n: usize) -> Option<BTreeSet<String>> {
+    (0..n)
+        .map(|_| {
+            http::get(agent, WEB_HOST, "/")
+                .ok()
+                .filter(|r| r.status == 200)
+                .map(|r| r.sim_cluster())
+        })
+        .collect()
+}
+
+/// HTTP from the host through each member's lb-agent: the local replicas answer (so both
+/// clusters do); then, with the federated Service's traffic policy `failover` to sim-2
+/// first, sim-1's agent hands its requests to sim-2's agent, whose replicas answer.
+fn lb_agents_route(kubectl: &Tool, fed: &Tool) {
+    // The members follow the federation's host (sim-1 and sim-2 are fleet indexes 1, 2).
+    let agents: Vec<SocketAddr> = MEMBERS
+        .iter()
+        .enumerate()
+        .map(|(i, m)| lb_agent_address(kubectl, i + 1, m))
+        .collect();
+    // Each member learns the other's agent through Meridian's EndpointSlice.
+    for (i, m) in MEMBERS.iter().enumerate() {
+        let other = agents[1 - i].ip().to_string();
+        poll_until(
+            Duration::from_secs(60),
+            &format!("{m}'s EndpointSlice web-meridian to list {other}"),
+            || {
+                let out = kubectl.run(&[
+                    "--context",
+                    m,
+                    "-n",
+                    "shop",
+                    "get",
+                    "endpointslice",
+                    "web-meridian",
+                    "-o",
+                    "jsonpath={.endpoints[*].addresses[0]}",
+                ]);
+                (String::from_utf8_lossy(&out.stdout).trim() == other).then_some(())
+            },
+        );
+    }
+    // Local endpoints first: each agent's answers come from its own cluster.
+    let mut seen = BTreeSet::new();
+    for (m, agent) in MEMBERS.iter().zip(&agents) {
+        let want = BTreeSet::from([m.to_string()]);
+        poll_until(
+            Duration::from_secs(60),
+            &format!("{WEB_HOST} through {m}'s lb-agent at {agent}"),
+            || answering(*agent, 5).filter(|s| *s == want),
+        );
+        seen.extend(want);
+    }
+    assert_eq!(seen, MEMBERS.map(String::from).into(), "clusters answering");
+    // Agent to agent: sim-2 first for everyone, sim-1's clients included.
+    fed.ok(&[
+        "annotate",
+        "--overwrite",
+        "service",
+        "web",
+        "-n",
+        "shop",
+        "federation.meridian.dev/traffic-policy=failover",
+        "federation.meridian.dev/failover-order=sim-2,sim-1",
+    ]);
+    let want = BTreeSet::from([MEMBERS[1].to_string()]);
+    poll_until(
+        Duration::from_secs(60),
+        &format!("{WEB_HOST} through sim-1's lb-agent answered by sim-2"),
+        || answering(agents[0], 5).filter(|s| *s == want),
+    );
 }

@@ -9,6 +9,12 @@
 //! connections dropped (after the API says so, as with a real pod). While the cluster is
 //! `down`, flapping down or partitioned every listener is closed, and reopened when the
 //! fault clears. `pod-fail` makes one pod answer a fixed status or refuse connections.
+//!
+//! In a `runtime: runc` cluster only the pods the kubelet simulates serve here (those runc
+//! runs listen in their own network namespaces). Their addresses are the sandbox scheme's,
+//! which no host interface holds: each is given to the host (a `/32` on the runtime's
+//! bridge, [`crate::runc::net::add_host_address`]) before its ports are bound, and taken
+//! back when the pod stops serving, so the cluster's runc pods and the host reach it.
 
 use std::collections::HashMap;
 use std::io;
@@ -251,11 +257,17 @@ pub struct Containers {
     suspension: watch::Sender<bool>,
     state: Mutex<State>,
     queue: Arc<WorkQueue<String>>,
+    /// Set in a runc cluster, where pod addresses are given to the host while served: held
+    /// across a pod's start or stop, so that an address another pod starts on is never
+    /// taken back underneath it.
+    host_addresses: Option<tokio::sync::Mutex<()>>,
 }
 
 impl Containers {
-    /// The servers of cluster `cluster`, obeying its fault switch.
-    pub(crate) fn new(cluster: &str, faults: Faults) -> Self {
+    /// The servers of cluster `cluster`, obeying its fault switch; `sandbox`: the cluster's
+    /// pods are addressed by the sandbox scheme (a runc cluster), whose addresses the host
+    /// takes while they are served.
+    pub(crate) fn new(cluster: &str, faults: Faults, sandbox: bool) -> Self {
         Self {
             cluster: cluster.to_string(),
             faults,
@@ -263,7 +275,26 @@ impl Containers {
             suspension: watch::channel(false).0,
             state: Mutex::default(),
             queue: Arc::new(WorkQueue::default()),
+            host_addresses: sandbox.then(tokio::sync::Mutex::default),
         }
+    }
+
+    /// Gives `ip` to the host, in a runc cluster.
+    async fn claim_address(&self, ip: Ipv4Addr) -> io::Result<()> {
+        if self.host_addresses.is_none() {
+            return Ok(());
+        }
+        crate::runc::net::add_host_address(ip)
+            .await
+            .map_err(|e| io::Error::other(format!("giving {ip} to the host: {e}")))
+    }
+
+    /// Takes `ip` back from the host, in a runc cluster, unless a pod still serves on it.
+    async fn release_address(&self, ip: Ipv4Addr) {
+        if self.host_addresses.is_none() || address_in_use(&lock(&self.state).served, ip) {
+            return;
+        }
+        crate::runc::net::remove_host_address(ip).await;
     }
 
     /// Whether the cluster's fault keeps every pod from listening.
@@ -323,19 +354,27 @@ impl Containers {
 
     /// Serves `key` at `address`, listening unless faulted or refusing.
     async fn serve(&self, key: &str, address: PodAddress, intent: Option<u64>) -> io::Result<()> {
+        let _addresses = match &self.host_addresses {
+            Some(m) => Some(m.lock().await),
+            None => None,
+        };
         // A pod that moved (new address or ports) is a new process: the old one goes first.
-        let moved = {
+        let (moved, old_ip) = {
             let mut st = lock(&self.state);
             match st.served.get(key) {
                 Some(s) if s.address != address => st
                     .served
                     .remove(key)
-                    .map(|mut s| s.close())
+                    .map(|mut s| (s.close(), Some(s.address.ip)))
                     .unwrap_or_default(),
-                _ => Vec::new(),
+                _ => (Vec::new(), None),
             }
         };
         join(moved).await;
+        if let Some(old) = old_ip.filter(|ip| *ip != address.ip) {
+            self.release_address(old).await;
+        }
+        self.claim_address(address.ip).await?;
         let suspended = self.suspended();
         let (result, closing) = {
             let mut st = lock(&self.state);
@@ -373,7 +412,11 @@ impl Containers {
     /// Stops `key`: it is gone (`rv` `None`), or its view at `rv` says it must not serve —
     /// unless that view predates the kubelet starting it.
     async fn stop(&self, key: &str, rv: Option<u64>) {
-        let closing = {
+        let _addresses = match &self.host_addresses {
+            Some(m) => Some(m.lock().await),
+            None => None,
+        };
+        let (closing, ip) = {
             let mut st = lock(&self.state);
             if rv.is_none() {
                 st.failing.remove(key);
@@ -381,14 +424,14 @@ impl Containers {
             match (st.served.get(key), rv) {
                 (None, _) => return,
                 (Some(s), Some(rv)) if rv <= s.intent_rv => return,
-                _ => st
-                    .served
-                    .remove(key)
-                    .map(|mut s| s.close())
-                    .unwrap_or_default(),
+                _ => match st.served.remove(key) {
+                    Some(mut s) => (s.close(), s.address.ip),
+                    None => return,
+                },
             }
         };
         join(closing).await;
+        self.release_address(ip).await;
     }
 
     /// Closes every listener and connection for good (the fleet is stopping).
@@ -411,6 +454,11 @@ impl Drop for Containers {
             s.close();
         }
     }
+}
+
+/// Whether a pod of `served` (listening or not) has the address `ip`.
+fn address_in_use(served: &HashMap<String, Served>, ip: Ipv4Addr) -> bool {
+    served.values().any(|s| s.address.ip == ip)
 }
 
 /// The address a pod serves at if the API says it runs and is Ready.
@@ -446,6 +494,12 @@ impl Reconciler<String> for ContainerLoop {
             self.rt.stop(key, None).await;
             return Ok(Requeue::No);
         };
+        // Runc runs this pod: it listens in its own network namespace, not here.
+        if let Some(rt) = &self.sim.runc
+            && rt.supervises(key, &cached.uid).is_some()
+        {
+            return Ok(Requeue::No);
+        }
         let pod = cached.value();
         match servable(&pod) {
             Some(address) => self

@@ -245,6 +245,30 @@ fn runs_to_completion(pod: &Value) -> bool {
     )
 }
 
+/// Whether a bound, not supervised pod of a runc cluster is simulated rather than run with
+/// runc: only with `serve_pods`, where a pod whose images are not all in the image directory
+/// (`images_local` false) is simulated and serves on its ports, so that a runc cluster can
+/// host workloads whose images are not built locally next to the ones it runs; one the
+/// simulation already started (`started`: Running with an address) stays so whatever the
+/// directory holds now. Without `serve_pods` runc takes every pod (`ErrImagePull` for a
+/// missing image).
+fn simulated_in_runc_cluster(
+    started: bool,
+    serve_pods: bool,
+    images_local: impl FnOnce() -> bool,
+) -> bool {
+    serve_pods && (started || !images_local())
+}
+
+/// The images of a pod's init containers and containers.
+fn pod_images(pod: &Value) -> impl Iterator<Item = &str> {
+    ["/spec/initContainers", "/spec/containers"]
+        .into_iter()
+        .filter_map(|p| pod.pointer(p).and_then(Value::as_array))
+        .flatten()
+        .filter_map(|c| str_at(c, "/image"))
+}
+
 /// Whether the pod has finished for good.
 fn is_finished(pod: &Value) -> bool {
     matches!(str_at(pod, "/status/phase"), Some("Succeeded" | "Failed"))
@@ -435,7 +459,18 @@ impl Reconciler<String> for Kubelet {
             }
         }
         let existing_ip = str_at(&pod, "/status/podIP").map(str::to_string);
-        if self.sim.runc.is_none()
+        let runc = self.sim.runc.as_ref().filter(|rt| {
+            // Not supervised (looked at above): Running with an address means simulated.
+            let started = phase == "Running" && existing_ip.is_some();
+            !simulated_in_runc_cluster(started, self.sim.config.serve_pods, || {
+                rt.images
+                    .has_all(pod_images(&pod))
+                    .inspect_err(|e| tracing::warn!(pod = %key, error = %e, "cannot read the image directory"))
+                    // Runc reports the error as the pod's waiting reason.
+                    .unwrap_or(true)
+            })
+        });
+        if runc.is_none()
             && phase == "Running"
             && runs_to_completion(&pod)
             && let Some(ip) = &existing_ip
@@ -472,7 +507,7 @@ impl Reconciler<String> for Kubelet {
             };
             (ip, n.host_ip.clone(), n.ready, fresh)
         };
-        if let Some(rt) = &self.sim.runc {
+        if let Some(rt) = runc {
             let task = crate::runc::pod::spawn(self.sim.clone(), rt.clone(), key, pod, ip, host_ip);
             rt.supervise(key, &cached.uid, task);
             lock(&self.state).starts.remove(key);
@@ -542,6 +577,33 @@ pub(crate) fn spawn(sim: Arc<Sim>) -> Vec<JoinHandle<()>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn who_runs_a_runc_clusters_pod() {
+        // (started, serve_pods, images local) → simulated.
+        for (started, serve, local, simulated) in [
+            (false, false, false, false),
+            (false, false, true, false),
+            (false, true, true, false),
+            (false, true, false, true),
+            (true, false, true, false),
+            (true, true, true, true),
+        ] {
+            assert_eq!(
+                simulated_in_runc_cluster(started, serve, || local),
+                simulated,
+                "started {started}, servePods {serve}, images local {local}"
+            );
+        }
+        let pod = json!({"spec": {
+            "initContainers": [{"name": "i", "image": "busybox"}],
+            "containers": [{"name": "a", "image": "nginx:1.27"}, {"name": "b"}],
+        }});
+        assert_eq!(
+            pod_images(&pod).collect::<Vec<_>>(),
+            ["busybox", "nginx:1.27"]
+        );
+    }
 
     #[test]
     fn addresses_are_stable_per_pod_and_stay_in_the_node_cidr() {

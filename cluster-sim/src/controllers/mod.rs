@@ -242,9 +242,13 @@ impl Sim {
     pub fn new(engine: Arc<Engine>, config: ClusterConfig) -> Result<Arc<Self>, SimError> {
         let kinds = Kinds::resolve(&engine)?;
         let faults = Faults::default();
-        let containers = config
-            .serve_pods
-            .then(|| Arc::new(Containers::new(&config.name, faults.clone())));
+        let containers = config.serve_pods.then(|| {
+            Arc::new(Containers::new(
+                &config.name,
+                faults.clone(),
+                config.runc.is_some(),
+            ))
+        });
         let runc = config
             .runc
             .clone()

@@ -22,6 +22,13 @@ struct Entry {
     digest: String,
 }
 
+impl Entry {
+    /// Whether a pod's `image` names this entry.
+    fn names(&self, image: &str) -> bool {
+        self.reference == image || self.ref_name == image
+    }
+}
+
 /// An unpacked image.
 #[derive(Debug)]
 pub(crate) struct Unpacked {
@@ -55,13 +62,23 @@ impl Images {
     /// The entry for `image`: `images.json` is read on every lookup, so images built while
     /// the fleet runs are found.
     fn entry(&self, image: &str) -> Result<Option<Entry>, RuncError> {
+        Ok(self.entries()?.into_iter().find(|e| e.names(image)))
+    }
+
+    /// Every entry of `images.json`, read now.
+    fn entries(&self) -> Result<Vec<Entry>, RuncError> {
         let path = self.dir.join("images.json");
         let text = std::fs::read_to_string(&path).map_err(|e| RuncError::io(&path, e))?;
-        let entries: Vec<Entry> =
-            serde_json::from_str(&text).map_err(|e| RuncError::Image(format!("{path:?}: {e}")))?;
-        Ok(entries
-            .into_iter()
-            .find(|e| e.reference == image || e.ref_name == image))
+        serde_json::from_str(&text).map_err(|e| RuncError::Image(format!("{path:?}: {e}")))
+    }
+
+    /// Whether the directory has every one of `images` now (without unpacking any).
+    pub(crate) fn has_all<'a>(
+        &self,
+        mut images: impl Iterator<Item = &'a str>,
+    ) -> Result<bool, RuncError> {
+        let entries = self.entries()?;
+        Ok(images.all(|i| entries.iter().any(|e| e.names(i))))
     }
 
     /// The unpacked image for a pod's `image`, or `None` if the directory does not have it.

@@ -16,6 +16,7 @@
 //! of a run that crashed are found and removed when the next one starts; on a clean exit
 //! every container is killed and deleted.
 
+pub(crate) mod api_access;
 pub(crate) mod claims;
 pub(crate) mod command;
 pub(crate) mod dns;

@@ -9,6 +9,12 @@
 //! to create and remove. Clusters stay apart all the same: each has its own `/16`, and the
 //! host does not forward between them.
 //!
+//! Simulated serving pods of a runc cluster (`servePods`; pods whose images are not in the
+//! image directory) have no namespace: their echo servers run in this process, so each one's
+//! pod IP is given to the host as a `/32` on the bridge while it serves
+//! ([`add_host_address`], [`remove_host_address`]; see `controllers::containers`). The
+//! cluster's sandboxed pods reach it on-link, the host locally, like a pod's address.
+//!
 //! Names carry the process id, so that a crashed run's leftovers are found and removed at
 //! the next start ([`remove_leftovers`]): the bridge is `ms<pid>br`, veths' host ends
 //! `ms<pid>v<n>` (interface names have at most 15 bytes), namespaces are named like the
@@ -93,6 +99,23 @@ pub async fn add_cluster(net: SandboxNet) -> Result<(), RuncError> {
         &br,
     ])
     .await
+}
+
+/// Gives the host a simulated serving pod's address, a `/32` on the bridge, so that its echo
+/// server can bind it and the cluster's pods (on-link: the bridge answers ARP for it) and
+/// the host reach it. Idempotent (`replace`), so a pod served again is no error.
+pub(crate) async fn add_host_address(pod_ip: Ipv4Addr) -> Result<(), RuncError> {
+    let br = bridge_name(std::process::id());
+    ip(&["addr", "replace", &format!("{pod_ip}/32"), "dev", &br]).await
+}
+
+/// Takes a simulated pod's address back from the host (the pod stopped serving); the bridge
+/// takes any left at exit with it.
+pub(crate) async fn remove_host_address(pod_ip: Ipv4Addr) {
+    let br = bridge_name(std::process::id());
+    if let Err(e) = ip(&["addr", "del", &format!("{pod_ip}/32"), "dev", &br]).await {
+        tracing::warn!(%pod_ip, error = %e, "cannot remove a simulated pod's address from the bridge");
+    }
 }
 
 /// Removes this process's bridge (at exit; the pods' namespaces went with their pods).

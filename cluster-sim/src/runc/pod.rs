@@ -144,6 +144,7 @@ impl PodRun {
         match self.sim.cache(def).get(&def.key(ns, name)) {
             Some(c) if *c.uid == *self.uid => {
                 self.pod = c.value();
+                super::api_access::add(&mut self.pod);
                 !util::is_deleting(&self.pod)
             }
             _ => false,
