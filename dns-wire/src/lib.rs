@@ -1,9 +1,14 @@
 //! DNS wire format: the parts of RFC 1035 and RFC 6891 (EDNS0) an authoritative responder
-//! for one zone needs — reading a query and writing records into a reused buffer.
+//! for one zone needs — reading a query and writing records into a reused buffer, and the
+//! response around them ([`Response`]).
 //!
 //! Shared by the lb-agent's responder for the federation zone and cluster-sim's cluster
 //! DNS of `runtime: runc` clusters; `tests/fuzz.rs` checks the query side against
 //! hickory-proto.
+
+mod response;
+
+pub use response::{Answered, DEFAULT_UDP_PAYLOAD, Rcode, Response, Section, Started, Transport};
 
 /// Length of the fixed message header.
 pub const HEADER_LEN: usize = 12;

@@ -322,7 +322,7 @@ fn chart_on_runc_host(major: u8) {
     );
 
     // 2. helm test: its kubectl pod reaches https://meridian-apiserver.meridian.svc:443
-    //    (the pod's hosts file, the ClusterIP proxied to the API server's pod).
+    //    (the name through the host cluster's DNS, the ClusterIP proxied to the API server's pod).
     helm_in(&["test", "meridian", "--timeout=120s"]);
     step(start, "helm test passed");
 

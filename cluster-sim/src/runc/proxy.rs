@@ -26,8 +26,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::services::Listing;
-use crate::controllers::endpoints::SERVICE_NAME_LABEL;
+use super::services::{Listing, slices_of};
 use crate::controllers::util::{lock, str_at};
 
 /// How long a UDP flow lives without a datagram either way (kube-proxy's conntrack keeps a
@@ -117,16 +116,7 @@ pub(crate) fn routes(services: &[Value], slices: &[Value]) -> Routes {
         }
         let ns = str_at(svc, "/metadata/namespace").unwrap_or("");
         let name = str_at(svc, "/metadata/name").unwrap_or("");
-        let own: Vec<&Value> = slices
-            .iter()
-            .filter(|s| {
-                str_at(s, "/metadata/namespace") == Some(ns)
-                    && s.pointer("/metadata/labels")
-                        .and_then(|l| l.get(SERVICE_NAME_LABEL))
-                        .and_then(Value::as_str)
-                        == Some(name)
-            })
-            .collect();
+        let own = slices_of(slices, ns, name);
         let ips = frontends(svc);
         for port in svc
             .pointer("/spec/ports")
@@ -327,6 +317,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::controllers::endpoints::SERVICE_NAME_LABEL;
 
     fn addr(s: &str) -> SocketAddr {
         s.parse().unwrap()

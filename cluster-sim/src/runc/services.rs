@@ -9,6 +9,8 @@ use serde_json::Value;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
+use crate::controllers::endpoints::SERVICE_NAME_LABEL;
+use crate::controllers::util::str_at;
 use crate::controllers::{Seen, Sim, spawn_watch};
 
 /// Every Service and EndpointSlice of the cluster at one moment.
@@ -56,4 +58,19 @@ pub(crate) fn spawn(sim: Arc<Sim>) -> (watch::Receiver<Arc<Listing>>, Vec<JoinHa
         }),
     ];
     (rx, handles)
+}
+
+/// The EndpointSlices of the Service `namespace/name` (by the `kubernetes.io/service-name`
+/// label, as kube-proxy and CoreDNS find them).
+pub(crate) fn slices_of<'a>(slices: &'a [Value], namespace: &str, name: &str) -> Vec<&'a Value> {
+    slices
+        .iter()
+        .filter(|s| {
+            str_at(s, "/metadata/namespace") == Some(namespace)
+                && s.pointer("/metadata/labels")
+                    .and_then(|l| l.get(SERVICE_NAME_LABEL))
+                    .and_then(Value::as_str)
+                    == Some(name)
+        })
+        .collect()
 }

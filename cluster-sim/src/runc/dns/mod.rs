@@ -39,7 +39,7 @@ use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub(crate) use answer::{Transport, answer};
+pub(crate) use answer::{Transport, UDP, answer};
 pub(crate) use zone::{CLUSTER_DOMAIN, Zone};
 
 use super::services::Listing;
@@ -89,7 +89,7 @@ async fn serve_udp(addr: SocketAddr, zone: watch::Receiver<Arc<Zone>>) {
             continue;
         };
         let z = zone.borrow().clone();
-        if answer(&z, &buf[..len], Transport::Udp, &mut out).is_some()
+        if answer(&z, &buf[..len], UDP, &mut out).is_some()
             && let Err(e) = socket.send_to(&out, from).await
         {
             tracing::debug!(client = %from, error = %e, "cannot send a DNS response");

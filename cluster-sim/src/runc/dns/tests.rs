@@ -62,7 +62,7 @@ fn ask_over(z: &Zone, name: &str, rtype: RecordType, transport: Transport) -> Me
 }
 
 fn ask(z: &Zone, name: &str, rtype: RecordType) -> Message {
-    ask_over(z, name, rtype, Transport::Udp)
+    ask_over(z, name, rtype, UDP)
 }
 
 /// The answer section as `type data` strings, in order.
@@ -311,13 +311,7 @@ fn udp_answers_over_the_payload_limit_are_truncated() {
     assert!(!tcp.metadata.truncation);
     assert_eq!(tcp.answers.len(), 60);
     let mut out = Vec::new();
-    answer(
-        &z,
-        &query(name, RecordType::A, Some(4096)),
-        Transport::Udp,
-        &mut out,
-    )
-    .unwrap();
+    answer(&z, &query(name, RecordType::A, Some(4096)), UDP, &mut out).unwrap();
     assert!(out.len() <= usize::from(MAX_UDP_PAYLOAD));
     let edns = Message::from_vec(&out).unwrap();
     assert!(!edns.metadata.truncation);
@@ -330,13 +324,13 @@ fn malformed_and_unusual_queries() {
     let z = zone();
     let mut out = Vec::new();
     // Too short, or a response: no reply at all.
-    assert!(answer(&z, &[0; 5], Transport::Udp, &mut out).is_none());
+    assert!(answer(&z, &[0; 5], UDP, &mut out).is_none());
     let mut response = query("web.shop.svc.cluster.local.", RecordType::A, None);
     response[2] |= 0x80;
-    assert!(answer(&z, &response, Transport::Udp, &mut out).is_none());
+    assert!(answer(&z, &response, UDP, &mut out).is_none());
     // A cut question: FORMERR with the ID.
     let q = query("web.shop.svc.cluster.local.", RecordType::A, None);
-    answer(&z, &q[..20], Transport::Udp, &mut out).unwrap();
+    answer(&z, &q[..20], UDP, &mut out).unwrap();
     let m = Message::from_vec(&out).unwrap();
     assert_eq!(
         (m.metadata.id, m.metadata.response_code),
@@ -372,7 +366,7 @@ proptest! {
         tcp in any::<bool>(),
     ) {
         let z = zone();
-        let transport = if tcp { Transport::Tcp } else { Transport::Udp };
+        let transport = if tcp { Transport::Tcp } else { UDP };
         let q = query(name, rtype, edns);
         let mut out = Vec::new();
         let answered = answer(&z, &q, transport, &mut out).unwrap();

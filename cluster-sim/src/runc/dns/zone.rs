@@ -7,8 +7,8 @@ use std::net::Ipv4Addr;
 
 use serde_json::Value;
 
-use crate::controllers::endpoints::SERVICE_NAME_LABEL;
 use crate::controllers::util::str_at;
+use crate::runc::services::slices_of;
 
 /// The cluster's DNS domain (what kubelets default `--cluster-domain` to).
 pub(crate) const CLUSTER_DOMAIN: &str = "cluster.local";
@@ -173,16 +173,7 @@ impl Zone {
             }
             // Headless: the ready endpoints, each also by its own name, and SRV records
             // naming each endpoint's port.
-            let own: Vec<&Value> = slices
-                .iter()
-                .filter(|s| {
-                    str_at(s, "/metadata/namespace") == Some(ns)
-                        && s.pointer("/metadata/labels")
-                            .and_then(|l| l.get(SERVICE_NAME_LABEL))
-                            .and_then(Value::as_str)
-                            == Some(name)
-                })
-                .collect();
+            let own = slices_of(slices, ns, name);
             let publish = svc
                 .pointer("/spec/publishNotReadyAddresses")
                 .and_then(Value::as_bool)
