@@ -166,6 +166,22 @@ pub fn run_script(name: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The full reference (`registry/name:tag`) of the image `name` in the `images.json` that
+/// `tools/build-images.sh` wrote into `dir`; panics, naming what is missing, otherwise.
+pub fn image_reference(dir: &Path, name: &str) -> String {
+    let path = dir.join("images.json");
+    let text = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let list: serde_json::Value = serde_json::from_slice(&text)
+        .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .find(|i| i["name"] == name)
+        .and_then(|i| i["reference"].as_str())
+        .unwrap_or_else(|| panic!("images.json names no {name} image"))
+        .to_string()
+}
+
 /// kubectl: `$KUBECTL`, or installed by tools/install-kubectl.sh.
 pub fn kubectl_path() -> PathBuf {
     tool_path("KUBECTL", "install-kubectl.sh", &[], "kubectl")

@@ -189,17 +189,7 @@ fn chart_on_runc_host(major: u8) {
             "lb-agent",
         ],
     );
-    let list: Value =
-        serde_json::from_slice(&std::fs::read(images.join("images.json")).unwrap()).unwrap();
-    let reference = |name: &str| -> String {
-        list.as_array()
-            .unwrap()
-            .iter()
-            .find(|i| i["name"] == name)
-            .and_then(|i| i["reference"].as_str())
-            .unwrap_or_else(|| panic!("images.json names no {name} image"))
-            .to_string()
-    };
+    let reference = |name: &str| meridian_e2e::image_reference(&images, name);
     let apiserver_image = reference("federation-apiserver");
     // ghcr.io/meridian-dev/federation-apiserver:0.1.0 → registry and tag for the chart.
     let (registry, rest) = apiserver_image.rsplit_once('/').unwrap();

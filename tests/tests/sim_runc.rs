@@ -236,17 +236,7 @@ fn runc_cluster_runs_a_deployment_from_the_image() {
         &["federation-apiserver", "fed-scheduler", "fed-controllers"],
     );
     let images = meridian_e2e::workspace_root().join("target/images");
-    let list: Value =
-        serde_json::from_slice(&std::fs::read(images.join("images.json")).unwrap()).unwrap();
-    let reference = |name: &str| -> String {
-        list.as_array()
-            .unwrap()
-            .iter()
-            .find(|i| i["name"] == name)
-            .and_then(|i| i["reference"].as_str())
-            .unwrap_or_else(|| panic!("images.json names no {name} image"))
-            .to_string()
-    };
+    let reference = |name: &str| meridian_e2e::image_reference(&images, name);
     let image = reference("federation-apiserver");
 
     let scratch = tempfile::tempdir().unwrap();
