@@ -15,15 +15,21 @@ use super::{EventSpec, EventType};
 /// Longest message written; the Kubernetes API caps Event messages at 1 KiB.
 pub const MAX_MESSAGE: usize = 1024;
 
-/// What makes two recorded Events the same Event object.
+/// What makes two recorded Events the same Event object (client-go's event key); cheap
+/// to clone, as the cache, its age order and each write in flight share one copy.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Key {
+pub struct Key(Arc<Identity>);
+
+/// The fields of a [`Key`]: enough to write the Event again from scratch.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Identity {
     component: Arc<str>,
     api_version: Option<String>,
     kind: Option<String>,
     namespace: Option<String>,
     name: Option<String>,
     uid: Option<String>,
+    field_path: Option<String>,
     type_: EventType,
     reason: String,
     message: String,
@@ -58,12 +64,13 @@ pub enum Outcome {
     Failed,
 }
 
+/// What the cache keeps of one Event besides its key: the key and these rebuild it, so a
+/// full Event is never held (as client-go's correlator keeps only name and counts).
 #[derive(Debug)]
 struct Entry {
-    namespace: String,
+    /// The Event object's name.
     name: String,
-    /// The Event as first created, to create it again if it disappears.
-    event: Event,
+    first: jiff::Timestamp,
     count: i32,
     last: jiff::Timestamp,
     /// The count the API holds.
@@ -84,16 +91,15 @@ pub struct Correlator {
 }
 
 /// `message` cut to [`MAX_MESSAGE`] bytes on a character boundary, marked with `...`.
-pub fn truncate(mut message: String) -> String {
-    if message.len() > MAX_MESSAGE {
-        let mut cut = MAX_MESSAGE - 3;
-        while !message.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        message.truncate(cut);
-        message.push_str("...");
+pub fn truncate(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE {
+        return message.to_string();
     }
-    message
+    let mut cut = MAX_MESSAGE - 3;
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}...", &message[..cut])
 }
 
 impl Correlator {
@@ -108,19 +114,20 @@ impl Correlator {
         }
     }
 
-    fn key(component: &Arc<str>, spec: &EventSpec) -> Key {
-        let r = &spec.regarding;
-        Key {
+    fn key(component: &Arc<str>, spec: EventSpec) -> Key {
+        let r = spec.regarding;
+        Key(Arc::new(Identity {
             component: component.clone(),
-            api_version: r.api_version.clone(),
-            kind: r.kind.clone(),
-            namespace: r.namespace.clone(),
-            name: r.name.clone(),
-            uid: r.uid.clone(),
+            api_version: r.api_version,
+            kind: r.kind,
+            namespace: r.namespace,
+            name: r.name,
+            uid: r.uid,
+            field_path: r.field_path,
             type_: spec.type_,
-            reason: spec.reason.clone(),
-            message: spec.message.clone(),
-        }
+            reason: spec.reason,
+            message: spec.message,
+        }))
     }
 
     /// Forgets the oldest idle entries until one more fits.
@@ -149,7 +156,7 @@ impl Correlator {
         spec: EventSpec,
         at: jiff::Timestamp,
     ) -> Option<(Key, Write)> {
-        let key = Self::key(component, &spec);
+        let key = Self::key(component, spec);
         if let Some(e) = self.entries.get_mut(&key) {
             e.count = e.count.saturating_add(1);
             e.last = at;
@@ -157,15 +164,15 @@ impl Correlator {
                 return None;
             }
             e.in_flight = true;
-            let write = Self::next_write(e);
+            let write = self.next_write(&key);
             return Some((key, write));
         }
         self.make_room();
-        let event = self.build(component, spec, at);
+        let base = key.0.name.as_deref().unwrap_or_default();
         let entry = Entry {
-            namespace: event.metadata.namespace.clone().unwrap_or_default(),
-            name: event.metadata.name.clone().unwrap_or_default(),
-            event: event.clone(),
+            // Unique without a round trip, as client-go's recorder does.
+            name: format!("{base}.{:016x}", rand::random::<u64>()),
+            first: at,
             count: 1,
             last: at,
             written: 0,
@@ -174,23 +181,22 @@ impl Correlator {
         };
         self.entries.insert(key.clone(), entry);
         self.age.push_back(key.clone());
-        Some((key, Write::Create(Box::new(event))))
+        let write = self.next_write(&key);
+        Some((key, write))
     }
 
-    /// The write that brings the API to `e`'s count.
-    fn next_write(e: &Entry) -> Write {
+    /// The write that brings the API to the count of `key`'s entry, which exists.
+    fn next_write(&self, key: &Key) -> Write {
+        let e = &self.entries[key];
         if e.created {
             Write::Count {
-                namespace: e.namespace.clone(),
+                namespace: self.namespace(key).to_string(),
                 name: e.name.clone(),
                 count: e.count,
                 last: e.last,
             }
         } else {
-            let mut event = e.event.clone();
-            event.count = Some(e.count);
-            event.last_timestamp = Some(Time(e.last));
-            Write::Create(Box::new(event))
+            Write::Create(Box::new(self.event(key, e)))
         }
     }
 
@@ -208,7 +214,7 @@ impl Correlator {
                 e.created = false;
                 e.written = 0;
                 e.in_flight = true;
-                return Some(Self::next_write(e));
+                return Some(self.next_write(key));
             }
             Outcome::Failed if !e.created => {
                 // Never written: the next occurrence starts afresh.
@@ -219,38 +225,49 @@ impl Correlator {
         }
         if e.count > e.written {
             e.in_flight = true;
-            return Some(Self::next_write(e));
+            return Some(self.next_write(key));
         }
         None
     }
 
-    fn build(&self, component: &Arc<str>, spec: EventSpec, at: jiff::Timestamp) -> Event {
-        let namespace = spec
-            .regarding
+    /// The namespace of `key`'s Event.
+    fn namespace<'a>(&'a self, key: &'a Key) -> &'a str {
+        key.0
             .namespace
-            .clone()
+            .as_deref()
             .filter(|ns| !ns.is_empty())
-            .unwrap_or_else(|| self.default_namespace.clone());
-        let base = spec.regarding.name.clone().unwrap_or_default();
+            .unwrap_or(&self.default_namespace)
+    }
+
+    /// The Event `key` and `e` stand for, with `e`'s count and times.
+    fn event(&self, key: &Key, e: &Entry) -> Event {
+        let id = &*key.0;
         Event {
             metadata: ObjectMeta {
-                // Unique without a round trip, as client-go's recorder does.
-                name: Some(format!("{base}.{:016x}", rand::random::<u64>())),
-                namespace: Some(namespace),
+                name: Some(e.name.clone()),
+                namespace: Some(self.namespace(key).to_string()),
                 ..Default::default()
             },
-            involved_object: ObjectReference { ..spec.regarding },
-            reason: Some(spec.reason),
-            message: Some(truncate(spec.message)),
-            type_: Some(spec.type_.as_str().to_string()),
-            count: Some(1),
-            first_timestamp: Some(Time(at)),
-            last_timestamp: Some(Time(at)),
+            involved_object: ObjectReference {
+                api_version: id.api_version.clone(),
+                kind: id.kind.clone(),
+                namespace: id.namespace.clone(),
+                name: id.name.clone(),
+                uid: id.uid.clone(),
+                field_path: id.field_path.clone(),
+                resource_version: None,
+            },
+            reason: Some(id.reason.clone()),
+            message: Some(truncate(&id.message)),
+            type_: Some(id.type_.as_str().to_string()),
+            count: Some(e.count),
+            first_timestamp: Some(Time(e.first)),
+            last_timestamp: Some(Time(e.last)),
             source: Some(EventSource {
-                component: Some(component.to_string()),
+                component: Some(id.component.to_string()),
                 host: None,
             }),
-            reporting_component: Some(component.to_string()),
+            reporting_component: Some(id.component.to_string()),
             ..Default::default()
         }
     }
@@ -361,9 +378,12 @@ mod tests {
     fn a_vanished_event_is_created_again_with_its_count() {
         let c: Arc<str> = Arc::from("meridian-test");
         let mut k = Correlator::new(16, "default");
-        let (key, _) = k
+        let (key, first) = k
             .observe(&c, spec("web", "Pushed", "created"), t(0))
             .expect("create");
+        let Write::Create(first) = first else {
+            panic!("created")
+        };
         k.finished(&key, 1, Outcome::Written);
         let (_, w) = k
             .observe(&c, spec("web", "Pushed", "created"), t(5))
@@ -373,8 +393,34 @@ mod tests {
         let Write::Create(e) = again else {
             panic!("created again")
         };
-        assert_eq!((e.count, e.last_timestamp), (Some(2), Some(Time(t(5)))));
-        assert_eq!(e.first_timestamp, Some(Time(t(0))));
+        // The cache keeps no Event: the one created again is rebuilt from the key, the
+        // same object as the first but for its count and latest time.
+        let mut expected = first;
+        expected.count = Some(2);
+        expected.last_timestamp = Some(Time(t(5)));
+        assert_eq!(e, expected);
+    }
+
+    #[test]
+    fn the_field_path_tells_events_apart() {
+        let c: Arc<str> = Arc::from("meridian-test");
+        let mut k = Correlator::new(4, "default");
+        let mut a = spec("web", "Pulled", "image pulled");
+        a.regarding.field_path = Some("spec.containers{web}".into());
+        let mut b = a.clone();
+        b.regarding.field_path = Some("spec.containers{sidecar}".into());
+        let Some((_, Write::Create(e))) = k.observe(&c, a, t(0)) else {
+            panic!("created")
+        };
+        assert_eq!(
+            e.involved_object.field_path.as_deref(),
+            Some("spec.containers{web}")
+        );
+        assert!(matches!(
+            k.observe(&c, b, t(1)),
+            Some((_, Write::Create(_)))
+        ));
+        assert_eq!(k.len(), 2);
     }
 
     #[test]
