@@ -13,7 +13,8 @@
 #                     (e.g. kubectl=/usr/bin/kubectl for the chart's `helm test` pod when
 #                     no registry is reachable)
 #   IMAGE             federation-apiserver fed-scheduler fed-controllers lb-agent fedctl
-#                     (default: all)
+#                     (default: all); the five binaries are compiled either way, so
+#                     every caller shares one build
 #
 # Environment: MERIDIAN_IMAGE_REGISTRY (name prefix, default ghcr.io/meridian-dev),
 # MERIDIAN_IMAGE_TAG (default: the workspace version), MERIDIAN_IMAGE_SOURCE (the source
@@ -93,9 +94,12 @@ export CARGO_ENCODED_RUSTFLAGS
 export CFLAGS_x86_64_unknown_linux_musl="${cflags# }"
 export CC_x86_64_unknown_linux_musl=musl-gcc
 
+# Always all five binaries, whichever images were asked for: cargo unifies features over the
+# packages a build selects, so a subset would compile the shared dependencies again (minutes)
+# instead of reusing the full build's.
 bin_args=()
-for i in "${images[@]}"; do bin_args+=(--bin "$i"); done
-log "compiling ${images[*]} (profile image, $target)"
+for i in "${all_images[@]}"; do bin_args+=(--bin "$i"); done
+log "compiling ${all_images[*]} (profile image, $target)"
 start=$(date +%s)
 cargo build --locked --profile image --target "$target" "${bin_args[@]}" >&2
 log "compiled in $(( $(date +%s) - start ))s"
