@@ -16,6 +16,7 @@
 //! [`super::member_copy`]'s; this module applies them, its federation writes in `fedwrite`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -24,6 +25,7 @@ use fed_api::governance::Subject;
 use fed_api::interpreter::{ResourceInterpreterSpec, interpreter_for};
 use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKLOAD_FINALIZER};
 use fed_api::overrides::apply::{MemberCluster, labels_of, selecting};
+use fed_api::placement::WorkloadReference;
 use fed_api::{Cluster, Placement, ResourceInterpreter};
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
@@ -53,7 +55,7 @@ use super::visits::Visits;
 use crate::dep_writers::{DepRef, DepWriters, copy_destinations};
 use crate::dynamic::{self, Decoded};
 use crate::fleet::overrides::Changed;
-use crate::fleet::{Overrides, Settings, reflect};
+use crate::fleet::{Changes, Overrides, Settings, reflect};
 
 /// `(apiVersion, kind)`.
 type Kind = (String, String);
@@ -81,6 +83,9 @@ pub enum CopyError {
     /// The kind is not discovered in the federation yet.
     #[error("{0}/{1} is not discovered in the federation yet")]
     NotDiscovered(String, String),
+    /// The kind's objects are not listed from the federation yet.
+    #[error("{0}/{1} is not listed from the federation yet")]
+    NotListed(String, String),
     /// A federation write did not answer within the deadline.
     #[error("writing {0} in the federation timed out")]
     Timeout(&'static str),
@@ -93,17 +98,12 @@ pub enum CopyError {
 pub(super) struct FedKind {
     pub(super) ar: ApiResource,
     pub(super) namespaced: bool,
-    store: Store<DynamicObject>,
-    _task: JoinHandle<()>,
+    cache: Cache,
 }
 
 /// One member's view of one kind: the cache of Meridian's copies, or why there is none.
 enum MemberKind {
-    Served {
-        ar: ApiResource,
-        store: Store<DynamicObject>,
-        _task: JoinHandle<()>,
-    },
+    Served { ar: ApiResource, cache: Cache },
     NotServed(String),
 }
 
@@ -183,14 +183,13 @@ pub(super) struct Central {
     dep_failures: Mutex<HashMap<DepRef, BTreeMap<String, String>>>,
 }
 
-/// The key of the object a Placement of a copy-path kind is about: a namespaced object's
-/// Placement is beside it.
-fn key_of_placement(p: &Placement, namespaced: bool) -> CopyKey {
-    let r = &p.spec.resource;
+/// The key of the object a Placement (in `namespace`, about `r`) of a copy-path kind is
+/// about: a namespaced object's Placement is beside it.
+fn key_of_placement(namespace: Option<String>, r: &WorkloadReference, namespaced: bool) -> CopyKey {
     CopyKey {
         api_version: r.api_version.clone(),
         kind: r.kind.clone(),
-        namespace: if namespaced { p.namespace() } else { None },
+        namespace: namespace.filter(|_| namespaced),
         name: r.name.clone(),
     }
 }
@@ -218,33 +217,60 @@ async fn discover(
     kube::discovery::pinned_kind(client, &GroupVersionKind::gvk(group, version, &kind.1)).await
 }
 
-/// A dynamic reflector of `ar` over `api` that queues `on_change` of every event (objects
-/// decoded in one pass, without their managedFields: see [`crate::dynamic`]).
+/// A dynamic reflector's cache, and whether its first list has arrived: until then it shows
+/// nothing, so an object missing from it may well exist.
+struct Cache {
+    store: Store<DynamicObject>,
+    listed: Arc<AtomicBool>,
+    _task: JoinHandle<()>,
+}
+
+impl Cache {
+    fn listed(&self) -> bool {
+        self.listed.load(Ordering::Acquire)
+    }
+}
+
+/// A dynamic reflector of `ar` over `api` that calls `on_change` with every object an event
+/// changed once its cache shows it ([`Changes`]; objects decoded in one pass, without their
+/// managedFields: see [`crate::dynamic`]).
 fn dynamic_reflector(
     api: Api<Decoded>,
     ar: &ApiResource,
     cfg: watcher::Config,
     mut on_change: impl FnMut(&DynamicObject) + Send + 'static,
-) -> (Store<DynamicObject>, JoinHandle<()>) {
+) -> Cache {
     let writer = reflector::store::Writer::new(ar.clone());
     let reader = writer.as_reader();
+    let store = reader.clone();
+    let listed = Arc::new(AtomicBool::new(false));
+    let listed_now = listed.clone();
     let stream = watcher::watcher(api, cfg)
         .default_backoff()
         .map_ok(dynamic::into_dynamic)
         .reflect(writer);
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
+        let mut changes = Changes::default();
         while let Some(ev) = stream.next().await {
             match ev {
-                Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => on_change(&o),
-                Ok(Event::Init | Event::InitDone) => {}
+                Ok(ev) => {
+                    changes.on(&ev, &reader, &mut on_change);
+                    // After the list's objects are queued: a reconcile that finds the
+                    // cache not listed is retried, so none is lost in between.
+                    listed_now.store(changes.listed(), Ordering::Release);
+                }
                 Err(e) => {
                     tracing::debug!(error = %Report(&e), "copied-kind watch failed; retrying")
                 }
             }
         }
     });
-    (reader, task)
+    Cache {
+        store,
+        listed,
+        _task: task,
+    }
 }
 
 impl Central {
@@ -263,7 +289,7 @@ impl Central {
         let namespaced = caps.scope == Scope::Namespaced;
         let queue = self.queue.clone();
         let k = kind.clone();
-        let (store, task) = dynamic_reflector(
+        let cache = dynamic_reflector(
             Api::all_with(self.fed.clone(), &ar),
             &ar,
             watcher::Config::default(),
@@ -279,8 +305,7 @@ impl Central {
         let fk = Arc::new(FedKind {
             ar,
             namespaced,
-            store,
-            _task: task,
+            cache,
         });
         lock(&self.kinds).insert(kind.clone(), fk.clone());
         Ok(fk)
@@ -325,7 +350,7 @@ impl Central {
             Ok((ar, _)) => {
                 let queue = self.queue.clone();
                 let k = kind.clone();
-                let (store, task) = dynamic_reflector(
+                let cache = dynamic_reflector(
                     Api::all_with(m.client.clone(), &ar),
                     &ar,
                     watcher::Config::default()
@@ -339,11 +364,7 @@ impl Central {
                         });
                     },
                 );
-                MemberKind::Served {
-                    ar,
-                    store,
-                    _task: task,
-                }
+                MemberKind::Served { ar, cache }
             }
             Err(e) => MemberKind::NotServed(format!(
                 "{} {} is not served by the member: {}",
@@ -455,6 +476,12 @@ impl Central {
     async fn reconcile(self: &Arc<Self>, key: &CopyKey) -> Result<&'static str, CopyError> {
         let kind: Kind = (key.api_version.clone(), key.kind.clone());
         let fk = self.fed_kind(&kind).await?;
+        // Until the kind's first list arrives its cache shows nothing, and acting then would
+        // take every object for a deleted one. The list's end queues each listed object;
+        // the retry covers the rest.
+        if !fk.cache.listed() {
+            return Err(CopyError::NotListed(kind.0, kind.1));
+        }
         let (pns, pname) = placement_of(
             &key.api_version,
             &key.kind,
@@ -466,7 +493,7 @@ impl Central {
             Some(ns) if fk.namespaced => ObjectRef::new_with(&key.name, fk.ar.clone()).within(ns),
             _ => ObjectRef::new_with(&key.name, fk.ar.clone()),
         };
-        let fed_obj = fk.store.get(&obj_ref);
+        let fed_obj = fk.cache.store.get(&obj_ref);
         let fed_value = fed_obj
             .as_deref()
             .map(|o| serde_json::to_value(o).unwrap_or(Value::Null));
@@ -722,8 +749,9 @@ impl Central {
             Ok(m) => m,
             Err(message) => return unable(FailReason::Unreachable, message),
         };
-        let (ar, store) = match &*self.member_kind(&m, o.kind).await {
-            MemberKind::Served { ar, store, .. } => (ar.clone(), store.clone()),
+        let mk = self.member_kind(&m, o.kind).await;
+        let (ar, cache) = match &*mk {
+            MemberKind::Served { ar, cache } => (ar.clone(), cache),
             MemberKind::NotServed(message) => {
                 return MemberResult {
                     absent: true,
@@ -735,7 +763,8 @@ impl Central {
             Some(ns) if o.fk.namespaced => ObjectRef::new_with(&key.name, ar.clone()).within(ns),
             _ => ObjectRef::new_with(&key.name, ar.clone()),
         };
-        let actual = store
+        let actual = cache
+            .store
             .get(&actual_ref)
             .map(|o| serde_json::to_value(&*o).unwrap_or(Value::Null));
         let api: Api<DynamicObject> = match &key.namespace {
@@ -744,9 +773,11 @@ impl Central {
         };
         let step = step(want.as_ref(), actual.as_ref(), o.uid);
         // Whether no copy is left there once the step is taken (as it then is unless it
-        // fails): nothing was there and nothing is made, or Meridian's copy goes.
+        // fails): nothing was there and nothing is made, or Meridian's copy goes. Before the
+        // member's first list arrives its cache shows no copy, whether there is one or not
+        // (a member that forbids listing the kind never lists it): then a copy may be left.
         let none_left = match &step {
-            Step::Leave => actual.is_none(),
+            Step::Leave => actual.is_none() && cache.listed(),
             Step::Delete => true,
             Step::Create(_) | Step::Update(_) | Step::Refuse => false,
         };
@@ -913,6 +944,7 @@ pub async fn run(
     // its spec).
     let mut labels: HashMap<String, BTreeMap<String, String>> = HashMap::new();
     let mut override_changes = overrides.subscribe();
+    let mut placement_changes = Changes::default();
     // Copies are pushed as the policies make them: never before they are listed.
     overrides.ready().await;
     let workers = {
@@ -922,7 +954,12 @@ pub async fn run(
             // be pushed with the whole count. Waited for once, here: a kube store's
             // readiness wakes only the last task that waited, so workers waiting each on
             // their own would leave all but one asleep.
-            if c.interpreters.wait_until_ready().await.is_err() {
+            // The Placements and clusters too: a Placement not listed yet would read as
+            // none, and its object's copies as ones to remove.
+            if c.interpreters.wait_until_ready().await.is_err()
+                || c.placements.wait_until_ready().await.is_err()
+                || c.clusters.wait_until_ready().await.is_err()
+            {
                 return;
             }
             // Reconciles wait on member and federation requests far more than they compute.
@@ -937,18 +974,23 @@ pub async fn run(
     loop {
         tokio::select! {
             ev = placement_events.next() => match ev {
-                Some(Ok(Event::Apply(p) | Event::Delete(p) | Event::InitApply(p))) => {
-                    let r = &p.spec.resource;
-                    if path(&r.api_version, &r.kind) != Path::Copy {
-                        continue;
-                    }
-                    // Whether the object is cluster-scoped says where its key points.
-                    match central.fed_kind(&(r.api_version.clone(), r.kind.clone())).await {
-                        Ok(k) => queue.add(key_of_placement(&p, k.namespaced)),
-                        Err(e) => tracing::warn!(error = %Report(&e), "placement of an undiscovered kind"),
+                Some(Ok(ev)) => {
+                    let mut changed = Vec::new();
+                    placement_changes.on(&ev, &central.placements, |p| {
+                        let r = &p.spec.resource;
+                        if path(&r.api_version, &r.kind) == Path::Copy {
+                            changed.push((p.namespace(), r.clone()));
+                        }
+                    });
+                    for (namespace, r) in changed {
+                        // Whether the object is cluster-scoped says where its key points.
+                        match central.fed_kind(&(r.api_version.clone(), r.kind.clone())).await {
+                            Ok(k) => queue.add(key_of_placement(namespace, &r, k.namespaced)),
+                            Err(e) => tracing::warn!(error = %Report(&e), "placement of an undiscovered kind"),
+                        }
                     }
                 }
-                Some(_) => {}
+                Some(Err(_)) => {}
                 None => return Ok(()),
             },
             ev = interpreter_events.next() => match ev {

@@ -24,4 +24,4 @@ pub use intent::{Intent, Record};
 pub use members::{Connection, Fleet, Handle};
 pub use overrides::Overrides;
 pub use settings::Settings;
-pub use watch::{Object, reflect};
+pub use watch::{Changes, Object, reflect};
