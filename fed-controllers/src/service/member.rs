@@ -21,7 +21,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use meridian_runtime::error::{Report, report};
 use meridian_runtime::events::{EventType, Recorder};
@@ -380,7 +380,8 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
     }
 }
 
-/// Starts a reflector in the member; `on_change` sees every applied or deleted object.
+/// Starts a reflector in the member; `on_change` sees every applied or deleted object once
+/// the store shows it ([`fleet::Changes`]).
 fn watch<K>(
     m: &Arc<Member>,
     api: Api<K>,
@@ -396,12 +397,13 @@ where
         .backoff(member_watch::backoff())
         .reflect(writer);
     let m = m.clone();
+    let store = reader.clone();
     tasks.spawn(async move {
         let mut stream = std::pin::pin!(stream);
+        let mut changes = fleet::Changes::default();
         while let Some(ev) = stream.next().await {
             match ev {
-                Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => on_change(&m, &o),
-                Ok(_) => {}
+                Ok(ev) => changes.on(&ev, &store, |o| on_change(&m, o)),
                 Err(error) => {
                     tracing::debug!(error = %Report(&error), kind = %K::kind(&()), "member watch failed; retrying")
                 }
