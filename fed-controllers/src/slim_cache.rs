@@ -92,8 +92,9 @@ impl<K: Resource, V> SlimCache<K, V> {
         }
     }
 
-    /// Applies one watcher event; returns what was kept of an applied or deleted object
-    /// before it.
+    /// Applies one watcher event; returns what was kept of an applied, listed or deleted
+    /// object before it. A (re)list's objects show as they come; the ones it no longer
+    /// has go when it ends.
     pub fn apply(&self, event: &Event<K>) -> Option<Arc<V>> {
         // Derive outside the lock.
         let derived = match event {
@@ -108,11 +109,17 @@ impl<K: Resource, V> SlimCache<K, V> {
                 g.relist = Some(Map::new());
                 None
             }
+            // A listed object shows at once, not only when the list ends: its event goes on
+            // to consumers now, and one that looks then must find it (a custom kind's watch
+            // starts mid-flight; nothing tells its objects again at the list's end).
             (Event::InitApply(o), Some(v)) => {
-                g.relist.get_or_insert_with(Map::new).insert(key(o), v);
-                None
+                let k = key(o);
+                g.relist
+                    .get_or_insert_with(Map::new)
+                    .insert(k.clone(), v.clone());
+                g.values.insert(k, v)
             }
-            (Event::InitApply(_), None) => None,
+            (Event::InitApply(o), None) => g.values.remove(&key(o)),
             (Event::InitDone, _) => {
                 if let Some(m) = g.relist.take() {
                     g.values = m;
@@ -218,7 +225,11 @@ mod tests {
         c.apply(&Event::InitApply(cm("a", "x", "1")));
         c.apply(&Event::InitApply(cm("a", "s", "skip")));
         assert!(!c.ready().is_ready());
-        assert!(c.get("a", "x").is_none(), "a relist lands when done");
+        assert_eq!(
+            c.get("a", "x").as_deref().map(String::as_str),
+            Some("1"),
+            "a listed object shows as its event passes"
+        );
         c.apply(&Event::InitDone);
         assert!(c.ready().is_ready());
         assert_eq!(c.get("a", "x").as_deref().map(String::as_str), Some("1"));
@@ -242,10 +253,17 @@ mod tests {
         assert!(c.get("a", "x").is_none());
         c.apply(&Event::Delete(cm("b", "y", "2")));
         assert!(c.get("b", "y").is_none());
-        // A relist drops what it no longer lists.
+        // A relist drops what it no longer lists when it ends, and gives what it lists at
+        // once, with what was kept of it before.
         c.apply(&Event::Apply(cm("a", "z", "4")));
+        c.apply(&Event::Apply(cm("a", "q", "3")));
         c.apply(&Event::Init);
+        let before = c.apply(&Event::InitApply(cm("a", "q", "7")));
+        assert_eq!(before.as_deref().map(String::as_str), Some("3"));
+        assert_eq!(c.get("a", "q").as_deref().map(String::as_str), Some("7"));
+        assert!(c.get("a", "z").is_some(), "not gone before the list ends");
         c.apply(&Event::InitDone);
         assert!(c.get("a", "z").is_none());
+        assert_eq!(c.get("a", "q").as_deref().map(String::as_str), Some("7"));
     }
 }
