@@ -35,8 +35,11 @@ export HELM HELM3
 echo "using helm at $HELM ($("$HELM" version --short)) and $HELM3 ($("$HELM3" version --short))"
 # fed-api's types without kube: the model the scheduler's pure core decides over.
 cargo check -p fed-api --no-default-features
-# End-to-end tests start the workspace's binaries: build them all first.
-cargo build --workspace --bins
+# End-to-end tests start the workspace's binaries: build them all first, together with the
+# tests. Built alone, the binaries would get other features (the tests' dev-dependencies turn
+# on tokio's `test-util`), so tokio and everything above it would be compiled twice, and the
+# test build's binaries would replace these anyway.
+cargo build --workspace --bins --tests
 tests=0
 cargo nextest run --workspace --no-fail-fast "$@" || tests=$?
 if [ "$lints" -ne 0 ]; then
