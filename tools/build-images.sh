@@ -94,9 +94,6 @@ export CARGO_ENCODED_RUSTFLAGS
 export CFLAGS_x86_64_unknown_linux_musl="${cflags# }"
 export CC_x86_64_unknown_linux_musl=musl-gcc
 
-# Always all five binaries, whichever images were asked for: cargo unifies features over the
-# packages a build selects, so a subset would compile the shared dependencies again (minutes)
-# instead of reusing the full build's.
 # A cargo started from a test (cargo test, nextest) inherits the test's CARGO_PKG_*,
 # CARGO_MANIFEST_* and such. ring's build script reruns when one of them changes, so the
 # build would differ from a plain run's and rebuild ring and everything above it (minutes).
@@ -106,6 +103,9 @@ for v in $(compgen -e); do
     CARGO_PKG_*|CARGO_MANIFEST_*|CARGO_CFG_*|CARGO_CRATE_NAME|CARGO_BIN_NAME|CARGO_PRIMARY_PACKAGE|OUT_DIR) unset "$v" ;;
   esac
 done
+# Always all five binaries, whichever images were asked for: cargo unifies features over the
+# packages a build selects, so a subset would compile the shared dependencies again (minutes)
+# instead of reusing the full build's.
 bin_args=()
 for i in "${all_images[@]}"; do bin_args+=(--bin "$i"); done
 log "compiling ${all_images[*]} (profile image, $target)"
