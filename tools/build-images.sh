@@ -97,10 +97,12 @@ export CC_x86_64_unknown_linux_musl=musl-gcc
 # A cargo started from a test (cargo test, nextest) inherits the test's CARGO_PKG_*,
 # CARGO_MANIFEST_* and such. ring's build script reruns when one of them changes, so the
 # build would differ from a plain run's and rebuild ring and everything above it (minutes).
-# Cargo sets what each build script needs itself.
+# Cargo sets what each build script needs itself. tools/test.sh's clippy wrapper goes too: the
+# images are compiled by plain rustc, the same whether or not a test started the build.
 for v in $(compgen -e); do
   case "$v" in
     CARGO_PKG_*|CARGO_MANIFEST_*|CARGO_CFG_*|CARGO_CRATE_NAME|CARGO_BIN_NAME|CARGO_PRIMARY_PACKAGE|OUT_DIR) unset "$v" ;;
+    RUSTC_WORKSPACE_WRAPPER|CLIPPY_ARGS) unset "$v" ;;
   esac
 done
 # Always all five binaries, whichever images were asked for: cargo unifies features over the
