@@ -3,11 +3,10 @@
 
 tools/test.sh builds the workspace with clippy-driver wrapping rustc for the workspace's own
 crates, so the lints come out of the same compile that makes the test binaries. Its lints stay
-warnings there, so one finding does not stop the build and the tests still run; this filter
-reads cargo's JSON messages (`--message-format=json`), prints each
-message as cargo would, and exits 1 when there was a warning or an error, as
-`cargo clippy -- -D warnings` would have failed. Dependencies' lints are capped by cargo and
-never reach it.
+warnings there, so one finding does not stop the build and the tests still run. This filter
+reads cargo's JSON messages (`--message-format=json`), prints each message as cargo would, and
+exits 1 when there was a warning or an error, where `cargo clippy -- -D warnings` would have
+failed. Dependencies' lints are capped by cargo and never reach it.
 
     cargo build --message-format=json ... | tools/lint-summary.py
 """

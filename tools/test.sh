@@ -46,6 +46,13 @@ cargo check -p fed-api --no-default-features
 # build sees the same environment (the wrapper is part of cargo's fingerprint), so it finds
 # everything built; tools/build-images.sh drops it.
 RUSTC_WORKSPACE_WRAPPER="$(rustc --print sysroot)/bin/clippy-driver"
+if [ ! -x "$RUSTC_WORKSPACE_WRAPPER" ] && command -v rustup >/dev/null; then
+  rustup component add clippy
+fi
+[ -x "$RUSTC_WORKSPACE_WRAPPER" ] || {
+  echo "test.sh: $RUSTC_WORKSPACE_WRAPPER is missing: install clippy for this toolchain" >&2
+  exit 1
+}
 export RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS=""
 set +e
 cargo build --workspace --all-targets --locked --message-format=json |
