@@ -2,7 +2,8 @@
 //! with `serviceAccountName` and a `persistentVolumeClaim` volume gets both into the
 //! clusters that run it; a pull secret the member adds to the ServiceAccount is the
 //! member's; dropping the references removes the copies from the members where no other
-//! workload uses them, and from the others once those go.
+//! workload uses them, and from the others once those go. A member watches a kind only once
+//! it holds or gets objects of it, and collects a stale copy its first look finds.
 
 use std::time::Duration;
 
@@ -218,6 +219,159 @@ async fn service_accounts_and_claims_follow_their_workloads() {
         WITHIN,
         || present(pvcs1, "api-data"),
         Option::is_none,
+    )
+    .await;
+}
+
+/// How many watches of `resource` the member's API server has served (its `/metrics`).
+async fn watches_of(member: &kube::Client, resource: &str) -> u64 {
+    let req = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("request");
+    let text = member.request_text(req).await.expect("member /metrics");
+    let labels = [r#"verb="watch""#, &format!(r#"resource="{resource}""#)];
+    text.lines()
+        .filter(|l| l.contains("requests_total{") && labels.iter().all(|p| l.contains(p)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+const WEB: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: lazy}
+---
+apiVersion: federation.meridian.dev/v1alpha1
+kind: PropagationPolicy
+metadata: {name: web, namespace: lazy}
+spec:
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment, name: web}
+  placement:
+    clusterAffinity:
+      clusterNames: [sim-1, sim-2]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: lazy}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: "web:1"}]
+"#;
+
+/// The kinds the workload controller watches in a member only once it needs them.
+const LAZY: [&str; 6] = [
+    "replicasets",
+    "statefulsets",
+    "jobs",
+    "secrets",
+    "serviceaccounts",
+    "persistentvolumeclaims",
+];
+
+#[tokio::test]
+async fn members_watch_only_the_kinds_they_hold() {
+    let env = Env::start(&["--clusters=2", "--nodes=2", "--ready-delay=0s"]);
+    // Left in sim-2 by an earlier run: a dependency copy whose workload is long gone.
+    let sim2 = env.member("sim-2").await;
+    let namespace = serde_json::from_value(json!({"metadata": {"name": "lazy"}})).expect("ns");
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(sim2.clone())
+        .create(&Default::default(), &namespace)
+        .await
+        .expect("the namespace in sim-2");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(sim2.clone(), "lazy");
+    let stale = serde_json::from_value(json!({
+        "metadata": {"name": "stale", "labels": {
+            "app.kubernetes.io/managed-by": "meridian",
+            "federation.meridian.dev/owner-uid": "0f1e2d3c-gone",
+        }},
+        "stringData": {"k": "v"},
+    }))
+    .expect("secret");
+    secrets
+        .create(&Default::default(), &stale)
+        .await
+        .expect("plant the stale Secret");
+
+    let _controllers = env.controllers(&[
+        "--probe-period=1s",
+        "--probe-timeout=500ms",
+        "--metrics-bind-address=off",
+    ]);
+    let _scheduler = env.scheduler(&[]);
+    env.join_with_capacity(&["sim-1", "sim-2"], 2).await;
+    env.apply("web.yaml", WEB);
+    env.rollout_status("deploy/web", "lazy");
+
+    // The member's first look found the stale Secret: Secrets are watched there and the
+    // copy, used by no workload, is collected.
+    eventually(
+        "the stale Secret collected from sim-2",
+        WITHIN,
+        || present(&secrets, "stale"),
+        Option::is_none,
+    )
+    .await;
+    eventually(
+        "a watch of Secrets in sim-2",
+        WITHIN,
+        || watches_of(&sim2, "secrets"),
+        |n| *n > 0,
+    )
+    .await;
+    // sim-1 held nothing of Meridian's: it watches Deployments, and no kind it never got.
+    let sim1 = env.member("sim-1").await;
+    assert!(watches_of(&sim1, "deployments").await > 0);
+    for resource in LAZY {
+        assert_eq!(watches_of(&sim1, resource).await, 0, "{resource} in sim-1");
+    }
+
+    // A ServiceAccount the Deployment comes to use: its watch starts with the first copy,
+    // and a copy deleted in the member is restored through it.
+    env.apply(
+        "sa.yaml",
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: web-runner, namespace: lazy}\n",
+    );
+    let fed = env.federation().await;
+    Api::<Deployment>::namespaced(fed, "lazy")
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"spec": {
+                "serviceAccountName": "web-runner"
+            }}}})),
+        )
+        .await
+        .expect("use the ServiceAccount");
+    let sas: Api<ServiceAccount> = Api::namespaced(sim1.clone(), "lazy");
+    let sa = eventually(
+        "the ServiceAccount in sim-1",
+        WITHIN,
+        || present(&sas, "web-runner"),
+        |sa| sa.as_ref().is_some_and(|sa| managed(&sa.metadata)),
+    )
+    .await
+    .expect("present");
+    eventually(
+        "a watch of ServiceAccounts in sim-1",
+        WITHIN,
+        || watches_of(&sim1, "serviceaccounts"),
+        |n| *n > 0,
+    )
+    .await;
+    sas.delete("web-runner", &Default::default())
+        .await
+        .expect("delete the member's copy");
+    let old_uid = sa.metadata.uid;
+    eventually(
+        "the ServiceAccount restored in sim-1",
+        WITHIN,
+        || present(&sas, "web-runner"),
+        |sa| sa.as_ref().is_some_and(|sa| sa.metadata.uid != old_uid),
     )
     .await;
 }

@@ -890,7 +890,7 @@ pub async fn run(
         if let Some(c) = weak.upgrade() {
             c.requeue_referencing(r.kind, &r.namespace, &r.name);
             if c.writers.writer(r) == Writer::Dependencies {
-                c.members().iter().for_each(|m| m.collect_soon());
+                c.members().iter().for_each(|m| m.collect_soon(r.kind));
             }
         }
     });

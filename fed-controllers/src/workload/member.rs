@@ -5,12 +5,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use fed_api::Cluster;
 use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_UID_LABEL};
-use futures::StreamExt;
-use kube::api::{Api, DynamicObject, PostParams};
+use futures::future::BoxFuture;
+use futures::{FutureExt as _, StreamExt};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use kube::core::Request;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -21,6 +23,7 @@ use meridian_runtime::events::EventType;
 use meridian_runtime::queue::WorkQueue;
 use meridian_runtime::sync::lock;
 use serde_json::Value;
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
@@ -83,25 +86,75 @@ pub type Intent = fleet::Intent<Want>;
 /// Per-key bookkeeping of syncs.
 type Record = fleet::Record<Intent>;
 
-/// The caches of the member's Meridian-managed objects.
+/// The caches of the member's Meridian-managed objects. A kind's watch starts on the kind's
+/// first need (a sync of a workload of that kind, or of one using a dependency of that
+/// kind), or at once when the member's first look finds Meridian's objects of that kind
+/// there. A member that never gets a StatefulSet never watches StatefulSets: each watch
+/// costs the controller a task, a stream and its buffers, and the member an open request,
+/// which adds up over a thousand members.
 struct Caches {
     client: Client,
-    workloads: HashMap<Kind, ObjectCache>,
-    deps: HashMap<DepKind, ObjectCache>,
+    workloads: HashMap<Kind, OnceLock<ObjectCache>>,
+    deps: HashMap<DepKind, OnceLock<ObjectCache>>,
     /// Meridian's copies of HPAs in the member: the workloads they scale keep the
-    /// replicas the HPA writes ([`hpa`]).
-    hpas: Option<ObjectCache>,
+    /// replicas the HPA writes ([`hpa`]). Always watched: the copy path pushes HPAs
+    /// without this member's knowing.
+    hpas: ObjectCache,
+    /// Set once every kind was first looked at (listed, or its watch listed) and the
+    /// watches started meanwhile have listed.
     synced: Arc<AtomicBool>,
+    /// Runs a started watch on the member's task set, so it stops with the member.
+    spawn: mpsc::UnboundedSender<BoxFuture<'static, ()>>,
 }
 
 impl Caches {
     /// The cached copy of the workload, if it is Meridian's for `uid`.
     fn copy_of(&self, key: &WorkloadKey, uid: &str) -> Option<Arc<Entry>> {
-        let e = self
-            .workloads
-            .get(&key.kind)?
-            .get(&key.namespace, &key.name)?;
+        let e = self.workload(key.kind)?.get(&key.namespace, &key.name)?;
         e.owned_by(uid).then_some(e)
+    }
+
+    /// Whether a cache of the member's objects of one kind (`None`: not watched, the first
+    /// look found none and none was pushed since) tells all of them.
+    fn knows(&self, cache: Option<&ObjectCache>) -> bool {
+        self.synced.load(Ordering::Acquire) && cache.is_none_or(|c| c.ready().is_ready())
+    }
+
+    /// The cache of the member's copies of `kind`, if they are watched.
+    fn workload(&self, kind: Kind) -> Option<&ObjectCache> {
+        self.workloads.get(&kind).and_then(OnceLock::get)
+    }
+
+    /// The cache of the member's copies of `kind`, their watch started if it was not.
+    fn watch_workload(&self, m: &Arc<MemberShared>, kind: Kind) -> Option<&ObjectCache> {
+        let cell = self.workloads.get(&kind)?;
+        Some(cell.get_or_init(|| self.start(m, kind.api_resource(), on_workload_change(kind))))
+    }
+
+    /// The cache of the member's dependency copies of `kind`, their watch started if it
+    /// was not.
+    fn watch_dep(&self, m: &Arc<MemberShared>, kind: DepKind) -> Option<&ObjectCache> {
+        let cell = self.deps.get(&kind)?;
+        Some(cell.get_or_init(|| self.start(m, kind.api_resource(), on_dep_change(kind))))
+    }
+
+    /// Every cache whose watch has started.
+    fn started(&self) -> Vec<ObjectCache> {
+        let workloads = self.workloads.values().filter_map(OnceLock::get);
+        let deps = self.deps.values().filter_map(OnceLock::get);
+        workloads.chain(deps).chain([&self.hpas]).cloned().collect()
+    }
+
+    fn start(
+        &self,
+        m: &Arc<MemberShared>,
+        ar: ApiResource,
+        on_change: impl Fn(&MemberShared, &DynamicObject, Change, bool, bool) + Send + 'static,
+    ) -> ObjectCache {
+        let (cache, watch) = watch(m.clone(), self.client.clone(), ar, on_change);
+        // Fails only once the member's tasks are gone, and the watch with them.
+        let _ = self.spawn.send(watch.boxed());
+        cache
     }
 }
 
@@ -237,9 +290,14 @@ impl MemberShared {
         self.gc.store(true, Ordering::Release);
     }
 
-    /// Has the member look for unreferenced dependency copies now, not after its next sync:
-    /// a copy the copy path just handed over may have no user left, and then no sync comes.
-    pub fn collect_soon(&self) {
+    /// Has the member look for unreferenced dependency copies of `kind` now, not after its
+    /// next sync: a copy the copy path just handed over may have no user left, and then no
+    /// sync comes. Their watch starts if it had not (the collection then waits for its
+    /// first list).
+    pub fn collect_soon(self: &Arc<Self>, kind: DepKind) {
+        if let Some(c) = self.caches() {
+            c.watch_dep(self, kind);
+        }
         self.gc_due.store(true, Ordering::Release);
         self.gc_kick.notify_one();
     }
@@ -262,7 +320,7 @@ impl MemberShared {
         };
         let entry = c.copy_of(key, uid);
         Look {
-            holds: c.synced.load(Ordering::Acquire).then_some(entry.is_some()),
+            holds: c.knows(c.workload(key.kind)).then_some(entry.is_some()),
             entry,
         }
     }
@@ -271,8 +329,7 @@ impl MemberShared {
     /// the replicas of its copy are the member's ([`hpa`]).
     pub fn scaled_by_hpa(&self, key: &WorkloadKey) -> bool {
         self.caches()
-            .and_then(|c| c.hpas.clone())
-            .is_some_and(|h| scaled_in_member(&h, key))
+            .is_some_and(|c| scaled_in_member(&c.hpas, key))
     }
 
     /// What the member reports for a workload whose copy there is `copy` (see [`Self::look`]).
@@ -337,88 +394,37 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
         })
         .await;
     let mut tasks = JoinSet::new();
+    // Watches started later, on a kind's first need, run on a task set of their own that
+    // this task set owns: dropping the member drops them all.
+    let (spawn, mut started) = mpsc::unbounded_channel::<BoxFuture<'static, ()>>();
+    tasks.spawn(async move {
+        let mut watches = JoinSet::new();
+        while let Some(watch) = started.recv().await {
+            watches.spawn(watch);
+        }
+    });
     let synced = Arc::new(AtomicBool::new(false));
-    let mut caches = Caches {
-        client: client.clone(),
-        workloads: HashMap::new(),
-        deps: HashMap::new(),
-        hpas: None,
-        synced: synced.clone(),
-    };
-    let mut watches = Watches {
-        m: &m,
-        client: &client,
-        tasks: &mut tasks,
-        started: Vec::new(),
-    };
-    for kind in Kind::ALL {
-        let store = watches.start(
-            kind.api_resource(),
-            move |m, o, change, own_write, deleted| {
-                let key = WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
-                if deleted {
-                    m.ctx.copy_index.remove(&key, &m.name);
-                } else {
-                    m.ctx.copy_index.add(&key, &m.name);
-                }
-                // Drift for this member's worker: only an edit (generation, labels,
-                // annotations) can be one; status updates are most events and never are,
-                // nor is our own write coming back.
-                if change.shape && !own_write && lock(&m.intents).contains(&key) {
-                    m.queue.add(key.clone());
-                }
-                // Status for the central controller, behind changes of what is wanted.
-                if change.shape || change.status {
-                    m.status_soon(key);
-                }
-            },
-        );
-        caches.workloads.insert(kind, store);
-    }
-    for kind in DepKind::ALL {
-        let store = watches.start(kind.api_resource(), move |m, o, change, own_write, _| {
-            if !change.shape {
-                return;
-            }
-            let (ns, name) = (o.namespace().unwrap_or_default(), o.name_any());
-            let users = lock(&m.intents).users_of(kind, &ns, &name);
-            if users.is_empty() {
-                // Perhaps left by an earlier run, or written just as its last user let
-                // go of it: the next sync collects it.
-                m.gc_due.store(true, Ordering::Release);
-            } else if !own_write {
-                for k in users {
-                    m.queue.add(k);
-                }
-            }
-        });
-        caches.deps.insert(kind, store);
-    }
-    // An HPA copy that comes, goes or retargets changes whose replicas are the member's.
-    caches.hpas = Some(
-        watches.start(hpa::api_resource(), move |m, o, change, _own_write, _| {
-            if !change.shape {
-                return;
-            }
-            let ns = o.namespace().unwrap_or_default();
-            let Ok(v) = serde_json::to_value(o) else {
-                return;
-            };
-            if let Some(key) = hpa::target(&ns, &v)
-                && lock(&m.intents).contains(&key)
-            {
-                // Whether its copy counts as observed changes too.
-                m.queue.add(key.clone());
-                m.status_soon(key);
-            }
-        }),
+    let (hpas, hpa_watch) = watch(
+        m.clone(),
+        client.clone(),
+        hpa::api_resource(),
+        on_hpa_change,
     );
-    let readiness = watches.started;
-    *lock(&m.caches) = Some(Arc::new(caches));
+    tasks.spawn(hpa_watch);
+    let caches = Arc::new(Caches {
+        client: client.clone(),
+        workloads: Kind::ALL.map(|k| (k, OnceLock::new())).into(),
+        deps: DepKind::ALL.map(|k| (k, OnceLock::new())).into(),
+        hpas,
+        synced: synced.clone(),
+        spawn,
+    });
+    *lock(&m.caches) = Some(caches.clone());
     let m2 = m.clone();
     tasks.spawn(async move {
-        for s in readiness {
-            s.ready().wait().await;
+        first_look(&m2, &caches).await;
+        for cache in caches.started() {
+            cache.ready().wait().await;
         }
         synced.store(true, Ordering::Release);
         m2.ctx.copy_index.listed(&m2.name);
@@ -435,6 +441,55 @@ async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
     work(m).await;
 }
 
+/// The member's first look: which kinds it already holds Meridian's objects of (left by
+/// an earlier run, or pushed by the copy path), whose watches start now; the others start
+/// on their first need. Each listing is retried until the member answers it.
+async fn first_look(m: &Arc<MemberShared>, caches: &Caches) {
+    let holds_workloads = Kind::ALL.map(|k| holds_any(m, &caches.client, k.api_resource()));
+    let holds_deps = DepKind::ALL.map(|k| holds_any(m, &caches.client, k.api_resource()));
+    let (workloads, deps) = futures::join!(
+        futures::future::join_all(holds_workloads),
+        futures::future::join_all(holds_deps)
+    );
+    for (kind, holds) in Kind::ALL.into_iter().zip(workloads) {
+        if holds {
+            caches.watch_workload(m, kind);
+        }
+    }
+    for (kind, holds) in DepKind::ALL.into_iter().zip(deps) {
+        if holds {
+            caches.watch_dep(m, kind);
+        }
+    }
+}
+
+/// Whether the member holds any object of `ar` carrying Meridian's labels (one listing of
+/// at most one object, retried until the member answers).
+async fn holds_any(m: &MemberShared, client: &Client, ar: ApiResource) -> bool {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let params = ListParams::default().labels(&copies_selector()).limit(1);
+    let mut backoff = member_watch::backoff();
+    loop {
+        let op = format!("listing Meridian's {}", ar.plural);
+        match m.connection.timed(&op, api.list(&params)).await {
+            Ok(list) => return !list.items.is_empty(),
+            Err(error) => {
+                tracing::debug!(error = %Report(&error), resource = %ar.plural, "member listing failed; retrying");
+                let delay = backoff.next().unwrap_or(Duration::from_secs(4));
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+}
+
+/// Selects the copies of federated objects: they carry their owner's uid. Other objects
+/// Meridian manages in members (the lb-agent's ConfigMap, written by the service
+/// controller) are not this controller's to look after, nor to collect as unreferenced
+/// dependencies.
+fn copies_selector() -> String {
+    format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{OWNER_UID_LABEL}")
+}
+
 /// One member worker: syncs keys until the member stops.
 async fn work(m: Arc<MemberShared>) {
     loop {
@@ -446,68 +501,131 @@ async fn work(m: Arc<MemberShared>) {
     }
 }
 
-/// The member's watches while they are started: each runs on the member's task set, and
-/// the member is synced once every one has listed.
-struct Watches<'a> {
-    m: &'a Arc<MemberShared>,
-    client: &'a Client,
-    tasks: &'a mut JoinSet<()>,
-    /// The caches started so far.
-    started: Vec<ObjectCache>,
+/// What a watch of the member's copies of a workload kind does with each change.
+fn on_workload_change(
+    kind: Kind,
+) -> impl Fn(&MemberShared, &DynamicObject, Change, bool, bool) + Send + 'static {
+    move |m, o, change, own_write, deleted| {
+        let key = WorkloadKey::new(kind, o.namespace().unwrap_or_default(), o.name_any());
+        if deleted {
+            m.ctx.copy_index.remove(&key, &m.name);
+        } else {
+            m.ctx.copy_index.add(&key, &m.name);
+        }
+        // Drift for this member's worker: only an edit (generation, labels, annotations)
+        // can be one; status updates are most events and never are, nor is our own write
+        // coming back.
+        if change.shape && !own_write && lock(&m.intents).contains(&key) {
+            m.queue.add(key.clone());
+        }
+        // Status for the central controller, behind changes of what is wanted.
+        if change.shape || change.status {
+            m.status_soon(key);
+        }
+    }
 }
 
-impl Watches<'_> {
-    /// Starts a label-selected reflector of `ar` in the member; `on_change` sees every
-    /// applied or deleted object with what it changed in the cache, whether it is this
-    /// member's own last write coming back, and whether it was deleted.
-    fn start(
-        &mut self,
-        ar: kube::api::ApiResource,
-        on_change: impl Fn(&MemberShared, &DynamicObject, Change, bool, bool) + Send + 'static,
-    ) -> ObjectCache {
-        // Member copies are looked up by name; their pod-template references are never read.
-        let cache = ObjectCache::new(&ar.kind, false).without_status();
-        // Every copy pushed comes back through here: decoded in one pass (see `dynamic`).
-        let api: Api<Decoded> = Api::all_with(self.client.clone(), &ar);
-        // Copies of federated objects only: they carry their owner's uid. Other objects Meridian
-        // manages in members (the lb-agent's ConfigMap, written by the service controller) are
-        // not this controller's to look after, nor to collect as unreferenced dependencies.
-        let cfg = watcher::Config::default().labels(&format!(
-            "{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{OWNER_UID_LABEL}"
-        ));
-        let stream = watcher::watcher(api, cfg)
-            .backoff(member_watch::backoff())
-            .map(|ev| ev.map(dynamic::into_dynamic));
-        let m = self.m.clone();
-        let plural = ar.plural.clone();
-        let kind = ar.kind.clone();
-        let writer = cache.clone();
-        self.tasks.spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(ev) = stream.next().await {
-                let change = match &ev {
-                    Ok(e) => writer.apply(e),
-                    Err(_) => Change::default(),
-                };
-                match ev {
-                    Ok(Event::Apply(o) | Event::InitApply(o)) => {
-                        let own = m.is_own_write(&kind, &o, false);
-                        on_change(&m, &o, change, own, false)
-                    }
-                    Ok(Event::Delete(o)) => {
-                        m.is_own_write(&kind, &o, true);
-                        on_change(&m, &o, change, false, true)
-                    }
-                    Ok(_) => {}
-                    Err(error) => {
-                        tracing::debug!(error = %Report(&error), resource = %plural, "member watch failed; retrying")
-                    }
+/// What a watch of the member's dependency copies of `kind` does with each change.
+fn on_dep_change(
+    kind: DepKind,
+) -> impl Fn(&MemberShared, &DynamicObject, Change, bool, bool) + Send + 'static {
+    move |m, o, change, own_write, _| {
+        if !change.shape {
+            return;
+        }
+        let (ns, name) = (o.namespace().unwrap_or_default(), o.name_any());
+        let users = lock(&m.intents).users_of(kind, &ns, &name);
+        if users.is_empty() {
+            // Perhaps left by an earlier run, or written just as its last user let go of
+            // it: the next sync collects it.
+            m.gc_due.store(true, Ordering::Release);
+        } else if !own_write {
+            for k in users {
+                m.queue.add(k);
+            }
+        }
+    }
+}
+
+/// An HPA copy that comes, goes or retargets changes whose replicas are the member's.
+fn on_hpa_change(m: &MemberShared, o: &DynamicObject, change: Change, _own: bool, _del: bool) {
+    if !change.shape {
+        return;
+    }
+    let ns = o.namespace().unwrap_or_default();
+    let Ok(v) = serde_json::to_value(o) else {
+        return;
+    };
+    if let Some(key) = hpa::target(&ns, &v)
+        && lock(&m.intents).contains(&key)
+    {
+        // Whether its copy counts as observed changes too.
+        m.queue.add(key.clone());
+        m.status_soon(key);
+    }
+}
+
+/// A label-selected watch of `ar` in the member, and the cache it fills; `on_change` sees
+/// every applied or deleted object with what it changed in the cache, whether it is this
+/// member's own last write coming back, and whether it was deleted. Once the first list of
+/// a watch started after the member's first look is in, the member's workloads are synced
+/// again (from the caches, so at no cost where nothing changed): the sync that started it
+/// wrote without a cache, and an edit of that copy made before the list is never told.
+/// (The first look's end syncs them all anyway.) A collection of unreferenced dependencies
+/// waiting for the list goes ahead too.
+fn watch(
+    m: Arc<MemberShared>,
+    client: Client,
+    ar: ApiResource,
+    on_change: impl Fn(&MemberShared, &DynamicObject, Change, bool, bool) + Send + 'static,
+) -> (ObjectCache, impl Future<Output = ()> + Send + 'static) {
+    // Member copies are looked up by name; their pod-template references are never read.
+    let cache = ObjectCache::new(&ar.kind, false).without_status();
+    // Every copy pushed comes back through here: decoded in one pass (see `dynamic`).
+    let api: Api<Decoded> = Api::all_with(client, &ar);
+    let cfg = watcher::Config::default().labels(&copies_selector());
+    let stream = watcher::watcher(api, cfg)
+        .backoff(member_watch::backoff())
+        .map(|ev| ev.map(dynamic::into_dynamic));
+    let writer = cache.clone();
+    let task = async move {
+        let (plural, kind) = (ar.plural, ar.kind);
+        let mut stream = std::pin::pin!(stream);
+        let mut listed = false;
+        while let Some(ev) = stream.next().await {
+            let change = match &ev {
+                Ok(e) => writer.apply(e),
+                Err(_) => Change::default(),
+            };
+            match ev {
+                Ok(Event::Apply(o) | Event::InitApply(o)) => {
+                    let own = m.is_own_write(&kind, &o, false);
+                    on_change(&m, &o, change, own, false)
+                }
+                Ok(Event::Delete(o)) => {
+                    m.is_own_write(&kind, &o, true);
+                    on_change(&m, &o, change, false, true)
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::debug!(error = %Report(&error), resource = %plural, "member watch failed; retrying")
                 }
             }
-        });
-        self.started.push(cache.clone());
-        cache
-    }
+            if !listed && writer.ready().is_ready() {
+                listed = true;
+                if m.caches().is_some_and(|c| c.synced.load(Ordering::Acquire)) {
+                    m.notify_all();
+                    for k in lock(&m.intents).keys() {
+                        m.queue.add(k.clone());
+                    }
+                }
+                if m.gc_due.load(Ordering::Acquire) {
+                    m.gc_kick.notify_one();
+                }
+            }
+        }
+    };
+    (cache, task)
 }
 
 /// [`timed`] for a write, counted and timed in the metrics by `verb`.
@@ -704,7 +822,7 @@ struct Synced {
     removed: bool,
 }
 
-async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, SyncError> {
+async fn sync(m: &Arc<MemberShared>, key: &WorkloadKey) -> Result<Option<Synced>, SyncError> {
     let caches = m.caches().ok_or(SyncError::NotConnected)?;
     let intent = lock(&m.intents).get(key).cloned();
     let mut out = None;
@@ -715,19 +833,22 @@ async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, Syn
                     m.ctx.metrics.member_write("create", result, secs)
                 })
                 .await?;
-            let synced = caches.synced.load(Ordering::Acquire);
             for d in deps {
                 let Some(object) = &d.object else { continue };
-                let cache = caches.deps.get(&d.kind).filter(|_| synced);
+                let cache = caches
+                    .watch_dep(m, d.kind)
+                    .filter(|c| caches.knows(Some(c)));
                 let target = (key.namespace.as_str(), d.name.as_str());
                 let ar = d.kind.api_resource();
                 let target = Target::new(key, &caches.client, &ar, target);
                 apply(m, target, object, cache).await?;
             }
-            let cache = caches.workloads.get(&key.kind).filter(|_| synced);
+            let cache = caches
+                .watch_workload(m, key.kind)
+                .filter(|c| caches.knows(Some(c)));
             let ar = key.kind.api_resource();
             let target = Target {
-                hpas: caches.hpas.as_ref().filter(|_| synced),
+                hpas: Some(&caches.hpas).filter(|c| caches.knows(Some(c))),
                 ..Target::new(key, &caches.client, &ar, (&key.namespace, &key.name))
             };
             let applied = apply(m, target, workload, cache).await?;
@@ -775,7 +896,7 @@ async fn sync(m: &MemberShared, key: &WorkloadKey) -> Result<Option<Synced>, Syn
                     Err(e) => return Err(e),
                 }
             }
-            if gone && let Some(cache) = caches.workloads.get(&key.kind) {
+            if gone && let Some(cache) = caches.workload(key.kind) {
                 cache.forget(&key.namespace, &key.name);
             }
             out = Some(Synced {
@@ -803,10 +924,12 @@ async fn collect_when_kicked(m: Arc<MemberShared>) {
 
 /// Removes dependency copies no Present intent references any more.
 async fn collect_garbage(m: &MemberShared, caches: &Caches) -> Result<(), SyncError> {
-    if !m.gc.load(Ordering::Acquire)
-        || !caches.synced.load(Ordering::Acquire)
-        || !m.gc_due.swap(false, Ordering::AcqRel)
-    {
+    // A dependency watch that has not listed yet kicks the collection once it has.
+    let listed = || {
+        let mut started = caches.deps.values().filter_map(OnceLock::get);
+        caches.synced.load(Ordering::Acquire) && started.all(|c| c.ready().is_ready())
+    };
+    if !m.gc.load(Ordering::Acquire) || !listed() || !m.gc_due.swap(false, Ordering::AcqRel) {
         return Ok(());
     }
     let collected = collect_unreferenced(m, caches).await;
@@ -818,6 +941,7 @@ async fn collect_garbage(m: &MemberShared, caches: &Caches) -> Result<(), SyncEr
 
 async fn collect_unreferenced(m: &MemberShared, caches: &Caches) -> Result<(), SyncError> {
     for (kind, store) in &caches.deps {
+        let Some(store) = store.get() else { continue };
         for obj in store.state() {
             let (ns, name) = (obj.namespace.clone(), obj.name.clone());
             if lock(&m.intents).is_used(*kind, &ns, &name) {
