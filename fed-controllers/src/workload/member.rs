@@ -833,22 +833,23 @@ async fn sync(m: &Arc<MemberShared>, key: &WorkloadKey) -> Result<Option<Synced>
                     m.ctx.metrics.member_write("create", result, secs)
                 })
                 .await?;
+            // Once the first look is done, the caches decide, even one whose watch this
+            // sync starts and which has not listed yet: its kind's first look found nothing,
+            // and where the member holds a copy after all, the create answers 409 and the
+            // copy is read.
+            let synced = caches.synced.load(Ordering::Acquire);
             for d in deps {
                 let Some(object) = &d.object else { continue };
-                let cache = caches
-                    .watch_dep(m, d.kind)
-                    .filter(|c| caches.knows(Some(c)));
+                let cache = caches.watch_dep(m, d.kind).filter(|_| synced);
                 let target = (key.namespace.as_str(), d.name.as_str());
                 let ar = d.kind.api_resource();
                 let target = Target::new(key, &caches.client, &ar, target);
                 apply(m, target, object, cache).await?;
             }
-            let cache = caches
-                .watch_workload(m, key.kind)
-                .filter(|c| caches.knows(Some(c)));
+            let cache = caches.watch_workload(m, key.kind).filter(|_| synced);
             let ar = key.kind.api_resource();
             let target = Target {
-                hpas: Some(&caches.hpas).filter(|c| caches.knows(Some(c))),
+                hpas: Some(&caches.hpas).filter(|_| synced),
                 ..Target::new(key, &caches.client, &ar, (&key.namespace, &key.name))
             };
             let applied = apply(m, target, workload, cache).await?;
