@@ -50,6 +50,11 @@ pub struct Args {
     /// memory a fleet-wide (re-)list needs at once.
     #[arg(long, env = "MERIDIAN_MEMBER_CONCURRENT_LISTS", default_value_t = 32)]
     pub member_concurrent_lists: usize,
+    /// Member syncs (one object brought up to date in one member) in progress at once,
+    /// process-wide, over every member and controller; member probes take none of them, so
+    /// a burst of writes never delays a health check behind it.
+    #[arg(long, env = "MERIDIAN_MEMBER_CONCURRENT_SYNCS", default_value_t = crate::fleet::settings::CONCURRENT_SYNCS)]
+    pub member_concurrent_syncs: usize,
     /// Deadline of one workload-controller request to a member or the federation.
     #[arg(long, env = "MERIDIAN_WORKLOAD_SYNC_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub workload_sync_timeout: Duration,
@@ -103,6 +108,7 @@ impl Args {
         crate::fleet::Settings {
             sync_timeout: self.workload_sync_timeout,
             backoff_max: self.workload_backoff_max,
+            syncs: std::sync::Arc::new(tokio::sync::Semaphore::new(self.member_concurrent_syncs)),
             ..Default::default()
         }
     }
@@ -214,6 +220,9 @@ impl Args {
         if self.member_concurrent_lists == 0 {
             errors.push("--member-concurrent-lists must be at least 1");
         }
+        if self.member_concurrent_syncs == 0 {
+            errors.push("--member-concurrent-syncs must be at least 1");
+        }
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -275,6 +284,7 @@ mod tests {
         assert_eq!(wl.status_delay, Duration::from_millis(100));
         assert_eq!(wl.event_window, Duration::from_millis(250));
         assert_eq!(wl.placement_status_interval, Duration::from_secs(1));
+        assert_eq!(wl.fleet.syncs.available_permits(), 256);
 
         let args = Args::try_parse_from([
             "fed-controllers",
@@ -294,12 +304,14 @@ mod tests {
             "0",
             "--member-concurrent-lists",
             "0",
+            "--member-concurrent-syncs",
+            "0",
             "--leader-elect-retry-period",
             "0s",
         ])
         .expect("parse");
         let err = args.validate().expect_err("invalid");
-        assert_eq!(err.0.len(), 8, "{err}");
+        assert_eq!(err.0.len(), 9, "{err}");
         for bad in [
             ["--dns-zone", "bad_zone.test"],
             ["--lb-ttl", "1500ms"],

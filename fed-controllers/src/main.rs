@@ -64,11 +64,12 @@ async fn control(args: Args, shutdown: Shutdown) -> anyhow::Result<()> {
         mass_failure_share = config.mass_failure_share,
         "cluster controller starting"
     );
-    // One set of member clients for all controllers: one connection per member.
+    // One set of member clients for all controllers (one connection per member), and one
+    // budget of member syncs.
     let mut workload_settings = args.workload_settings();
     workload_settings.fleet.clients = config.clients.clone();
     let mut service_settings = service_settings;
-    service_settings.fleet.clients = config.clients.clone();
+    service_settings.fleet = workload_settings.fleet.clone();
     let copy_settings = workload_settings.fleet.clone();
     // The controllers start when this replica leads (a standby lists nothing: its
     // member connections and caches would double the load on every member).

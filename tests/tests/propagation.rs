@@ -121,10 +121,13 @@ async fn propagates_aggregates_reverts_drift_respects_others_and_cleans_up() {
         "--node-memory=16Gi",
         "--ready-delay=0s",
     ]);
+    // One member sync at a time for the whole process: the workload, dependency, copy and
+    // service paths each finish a sync without waiting on another's, or this would hang.
     let _controllers = env.controllers(&[
         "--probe-period=1s",
         "--probe-timeout=500ms",
         "--metrics-bind-address=off",
+        "--member-concurrent-syncs=1",
     ]);
     let _scheduler = env.scheduler(&[]);
     env.join_with_capacity(&["sim-1", "sim-2"], 3).await;

@@ -55,7 +55,7 @@ use super::visits::Visits;
 use crate::dep_writers::{DepRef, DepWriters, copy_destinations};
 use crate::dynamic::{self, Decoded};
 use crate::fleet::overrides::Changed;
-use crate::fleet::{Changes, Overrides, Settings, reflect};
+use crate::fleet::{Answering, Changes, Overrides, Settings, reflect};
 
 /// `(apiVersion, kind)`.
 type Kind = (String, String);
@@ -147,6 +147,8 @@ struct MemberResult {
 struct Member {
     client: Client,
     kinds: Mutex<HashMap<Kind, Arc<MemberKind>>>,
+    /// Whether the member answered this path's last step there.
+    answering: Answering,
 }
 
 pub(super) struct Central {
@@ -333,6 +335,7 @@ impl Central {
         let m = Arc::new(Member {
             client,
             kinds: Mutex::default(),
+            answering: Answering::default(),
         });
         lock(&self.members).insert(cluster.to_owned(), m.clone());
         Ok(m)
@@ -749,6 +752,8 @@ impl Central {
             Ok(m) => m,
             Err(message) => return unable(FailReason::Unreachable, message),
         };
+        // From here on the member is asked: one of the process's member syncs.
+        let _slot = self.settings.sync_slot(&m.answering).await;
         let mk = self.member_kind(&m, o.kind).await;
         let (ar, cache) = match &*mk {
             MemberKind::Served { ar, cache } => (ar.clone(), cache),
@@ -785,7 +790,13 @@ impl Central {
             (Some(_), Some(a)) => Some((a, step == Step::Leave)),
             _ => None,
         };
-        match self.apply(&m, &api, key, o.fk.namespaced, step).await {
+        let asks = matches!(step, Step::Create(_) | Step::Update(_) | Step::Delete);
+        let applied = self.apply(&m, &api, key, o.fk.namespaced, step).await;
+        if asks {
+            m.answering
+                .set(!matches!(applied, Err((FailReason::Unreachable, _))));
+        }
+        match applied {
             Ok(holds) => MemberResult {
                 held: holds,
                 outcome: want.is_some().then(|| Outcome::Synced { at: now() }),

@@ -14,7 +14,7 @@ use meridian_runtime::error::Report;
 use meridian_runtime::sync::lock;
 use tokio::task::JoinHandle;
 
-use super::Settings;
+use super::{Answering, Settings};
 use crate::cluster::controller::fingerprint;
 use crate::member_sync::{self, SyncError};
 
@@ -116,6 +116,8 @@ pub struct Connection {
     error: Mutex<Option<String>>,
     /// Namespaces known to exist in the member (none is ever removed by Meridian).
     namespaces: Mutex<HashSet<String>>,
+    /// Whether the member answered this path's last request.
+    answering: Answering,
 }
 
 impl Connection {
@@ -126,7 +128,13 @@ impl Connection {
             timeout: settings.sync_timeout,
             error: Mutex::default(),
             namespaces: Mutex::default(),
+            answering: Answering::default(),
         }
+    }
+
+    /// Whether the member answered the last request made through this connection.
+    pub fn answering(&self) -> &Answering {
+        &self.answering
     }
 
     /// Makes sure namespace `ns` exists in the member (see
@@ -140,8 +148,11 @@ impl Connection {
         if lock(&self.namespaces).contains(ns) {
             return Ok(());
         }
-        member_sync::ensure_namespace(client, &self.cluster, self.timeout, ns, record_create)
-            .await?;
+        let r =
+            member_sync::ensure_namespace(client, &self.cluster, self.timeout, ns, record_create)
+                .await;
+        self.answering.heard(&r);
+        r?;
         lock(&self.namespaces).insert(ns.to_string());
         Ok(())
     }
@@ -153,7 +164,9 @@ impl Connection {
         op: &str,
         f: impl Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, SyncError> {
-        member_sync::timed(&self.cluster, self.timeout, op, f).await
+        let r = member_sync::timed(&self.cluster, self.timeout, op, f).await;
+        self.answering.heard(&r);
+        r
     }
 
     /// Connects to `cluster`, retrying with the settings' backoff until it works;

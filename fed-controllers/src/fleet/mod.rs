@@ -5,10 +5,12 @@
 //! each member and the sync records members keep ([`intent`]); the Events about federated
 //! objects ([`events`]); the members' errors read back from a Placement ([`status`]); the
 //! override policies every copy path reads, watched once per process ([`overrides`]); and
-//! the error a federation-side reconcile fails with ([`error`]); and reading one's own
-//! writes before the watch brings them back ([`own_writes`]). Each controller keeps
+//! the error a federation-side reconcile fails with ([`error`]); reading one's own
+//! writes before the watch brings them back ([`own_writes`]); and whether a member answers
+//! ([`answering`]), which decides whether its syncs take from the process's budget. Each controller keeps
 //! only its decisions and what its members converge.
 
+pub mod answering;
 pub mod error;
 pub mod events;
 pub mod intent;
@@ -19,6 +21,7 @@ pub mod settings;
 pub mod status;
 pub mod watch;
 
+pub use answering::Answering;
 pub use error::{FedError, timed};
 pub use intent::{Intent, Record};
 pub use members::{Connection, Fleet, Handle};

@@ -367,10 +367,12 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
     });
     loop {
         let work = m.queue.next().await;
+        let slot = m.settings.fleet.sync_slot(m.connection.answering()).await;
         let result = match &work {
             Work::Service(key) => sync_service(&m, key).await,
             Work::LbConfig => sync_config(&m).await,
         };
+        drop(slot);
         let changed = finish(&m, &work, result);
         // The key may have been pushed again while it was being synced: it waits again now.
         m.queue.done(&work);

@@ -494,7 +494,14 @@ fn copies_selector() -> String {
 async fn work(m: Arc<MemberShared>) {
     loop {
         let key = m.queue.next().await;
+        let slot = m
+            .ctx
+            .settings
+            .fleet
+            .sync_slot(m.connection.answering())
+            .await;
         let result = sync(&m, &key).await;
+        drop(slot);
         finish(&m, &key, result);
         m.queue.done(&key);
         m.status_soon(key);
