@@ -2,7 +2,8 @@
 //! members with its ConfigMap and each member's share, its status sums up on the federation
 //! (`kubectl rollout status`, READY 10/10), scaling and new images flow through, edits in a
 //! member are reverted, an unmanaged same-name object is never overwritten, and deleting the
-//! federated object cleans the members.
+//! federated object cleans the members; all of it with one member sync at a time for the
+//! whole controllers' process.
 
 use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::Deployment;

@@ -90,6 +90,11 @@ struct Timer {
     retry: bool,
 }
 
+/// The room a drained queue keeps. A burst leaves every table sized for its peak (a member
+/// queue that took two hundred workloads at once keeps room for them, some 16 KB, and a
+/// controller has one per member and kind of work); a queue that drains gives it back.
+const DRAINED_ROOM: usize = 16;
+
 #[derive(Debug)]
 struct State<K, O> {
     order: O,
@@ -454,6 +459,8 @@ where
             s.order.push(lane, key.clone());
             drop(s);
             self.notify.notify_one();
+        } else if s.waiting.is_empty() && s.processing.is_empty() {
+            release_room(&mut s);
         }
     }
 
@@ -482,4 +489,14 @@ where
     pub fn dropped(&self) -> u64 {
         lock(&self.state).dropped
     }
+}
+
+/// Gives a drained queue's spare room back (see [`DRAINED_ROOM`]); keys waiting for a
+/// deadline, and their failure counts, keep theirs.
+fn release_room<K: Eq + Hash, O: Order<K>>(s: &mut State<K, O>) {
+    s.order.clear(DRAINED_ROOM);
+    s.waiting.shrink_to(DRAINED_ROOM);
+    s.processing.shrink_to(DRAINED_ROOM);
+    s.timers.shrink_to(DRAINED_ROOM);
+    s.failures.shrink_to(DRAINED_ROOM);
 }

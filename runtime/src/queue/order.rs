@@ -39,6 +39,9 @@ pub trait Order<K>: Default {
     fn pop(&mut self, lane: Lane) -> Option<K>;
     /// Whether no lane holds an entry.
     fn is_empty(&self) -> bool;
+    /// Drops every entry and all but `keep` entries' room: called once no key waits, when
+    /// every entry left is stale.
+    fn clear(&mut self, keep: usize);
 }
 
 /// Keys leave in the order they became ready.
@@ -74,6 +77,13 @@ impl<K> Order<K> for Fifo<K> {
 
     fn is_empty(&self) -> bool {
         self.lanes.iter().all(VecDeque::is_empty)
+    }
+
+    fn clear(&mut self, keep: usize) {
+        for lane in &mut self.lanes {
+            lane.clear();
+            lane.shrink_to(keep);
+        }
     }
 }
 
@@ -111,5 +121,12 @@ impl<K: Ord> Order<K> for Sorted<K> {
 
     fn is_empty(&self) -> bool {
         self.lanes.iter().all(BTreeSet::is_empty)
+    }
+
+    fn clear(&mut self, _keep: usize) {
+        // A B-tree holds no spare room.
+        for lane in &mut self.lanes {
+            lane.clear();
+        }
     }
 }

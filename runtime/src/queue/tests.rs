@@ -357,3 +357,32 @@ async fn metrics_follow_the_queue() {
         assert!(text.contains(want), "{want} in\n{text}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_drained_queue_gives_its_burst_room_back() {
+    let q = fifo();
+    for k in 0..1000 {
+        q.add(k);
+    }
+    assert_eq!(drain(&q).len(), 1000);
+    let s = lock(&q.state);
+    assert!(
+        s.waiting.capacity() <= 2 * DRAINED_ROOM && s.processing.capacity() <= 2 * DRAINED_ROOM,
+        "room kept: {} waiting, {} processing",
+        s.waiting.capacity(),
+        s.processing.capacity()
+    );
+    drop(s);
+    // Moved up a lane, a key leaves a stale entry behind in the low one: dropped once the
+    // queue drains.
+    q.add_low(5);
+    q.add(5);
+    assert_eq!(drain(&q), vec![5]);
+    assert!(lock(&q.state).order.is_empty(), "stale entries are dropped");
+    // And the queue grows again for the next burst.
+    for k in 0..100 {
+        q.add(k);
+    }
+    assert_eq!(q.len(), 100);
+    assert_eq!(drain(&q).len(), 100);
+}
