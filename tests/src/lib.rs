@@ -477,6 +477,12 @@ impl Env {
             let out = self.ok("fedctl", &["join", c, "--wait-seconds", "60"]);
             assert!(out.contains(&format!("cluster {c} is Ready")), "{out}");
         }
+        self.wait_for_capacity(clusters, ready_nodes).await;
+    }
+
+    /// Waits until each of `clusters` (joined) shows its capacity, APIs and `ready_nodes`
+    /// Ready nodes in its status.
+    pub async fn wait_for_capacity(&self, clusters: &[&str], ready_nodes: i64) {
         let api: kube::Api<fed_api::Cluster> = kube::Api::all(self.federation().await);
         for c in clusters {
             wait_for(&api, c, "0", "capacity and APIs in status", |c| {
