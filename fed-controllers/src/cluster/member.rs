@@ -373,14 +373,16 @@ async fn lease_loop(m: Arc<Member>) {
         }
         let now = jiff::Timestamp::now();
         let uid = m.uid.as_deref();
-        match lease::renew(
+        // Boxed: the loop waits for probes nearly always, and a task is as large as its
+        // largest state (the renewal's request, ~5 KB, times a thousand members).
+        match Box::pin(lease::renew(
             &m.shared.fed,
             &m.name,
             uid,
             seconds,
             now,
             s.federation_timeout,
-        )
+        ))
         .await
         {
             Ok(()) => {

@@ -273,10 +273,12 @@ fn key_of<K: Resource>(o: &K, name: Option<&str>) -> ServiceKey {
 }
 
 async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
-    let client = m
-        .connection
-        .connect(&m.settings.fleet, &m.fed, &cluster, || m.notify_all())
-        .await;
+    // Boxed, as the syncs below are.
+    let client = Box::pin(
+        m.connection
+            .connect(&m.settings.fleet, &m.fed, &cluster, || m.notify_all()),
+    )
+    .await;
     let mut tasks = JoinSet::new();
     let managed_cfg =
         watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
@@ -368,9 +370,12 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
     loop {
         let work = m.queue.next().await;
         let slot = m.settings.fleet.sync_slot(m.connection.answering()).await;
+        // Boxed: this task waits on its queue most of the time, and a task is as large as its
+        // largest state; with the syncs inline every idle member would keep the ~7 KB they
+        // need.
         let result = match &work {
-            Work::Service(key) => sync_service(&m, key).await,
-            Work::LbConfig => sync_config(&m).await,
+            Work::Service(key) => Box::pin(sync_service(&m, key)).await,
+            Work::LbConfig => Box::pin(sync_config(&m)).await,
         };
         drop(slot);
         let changed = finish(&m, &work, result);

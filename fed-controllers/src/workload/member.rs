@@ -387,12 +387,14 @@ pub fn spawn(ctx: Context, cluster: Arc<Cluster>, fingerprint: u64, gc: bool) ->
 }
 
 async fn run(m: Arc<MemberShared>, cluster: Arc<Cluster>) {
-    let client = m
-        .connection
-        .connect(&m.ctx.settings.fleet, &m.ctx.fed, &cluster, || {
-            m.notify_all()
-        })
-        .await;
+    // Boxed, as a sync is in `work`: this task then waits as one of the workers.
+    let client = Box::pin(m.connection.connect(
+        &m.ctx.settings.fleet,
+        &m.ctx.fed,
+        &cluster,
+        || m.notify_all(),
+    ))
+    .await;
     let mut tasks = JoinSet::new();
     // Watches started later, on a kind's first need, run on a task set of their own that
     // this task set owns: dropping the member drops them all.
@@ -500,7 +502,10 @@ async fn work(m: Arc<MemberShared>) {
             .fleet
             .sync_slot(m.connection.answering())
             .await;
-        let result = sync(&m, &key).await;
+        // Boxed: a worker waits on its queue most of the time, and a task is as large as its
+        // largest state; with the sync inline every idle worker of a thousand members would
+        // keep the ~8 KB a sync needs.
+        let result = Box::pin(sync(&m, &key)).await;
         drop(slot);
         finish(&m, &key, result);
         m.queue.done(&key);
@@ -924,7 +929,8 @@ async fn collect_when_kicked(m: Arc<MemberShared>) {
     loop {
         m.gc_kick.notified().await;
         let Some(caches) = m.caches() else { continue };
-        if let Err(error) = collect_garbage(&m, &caches).await {
+        // Boxed: the task waits for a kick nearly always (see `work`).
+        if let Err(error) = Box::pin(collect_garbage(&m, &caches)).await {
             tracing::warn!(error = %Report(&error), "collecting unreferenced dependencies failed");
         }
     }
