@@ -124,6 +124,19 @@ pub(super) struct Central {
     pub(super) copy_index: Arc<CopyIndex>,
 }
 
+/// The body of a Placement status write, encoded straight from the entries: with a thousand
+/// destinations a JSON tree built in between would cost more than the encoding.
+#[derive(Debug, serde::Serialize)]
+struct PlacementStatusPatch<'a> {
+    status: PlacementStatusPart<'a>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct PlacementStatusPart<'a> {
+    clusters: &'a [fed_api::placement::ClusterWorkloadStatus],
+    conditions: Vec<Value>,
+}
+
 fn finalizers(v: &Value) -> Vec<String> {
     v.pointer("/metadata/finalizers")
         .and_then(Value::as_array)
@@ -399,7 +412,8 @@ impl Central {
         // Whether each destination has observed the spec it should hold. The wanted copy is
         // built (once per share: with many destinations most shares are equal), and the
         // member's copy parsed, only once its member's controller has caught up with that
-        // copy.
+        // copy; the member's copy is compared once per change of either
+        // ([`super::objects::Entry::in_sync_with`]).
         let observed: Vec<bool> = dest
             .iter()
             .map(|(c, _)| {
@@ -407,22 +421,25 @@ impl Central {
                     return false;
                 };
                 look.entry.as_ref().is_some_and(|entry| {
+                    if !entry.status.caught_up() {
+                        return false;
+                    }
                     let cluster = cluster_of(c);
                     let member = cluster.as_deref().map(MemberCluster::of);
-                    entry.status.caught_up()
-                        && match wants.get(member.as_ref(), share_of(c)) {
-                            // The replicas an HPA there writes are the member's; asked
-                            // only when the copy differs.
-                            Ok(want) => {
-                                status::observed(&entry.status, || entry.value(), want)
-                                    || (m.scaled_by_hpa(key) && {
-                                        let actual = entry.value();
-                                        let want = hpa::with_member_replicas(want, &actual);
-                                        status::observed(&entry.status, || actual, &want)
-                                    })
-                            }
-                            Err(_) => false,
+                    let wanted = wants.source(source, member.as_ref(), share_of(c));
+                    match wants.get(member.as_ref(), share_of(c)) {
+                        // The replicas an HPA there writes are the member's; asked
+                        // only when the copy differs.
+                        Ok(want) => {
+                            entry.in_sync_with(wanted, |actual| super::drift::in_sync(actual, want))
+                                || (m.scaled_by_hpa(key) && {
+                                    let actual = entry.value();
+                                    let want = hpa::with_member_replicas(want, &actual);
+                                    status::observed(&entry.status, || actual, &want)
+                                })
                         }
+                        Err(_) => false,
+                    }
                 })
             })
             .collect();
@@ -461,7 +478,7 @@ impl Central {
             .zip(&observed)
             .zip(&entries)
             .all(|(((c, r), seen), e)| {
-                let copy = reports.get(c.as_str()).and_then(|r| r.copy.as_ref());
+                let copy = reports.get(c.as_str()).and_then(|r| r.copy);
                 *seen && (e.available_replicas >= *r || status::completed(copy))
             });
         let plans = plan::plan(&dest, &holding, dest_ready);
@@ -616,7 +633,7 @@ impl Central {
             .map(|e| {
                 let report = reports.get(e.cluster.as_str())?;
                 (!removing.contains(&e.cluster))
-                    .then_some(report.copy.as_ref())
+                    .then_some(report.copy)
                     .flatten()
             })
             .collect();
@@ -706,8 +723,12 @@ impl Central {
         // condition. A strategic merge patch merges conditions by type, so the scheduler's
         // condition and `unschedulable` stay as they are, whichever version either writer
         // last saw: the write needs no resourceVersion pin and cannot conflict.
-        let conditions: Vec<Value> = conditions.iter().map(|c| c.patch_entry()).collect();
-        let patch = json!({"status": {"clusters": entries, "conditions": conditions}});
+        let patch = PlacementStatusPatch {
+            status: PlacementStatusPart {
+                clusters: entries,
+                conditions: conditions.iter().map(|c| c.patch_entry()).collect(),
+            },
+        };
         let api = answer::api(
             self.fed.clone(),
             Some(&key.namespace),

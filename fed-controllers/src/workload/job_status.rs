@@ -140,7 +140,7 @@ mod tests {
                 cluster_status(
                     c,
                     &MemberReport {
-                        copy: s.cloned(),
+                        copy: *s,
                         ..Default::default()
                     },
                 )

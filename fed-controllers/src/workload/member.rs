@@ -333,14 +333,14 @@ impl MemberShared {
     }
 
     /// What the member reports for a workload whose copy there is `copy` (see [`Self::look`]).
-    pub fn report(&self, key: &WorkloadKey, copy: Option<&Entry>) -> MemberReport {
+    pub fn report<'a>(&self, key: &WorkloadKey, copy: Option<&'a Entry>) -> MemberReport<'a> {
         let (error, conflict, last_sync_time) = lock(&self.records)
             .get(key)
             .map(|r| (r.error.clone(), r.conflict, r.last_sync_time.clone()))
             .unwrap_or_default();
         let error = self.connection.error_or(error);
         MemberReport {
-            copy: copy.map(|e| e.status.clone()),
+            copy: copy.map(|e| &e.status),
             error,
             conflict,
             last_sync_time,

@@ -11,12 +11,13 @@
 //! contents at once, and until the first list completes the cache is not ready.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_UID_LABEL};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
+use meridian_runtime::sync::lock;
 use serde_json::Value;
 
 use super::compact::Compact;
@@ -44,6 +45,9 @@ pub struct Entry {
     /// generation (ConfigMaps, Secrets, ServiceAccounts).
     pub shape: u64,
     json: Compact,
+    /// The last answer of [`Entry::in_sync_with`]: the digest of the wanted copy it
+    /// compared with, and whether they matched.
+    verdict: Mutex<Option<(u64, bool)>>,
 }
 
 /// What a watch event changed in the cache.
@@ -147,12 +151,30 @@ impl Entry {
             shape: shape_of(o),
             // A DynamicObject always encodes; null would only show as an empty object.
             json: json.unwrap_or_else(|_| Compact::from_json(kind, "null".into())),
+            verdict: Mutex::default(),
         }
     }
 
     /// The whole object, parsed.
     pub fn value(&self) -> Value {
         self.json.value()
+    }
+
+    /// Whether this copy matches the wanted one, whose inputs digest to `wanted`: `in_sync`
+    /// compares the parsed copy with it, and is asked again only for another wanted copy.
+    /// Every look at a workload asks each of its members; an entry is replaced whenever the
+    /// member's copy changes, so between changes a copy is unpacked and parsed once, not
+    /// once per look.
+    pub fn in_sync_with(&self, wanted: u64, in_sync: impl FnOnce(&Value) -> bool) -> bool {
+        let mut verdict = lock(&self.verdict);
+        if let Some((digest, matched)) = *verdict
+            && digest == wanted
+        {
+            return matched;
+        }
+        let matched = in_sync(&self.value());
+        *verdict = Some((wanted, matched));
+        matched
     }
 
     /// Whether this is Meridian's copy of the federated object with `uid`.
@@ -319,6 +341,39 @@ mod tests {
             "spec": {"template": {"spec": {"containers": [{"name": "c", "envFrom": [{"configMapRef": {"name": "cfg"}}]}]}}}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_copy_is_compared_once_per_wanted_copy() {
+        let entry = Entry::new(&obj("a", json!({})), true);
+        let compared = std::cell::Cell::new(0);
+        let named_a = |actual: &Value| {
+            compared.set(compared.get() + 1);
+            actual["metadata"]["name"] == "a"
+        };
+        assert!(entry.in_sync_with(1, named_a));
+        assert!(entry.in_sync_with(1, named_a));
+        assert_eq!(
+            compared.get(),
+            1,
+            "the same wanted copy is not compared again"
+        );
+        let named_b = |actual: &Value| {
+            compared.set(compared.get() + 1);
+            actual["metadata"]["name"] == "b"
+        };
+        assert!(!entry.in_sync_with(2, named_b));
+        assert!(!entry.in_sync_with(2, named_b));
+        assert_eq!(compared.get(), 2, "another wanted copy is compared once");
+        assert!(
+            entry.in_sync_with(1, named_a),
+            "back to the first wanted copy"
+        );
+        assert_eq!(compared.get(), 3);
+        // A changed member copy is a new entry: compared afresh.
+        let changed = Entry::new(&obj("a", json!({"tier": "web"})), true);
+        assert!(changed.in_sync_with(1, named_a));
+        assert_eq!(compared.get(), 4);
     }
 
     #[test]

@@ -161,11 +161,12 @@ pub fn completed(copy: Option<&CopyStatus>) -> bool {
         .is_some_and(|j| j.complete)
 }
 
-/// What one member reports for a workload.
+/// What one member reports for a workload. It borrows the counts from the member's cache
+/// entry: a look at a workload over a thousand members reads a thousand of them.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct MemberReport {
+pub struct MemberReport<'a> {
     /// The counts of the member's copy, if it holds one of ours.
-    pub copy: Option<CopyStatus>,
+    pub copy: Option<&'a CopyStatus>,
     /// The last sync error ("" when fine).
     pub error: String,
     /// Whether that error is a name conflict: the member holds an object of that name
@@ -178,14 +179,14 @@ pub struct MemberReport {
 /// A `Placement.status.clusters` entry from a member's report.
 pub fn cluster_status(cluster: &str, report: &MemberReport) -> ClusterWorkloadStatus {
     let none = CopyStatus::default();
-    let c = report.copy.as_ref().unwrap_or(&none);
+    let c = report.copy.unwrap_or(&none);
     ClusterWorkloadStatus {
         cluster: cluster.to_string(),
         replicas: c.replicas,
         ready_replicas: c.ready,
         available_replicas: c.available,
         updated_replicas: c.updated,
-        observed_generation: report.copy.as_ref().and_then(|c| c.observed_generation),
+        observed_generation: report.copy.and_then(|c| c.observed_generation),
         last_sync_time: report.last_sync_time.clone(),
         error: report.error.clone(),
         conditions: c.conditions.clone(),
@@ -562,11 +563,10 @@ mod tests {
 
     #[test]
     fn cluster_entry_from_member_object() {
+        let copy = CopyStatus::of_object(&json!({"metadata": {"generation": 2},
+            "status": {"replicas": 3, "readyReplicas": 2, "availableReplicas": 1, "updatedReplicas": 3, "observedGeneration": 2}}));
         let r = MemberReport {
-            copy: Some(CopyStatus::of_object(
-                &json!({"metadata": {"generation": 2},
-                "status": {"replicas": 3, "readyReplicas": 2, "availableReplicas": 1, "updatedReplicas": 3, "observedGeneration": 2}}),
-            )),
+            copy: Some(&copy),
             error: String::new(),
             conflict: false,
             last_sync_time: Some("t".into()),
@@ -611,7 +611,7 @@ mod tests {
             cluster_status(
                 "a",
                 &MemberReport {
-                    copy: Some(CopyStatus::of_object(o)),
+                    copy: Some(&CopyStatus::of_object(o)),
                     ..Default::default()
                 },
             )
@@ -826,7 +826,7 @@ mod tests {
             cluster_status(
                 c,
                 &MemberReport {
-                    copy: Some(s.clone()),
+                    copy: Some(s),
                     ..Default::default()
                 },
             )
