@@ -4,7 +4,9 @@
 use std::future::Future;
 use std::time::Duration;
 
+use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use kube::api::{DeleteParams, DynamicObject, Preconditions};
+use meridian_runtime::namespace::{self, Ensured};
 use serde_json::Value;
 
 /// Why syncing one object into one member failed.
@@ -107,15 +109,9 @@ pub async fn timed<T>(
     }
 }
 
-/// Makes sure namespace `ns` exists in the member (created as Meridian's if missing; one
-/// created meanwhile by someone else is fine, namespaces are shared). `record_create` hears
-/// the outcome (`ok`/`error`) and duration of a create that made or failed to make it.
-///
-/// It creates first and reads only when not allowed to create: a workload's first copy in a
-/// member usually meets no namespace (a read first would cost a thousand members two
-/// requests each), and an existing one answers the create with 409 as cheaply as a read.
-/// A member that lets Meridian read namespaces but not create them still passes where the
-/// namespace exists.
+/// Makes sure namespace `ns` exists in the member (see [`namespace::ensure`]), created as
+/// Meridian's if missing. `record_create` hears the outcome (`ok`/`error`) and duration of
+/// a create that made or failed to make it; one that found the namespace is not a create.
 pub async fn ensure_namespace(
     client: &kube::Client,
     cluster: &str,
@@ -123,44 +119,26 @@ pub async fn ensure_namespace(
     ns: &str,
     record_create: impl FnOnce(&str, f64),
 ) -> Result<(), SyncError> {
-    use k8s_openapi::api::core::v1::Namespace;
-    use kube::api::{Api, PostParams};
-    let api: Api<Namespace> = Api::all(client.clone());
-    let obj = serde_json::from_value(crate::workload::desired::namespace(ns))
-        .map_err(|e| SyncError::Encode(ns.into(), e))?;
     let start = std::time::Instant::now();
-    let created = timed(
+    let r = timed(
         cluster,
         timeout,
         &format!("creating namespace {ns}"),
-        api.create(&PostParams::default(), &obj),
+        namespace::ensure(client, &member_namespace(ns)),
     )
     .await;
-    match created {
-        Ok(_) => {
-            record_create("ok", start.elapsed().as_secs_f64());
-            Ok(())
-        }
-        // It exists already.
-        Err(e) if e.is_status(409) => Ok(()),
-        Err(e) if e.is_status(403) => {
-            let read = timed(
-                cluster,
-                timeout,
-                &format!("reading namespace {ns}"),
-                api.get_opt(ns),
-            )
-            .await?;
-            match read {
-                Some(_) => Ok(()),
-                None => Err(e),
-            }
-        }
-        Err(e) => {
-            record_create("error", start.elapsed().as_secs_f64());
-            Err(e)
-        }
+    match r {
+        Ok(Ensured::Existed) => {}
+        Ok(Ensured::Created) => record_create("ok", start.elapsed().as_secs_f64()),
+        Err(_) => record_create("error", start.elapsed().as_secs_f64()),
     }
+    r.map(drop)
+}
+
+/// A namespace Meridian creates in a member. Namespaces are shared with whatever else runs
+/// in the member, so it carries only the managed-by label and Meridian never removes it.
+pub fn member_namespace(ns: &str) -> k8s_openapi::api::core::v1::Namespace {
+    namespace::named(ns, [(MANAGED_BY_LABEL, MANAGED_BY_VALUE)])
 }
 
 /// A JSON object as a kube dynamic object.
@@ -209,107 +187,56 @@ pub fn set_propagated(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
 
-    /// A member that answers namespace creates with `create` and reads with `read`, and
-    /// keeps each request's method and path.
-    #[derive(Clone)]
-    struct FakeMember {
-        create: u16,
-        read: u16,
-        seen: Arc<Mutex<Vec<String>>>,
-    }
-
-    impl tower_service::Service<http::Request<kube::client::Body>> for FakeMember {
-        type Response = http::Response<http_body_util::Full<bytes::Bytes>>;
-        type Error = std::convert::Infallible;
-        type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
-
-        fn poll_ready(
-            &mut self,
-            _: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<Result<(), Self::Error>> {
-            std::task::Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, req: http::Request<kube::client::Body>) -> Self::Future {
-            let code = if req.method() == http::Method::POST {
-                self.create
-            } else {
-                self.read
-            };
-            self.seen
-                .lock()
-                .unwrap()
-                .push(format!("{} {}", req.method(), req.uri().path()));
-            let body = if code < 300 {
-                serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
-                                   "metadata": {"name": "shop"}})
-            } else {
-                let reason = match code {
-                    403 => "Forbidden",
-                    404 => "NotFound",
-                    409 => "AlreadyExists",
-                    _ => "InternalError",
-                };
-                serde_json::json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
-                                   "code": code, "reason": reason, "message": format!("answered {code}")})
-            };
-            std::future::ready(Ok(http::Response::builder()
-                .status(code)
-                .header("content-type", "application/json")
-                .body(body.to_string().into())
-                .unwrap()))
-        }
-    }
-
-    /// What `ensure_namespace` returns against a member answering creates with `create` and
-    /// reads with `read`; the requests it sent; the outcomes it recorded.
-    async fn ensure(create: u16, read: u16) -> (Result<(), SyncError>, Vec<String>, Vec<String>) {
-        let member = FakeMember {
-            create,
-            read,
-            seen: Arc::default(),
-        };
-        let client = kube::Client::new(member.clone(), "default");
+    /// What `ensure_namespace` records against a member answering creates with `create`
+    /// and reads with `read`.
+    async fn recorded(create: u16, read: u16) -> (Result<(), SyncError>, Vec<String>) {
+        use meridian_runtime::testing::{Answer, ScriptedApi};
+        let member = ScriptedApi::new(move |req| match req.method {
+            http::Method::POST if create < 300 => Answer::json(create, req.body.clone()),
+            http::Method::POST => Answer::failure(create),
+            _ if read < 300 => {
+                Answer::json(read, serde_json::json!({"metadata": {"name": "shop"}}))
+            }
+            _ => Answer::failure(read),
+        });
         let mut recorded = Vec::new();
         let r = ensure_namespace(
-            &client,
+            &member.client(),
             "m1",
             Duration::from_secs(5),
             "shop",
             |result, _| recorded.push(result.to_string()),
         )
         .await;
-        let seen = member.seen.lock().unwrap().clone();
-        (r, seen, recorded)
+        if create < 300 {
+            let sent = &member.requests()[0].body;
+            assert_eq!(
+                sent["metadata"]["labels"][MANAGED_BY_LABEL],
+                MANAGED_BY_VALUE
+            );
+        }
+        (r, recorded)
     }
 
     #[tokio::test]
-    async fn a_namespace_is_created_first_and_read_only_when_creating_is_forbidden() {
-        const POST: &str = "POST /api/v1/namespaces";
-        const GET: &str = "GET /api/v1/namespaces/shop";
-        let (r, seen, recorded) = ensure(201, 500).await;
+    async fn only_a_create_that_made_or_failed_to_make_the_namespace_is_recorded() {
+        let (r, rec) = recorded(201, 500).await;
         assert!(r.is_ok(), "{r:?}");
-        assert_eq!(
-            (seen, recorded),
-            (vec![POST.to_string()], vec!["ok".to_string()])
-        );
-        // It exists: one request, and no create recorded.
-        let (r, seen, recorded) = ensure(409, 500).await;
+        assert_eq!(rec, ["ok"]);
+        let (r, rec) = recorded(409, 500).await;
         assert!(r.is_ok(), "{r:?}");
-        assert_eq!((seen, recorded.len()), (vec![POST.to_string()], 0));
-        // Not allowed to create, but there.
-        let (r, seen, _) = ensure(403, 200).await;
+        assert!(rec.is_empty(), "{rec:?}");
+        let (r, rec) = recorded(403, 200).await;
         assert!(r.is_ok(), "{r:?}");
-        assert_eq!(seen, [POST, GET]);
-        // Not allowed to create, and missing: the refusal is the error.
-        let (r, seen, _) = ensure(403, 404).await;
+        assert!(rec.is_empty(), "{rec:?}");
+        // Forbidden and missing, or failed: the error names the member, and is recorded.
+        let (r, rec) = recorded(403, 404).await;
         assert!(r.as_ref().is_err_and(|e| e.is_status(403)), "{r:?}");
-        assert_eq!(seen, [POST, GET]);
-        let (r, _, recorded) = ensure(500, 200).await;
+        assert_eq!(rec, ["error"]);
+        let (r, rec) = recorded(500, 200).await;
         assert!(r.as_ref().is_err_and(|e| e.is_status(500)), "{r:?}");
-        assert_eq!(recorded, ["error"]);
+        assert_eq!(rec, ["error"]);
     }
 
     #[tokio::test]

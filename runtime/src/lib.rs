@@ -8,9 +8,10 @@
 //! queue), [`events`] (the one Event recorder), [`lean`] (watched objects without their
 //! managedFields), [`answer`] (writes whose answers are read for their resourceVersion
 //! only), [`kind_retry`] (looking up kinds not served yet again when definitions change),
+//! [`namespace`] (a namespace made sure of before something goes in it),
 //! [`rate`] and [`sync`]; and for components
 //! that run as several replicas, [`leader`] (Lease-based leader election and the write
-//! gate their clients go through).
+//! gate their clients go through). Unit tests talk to [`testing`]'s API server stand-in.
 //!
 //! A process runs its loops under a [`shutdown::Shutdown`] token; an elected one runs them
 //! beside its election ([`leader::Election::run`]), writing only while it leads, while the
@@ -27,9 +28,12 @@ pub mod kind_retry;
 pub mod leader;
 pub mod lean;
 pub mod metrics;
+pub mod namespace;
 pub mod process;
 pub mod queue;
 pub mod rate;
 pub mod shutdown;
 pub mod sync;
 pub mod telemetry;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;

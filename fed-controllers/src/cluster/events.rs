@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ObjectReference};
-use kube::api::{Api, ObjectMeta, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use kube::{Client, Resource, ResourceExt};
 use meridian_runtime::error::Report;
 use meridian_runtime::events::{EventSpec, EventType};
+use meridian_runtime::namespace::{self, Ensured};
 
 /// The component name on every Event this controller writes.
 pub const COMPONENT: &str = "meridian-cluster-controller";
@@ -61,22 +61,14 @@ pub fn for_config_map(cm: &ConfigMap, reason: &str, type_: EventType, message: &
 /// Creates a namespace if it is missing (Events for Clusters go to `default`, which a
 /// fresh federation API server does not create). Best effort: errors are logged.
 pub async fn ensure_namespace(client: Client, ns: &str) {
-    let api: Api<Namespace> = Api::all(client);
-    let obj = Namespace {
-        metadata: ObjectMeta {
-            name: Some(ns.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    match tokio::time::timeout(
+    let ensured = tokio::time::timeout(
         Duration::from_secs(10),
-        api.create(&PostParams::default(), &obj),
+        namespace::ensure(&client, &namespace::named(ns, [])),
     )
-    .await
-    {
-        Ok(Ok(_)) => tracing::info!(namespace = ns, "created namespace"),
-        Ok(Err(kube::Error::Api(s))) if s.code == 409 => {}
+    .await;
+    match ensured {
+        Ok(Ok(Ensured::Created)) => tracing::info!(namespace = ns, "created namespace"),
+        Ok(Ok(Ensured::Existed)) => {}
         Ok(Err(error)) => {
             tracing::warn!(error = %Report(&error), namespace = ns, "ensuring namespace failed")
         }

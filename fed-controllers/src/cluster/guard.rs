@@ -8,11 +8,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use meridian_runtime::error::Report;
 use meridian_runtime::events::{EventType, Recorder};
+use meridian_runtime::namespace;
 use meridian_runtime::sync::lock;
 use tokio::sync::Notify;
 
@@ -186,7 +187,8 @@ async fn publish(
     let cm = match patched {
         Ok(cm) => cm,
         Err(e) if is_status(&e, 404) => {
-            ensure_namespace(client, ns).await?;
+            let namespace = namespace::named(ns, []);
+            timed("Namespace", namespace::ensure(client, &namespace)).await?;
             let cm = ConfigMap {
                 metadata: ObjectMeta {
                     name: Some(STATUS_CONFIGMAP.into()),
@@ -222,21 +224,6 @@ async fn publish(
         recorder.record(events::for_config_map(&cm, reason, type_, &message));
     }
     Ok(())
-}
-
-async fn ensure_namespace(client: &Client, ns: &str) -> Result<(), GuardError> {
-    let api: Api<Namespace> = Api::all(client.clone());
-    let obj = Namespace {
-        metadata: ObjectMeta {
-            name: Some(ns.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    match timed("Namespace", api.create(&PostParams::default(), &obj)).await {
-        Err(e) if !is_status(&e, 409) => Err(e),
-        _ => Ok(()),
-    }
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 use meridian_runtime::error::Report;
 use meridian_runtime::lean::Lean;
+use meridian_runtime::namespace;
 use meridian_runtime::queue::WorkQueue;
 use meridian_runtime::sync::lock;
 use serde_json::Value;
@@ -46,7 +47,7 @@ use tracing::Instrument as _;
 use super::dep_failures::{override_failures, per_cluster, with_dep_failures};
 use super::fedwrite::label_earlier_placements;
 use super::member_copy::overridden;
-use super::member_io::{classify, ensure_namespace, timed};
+use super::member_io::{classify, timed};
 use super::plan::{Finalizer, Step, finalizer, step, wanted};
 use super::report::{FailReason, Outcome, cluster_entries, propagated};
 use super::status::{MemberCopy, Rule, StatusKind, combined, member_entry};
@@ -852,7 +853,8 @@ impl Central {
             }
             Step::Create(v) => {
                 if namespaced && let Some(ns) = &key.namespace {
-                    ensure_namespace(&m.client, ns, timeout).await?;
+                    let ns = crate::member_sync::member_namespace(ns);
+                    timed(timeout, namespace::ensure(&m.client, &ns)).await?;
                 }
                 let obj: DynamicObject =
                     serde_json::from_value(v).map_err(|e| (FailReason::Rejected, e.to_string()))?;

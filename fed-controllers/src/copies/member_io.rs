@@ -1,8 +1,6 @@
 //! The copy path's member requests: each under a timeout, its failure told as a reason the
 //! Placement shows and a message (never decided on the message's text).
 
-use kube::Client;
-use kube::api::{Api, PostParams};
 use meridian_runtime::error::Report;
 
 use super::report::FailReason;
@@ -28,23 +26,5 @@ pub(super) fn classify(e: kube::Error) -> (FailReason, String) {
         kube::Error::Api(s) if s.code == 409 => (FailReason::Conflict, s.message),
         kube::Error::Api(s) if (400..500).contains(&s.code) => (FailReason::Rejected, s.message),
         other => (FailReason::Unreachable, Report(&other).to_string()),
-    }
-}
-
-/// Creates namespace `ns` in the member unless it exists.
-pub(super) async fn ensure_namespace(
-    client: &Client,
-    ns: &str,
-    timeout: std::time::Duration,
-) -> Result<(), (FailReason, String)> {
-    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let obj: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": ns}
-    }))
-    .map_err(|e| (FailReason::Rejected, e.to_string()))?;
-    match timed(timeout, api.create(&PostParams::default(), &obj)).await {
-        // 409: it exists already.
-        Err((FailReason::Conflict, _)) => Ok(()),
-        r => r.map(drop),
     }
 }

@@ -2,7 +2,7 @@
 //! replica share, and copies of the dependencies its pod template references — all
 //! labelled as Meridian's. Pure functions over JSON objects, so both kinds share one path.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use fed_api::names::{
     MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_UID_LABEL, REPLICA_SET_PREFERENCES_ANNOTATION,
@@ -160,19 +160,10 @@ pub fn dependency(fed: &Value, kind: DepKind, uid: &str) -> Value {
     Value::Object(out)
 }
 
-/// The namespace a workload lands in. Namespaces are shared with whatever else runs in the
-/// member, so they carry only the managed-by label and are never removed by Meridian.
-pub fn namespace(name: &str) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}},
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn fed() -> Value {
         json!({

@@ -11,13 +11,13 @@
 //! contents at once, and until the first list completes the cache is not ready.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use fed_api::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_UID_LABEL};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
-use meridian_runtime::sync::lock;
 use serde_json::Value;
 
 use super::compact::Compact;
@@ -45,9 +45,10 @@ pub struct Entry {
     /// generation (ConfigMaps, Secrets, ServiceAccounts).
     pub shape: u64,
     json: Compact,
-    /// The last answer of [`Entry::in_sync_with`]: the digest of the wanted copy it
-    /// compared with, and whether they matched.
-    verdict: Mutex<Option<(u64, bool)>>,
+    /// The last answer of [`Entry::in_sync_with`] in one word, as every cached object
+    /// carries it: the digest of the wanted copy it compared with, its lowest bit replaced
+    /// by whether they matched; 0 before any.
+    verdict: AtomicU64,
 }
 
 /// What a watch event changed in the cache.
@@ -151,7 +152,7 @@ impl Entry {
             shape: shape_of(o),
             // A DynamicObject always encodes; null would only show as an empty object.
             json: json.unwrap_or_else(|_| Compact::from_json(kind, "null".into())),
-            verdict: Mutex::default(),
+            verdict: AtomicU64::new(0),
         }
     }
 
@@ -165,15 +166,18 @@ impl Entry {
     /// Every look at a workload asks each of its members; an entry is replaced whenever the
     /// member's copy changes, so between changes a copy is unpacked and parsed once, not
     /// once per look.
+    ///
+    /// Two wanted copies whose digests differ only in the lowest bit share a verdict: one
+    /// chance in 2^63 for a 64-bit hash.
     pub fn in_sync_with(&self, wanted: u64, in_sync: impl FnOnce(&Value) -> bool) -> bool {
-        let mut verdict = lock(&self.verdict);
-        if let Some((digest, matched)) = *verdict
-            && digest == wanted
-        {
-            return matched;
+        let wanted = wanted & !1;
+        let verdict = self.verdict.load(Ordering::Relaxed);
+        if verdict != 0 && verdict & !1 == wanted {
+            return verdict & 1 == 1;
         }
         let matched = in_sync(&self.value());
-        *verdict = Some((wanted, matched));
+        self.verdict
+            .store(wanted | u64::from(matched), Ordering::Relaxed);
         matched
     }
 

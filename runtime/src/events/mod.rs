@@ -312,57 +312,16 @@ async fn write_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::future::Future;
-    use std::pin::Pin;
-    use std::task::{Context, Poll};
+    use crate::testing::{Answer, Request, ScriptedApi};
 
-    use bytes::Bytes;
-    use http_body_util::{BodyExt, Full};
-
-    /// The requests an API answered: method, path, JSON body.
-    type Seen = Arc<Mutex<Vec<(String, String, serde_json::Value)>>>;
-
-    /// An API that creates every Event and answers count patches with `patch_status`.
-    #[derive(Clone)]
-    struct FakeApi {
-        seen: Seen,
-        patch_status: u16,
-    }
-
-    impl tower_service::Service<http::Request<kube::client::Body>> for FakeApi {
-        type Response = http::Response<Full<Bytes>>;
-        type Error = std::convert::Infallible;
-        type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
-
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, req: http::Request<kube::client::Body>) -> Self::Future {
-            let (seen, patch_status) = (self.seen.clone(), self.patch_status);
-            Box::pin(async move {
-                let (parts, body) = req.into_parts();
-                let bytes = body
-                    .collect()
-                    .await
-                    .map(|b| b.to_bytes())
-                    .unwrap_or_default();
-                let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-                let method = parts.method.to_string();
-                lock(&seen).push((method.clone(), parts.uri.path().to_string(), json.clone()));
-                let (code, answer) = if method == "PATCH" && patch_status != 200 {
-                    let status = serde_json::json!({"kind": "Status", "apiVersion": "v1",
-                        "status": "Failure", "reason": "NotFound", "code": patch_status,
-                        "message": "gone"});
-                    (patch_status, status)
-                } else {
-                    (if method == "POST" { 201 } else { 200 }, json)
-                };
-                let mut r = http::Response::new(Full::new(Bytes::from(answer.to_string())));
-                *r.status_mut() = http::StatusCode::from_u16(code).unwrap_or_default();
-                Ok(r)
-            })
-        }
+    /// An API that creates every Event (echoing it) and answers count patches with
+    /// `patch_status`.
+    fn api(patch_status: u16) -> ScriptedApi {
+        ScriptedApi::new(move |req| match req.method {
+            http::Method::PATCH if patch_status != 200 => Answer::failure(patch_status),
+            http::Method::POST => Answer::json(201, req.body.clone()),
+            _ => Answer::json(200, req.body.clone()),
+        })
     }
 
     fn spec(message: &str) -> EventSpec {
@@ -380,10 +339,10 @@ mod tests {
         }
     }
 
-    async fn wait_for(seen: &Seen, n: usize) -> Vec<(String, String, serde_json::Value)> {
+    async fn wait_for(api: &ScriptedApi, n: usize) -> Vec<Request> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
-            let s = lock(seen).clone();
+            let s = api.requests();
             if s.len() >= n {
                 return s;
             }
@@ -394,14 +353,8 @@ mod tests {
 
     #[tokio::test]
     async fn repeats_become_one_event_with_a_count() {
-        let seen = Seen::default();
-        let client = Client::new(
-            FakeApi {
-                seen: seen.clone(),
-                patch_status: 200,
-            },
-            "default",
-        );
+        let api = api(200);
+        let client = api.client();
         let mut registry = Registry::new("meridian_test");
         let metrics = EventMetrics::register(&mut registry);
         let r = Recorder::spawn(client, "meridian-test", Settings::default(), metrics);
@@ -411,25 +364,28 @@ mod tests {
         // One create, then count writes until the API holds 3.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         let writes = loop {
-            let s = lock(&seen).clone();
-            let last = s.last().and_then(|(_, _, b)| b["count"].as_i64());
+            let s = api.requests();
+            let last = s.last().and_then(|r| r.body["count"].as_i64());
             if last == Some(3) {
                 break s;
             }
             assert!(tokio::time::Instant::now() < deadline, "{s:?}");
             tokio::time::sleep(Duration::from_millis(5)).await;
         };
-        let posts: Vec<_> = writes.iter().filter(|(m, _, _)| m == "POST").collect();
+        let posts: Vec<_> = writes
+            .iter()
+            .filter(|r| r.method == http::Method::POST)
+            .collect();
         assert_eq!(posts.len(), 1, "{writes:?}");
-        let (_, path, body) = posts[0];
-        assert_eq!(path, "/api/v1/namespaces/shop/events");
+        let body = &posts[0].body;
+        assert_eq!(posts[0].path, "/api/v1/namespaces/shop/events");
         assert_eq!(body["count"], 1);
         assert_eq!(body["reportingComponent"], "meridian-test");
         assert_eq!(body["involvedObject"]["name"], "web");
         let name = body["metadata"]["name"].as_str().expect("name");
-        for (m, path, _) in &writes[1..] {
+        for w in &writes[1..] {
             assert_eq!(
-                (m.as_str(), path.as_str()),
+                (w.method.as_str(), w.path.as_str()),
                 (
                     "PATCH",
                     format!("/api/v1/namespaces/shop/events/{name}").as_str()
@@ -438,8 +394,8 @@ mod tests {
         }
         // Another message is another Event.
         r.record(spec("created shop/web in sim-2"));
-        let writes = wait_for(&seen, writes.len() + 1).await;
-        assert_eq!(writes.last().map(|w| w.0.as_str()), Some("POST"));
+        let writes = wait_for(&api, writes.len() + 1).await;
+        assert_eq!(writes.last().map(|w| w.method.as_str()), Some("POST"));
         assert!(
             registry
                 .encode()
@@ -449,22 +405,25 @@ mod tests {
 
     #[tokio::test]
     async fn a_vanished_event_is_created_again() {
-        let seen = Seen::default();
-        let client = Client::new(
-            FakeApi {
-                seen: seen.clone(),
-                patch_status: 404,
-            },
-            "default",
+        let api = api(404);
+        let r = Recorder::spawn(
+            api.client(),
+            "c",
+            Settings::default(),
+            EventMetrics::default(),
         );
-        let r = Recorder::spawn(client, "c", Settings::default(), EventMetrics::default());
         r.record(spec("m"));
-        wait_for(&seen, 1).await;
+        wait_for(&api, 1).await;
         r.record(spec("m"));
-        let writes = wait_for(&seen, 3).await;
+        let writes = wait_for(&api, 3).await;
         let kinds: Vec<(&str, i64)> = writes
             .iter()
-            .map(|(m, _, b)| (m.as_str(), b["count"].as_i64().unwrap_or_default()))
+            .map(|w| {
+                (
+                    w.method.as_str(),
+                    w.body["count"].as_i64().unwrap_or_default(),
+                )
+            })
             .collect();
         assert_eq!(kinds, [("POST", 1), ("PATCH", 2), ("POST", 2)]);
     }
@@ -475,13 +434,7 @@ mod tests {
         let metrics = EventMetrics::register(&mut registry);
         // A writer that never gets to run its writes: a client with no API behind it is
         // fine, the buffer fills before anything is sent.
-        let client = Client::new(
-            FakeApi {
-                seen: Seen::default(),
-                patch_status: 200,
-            },
-            "default",
-        );
+        let client = api(200).client();
         let settings = Settings {
             buffer: 1,
             limit: Some(TokenBucket::new(

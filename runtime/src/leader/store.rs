@@ -10,7 +10,6 @@ use std::future::Future;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 
@@ -95,19 +94,11 @@ impl KubeLeases {
     /// Creates the namespace the Lease lives in: `meridian-system` does not exist in a
     /// fresh federation until something puts an object there.
     async fn ensure_namespace(&self) -> Result<(), StoreError> {
-        let api: Api<Namespace> = Api::all(self.client.clone());
-        let ns = Namespace {
-            metadata: ObjectMeta {
-                name: Some(self.namespace.clone()),
-                ..ObjectMeta::default()
-            },
-            ..Namespace::default()
-        };
-        match api.create(&PostParams::default(), &ns).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-            Err(e) => Err(StoreError::Api(e)),
-        }
+        let ns = crate::namespace::named(&self.namespace, []);
+        crate::namespace::ensure(&self.client, &ns)
+            .await
+            .map(drop)
+            .map_err(StoreError::Api)
     }
 }
 

@@ -3,14 +3,10 @@
 //! writes stop at its renew deadline.
 
 use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use http::{Request, Response};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -19,6 +15,7 @@ use super::record::{Record, Stored};
 use super::*;
 use crate::endpoints::Readiness;
 use crate::metrics::Registry;
+use crate::testing::{Answer, ScriptedApi};
 
 const S: fn(u64) -> Duration = Duration::from_secs;
 
@@ -313,41 +310,21 @@ async fn the_gate_refuses_by_the_clock_even_when_the_elector_cannot_run() {
     );
 }
 
-/// An API server stand-in answering every request `200 {}` and counting them.
-#[derive(Clone, Default)]
-struct Api {
-    calls: Arc<AtomicUsize>,
-}
-
-impl tower_service::Service<Request<kube::client::Body>> for Api {
-    type Response = Response<kube::client::Body>;
-    type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: Request<kube::client::Body>) -> Self::Future {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        // Whatever was asked (a get, a create, a delete), a ConfigMap comes back.
-        let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"default"}}"#;
-        Box::pin(async move {
-            Ok(Response::new(kube::client::Body::from(
-                body.as_bytes().to_vec(),
-            )))
-        })
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_gated_client_reads_always_and_writes_only_while_leading() {
     use k8s_openapi::api::core::v1::ConfigMap;
     let mut registry = Registry::new("meridian_test");
     let metrics = ElectionMetrics::register(&mut registry);
     let gate = Gate::candidate("test", metrics);
-    let api = Api::default();
-    let client = gate.client(kube::Client::new(api.clone(), "default"), "member");
+    // Whatever is asked (a get, a create, a delete), a ConfigMap comes back.
+    let api = ScriptedApi::new(|_| {
+        Answer::json(
+            200,
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                               "metadata": {"name": "x", "namespace": "default"}}),
+        )
+    });
+    let client = gate.client(api.client(), "member");
     let cms: kube::Api<ConfigMap> = kube::Api::namespaced(client, "default");
 
     cms.get("x").await.expect("a standby reads");
@@ -356,17 +333,13 @@ async fn a_gated_client_reads_always_and_writes_only_while_leading() {
         .await
         .expect_err("a standby does not write");
     assert!(NotLeading::is(&err), "{err:?}");
-    assert_eq!(
-        api.calls.load(Ordering::SeqCst),
-        1,
-        "the write never left the process"
-    );
+    assert_eq!(api.requests().len(), 1, "the write never left the process");
 
     gate.begin(Instant::now() + S(10));
     cms.create(&Default::default(), &ConfigMap::default())
         .await
         .expect("the leader writes");
-    assert_eq!(api.calls.load(Ordering::SeqCst), 2);
+    assert_eq!(api.requests().len(), 2);
     gate.end();
     assert!(cms.delete("x", &Default::default()).await.is_err());
     let text = registry.encode();
