@@ -60,8 +60,11 @@ impl<Key: Hash + Eq + Clone, K: Resource> OwnWrites<Key, K> {
         current
     }
 
-    /// The server accepted this write of `key`'s object.
-    pub fn wrote(&self, key: &Key, object: K) {
+    /// The server accepted this write of `key`'s object. It is kept without its
+    /// managedFields, as the watched copies are ([`meridian_runtime::lean`]): nothing builds
+    /// on them, and an update that leaves them out keeps the server's.
+    pub fn wrote(&self, key: &Key, mut object: K) {
+        object.meta_mut().managed_fields = None;
         lock(&self.written).insert(key.clone(), Arc::new(object));
     }
 

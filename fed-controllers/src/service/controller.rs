@@ -50,6 +50,7 @@ use crate::fleet::own_writes::OwnWrites;
 use crate::fleet::{self, FedError, Fleet, Overrides, reflect};
 use crate::metrics::Metrics;
 use crate::slim_cache::SlimCache;
+use crate::workload::compact::Compact;
 
 /// Passes over Services (and the fleet-wide `Global` one) that run at the same time. A new
 /// Service's pass waits on up to five federation writes in turn (finalizer, listen ports,
@@ -277,15 +278,17 @@ impl Central {
         &self,
         cluster: &str,
         copy: &Value,
+        plain: &Compact,
         selected: &[&Policy],
         uid: &str,
-    ) -> Result<Value, OverrideError> {
+    ) -> Result<Compact, OverrideError> {
         if selected.is_empty() {
-            return Ok(copy.clone());
+            return Ok(plain.clone());
         }
         match self.caches.clusters.get(&ObjectRef::new(cluster)) {
-            Some(c) => desired::overridden_service(copy, &MemberCluster::of(&c), selected, uid),
-            None => Ok(copy.clone()),
+            Some(c) => desired::overridden_service(copy, &MemberCluster::of(&c), selected, uid)
+                .map(|v| Compact::new(&v)),
+            None => Ok(plain.clone()),
         }
     }
 
@@ -406,6 +409,8 @@ impl Central {
             .collect();
         let serving = status::serving(&pushed, &views, &states);
         let copy = desired::member_service(&v, &uid);
+        // Packed once: without an override policy every member gets this same copy.
+        let plain = Compact::new(&copy);
         let policies = self.overrides.snapshot();
         let subject = Subject {
             api_version: "v1",
@@ -417,7 +422,7 @@ impl Central {
         let selected = selecting(&subject, &policies);
         for (name, m) in &members {
             if pushed.contains(name) {
-                let service = match self.copy_for(name, &copy, &selected, &uid) {
+                let service = match self.copy_for(name, &copy, &plain, &selected, &uid) {
                     Ok(s) => s,
                     // Nothing new is pushed there (what it holds stays) until the policy
                     // is fixed; that change re-queues the Service. The Placement says why.
@@ -429,6 +434,7 @@ impl Central {
                     }
                 };
                 let slice = desired::slice(key, &uid, &status::remotes(name, &serving), &lb_ports);
+                let slice = Compact::new(&slice);
                 m.set_intent(
                     key,
                     Intent {

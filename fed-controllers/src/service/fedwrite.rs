@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use meridian_runtime::answer;
 use meridian_runtime::events::EventType;
+use meridian_runtime::namespace;
 use meridian_runtime::sync::lock;
 
 use super::alloc_map::Held;
@@ -135,27 +136,12 @@ impl Central {
         }
     }
 
+    /// Creates `meridian-system` for the allocation maps unless it exists.
     pub(super) async fn ensure_system_namespace(&self) -> Result<(), ReconcileError> {
-        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.fed.clone());
-        if self
-            .timed("reading namespace", api.get_opt(SYSTEM_NAMESPACE))
-            .await?
-            .is_some()
-        {
-            return Ok(());
-        }
-        let ns = serde_json::from_value(json!({"metadata": {"name": SYSTEM_NAMESPACE}}))?;
-        match self
-            .timed(
-                "creating namespace",
-                api.create(&PostParams::default(), &ns),
-            )
+        let ns = namespace::named(SYSTEM_NAMESPACE, []);
+        self.timed("ensuring namespace", namespace::ensure(&self.fed, &ns))
             .await
-        {
-            // Already there: created by an earlier pass or by hand.
-            Err(ReconcileError::Fed(e)) if e.is_conflict() => Ok(()),
-            r => r.map(|_| ()),
-        }
+            .map(drop)
     }
 
     pub(super) async fn set_finalizers(

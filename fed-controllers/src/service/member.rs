@@ -16,6 +16,7 @@ use fed_api::names::{
     MANAGED_BY_LABEL, MANAGED_BY_VALUE, SYSTEM_NAMESPACE,
 };
 use futures::StreamExt;
+use futures::TryStreamExt as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
@@ -25,6 +26,7 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use meridian_runtime::error::{Report, report};
 use meridian_runtime::events::{EventType, Recorder};
+use meridian_runtime::lean::{self, Lean};
 use meridian_runtime::queue::WorkQueue;
 use meridian_runtime::sync::lock;
 use serde_json::{Value, json};
@@ -39,6 +41,7 @@ use crate::fleet;
 use crate::member_sync::{self, Applied, SyncError, now, to_dynamic};
 use crate::member_watch;
 use crate::metrics::Metrics;
+use crate::workload::compact::Compact;
 use crate::workload::ownership::{self, Ownership};
 
 /// What Meridian wants from a member for one Service.
@@ -46,10 +49,11 @@ use crate::workload::ownership::{self, Ownership};
 pub enum Want {
     /// Hold the Service copy, then Meridian's EndpointSlice for it.
     Present {
-        /// The Service copy.
-        service: Value,
+        /// The Service copy (packed: a member keeps its intents and the last converged
+        /// one for every Service, and a JSON tree costs ten times its text).
+        service: Compact,
         /// The `<name>-meridian` EndpointSlice.
-        slice: Value,
+        slice: Compact,
     },
     /// Hold neither (only objects carrying the Service's uid are removed).
     Absent,
@@ -284,7 +288,7 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
         watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
     let managed = watch(
         &m,
-        Api::<Service>::all(client.clone()),
+        Api::<Lean<Service>>::all(client.clone()),
         managed_cfg,
         &mut tasks,
         |m, s: &Service| {
@@ -298,7 +302,7 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
     );
     let slices = watch(
         &m,
-        Api::<EndpointSlice>::all(client.clone()),
+        Api::<Lean<EndpointSlice>>::all(client.clone()),
         watcher::Config::default().labels(SERVICE_NAME_LABEL),
         &mut tasks,
         |m, s: &EndpointSlice| {
@@ -326,7 +330,7 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
     let by_name = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
     let agent = watch(
         &m,
-        Api::<Service>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+        Api::<Lean<Service>>::namespaced(client.clone(), SYSTEM_NAMESPACE),
         by_name(LB_AGENT_SERVICE),
         &mut tasks,
         |m, _: &Service| {
@@ -335,7 +339,7 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
     );
     let config = watch(
         &m,
-        Api::<ConfigMap>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+        Api::<Lean<ConfigMap>>::namespaced(client.clone(), SYSTEM_NAMESPACE),
         by_name(LB_AGENT_CONFIGMAP),
         &mut tasks,
         |m, _: &ConfigMap| {
@@ -388,10 +392,11 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
 }
 
 /// Starts a reflector in the member; `on_change` sees every applied or deleted object once
-/// the store shows it ([`fleet::Changes`]).
+/// the store shows it ([`fleet::Changes`]). Objects are kept without their managedFields
+/// ([`Lean`]): nothing here reads them, and they are much of a small object.
 fn watch<K>(
     m: &Arc<Member>,
-    api: Api<K>,
+    api: Api<Lean<K>>,
     cfg: watcher::Config,
     tasks: &mut JoinSet<()>,
     on_change: impl Fn(&Member, &K) + Send + 'static,
@@ -402,6 +407,7 @@ where
     let (reader, writer) = reflector::store();
     let stream = watcher::watcher(api, cfg)
         .backoff(member_watch::backoff())
+        .map_ok(lean::unwrap)
         .reflect(writer);
     let m = m.clone();
     let store = reader.clone();
@@ -543,7 +549,7 @@ async fn sync_service(m: &Member, key: &ServiceKey) -> Result<Option<Synced>, Sy
                 m,
                 &caches.client,
                 &service_ar(),
-                service,
+                &service.value(),
                 DriftRules {
                     in_sync: desired::service_in_sync,
                     merged: desired::service_merged,
@@ -554,7 +560,7 @@ async fn sync_service(m: &Member, key: &ServiceKey) -> Result<Option<Synced>, Sy
                 m,
                 &caches.client,
                 &slice_ar(),
-                slice,
+                &slice.value(),
                 DriftRules {
                     in_sync: desired::slice_in_sync,
                     merged: desired::slice_merged,
