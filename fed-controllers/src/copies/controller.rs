@@ -33,9 +33,9 @@ use kube::discovery::{ApiCapabilities, Scope};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use meridian_runtime::error::Report;
-use meridian_runtime::lean::Lean;
+use meridian_runtime::lean::{self, Lean};
 use meridian_runtime::namespace;
 use meridian_runtime::queue::WorkQueue;
 use meridian_runtime::sync::lock;
@@ -48,13 +48,14 @@ use super::dep_failures::{override_failures, per_cluster, with_dep_failures};
 use super::fedwrite::label_earlier_placements;
 use super::member_copy::overridden;
 use super::member_io::{classify, timed};
+use super::packed::PackedObject;
 use super::plan::{Finalizer, Step, finalizer, step, wanted};
 use super::report::{FailReason, Outcome, cluster_entries, propagated};
 use super::status::{MemberCopy, Rule, StatusKind, combined, member_entry};
 use super::template_deps::{TemplateDeps, template_deps};
 use super::visits::Visits;
 use crate::dep_writers::{DepRef, DepWriters, copy_destinations};
-use crate::dynamic::{self, Decoded};
+use crate::dynamic::Decoded;
 use crate::fleet::overrides::Changed;
 use crate::fleet::{Answering, Changes, Overrides, Settings, reflect};
 
@@ -223,7 +224,7 @@ async fn discover(
 /// A dynamic reflector's cache, and whether its first list has arrived: until then it shows
 /// nothing, so an object missing from it may well exist.
 struct Cache {
-    store: Store<DynamicObject>,
+    store: Store<PackedObject>,
     listed: Arc<AtomicBool>,
     _task: JoinHandle<()>,
 }
@@ -241,7 +242,7 @@ fn dynamic_reflector(
     api: Api<Decoded>,
     ar: &ApiResource,
     cfg: watcher::Config,
-    mut on_change: impl FnMut(&DynamicObject) + Send + 'static,
+    mut on_change: impl FnMut(&PackedObject) + Send + 'static,
 ) -> Cache {
     let writer = reflector::store::Writer::new(ar.clone());
     let reader = writer.as_reader();
@@ -250,7 +251,7 @@ fn dynamic_reflector(
     let listed_now = listed.clone();
     let stream = watcher::watcher(api, cfg)
         .default_backoff()
-        .map_ok(dynamic::into_dynamic)
+        .map_ok(|ev| lean::map(ev, |o| PackedObject::of(o.0)))
         .reflect(writer);
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -498,9 +499,7 @@ impl Central {
             _ => ObjectRef::new_with(&key.name, fk.ar.clone()),
         };
         let fed_obj = fk.cache.store.get(&obj_ref);
-        let fed_value = fed_obj
-            .as_deref()
-            .map(|o| serde_json::to_value(o).unwrap_or(Value::Null));
+        let fed_value = fed_obj.as_deref().map(PackedObject::to_value);
         let uid = fed_obj.as_ref().and_then(|o| o.uid()).unwrap_or_default();
         // The override policies that select the object, in the order they apply.
         let policies = self.overrides.snapshot();
@@ -556,7 +555,7 @@ impl Central {
         if let Some(o) = &fed_obj
             && finalizer(
                 has_finalizer,
-                o.metadata.deletion_timestamp.is_some(),
+                o.meta().deletion_timestamp.is_some(),
                 !dest.is_empty(),
                 false,
             ) == Finalizer::Add
@@ -611,7 +610,7 @@ impl Central {
             demanded: &demanded,
             deleting: fed_obj
                 .as_ref()
-                .is_some_and(|o| o.metadata.deletion_timestamp.is_some()),
+                .is_some_and(|o| o.meta().deletion_timestamp.is_some()),
             interpreter,
         };
         let results =
@@ -685,7 +684,7 @@ impl Central {
             }
         }
         if let Some(o) = &fed_obj {
-            let deleting = o.metadata.deletion_timestamp.is_some();
+            let deleting = o.meta().deletion_timestamp.is_some();
             match finalizer(has_finalizer, deleting, !dest.is_empty(), held) {
                 Finalizer::Add => self.set_finalizer(&fk, key, o, true).await?,
                 Finalizer::Remove => self.set_finalizer(&fk, key, o, false).await?,
@@ -769,10 +768,7 @@ impl Central {
             Some(ns) if o.fk.namespaced => ObjectRef::new_with(&key.name, ar.clone()).within(ns),
             _ => ObjectRef::new_with(&key.name, ar.clone()),
         };
-        let actual = cache
-            .store
-            .get(&actual_ref)
-            .map(|o| serde_json::to_value(&*o).unwrap_or(Value::Null));
+        let actual = cache.store.get(&actual_ref).map(|o| o.to_value());
         let api: Api<DynamicObject> = match &key.namespace {
             Some(ns) if o.fk.namespaced => Api::namespaced_with(m.client.clone(), ns, &ar),
             _ => Api::all_with(m.client.clone(), &ar),

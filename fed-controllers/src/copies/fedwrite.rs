@@ -7,12 +7,13 @@
 use fed_api::Placement;
 use fed_api::copies::{CopyKey, Path, path};
 use fed_api::names::WORKLOAD_FINALIZER;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use meridian_runtime::answer;
 use serde_json::Value;
 
 use super::controller::{Central, CopyError, FedKind, now};
+use super::packed::PackedObject;
 
 impl Central {
     /// Writes the Placement's `Propagated` condition and per-cluster `entries` when they
@@ -116,7 +117,7 @@ impl Central {
         &self,
         fk: &FedKind,
         key: &CopyKey,
-        o: &DynamicObject,
+        o: &PackedObject,
         add: bool,
     ) -> Result<(), CopyError> {
         let mut list: Vec<String> = o

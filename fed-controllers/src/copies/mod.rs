@@ -14,7 +14,8 @@
 //! [`dep_failures`] how their override failures show on its Placement. [`controller`]
 //! applies them from caches of the federation and of each member, looking at the members
 //! `visits` names (an object's destinations and where copies may still be, not the whole
-//! fleet), its federation writes in `fedwrite` and its member requests in `member_io`.
+//! fleet), its federation writes in `fedwrite` and its member requests in `member_io`; its caches
+//! keep objects `packed`.
 
 pub mod controller;
 pub mod dep_failures;
@@ -22,6 +23,7 @@ pub mod drift;
 mod fedwrite;
 pub mod member_copy;
 mod member_io;
+mod packed;
 pub mod plan;
 pub mod record;
 pub mod report;
