@@ -5,12 +5,9 @@
 //! object field by field, and skips `metadata.managedFields` (often the larger part of a
 //! small object) without building it: nothing here reads it.
 
-use std::borrow::Cow;
 use std::fmt;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{ApiResource, DynamicObject, TypeMeta};
-use kube::core::DynamicResourceScope;
+use kube::api::{DynamicObject, TypeMeta};
 use kube::runtime::watcher::Event;
 use meridian_runtime::lean::LeanMeta;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
@@ -63,38 +60,7 @@ impl<'de> Visitor<'de> for ObjectVisitor {
     }
 }
 
-impl kube::Resource for Decoded {
-    type DynamicType = ApiResource;
-    type Scope = DynamicResourceScope;
-
-    fn group(dt: &ApiResource) -> Cow<'_, str> {
-        DynamicObject::group(dt)
-    }
-
-    fn version(dt: &ApiResource) -> Cow<'_, str> {
-        DynamicObject::version(dt)
-    }
-
-    fn kind(dt: &ApiResource) -> Cow<'_, str> {
-        DynamicObject::kind(dt)
-    }
-
-    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
-        DynamicObject::api_version(dt)
-    }
-
-    fn plural(dt: &ApiResource) -> Cow<'_, str> {
-        DynamicObject::plural(dt)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.0.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.0.metadata
-    }
-}
+meridian_runtime::dynamic_resource!(Decoded, o => o.0.metadata);
 
 /// The event with its objects taken out of their wrappers.
 pub fn into_dynamic(ev: Event<Decoded>) -> Event<DynamicObject> {

@@ -4,12 +4,9 @@
 //! the rest), built only to be dropped. `Api<Written>` sends the same request and passes
 //! the rest of the answer over without building it.
 
-use std::borrow::Cow;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Client;
 use kube::api::ApiResource;
-use kube::core::DynamicResourceScope;
-use kube::{Client, Resource};
 use serde::{Deserialize, Deserializer};
 
 /// The answer to a write: the object's metadata, of which only name, namespace, uid,
@@ -75,38 +72,7 @@ impl<'de> Deserialize<'de> for Written {
     }
 }
 
-impl Resource for Written {
-    type DynamicType = ApiResource;
-    type Scope = DynamicResourceScope;
-
-    fn kind(dt: &ApiResource) -> Cow<'_, str> {
-        Cow::Borrowed(&dt.kind)
-    }
-
-    fn group(dt: &ApiResource) -> Cow<'_, str> {
-        Cow::Borrowed(&dt.group)
-    }
-
-    fn version(dt: &ApiResource) -> Cow<'_, str> {
-        Cow::Borrowed(&dt.version)
-    }
-
-    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
-        Cow::Borrowed(&dt.api_version)
-    }
-
-    fn plural(dt: &ApiResource) -> Cow<'_, str> {
-        Cow::Borrowed(&dt.plural)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::dynamic_resource!(Written, o => o.metadata);
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,7 @@
 //! as a token the loops select on), and for controller loops [`queue`] (the one work
 //! queue), [`events`] (the one Event recorder), [`lean`] (watched objects without their
 //! managedFields), [`answer`] (writes whose answers are read for their resourceVersion
-//! only), [`kind_retry`] (looking up kinds not served yet again when definitions change),
+//! only) for any kind ([`dynamic`]: `kube::Resource` for run-time kinds), [`kind_retry`] (looking up kinds not served yet again when definitions change),
 //! [`namespace`] (a namespace made sure of before something goes in it),
 //! [`rate`] and [`sync`]; and for components
 //! that run as several replicas, [`leader`] (Lease-based leader election and the write
@@ -20,6 +20,7 @@
 pub mod answer;
 pub mod args;
 pub mod client;
+pub mod dynamic;
 pub mod endpoints;
 pub mod error;
 pub mod events;

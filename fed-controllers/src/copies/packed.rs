@@ -4,11 +4,8 @@
 //! members. The metadata stays decoded (the caches and the queue read names, uids and
 //! labels); the rest is packed text ([`Compact`]), parsed when a pass reads the object.
 
-use std::borrow::Cow;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{ApiResource, DynamicObject, TypeMeta};
-use kube::core::DynamicResourceScope;
+use kube::api::{DynamicObject, TypeMeta};
 use serde_json::{Map, Value};
 
 use crate::workload::compact::Compact;
@@ -55,38 +52,7 @@ impl PackedObject {
     }
 }
 
-impl kube::Resource for PackedObject {
-    type DynamicType = ApiResource;
-    type Scope = DynamicResourceScope;
-
-    fn group(dt: &ApiResource) -> Cow<'_, str> {
-        DynamicObject::group(dt)
-    }
-
-    fn version(dt: &ApiResource) -> Cow<'_, str> {
-        DynamicObject::version(dt)
-    }
-
-    fn kind(dt: &ApiResource) -> Cow<'_, str> {
-        DynamicObject::kind(dt)
-    }
-
-    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
-        DynamicObject::api_version(dt)
-    }
-
-    fn plural(dt: &ApiResource) -> Cow<'_, str> {
-        DynamicObject::plural(dt)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+meridian_runtime::dynamic_resource!(PackedObject, o => o.metadata);
 
 #[cfg(test)]
 mod tests {
