@@ -6,9 +6,11 @@
 //! [`metrics`], and the process's work queues and Event recorder come from
 //! `meridian_runtime`; [`member_client`] builds member clients that multiplex everything on
 //! one connection per member. [`copies`] decides the copies of every other kind (Duplicated).
+//! What the controllers keep of many objects they keep [`compact`] (packed JSON text).
 
 pub mod cli;
 pub mod cluster;
+pub mod compact;
 pub mod copies;
 pub mod credentials;
 pub mod dep_writers;

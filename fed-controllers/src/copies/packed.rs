@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DynamicObject, TypeMeta};
 use serde_json::{Map, Value};
 
-use crate::workload::compact::Compact;
+use crate::compact::Compact;
 
 /// A dynamic object with everything but its metadata packed.
 #[derive(Clone, Debug)]

@@ -46,11 +46,11 @@ use super::{
     traffic,
 };
 use crate::cluster::controller::token_digest;
+use crate::compact::Compact;
 use crate::fleet::own_writes::OwnWrites;
 use crate::fleet::{self, FedError, Fleet, Overrides, reflect};
 use crate::metrics::Metrics;
 use crate::slim_cache::SlimCache;
-use crate::workload::compact::Compact;
 
 /// Passes over Services (and the fleet-wide `Global` one) that run at the same time. A new
 /// Service's pass waits on up to five federation writes in turn (finalizer, listen ports,

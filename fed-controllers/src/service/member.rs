@@ -37,11 +37,11 @@ use super::controller::CentralKey;
 use super::desired::{self, SERVICE_NAME_LABEL};
 use super::status::MemberState;
 use super::{ServiceKey, Settings};
+use crate::compact::Compact;
 use crate::fleet;
 use crate::member_sync::{self, Applied, SyncError, now, to_dynamic};
 use crate::member_watch;
 use crate::metrics::Metrics;
-use crate::workload::compact::Compact;
 use crate::workload::ownership::{self, Ownership};
 
 /// What Meridian wants from a member for one Service.

@@ -31,7 +31,6 @@ use meridian_runtime::sync::lock;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
-use super::compact::Compact;
 use super::copy_index::CopyIndex;
 use super::dep_wants::DepWants;
 use super::events::{self, Batcher};
@@ -47,6 +46,7 @@ use super::plan::{self, MemberPlan};
 use super::status_spacing::{StatusSpacing, Waits};
 use super::wants::Wants;
 use super::{Settings, deps, desired, hpa, status};
+use crate::compact::Compact;
 use crate::dep_writers::{DepRef, DepWriters, Writer};
 use crate::dynamic::{self, Decoded};
 use crate::fleet::{self, FedError, Fleet, Overrides, reflect};
@@ -426,20 +426,24 @@ impl Central {
                     }
                     let cluster = cluster_of(c);
                     let member = cluster.as_deref().map(MemberCluster::of);
-                    let wanted = wants.source(source, member.as_ref(), share_of(c));
-                    match wants.get(member.as_ref(), share_of(c)) {
-                        // The replicas an HPA there writes are the member's; asked
-                        // only when the copy differs.
-                        Ok(want) => {
-                            entry.in_sync_with(wanted, |actual| super::drift::in_sync(actual, want))
-                                || (m.scaled_by_hpa(key) && {
-                                    let actual = entry.value();
-                                    let want = hpa::with_member_replicas(want, &actual);
-                                    status::observed(&entry.status, || actual, &want)
-                                })
-                        }
-                        Err(_) => false,
-                    }
+                    let (member, share) = (member.as_ref(), share_of(c));
+                    // The wanted copy is built only when the memo does not answer.
+                    let in_sync =
+                        entry.in_sync_with(wants.source(source, member, share), |actual| {
+                            wants
+                                .get(member, share)
+                                .as_ref()
+                                .is_ok_and(|want| super::drift::in_sync(actual, want))
+                        });
+                    // The replicas an HPA there writes are the member's; asked only when the
+                    // copy differs.
+                    in_sync
+                        || (m.scaled_by_hpa(key)
+                            && wants.get(member, share).as_ref().is_ok_and(|want| {
+                                let actual = entry.value();
+                                let want = hpa::with_member_replicas(want, &actual);
+                                status::observed(&entry.status, || actual, &want)
+                            }))
                 })
             })
             .collect();

@@ -19,11 +19,11 @@ use fed_api::overrides::apply::{MemberCluster, Policy, changes_in, selecting};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 
-use super::compact::Compact;
 use super::desired;
 use super::kinds::DepKind;
 use super::member::Dependency;
 use super::wants::Variant;
+use crate::compact::Compact;
 use crate::copies::member_copy::overridden;
 
 /// One federated dependency and the policies that select it.

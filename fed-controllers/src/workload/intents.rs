@@ -97,7 +97,7 @@ impl Intents {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::compact::Compact;
+    use crate::compact::Compact;
     use crate::workload::kinds::Kind;
     use crate::workload::member::Dependency;
     use serde_json::json;

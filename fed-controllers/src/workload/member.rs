@@ -27,7 +27,6 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
-use super::compact::Compact;
 use super::echo::{Echo, Seen};
 use super::events::{Batcher, Note};
 use super::intents::Intents;
@@ -37,6 +36,7 @@ use super::ownership::{self, Ownership};
 use super::status::MemberReport;
 use super::status_spacing::StatusSpacing;
 use super::{Settings, drift, hpa};
+use crate::compact::Compact;
 use crate::dynamic::{self, Decoded};
 use crate::fleet;
 use crate::member_sync::{self, Applied, SyncError, now};

@@ -13,7 +13,6 @@
 //! [`controller`] watches the federation and hands members their intents, `inputs` telling
 //! what each federation event means for its queue.
 
-pub mod compact;
 pub mod controller;
 pub mod copy_index;
 pub mod dep_drift;

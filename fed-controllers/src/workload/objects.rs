@@ -20,9 +20,9 @@ use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
 use serde_json::Value;
 
-use super::compact::Compact;
 use super::deps::{self, Dependencies};
 use super::status::CopyStatus;
+use crate::compact::Compact;
 use crate::slim_cache::Ready;
 
 /// One cached object.
