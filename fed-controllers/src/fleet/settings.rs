@@ -27,6 +27,11 @@ pub struct Settings {
     pub syncs: Arc<Semaphore>,
 }
 
+/// How long a status look may wait behind changes to what is wanted before they take turns:
+/// a stream of new work (a GitOps sync of thousands of objects) slows the federated status
+/// down, but never holds a finished rollout's READY back until the stream ends.
+pub const STATUS_WAIT_BOUND: Duration = Duration::from_secs(1);
+
 /// Default of [`Settings::syncs`]: enough to keep a thousand members' writes flowing at
 /// hundreds of microseconds to tens of milliseconds each, few enough that a burst never
 /// queues thousands of tasks ahead of a probe.
@@ -73,6 +78,15 @@ impl Settings {
     /// A work queue retrying with [`Settings::backoff`].
     pub fn queue(&self) -> queue::Settings {
         queue::Settings::jittered(self.backoff_base, self.backoff_max)
+    }
+
+    /// A central controller's queue: [`Settings::queue`], with what members report (status
+    /// looks) in the low lane for at most [`STATUS_WAIT_BOUND`].
+    pub fn central_queue(&self) -> queue::Settings {
+        queue::Settings {
+            low_lane_bound: Some(STATUS_WAIT_BOUND),
+            ..self.queue()
+        }
     }
 }
 

@@ -781,7 +781,10 @@ pub async fn run(
 
     streams.push(overrides.changes().map(Input::Overrides).boxed());
 
-    let queue = WorkQueue::new(settings.fleet.queue(), metrics.service_queue.clone());
+    let queue = WorkQueue::new(
+        settings.fleet.central_queue(),
+        metrics.service_queue.clone(),
+    );
     let central = Arc::new(Central {
         fed,
         settings: Arc::new(settings),

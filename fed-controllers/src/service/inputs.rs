@@ -87,20 +87,20 @@ impl Central {
                             p.spec.resource.name.clone(),
                         )));
                     } else {
-                        // A workload moved: the Services selecting its pods follow (all
-                        // of the namespace's while the workload is not cached yet). Kinds
-                        // without a pod template back no Service.
+                        // A workload moved: the Services selecting its pods follow. Kinds
+                        // without a pod template back no Service. A workload not cached yet
+                        // backs nothing a pass could see: its arrival in the cache
+                        // (`Input::Workload`) queues its Services, and this Placement is
+                        // cached by then. (Queueing the whole namespace here instead cost a
+                        // pass of every Service in it each time the scheduler's Placement
+                        // beat the workload's own event.)
                         let r = &p.spec.resource;
-                        if !self.caches.workloads.backs(&r.api_version, &r.kind) {
-                            return;
-                        }
-                        let labels =
+                        if let Some(l) =
                             self.caches
                                 .workloads
-                                .labels(&r.api_version, &r.kind, &ns, &r.name);
-                        match labels {
-                            Some(l) => self.push_selecting(&ns, &[&l]),
-                            None => self.push_services(Some(&ns)),
+                                .labels(&r.api_version, &r.kind, &ns, &r.name)
+                        {
+                            self.push_selecting(&ns, &[&l]);
                         }
                     }
                 }

@@ -44,6 +44,10 @@ use crate::member_watch;
 use crate::metrics::Metrics;
 use crate::workload::ownership::{self, Ownership};
 
+/// How long a member's reports on one Service gather before the central controller looks
+/// (the workload path's status delay, for the same reason).
+const REPORT_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// What Meridian wants from a member for one Service.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Want {
@@ -224,6 +228,16 @@ impl Member {
         )
     }
 
+    /// Has the central controller look at the Service soon, behind new work: what this
+    /// member holds of it changed (a copy's echo, a sync's outcome). Reports within
+    /// [`REPORT_DELAY`] of the first share one pass: a Service on a hundred members would
+    /// otherwise be looked at once per member and per copy written, and new Services
+    /// would queue behind those looks.
+    fn report(&self, key: ServiceKey) {
+        self.central
+            .add_low_after(CentralKey::Service(key), REPORT_DELAY);
+    }
+
     fn notify_all(&self) {
         for k in lock(&self.intents).keys() {
             self.central.add(CentralKey::Service(k.clone()));
@@ -293,7 +307,7 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
         &mut tasks,
         |m, s: &Service| {
             let key = key_of(s, None);
-            m.central.add(CentralKey::Service(key.clone()));
+            m.report(key.clone());
             // Drift: the worker compares and reverts.
             if m.has_intent(&key) {
                 m.queue.add(Work::Service(key));
@@ -386,7 +400,7 @@ async fn run(m: Arc<Member>, cluster: Arc<Cluster>) {
         // The key may have been pushed again while it was being synced: it waits again now.
         m.queue.done(&work);
         if let (Work::Service(key), true) = (work, changed) {
-            m.central.add(CentralKey::Service(key));
+            m.report(key);
         }
     }
 }

@@ -106,11 +106,6 @@ impl Workloads {
             .or_else(|| self.custom.cache(api_version, kind))
     }
 
-    /// Whether objects of `kind` in `api_version` may back Services.
-    pub(super) fn backs(&self, api_version: &str, kind: &str) -> bool {
-        self.cache(api_version, kind).is_some()
-    }
-
     /// The pod-template labels of the object `namespace/name` of `kind` in `api_version`,
     /// if it is a backend kind and the object is cached.
     pub(super) fn labels(

@@ -26,7 +26,7 @@ use meridian_runtime::answer;
 use meridian_runtime::error::Report;
 use meridian_runtime::events::Recorder;
 use meridian_runtime::lean::Lean;
-use meridian_runtime::queue::{self, Backoff, WorkQueue};
+use meridian_runtime::queue::{Backoff, WorkQueue};
 use meridian_runtime::sync::lock;
 use serde_json::{Value, json};
 use tracing::Instrument;
@@ -54,10 +54,6 @@ use crate::metrics::WorkloadMetrics;
 
 /// First retry delay after a write conflict.
 const CONFLICT_RETRY_BASE: std::time::Duration = std::time::Duration::from_millis(20);
-/// How long a status look may wait behind changes to what is wanted before they take turns:
-/// a stream of new work (a GitOps sync of thousands of objects) slows the federated status
-/// down, but never holds a finished rollout's READY back until the stream ends.
-const STATUS_WAIT_BOUND: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The federation caches.
 #[derive(Clone)]
@@ -869,13 +865,7 @@ pub async fn run(
 
     let recorder = recorder.for_component(events::COMPONENT);
     let events = Batcher::start(recorder.clone(), settings.event_window);
-    let queue = WorkQueue::new(
-        queue::Settings {
-            low_lane_bound: Some(STATUS_WAIT_BOUND),
-            ..settings.fleet.queue()
-        },
-        metrics.queue.clone(),
-    );
+    let queue = WorkQueue::new(settings.fleet.central_queue(), metrics.queue.clone());
     let placement_pacer = Pacer::new(settings.placement_status_interval);
     let status_spacing = Arc::new(StatusSpacing::new(settings.status_delay));
     let central = Arc::new(Central {
