@@ -15,7 +15,7 @@
 //! object's Placement says so ([`super::dep_failures`]). Decisions are [`super::plan`]'s and
 //! [`super::member_copy`]'s; this module applies them, its federation writes in `fedwrite`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -149,6 +149,12 @@ struct MemberResult {
 struct Member {
     client: Client,
     kinds: Mutex<HashMap<Kind, Arc<MemberKind>>>,
+    /// Held while a kind is looked up in the member: one lookup (and one watch) per kind,
+    /// however many objects of it are synced at once.
+    discovering: tokio::sync::Mutex<()>,
+    /// Namespaces known to exist in the member (Meridian removes none), as the other
+    /// paths' connections keep them: a create asks for its namespace only the first time.
+    namespaces: Mutex<HashSet<String>>,
     /// Whether the member answered this path's last step there.
     answering: Answering,
 }
@@ -169,8 +175,10 @@ pub(super) struct Central {
     /// a plain lock: an async one held by sixteen workers in turn a hundred times each
     /// makes a convoy.
     members: Mutex<HashMap<String, Arc<Member>>>,
-    /// One member connected at a time (each once).
-    connecting: tokio::sync::Mutex<()>,
+    /// Each member's turn to connect: one connection per member (each once), members side
+    /// by side (a connection reads the member's token from the federation, and a hundred
+    /// of those in a row held a new kind's first pass up for seconds).
+    connecting: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Last result per object per member, for the Placement's status.
     outcomes: Mutex<HashMap<CopyKey, BTreeMap<String, Outcome>>>,
     /// Which members each object's pass looks at ([`Visits`]).
@@ -315,12 +323,21 @@ impl Central {
         Ok(fk)
     }
 
+    /// Member `cluster`'s turn to connect (or to be forgotten).
+    fn connecting_turn(&self, cluster: &str) -> Arc<tokio::sync::Mutex<()>> {
+        lock(&self.connecting)
+            .entry(cluster.to_owned())
+            .or_default()
+            .clone()
+    }
+
     /// The connected member `cluster`, connecting on first use.
     async fn member(&self, cluster: &str) -> Result<Arc<Member>, String> {
         if let Some(m) = lock(&self.members).get(cluster) {
             return Ok(m.clone());
         }
-        let _turn = self.connecting.lock().await;
+        let turn = self.connecting_turn(cluster);
+        let _turn = turn.lock().await;
         if let Some(m) = lock(&self.members).get(cluster) {
             return Ok(m.clone());
         }
@@ -337,6 +354,8 @@ impl Central {
         let m = Arc::new(Member {
             client,
             kinds: Mutex::default(),
+            discovering: tokio::sync::Mutex::default(),
+            namespaces: Mutex::default(),
             answering: Answering::default(),
         });
         lock(&self.members).insert(cluster.to_owned(), m.clone());
@@ -346,10 +365,18 @@ impl Central {
     /// Member `m`'s view of `kind`, its watch of Meridian's copies started on first use; a
     /// kind the member does not serve is asked again on the next reconcile.
     async fn member_kind(&self, m: &Member, kind: &Kind) -> Arc<MemberKind> {
-        if let Some(k) = lock(&m.kinds).get(kind)
-            && matches!(**k, MemberKind::Served { .. })
-        {
-            return k.clone();
+        let served = || {
+            lock(&m.kinds)
+                .get(kind)
+                .filter(|k| matches!(***k, MemberKind::Served { .. }))
+                .cloned()
+        };
+        if let Some(k) = served() {
+            return k;
+        }
+        let _turn = m.discovering.lock().await;
+        if let Some(k) = served() {
+            return k;
         }
         let mk = match discover(&m.client, kind).await {
             Ok((ar, _)) => {
@@ -451,7 +478,8 @@ impl Central {
     /// Forgets member `cluster` (its watches stop) and re-syncs every copy it may hold.
     async fn drop_member(&self, cluster: &str) {
         // After a connection in progress, which may be to the old address.
-        let _turn = self.connecting.lock().await;
+        let turn = self.connecting_turn(cluster);
+        let _turn = turn.lock().await;
         lock(&self.members).remove(cluster);
         let keys: Vec<CopyKey> = lock(&self.outcomes).keys().cloned().collect();
         keys.into_iter().for_each(|k| self.queue.add(k));
@@ -752,8 +780,6 @@ impl Central {
             Ok(m) => m,
             Err(message) => return unable(FailReason::Unreachable, message),
         };
-        // From here on the member is asked: one of the process's member syncs.
-        let _slot = self.settings.sync_slot(&m.answering).await;
         let mk = self.member_kind(&m, o.kind).await;
         let (ar, cache) = match &*mk {
             MemberKind::Served { ar, cache } => (ar.clone(), cache),
@@ -788,6 +814,13 @@ impl Central {
             _ => None,
         };
         let asks = matches!(step, Step::Create(_) | Step::Update(_) | Step::Delete);
+        // A step that asks the member is one of the process's member syncs; most passes
+        // only find the cached copy current (or absent) and ask nothing.
+        let _slot = if asks {
+            self.settings.sync_slot(&m.answering).await
+        } else {
+            None
+        };
         let applied = self.apply(&m, &api, key, o.fk.namespaced, step).await;
         if asks {
             m.answering
@@ -848,9 +881,13 @@ impl Central {
                 }
             }
             Step::Create(v) => {
-                if namespaced && let Some(ns) = &key.namespace {
-                    let ns = crate::member_sync::member_namespace(ns);
-                    timed(timeout, namespace::ensure(&m.client, &ns)).await?;
+                if namespaced
+                    && let Some(ns) = &key.namespace
+                    && !lock(&m.namespaces).contains(ns)
+                {
+                    let made = crate::member_sync::member_namespace(ns);
+                    timed(timeout, namespace::ensure(&m.client, &made)).await?;
+                    lock(&m.namespaces).insert(ns.clone());
                 }
                 let obj: DynamicObject =
                     serde_json::from_value(v).map_err(|e| (FailReason::Rejected, e.to_string()))?;
@@ -929,7 +966,7 @@ pub async fn run(
         kinds: Mutex::default(),
         discovering: tokio::sync::Mutex::default(),
         members: Mutex::default(),
-        connecting: tokio::sync::Mutex::default(),
+        connecting: Mutex::default(),
         outcomes: Mutex::default(),
         visits: Visits::default(),
         queue: queue.clone(),
