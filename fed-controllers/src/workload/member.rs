@@ -83,8 +83,9 @@ pub enum Want {
 /// The intent for one workload in one member.
 pub type Intent = fleet::Intent<Want>;
 
-/// Per-key bookkeeping of syncs.
-type Record = fleet::Record<Intent>;
+/// Per-key bookkeeping of syncs; the intent it converged to is the one the intents hold
+/// until the next change.
+type Record = fleet::Record<Arc<Intent>>;
 
 /// The caches of the member's Meridian-managed objects. A kind's watch starts on the kind's
 /// first need (a sync of a workload of that kind, or of one using a dependency of that
@@ -188,8 +189,6 @@ pub struct MemberShared {
     /// This member's syncs; failures are retried with the settings' back-off.
     queue: WorkQueue<WorkloadKey>,
     intents: Mutex<Intents>,
-    /// A digest of the inputs each Present intent was built from (see [`MemberShared::set_intent`]).
-    sources: Mutex<HashMap<WorkloadKey, u64>>,
     records: Mutex<HashMap<WorkloadKey, Record>>,
     caches: Mutex<Option<Arc<Caches>>>,
     connection: fleet::Connection,
@@ -210,15 +209,11 @@ impl MemberShared {
     /// an intent that costs nothing to build); the worker runs only if it changed, and the
     /// answer says whether it did.
     pub fn set_intent(&self, key: &WorkloadKey, intent: Intent, source: Option<u64>) -> bool {
-        match source {
-            Some(s) => lock(&self.sources).insert(key.clone(), s),
-            None => lock(&self.sources).remove(key),
-        };
-        let replaced = lock(&self.intents).set(key, Some(intent.clone()));
+        let replaced = lock(&self.intents).set(key, Some(intent), source);
         if replaced.orphaned_a_dependency {
             self.gc_due.store(true, Ordering::Release);
         }
-        let changed = replaced.previous != Some(intent);
+        let changed = replaced.changed;
         if changed {
             self.queue.add(key.clone());
         }
@@ -236,7 +231,7 @@ impl MemberShared {
     /// Whether the workload's intent was built from inputs with digest `source`: building
     /// it again would give the same intent.
     pub fn has_intent_from(&self, key: &WorkloadKey, source: u64) -> bool {
-        lock(&self.sources).get(key) == Some(&source)
+        lock(&self.intents).source(key) == Some(source)
     }
 
     /// Whether the event of `o` (of `kind`) is a write of this member's workers coming
@@ -274,10 +269,12 @@ impl MemberShared {
 
     /// Forgets a workload without touching the member (orphaned, or already cleaned).
     pub fn forget(&self, key: &WorkloadKey) {
-        if lock(&self.intents).set(key, None).orphaned_a_dependency {
+        if lock(&self.intents)
+            .set(key, None, None)
+            .orphaned_a_dependency
+        {
             self.gc_due.store(true, Ordering::Release);
         }
-        lock(&self.sources).remove(key);
         lock(&self.records).remove(key);
         // Its dependencies may now be unreferenced.
         self.queue.add(key.clone());
@@ -370,7 +367,6 @@ pub fn spawn(ctx: Context, cluster: Arc<Cluster>, fingerprint: u64, gc: bool) ->
         ctx,
         queue,
         intents: Mutex::default(),
-        sources: Mutex::default(),
         records: Mutex::default(),
         caches: Mutex::default(),
         connection,
