@@ -10,7 +10,7 @@
 //! It follows kube's reflector semantics: a relist (`Init` … `InitDone`) replaces the
 //! contents at once, and until the first list completes the cache is not ready.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -190,15 +190,44 @@ impl Entry {
 /// Entries by namespace, then name: looked up with borrowed names, without building a key
 /// (every reconcile asks every member whether it holds a copy).
 #[derive(Default)]
-struct Map(HashMap<String, HashMap<String, Arc<Entry>>>);
+struct Map(HashMap<String, HashSet<ByName>>);
 
+/// An entry in its namespace's set, found by its name: the entry's own name is the key,
+/// not a second copy of it (a member of a thousand-member fleet caches one entry per
+/// workload copy).
+struct ByName(Arc<Entry>);
+
+impl std::borrow::Borrow<str> for ByName {
+    fn borrow(&self) -> &str {
+        &self.0.name
+    }
+}
+
+impl std::hash::Hash for ByName {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // As `str` hashes: `Borrow` asks lookups by `&str` to find the same bucket.
+        self.0.name.as_str().hash(state);
+    }
+}
+
+impl PartialEq for ByName {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name == other.0.name
+    }
+}
+
+impl Eq for ByName {}
+
+// `ByName` hashes and compares by the entry's name, which never changes; the entry's
+// atomic verdict, which clippy sees as a mutable key, is no part of it.
+#[allow(clippy::mutable_key_type)]
 impl Map {
     fn insert(&mut self, e: Arc<Entry>) -> Option<Arc<Entry>> {
         let names = match self.0.get_mut(&e.namespace) {
             Some(names) => names,
             None => self.0.entry(e.namespace.clone()).or_default(),
         };
-        names.insert(e.name.clone(), e)
+        names.replace(ByName(e)).map(|old| old.0)
     }
 
     fn remove(&mut self, namespace: &str, name: &str) {
@@ -211,11 +240,11 @@ impl Map {
     }
 
     fn get(&self, namespace: &str, name: &str) -> Option<&Arc<Entry>> {
-        self.0.get(namespace)?.get(name)
+        self.0.get(namespace)?.get(name).map(|e| &e.0)
     }
 
     fn values(&self) -> impl Iterator<Item = &Arc<Entry>> {
-        self.0.values().flat_map(HashMap::values)
+        self.0.values().flat_map(|names| names.iter().map(|e| &e.0))
     }
 }
 
