@@ -15,7 +15,7 @@
 //! object's Placement says so ([`super::dep_failures`]). Decisions are [`super::plan`]'s and
 //! [`super::member_copy`]'s; this module applies them, its federation writes in `fedwrite`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -57,7 +57,7 @@ use super::visits::Visits;
 use crate::dep_writers::{DepRef, DepWriters, copy_destinations};
 use crate::dynamic::Decoded;
 use crate::fleet::overrides::Changed;
-use crate::fleet::{Answering, Changes, Overrides, Settings, reflect};
+use crate::fleet::{Answering, Changes, KnownNamespaces, Overrides, Settings, reflect};
 
 /// `(apiVersion, kind)`.
 type Kind = (String, String);
@@ -152,9 +152,9 @@ struct Member {
     /// Held while a kind is looked up in the member: one lookup (and one watch) per kind,
     /// however many objects of it are synced at once.
     discovering: tokio::sync::Mutex<()>,
-    /// Namespaces known to exist in the member (Meridian removes none), as the other
-    /// paths' connections keep them: a create asks for its namespace only the first time.
-    namespaces: Mutex<HashSet<String>>,
+    /// Namespaces known to exist in the member: a create asks for its namespace only the
+    /// first time.
+    namespaces: KnownNamespaces,
     /// Whether the member answered this path's last step there.
     answering: Answering,
 }
@@ -355,7 +355,7 @@ impl Central {
             client,
             kinds: Mutex::default(),
             discovering: tokio::sync::Mutex::default(),
-            namespaces: Mutex::default(),
+            namespaces: KnownNamespaces::default(),
             answering: Answering::default(),
         });
         lock(&self.members).insert(cluster.to_owned(), m.clone());
@@ -881,13 +881,15 @@ impl Central {
                 }
             }
             Step::Create(v) => {
-                if namespaced
-                    && let Some(ns) = &key.namespace
-                    && !lock(&m.namespaces).contains(ns)
-                {
-                    let made = crate::member_sync::member_namespace(ns);
-                    timed(timeout, namespace::ensure(&m.client, &made)).await?;
-                    lock(&m.namespaces).insert(ns.clone());
+                if namespaced && let Some(ns) = &key.namespace {
+                    m.namespaces
+                        .ensure(ns, || async {
+                            let made = crate::member_sync::member_namespace(ns);
+                            timed(timeout, namespace::ensure(&m.client, &made))
+                                .await
+                                .map(drop)
+                        })
+                        .await?;
                 }
                 let obj: DynamicObject =
                     serde_json::from_value(v).map_err(|e| (FailReason::Rejected, e.to_string()))?;

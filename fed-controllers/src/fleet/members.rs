@@ -107,6 +107,27 @@ impl<M> Fleet<M> {
     }
 }
 
+/// Namespaces known to exist in one member: Meridian removes none, so each is asked for
+/// once, by the first write into it.
+#[derive(Default)]
+pub struct KnownNamespaces(Mutex<HashSet<String>>);
+
+impl KnownNamespaces {
+    /// Runs `make` (which makes sure `ns` exists) unless `ns` is known to exist; known
+    /// from then on if it succeeds.
+    pub async fn ensure<E, F>(&self, ns: &str, make: impl FnOnce() -> F) -> Result<(), E>
+    where
+        F: Future<Output = Result<(), E>>,
+    {
+        if lock(&self.0).contains(ns) {
+            return Ok(());
+        }
+        make().await?;
+        lock(&self.0).insert(ns.to_owned());
+        Ok(())
+    }
+}
+
 /// A member's connection: made once per member task, retried with backoff until it
 /// works (until then, why not is the member's error for everything it reports); and the
 /// deadline every request to the member runs under.
@@ -114,8 +135,8 @@ pub struct Connection {
     cluster: String,
     timeout: Duration,
     error: Mutex<Option<String>>,
-    /// Namespaces known to exist in the member (none is ever removed by Meridian).
-    namespaces: Mutex<HashSet<String>>,
+    /// Namespaces known to exist in the member.
+    namespaces: KnownNamespaces,
     /// Whether the member answered this path's last request.
     answering: Answering,
 }
@@ -127,7 +148,7 @@ impl Connection {
             cluster,
             timeout: settings.sync_timeout,
             error: Mutex::default(),
-            namespaces: Mutex::default(),
+            namespaces: KnownNamespaces::default(),
             answering: Answering::default(),
         }
     }
@@ -145,16 +166,20 @@ impl Connection {
         ns: &str,
         record_create: impl FnOnce(&str, f64),
     ) -> Result<(), SyncError> {
-        if lock(&self.namespaces).contains(ns) {
-            return Ok(());
-        }
-        let r =
-            member_sync::ensure_namespace(client, &self.cluster, self.timeout, ns, record_create)
+        self.namespaces
+            .ensure(ns, || async {
+                let r = member_sync::ensure_namespace(
+                    client,
+                    &self.cluster,
+                    self.timeout,
+                    ns,
+                    record_create,
+                )
                 .await;
-        self.answering.heard(&r);
-        r?;
-        lock(&self.namespaces).insert(ns.to_string());
-        Ok(())
+                self.answering.heard(&r);
+                r
+            })
+            .await
     }
 
     /// Runs one member request with the deadline; the error names the operation and
@@ -245,6 +270,21 @@ pub fn cleaned(orphan: bool, removed: &'static str) -> (&'static str, &'static s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_namespace_is_asked_for_until_it_is_made_then_never_again() {
+        let known = KnownNamespaces::default();
+        let asked = std::sync::atomic::AtomicUsize::new(0);
+        let ask = |ok: bool| {
+            asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            async move { if ok { Ok(()) } else { Err("forbidden") } }
+        };
+        assert_eq!(known.ensure("shop", || ask(false)).await, Err("forbidden"));
+        assert_eq!(known.ensure("shop", || ask(true)).await, Ok(()));
+        assert_eq!(known.ensure("shop", || ask(false)).await, Ok(()));
+        assert_eq!(known.ensure("other", || ask(true)).await, Ok(()));
+        assert_eq!(asked.load(std::sync::atomic::Ordering::Relaxed), 3);
+    }
 
     #[test]
     fn members_that_hold_or_may_hold_a_copy_are_told_and_waited_for() {

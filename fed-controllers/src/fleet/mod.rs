@@ -24,7 +24,7 @@ pub mod watch;
 pub use answering::Answering;
 pub use error::{FedError, timed};
 pub use intent::{Intent, Record};
-pub use members::{Connection, Fleet, Handle};
+pub use members::{Connection, Fleet, Handle, KnownNamespaces};
 pub use overrides::Overrides;
 pub use settings::Settings;
 pub use watch::{Changes, Object, reflect};
