@@ -128,7 +128,7 @@ pub(super) struct Central {
     pub(super) lb_services: Mutex<BTreeMap<ServiceKey, LbService>>,
     /// What of each Cluster matters here, to skip the cluster controller's routine
     /// status writes (probe times).
-    pub(super) cluster_digests: Mutex<HashMap<String, String>>,
+    pub(super) cluster_digests: Mutex<HashMap<String, super::inputs::Seen>>,
     /// The listen port allocations last seen, to tell which Services a change concerns.
     pub(super) listen_ports: Mutex<BTreeMap<String, String>>,
     /// `meridian-lb-ports`, held by one Service at a time.

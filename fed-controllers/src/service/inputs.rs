@@ -14,6 +14,7 @@ use meridian_runtime::sync::lock;
 
 use super::ServiceKey;
 use super::controller::{Central, CentralKey, PlacementSlim, ignored, placement_slim, ready};
+use crate::cluster::controller::fingerprint;
 use crate::fleet::overrides::Changed;
 
 pub(super) enum Input {
@@ -43,16 +44,27 @@ pub(super) enum Input {
     Overrides(Option<Changed>),
 }
 
-/// The parts of a Cluster the service controller reacts to: its spec (connection,
-/// region, zone), labels, readiness and lb-agent.
-fn relevant(c: &Cluster) -> String {
-    format!(
-        "{:?}|{:?}|{}|{:?}",
-        c.spec,
-        c.labels(),
-        ready(c),
-        c.status.as_ref().and_then(|s| s.lb_agent.as_ref())
-    )
+/// What of a Cluster the service controller reacts to: its connection (the member task
+/// follows it), and the spec, labels, readiness and lb-agent its passes read.
+#[derive(Clone, PartialEq)]
+pub(super) struct Seen {
+    connection: u64,
+    relevant: String,
+}
+
+impl Seen {
+    fn of(c: &Cluster) -> Self {
+        Seen {
+            connection: fingerprint(&c.spec, None),
+            relevant: format!(
+                "{:?}|{:?}|{}|{:?}",
+                c.spec,
+                c.labels(),
+                ready(c),
+                c.status.as_ref().and_then(|s| s.lb_agent.as_ref())
+            ),
+        }
+    }
 }
 
 impl Central {
@@ -106,29 +118,37 @@ impl Central {
                 }
             }
             Input::Cluster(ev) => {
-                let changed = match *ev {
+                // (whether the members follow, whether a pass does)
+                let (reconnect, changed) = match *ev {
                     Ok(Event::Apply(c)) => {
-                        let digest = relevant(&c);
-                        lock(&self.cluster_digests).insert(c.name_any(), digest.clone())
-                            != Some(digest)
+                        let seen = Seen::of(&c);
+                        let was = lock(&self.cluster_digests).insert(c.name_any(), seen.clone());
+                        // Only a new Cluster or another connection restarts a member task: a
+                        // readiness flip re-syncing the whole fleet made a thousand Clusters
+                        // turning Ready a million member checks.
+                        let reconnect =
+                            was.as_ref().is_none_or(|w| w.connection != seen.connection);
+                        (reconnect, was != Some(seen))
                     }
                     Ok(Event::Delete(c)) => {
                         lock(&self.cluster_digests).remove(&c.name_any());
-                        true
+                        (true, true)
                     }
                     Ok(Event::InitApply(c)) => {
-                        lock(&self.cluster_digests).insert(c.name_any(), relevant(&c));
-                        false
+                        lock(&self.cluster_digests).insert(c.name_any(), Seen::of(&c));
+                        (false, false)
                     }
-                    Ok(Event::InitDone) => true,
-                    Ok(Event::Init) => false,
+                    Ok(Event::InitDone) => (true, true),
+                    Ok(Event::Init) => (false, false),
                     Err(error) => {
                         tracing::warn!(error = %Report(&error), "federation Cluster watch failed; retrying");
-                        false
+                        (false, false)
                     }
                 };
-                if changed {
+                if reconnect {
                     self.sync_members();
+                }
+                if changed {
                     self.queue.add(CentralKey::Everything);
                 }
             }
@@ -234,5 +254,36 @@ pub(super) fn ns_of<K: Resource>(ev: &Result<Event<K>, watcher::Error>) -> Optio
             Some(o.meta().namespace.clone())
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cluster(endpoint: &str, ready: &str, probed: &str) -> Cluster {
+        serde_json::from_value(json!({
+            "apiVersion": "federation.meridian.dev/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": "east", "labels": {"tier": "a"}},
+            "spec": {"apiEndpoint": endpoint, "region": "eu"},
+            "status": {"conditions": [{
+                "type": "Ready", "status": ready, "lastProbeTime": probed,
+                "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "R", "message": ""
+            }]}
+        }))
+        .expect("cluster")
+    }
+
+    #[test]
+    fn a_readiness_flip_is_a_pass_and_a_new_endpoint_a_reconnect() {
+        let up = Seen::of(&cluster("https://a:6443", "True", "2026-01-01T00:00:05Z"));
+        // The cluster controller's routine probe times are neither.
+        assert!(up == Seen::of(&cluster("https://a:6443", "True", "2026-01-01T00:00:10Z")));
+        let down = Seen::of(&cluster("https://a:6443", "False", "2026-01-01T00:00:10Z"));
+        assert!(down != up, "readiness decides where Services route");
+        assert_eq!(down.connection, up.connection, "the member task stays");
+        let moved = Seen::of(&cluster("https://b:6443", "True", "2026-01-01T00:00:10Z"));
+        assert_ne!(moved.connection, up.connection, "the member task follows");
     }
 }
