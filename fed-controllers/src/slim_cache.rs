@@ -1,9 +1,11 @@
 //! A watch-fed cache that keeps, per object, only what a controller derives from it. A
 //! kube reflector store holds each object whole, and a k8s-openapi object costs kilobytes
 //! inline however much of it was trimmed (a `Deployment` carries its whole `PodSpec`
-//! layout); at 10,000 federated workloads that is most of a controller's memory.
+//! layout); at 10,000 federated workloads that is most of a controller's memory. A cache
+//! may also index what it keeps by tags ([`SlimCache::with_tags`]), to find objects
+//! without a scan of their namespace.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
 use futures::stream::{BoxStream, StreamExt};
@@ -49,10 +51,83 @@ impl Ready {
 /// What a cache keeps of an object (`None`: nothing, it is not of interest).
 type Derive<K, V> = Arc<dyn Fn(&K) -> Option<V> + Send + Sync>;
 
+/// What the tags of a value are.
+type TagsOf<V> = Box<dyn Fn(&V) -> Vec<String> + Send + Sync>;
+
+/// The tags [`SlimCache::tagged`] finds a kept value by.
+struct Tagging<V> {
+    of: TagsOf<V>,
+    /// Whether two values are equal (so are their tags): most events change nothing a
+    /// tag is made of (a workload's status), and cost no tags then.
+    same: fn(&V, &V) -> bool,
+}
+
+type Tags<V> = Arc<Tagging<V>>;
+
+/// (namespace, tag) → the names of the objects of that namespace holding the tag.
+type Index = HashMap<(String, String), BTreeSet<String>>;
+
 struct Inner<V> {
     values: Map<V>,
     /// Values of a relist in progress; they replace `values` when it completes.
     relist: Option<Map<V>>,
+    /// The tags of `values` (empty in a cache without tags).
+    index: Index,
+}
+
+impl<V> Inner<V> {
+    /// Keeps `v` as `k`'s value; returns the one before.
+    fn insert(&mut self, tags: Option<&Tags<V>>, k: (String, String), v: Arc<V>) -> Option<Arc<V>> {
+        let previous = self.values.insert(k.clone(), v.clone());
+        if let Some(tags) = tags {
+            if let Some(p) = &previous {
+                if (tags.same)(p, &v) {
+                    return previous;
+                }
+                unindex(&mut self.index, (tags.of)(p), &k);
+            }
+            for t in (tags.of)(&v) {
+                let names = self.index.entry((k.0.clone(), t)).or_default();
+                names.insert(k.1.clone());
+            }
+        }
+        previous
+    }
+
+    /// Drops `k`'s value; returns it.
+    fn remove(&mut self, tags: Option<&Tags<V>>, k: &(String, String)) -> Option<Arc<V>> {
+        let previous = self.values.remove(k);
+        if let (Some(tags), Some(p)) = (tags, &previous) {
+            unindex(&mut self.index, (tags.of)(p), k);
+        }
+        previous
+    }
+
+    /// Replaces every value with `values` (a relist's).
+    fn replace(&mut self, tags: Option<&Tags<V>>, values: Map<V>) {
+        self.index.clear();
+        if let Some(tags) = tags {
+            for (k, v) in &values {
+                for t in (tags.of)(v) {
+                    let names = self.index.entry((k.0.clone(), t)).or_default();
+                    names.insert(k.1.clone());
+                }
+            }
+        }
+        self.values = values;
+    }
+}
+
+fn unindex(index: &mut Index, tags: Vec<String>, (namespace, name): &(String, String)) {
+    for t in tags {
+        let k = (namespace.clone(), t);
+        if let Some(names) = index.get_mut(&k) {
+            names.remove(name);
+            if names.is_empty() {
+                index.remove(&k);
+            }
+        }
+    }
 }
 
 /// The cache, keyed by (namespace, name); clones share it.
@@ -60,6 +135,7 @@ pub struct SlimCache<K, V> {
     inner: Arc<RwLock<Inner<V>>>,
     ready: Ready,
     derive: Derive<K, V>,
+    tags: Option<Tags<V>>,
 }
 
 impl<K, V> Clone for SlimCache<K, V> {
@@ -68,6 +144,7 @@ impl<K, V> Clone for SlimCache<K, V> {
             inner: self.inner.clone(),
             ready: self.ready.clone(),
             derive: self.derive.clone(),
+            tags: self.tags.clone(),
         }
     }
 }
@@ -86,9 +163,28 @@ impl<K: Resource, V> SlimCache<K, V> {
             inner: Arc::new(RwLock::new(Inner {
                 values: BTreeMap::new(),
                 relist: None,
+                index: Index::new(),
             })),
             ready: Ready::default(),
             derive: Arc::new(derive),
+            tags: None,
+        }
+    }
+
+    /// [`Self::new`], with what is kept of each object indexed by `tags` of it.
+    pub fn with_tags(
+        derive: impl Fn(&K) -> Option<V> + Send + Sync + 'static,
+        tags: impl Fn(&V) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self
+    where
+        V: PartialEq,
+    {
+        Self {
+            tags: Some(Arc::new(Tagging {
+                of: Box::new(tags),
+                same: V::eq,
+            })),
+            ..Self::new(derive)
         }
     }
 
@@ -101,10 +197,11 @@ impl<K: Resource, V> SlimCache<K, V> {
             Event::Apply(o) | Event::InitApply(o) => (self.derive)(o).map(Arc::new),
             _ => None,
         };
+        let tags = self.tags.as_ref();
         let mut g = meridian_runtime::sync::write(&self.inner);
         match (event, derived) {
-            (Event::Apply(o), Some(v)) => g.values.insert(key(o), v),
-            (Event::Apply(o) | Event::Delete(o), _) => g.values.remove(&key(o)),
+            (Event::Apply(o), Some(v)) => g.insert(tags, key(o), v),
+            (Event::Apply(o) | Event::Delete(o), _) => g.remove(tags, &key(o)),
             (Event::Init, _) => {
                 g.relist = Some(Map::new());
                 None
@@ -117,12 +214,12 @@ impl<K: Resource, V> SlimCache<K, V> {
                 g.relist
                     .get_or_insert_with(Map::new)
                     .insert(k.clone(), v.clone());
-                g.values.insert(k, v)
+                g.insert(tags, k, v)
             }
-            (Event::InitApply(o), None) => g.values.remove(&key(o)),
+            (Event::InitApply(o), None) => g.remove(tags, &key(o)),
             (Event::InitDone, _) => {
                 if let Some(m) = g.relist.take() {
-                    g.values = m;
+                    g.replace(tags, m);
                 }
                 drop(g);
                 self.ready.set();
@@ -152,6 +249,40 @@ impl<K: Resource, V> SlimCache<K, V> {
             .take_while(|((ns, _), _)| ns == namespace)
             .filter(|(_, v)| keep(v))
             .map(|((_, name), v)| (name.clone(), v.clone()))
+            .collect()
+    }
+
+    /// [`Self::in_namespace`], of the objects holding every one of `tags`: found by the
+    /// index (the fewest holders of one tag), not by a scan of the namespace. Only for a
+    /// cache made [`Self::with_tags`]; no tags is every object.
+    pub fn tagged(
+        &self,
+        namespace: &str,
+        tags: &[String],
+        keep: impl Fn(&V) -> bool,
+    ) -> Vec<(String, Arc<V>)> {
+        debug_assert!(self.tags.is_some(), "a cache without tags has no index");
+        if tags.is_empty() {
+            return self.in_namespace(namespace, keep);
+        }
+        let g = meridian_runtime::sync::read(&self.inner);
+        let holders: Vec<Option<&BTreeSet<String>>> = tags
+            .iter()
+            .map(|t| g.index.get(&(namespace.to_string(), t.clone())))
+            .collect();
+        let Some(holders) = holders.into_iter().collect::<Option<Vec<_>>>() else {
+            return Vec::new();
+        };
+        let Some(fewest) = holders.iter().min_by_key(|h| h.len()) else {
+            return Vec::new();
+        };
+        fewest
+            .iter()
+            .filter(|n| holders.iter().all(|h| h.contains(*n)))
+            .filter_map(|n| {
+                let v = g.values.get(&(namespace.to_string(), n.clone()))?;
+                keep(v).then(|| (n.clone(), v.clone()))
+            })
             .collect()
     }
 
@@ -265,5 +396,58 @@ mod tests {
         c.apply(&Event::InitDone);
         assert!(c.get("a", "z").is_none());
         assert_eq!(c.get("a", "q").as_deref().map(String::as_str), Some("7"));
+    }
+
+    /// Keeps `data.v`, tagged by each comma-separated part of it.
+    fn tagged_cache() -> SlimCache<ConfigMap, String> {
+        SlimCache::with_tags(
+            |c: &ConfigMap| c.data.as_ref()?.get("v").cloned(),
+            |v: &String| v.split(',').map(String::from).collect(),
+        )
+    }
+
+    fn found(c: &SlimCache<ConfigMap, String>, ns: &str, tags: &[&str]) -> Vec<String> {
+        let tags: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
+        c.tagged(ns, &tags, |_| true)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect()
+    }
+
+    #[test]
+    fn tags_find_objects_as_they_change() {
+        let c = tagged_cache();
+        c.apply(&Event::Apply(cm("a", "x", "web,blue")));
+        c.apply(&Event::Apply(cm("a", "y", "web,green")));
+        c.apply(&Event::Apply(cm("b", "z", "web,blue")));
+        assert_eq!(found(&c, "a", &["web"]), ["x", "y"], "in name order");
+        assert_eq!(found(&c, "a", &["web", "blue"]), ["x"], "every tag held");
+        assert_eq!(found(&c, "a", &["blue", "green"]), Vec::<String>::new());
+        assert_eq!(found(&c, "b", &["blue"]), ["z"], "that namespace only");
+        assert_eq!(found(&c, "a", &[]), ["x", "y"], "no tags: every object");
+        let kept = c.tagged("a", &["web".to_string()], |v| v.contains("green"));
+        assert_eq!(kept.len(), 1, "only what `keep` accepts");
+        // A changed value is found by its new tags only; a deleted one by none.
+        c.apply(&Event::Apply(cm("a", "x", "web,green")));
+        assert_eq!(found(&c, "a", &["blue"]), Vec::<String>::new());
+        assert_eq!(found(&c, "a", &["green"]), ["x", "y"]);
+        c.apply(&Event::Apply(cm("a", "x", "web,green")));
+        assert_eq!(
+            found(&c, "a", &["green"]),
+            ["x", "y"],
+            "an equal value keeps its tags"
+        );
+        c.apply(&Event::Delete(cm("a", "y", "web,green")));
+        assert_eq!(found(&c, "a", &["green"]), ["x"]);
+        // A relist: what it lists is found at once, what it no longer lists is not once
+        // it ends, and the index holds nothing of it.
+        c.apply(&Event::Init);
+        c.apply(&Event::InitApply(cm("a", "w", "web,red")));
+        assert_eq!(found(&c, "a", &["red"]), ["w"]);
+        c.apply(&Event::InitDone);
+        assert_eq!(found(&c, "a", &["web"]), ["w"]);
+        assert_eq!(found(&c, "b", &["web"]), Vec::<String>::new());
+        let index = &meridian_runtime::sync::read(&c.inner).index;
+        assert_eq!(index.len(), 2, "only w's tags: {index:?}");
     }
 }

@@ -297,10 +297,17 @@ impl Central {
         let ns = svc.namespace().unwrap_or_default();
         let selector = backends::selector_of(v);
         let mut workloads = Vec::new();
-        // Only the workloads whose pods it selects are copied out of the cache.
+        // Only the workloads whose pods it selects are copied out of the cache, found by
+        // the selector's labels (an empty selector selects nothing).
         let selected = |labels: &BTreeMap<String, String>| backends::selects(&selector, labels);
-        for (kind, cache) in self.caches.workloads.all() {
-            let listed = cache.in_namespace(&ns, selected);
+        let tags = super::workloads::label_tags(&selector);
+        let kinds = if selector.is_empty() {
+            Vec::new()
+        } else {
+            self.caches.workloads.all()
+        };
+        for (kind, cache) in kinds {
+            let listed = cache.tagged(&ns, &tags, selected);
             workloads.extend(listed.into_iter().map(|(name, labels)| WorkloadView {
                 kind: kind.clone(),
                 name,

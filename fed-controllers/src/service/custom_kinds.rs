@@ -23,9 +23,8 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::backends::BackendKind;
 use super::inputs::{Input, workload_change};
-use super::workloads::{LabelCache, labels_of};
+use super::workloads::{LabelCache, label_cache, labels_of};
 use crate::dynamic::Decoded;
-use crate::slim_cache::SlimCache;
 
 /// A custom kind: `(apiVersion, kind)`.
 pub type Kind = (String, String);
@@ -113,7 +112,7 @@ impl CustomKinds {
     /// A watch of `kind`, once the federation serves it: each object's template labels
     /// into its cache, their changes into the controller's inputs.
     fn start(&self, kind: BackendKind) -> Watch {
-        let cache: LabelCache = SlimCache::new(labels_of(kind.clone()));
+        let cache = label_cache(kind.clone());
         let (fed, inputs, c, k) = (
             self.fed.clone(),
             self.inputs.clone(),

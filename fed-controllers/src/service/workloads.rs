@@ -40,6 +40,18 @@ pub(super) fn labels_of(
     move |o| Some(template_labels(&o.0.data, &kind.template))
 }
 
+/// The cache of `kind`'s objects, each kept as [`labels_of`] it and found by its labels
+/// ([`label_tags`]): a Service's pass looks up the workloads its selector picks, not every
+/// workload of its namespace.
+pub(super) fn label_cache(kind: BackendKind) -> LabelCache {
+    SlimCache::with_tags(labels_of(kind), label_tags)
+}
+
+/// Labels as the tags of a [`LabelCache`]: `key=value` each (a label key has no `=`).
+pub(super) fn label_tags(labels: &Labels) -> Vec<String> {
+    labels.iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
 fn api_resource(kind: &BackendKind) -> ApiResource {
     let (group, version) = kind
         .api_version
@@ -58,7 +70,7 @@ impl Workloads {
         let mut caches = Vec::new();
         let mut streams = Vec::new();
         for kind in BackendKind::ALL {
-            let cache = SlimCache::new(labels_of(kind.clone()));
+            let cache = label_cache(kind.clone());
             let api: Api<Lean<Decoded>> = Api::all_with(fed.clone(), &api_resource(&kind));
             let k = kind.clone();
             streams.push(
@@ -153,7 +165,7 @@ mod tests {
     #[test]
     fn objects_are_kept_as_their_pod_template_labels() {
         let sts = BackendKind::of("apps/v1", "StatefulSet").expect("kind");
-        let cache: LabelCache = SlimCache::new(labels_of(sts.clone()));
+        let cache = label_cache(sts.clone());
         let db = decoded(json!({
             "apiVersion": "apps/v1", "kind": "StatefulSet",
             "metadata": {"name": "db", "namespace": "shop", "labels": {"owner": "x"},
@@ -174,7 +186,7 @@ mod tests {
             "the pod template's labels, not the StatefulSet's"
         );
         let cron = BackendKind::of("batch/v1", "CronJob").expect("kind");
-        let cache: LabelCache = SlimCache::new(labels_of(cron));
+        let cache = label_cache(cron);
         let backup = decoded(json!({
             "apiVersion": "batch/v1", "kind": "CronJob",
             "metadata": {"name": "backup", "namespace": "shop"},
