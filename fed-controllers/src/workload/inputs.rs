@@ -277,12 +277,8 @@ impl Central {
     /// Queues the workloads whose pod templates reference `kind` `ns/name`.
     pub(super) fn requeue_referencing(&self, kind: DepKind, ns: &str, name: &str) {
         for (wk, store) in &self.caches.workloads {
-            for w in store
-                .state()
-                .iter()
-                .filter(|w| w.namespace == ns && w.deps.contains(kind, name))
-            {
-                self.queue.add(WorkloadKey::new(*wk, ns, w.name.clone()));
+            for w in store.referencing(kind, ns, name) {
+                self.queue.add(WorkloadKey::new(*wk, ns, w));
             }
         }
     }

@@ -21,6 +21,7 @@ use kube::runtime::watcher::Event;
 use serde_json::Value;
 
 use super::deps::{self, Dependencies};
+use super::kinds::DepKind;
 use super::status::CopyStatus;
 use crate::compact::Compact;
 use crate::slim_cache::Ready;
@@ -188,9 +189,15 @@ impl Entry {
 }
 
 /// Entries by namespace, then name: looked up with borrowed names, without building a key
-/// (every reconcile asks every member whether it holds a copy).
+/// (every reconcile asks every member whether it holds a copy); and the entries whose pod
+/// templates reference each dependency.
 #[derive(Default)]
-struct Map(HashMap<String, HashSet<ByName>>);
+struct Map {
+    entries: HashMap<String, HashSet<ByName>>,
+    /// (kind, namespace, name) of a dependency → the names of the entries referencing it:
+    /// a ConfigMap's change finds its workloads without a scan of every workload.
+    referrers: HashMap<(DepKind, String, String), HashSet<String>>,
+}
 
 /// An entry in its namespace's set, found by its name: the entry's own name is the key,
 /// not a second copy of it (a member of a thousand-member fleet caches one entry per
@@ -223,28 +230,59 @@ impl Eq for ByName {}
 #[allow(clippy::mutable_key_type)]
 impl Map {
     fn insert(&mut self, e: Arc<Entry>) -> Option<Arc<Entry>> {
-        let names = match self.0.get_mut(&e.namespace) {
+        let names = match self.entries.get_mut(&e.namespace) {
             Some(names) => names,
-            None => self.0.entry(e.namespace.clone()).or_default(),
+            None => self.entries.entry(e.namespace.clone()).or_default(),
         };
-        names.replace(ByName(e)).map(|old| old.0)
+        let old = names.replace(ByName(e.clone())).map(|old| old.0);
+        if old.as_ref().is_none_or(|o| o.deps != e.deps) {
+            if let Some(o) = &old {
+                self.unrefer(o);
+            }
+            for (kind, dep) in &e.deps.refs {
+                let key = (*kind, e.namespace.clone(), dep.clone());
+                self.referrers
+                    .entry(key)
+                    .or_default()
+                    .insert(e.name.clone());
+            }
+        }
+        old
     }
 
     fn remove(&mut self, namespace: &str, name: &str) {
-        if let Some(names) = self.0.get_mut(namespace) {
-            names.remove(name);
+        if let Some(names) = self.entries.get_mut(namespace) {
+            let gone = names.take(name);
             if names.is_empty() {
-                self.0.remove(namespace);
+                self.entries.remove(namespace);
+            }
+            if let Some(gone) = gone {
+                self.unrefer(&gone.0);
+            }
+        }
+    }
+
+    /// Drops `e` from the referrers of its dependencies.
+    fn unrefer(&mut self, e: &Entry) {
+        for (kind, dep) in &e.deps.refs {
+            let key = (*kind, e.namespace.clone(), dep.clone());
+            if let Some(names) = self.referrers.get_mut(&key) {
+                names.remove(&e.name);
+                if names.is_empty() {
+                    self.referrers.remove(&key);
+                }
             }
         }
     }
 
     fn get(&self, namespace: &str, name: &str) -> Option<&Arc<Entry>> {
-        self.0.get(namespace)?.get(name).map(|e| &e.0)
+        self.entries.get(namespace)?.get(name).map(|e| &e.0)
     }
 
     fn values(&self) -> impl Iterator<Item = &Arc<Entry>> {
-        self.0.values().flat_map(|names| names.iter().map(|e| &e.0))
+        self.entries
+            .values()
+            .flat_map(|names| names.iter().map(|e| &e.0))
     }
 }
 
@@ -349,6 +387,18 @@ impl ObjectCache {
     /// The object `namespace/name`.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Entry>> {
         self.read().objects.get(namespace, name).cloned()
+    }
+
+    /// The names of the objects in `namespace` whose pod templates reference `kind` `name`
+    /// (only a cache made `with_deps` records references).
+    pub fn referencing(&self, kind: DepKind, namespace: &str, name: &str) -> Vec<String> {
+        let key = (kind, namespace.to_string(), name.to_string());
+        let g = self.read();
+        g.objects
+            .referrers
+            .get(&key)
+            .map(|names| names.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Every object.
@@ -541,5 +591,43 @@ mod tests {
         c.apply(&Event::Init);
         c.apply(&Event::InitDone);
         waiter.await.unwrap();
+    }
+
+    #[test]
+    fn the_objects_referencing_a_dependency_follow_events() {
+        let c = ObjectCache::new("Deployment", true);
+        let referencing = || {
+            let mut names = c.referencing(DepKind::ConfigMap, "shop", "cfg");
+            names.sort();
+            names
+        };
+        c.apply(&Event::Apply(obj("a", json!({}))));
+        c.apply(&Event::Apply(obj("b", json!({}))));
+        assert_eq!(referencing(), ["a", "b"]);
+        assert!(c.referencing(DepKind::ConfigMap, "other", "cfg").is_empty());
+        assert!(c.referencing(DepKind::Secret, "shop", "cfg").is_empty());
+        // A label change keeps the reference; a template without it drops it.
+        c.apply(&Event::Apply(obj("a", json!({"tier": "web"}))));
+        assert_eq!(referencing(), ["a", "b"]);
+        let mut plain = obj("a", json!({}));
+        plain.data["spec"]["template"]["spec"]["containers"][0]["envFrom"] = json!([]);
+        c.apply(&Event::Apply(plain));
+        assert_eq!(referencing(), ["b"]);
+        c.apply(&Event::Delete(obj("b", json!({}))));
+        assert!(referencing().is_empty());
+        // A relist's references replace the old ones when it ends.
+        c.apply(&Event::Apply(obj("z", json!({}))));
+        c.apply(&Event::Init);
+        c.apply(&Event::InitApply(obj("y", json!({}))));
+        c.apply(&Event::InitDone);
+        assert_eq!(referencing(), ["y"]);
+        let uncounted = ObjectCache::new("Deployment", false);
+        uncounted.apply(&Event::Apply(obj("a", json!({}))));
+        assert!(
+            uncounted
+                .referencing(DepKind::ConfigMap, "shop", "cfg")
+                .is_empty(),
+            "a cache without dependencies records none"
+        );
     }
 }
