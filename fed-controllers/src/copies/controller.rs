@@ -641,9 +641,33 @@ impl Central {
                 .is_some_and(|o| o.meta().deletion_timestamp.is_some()),
             interpreter,
         };
-        let results =
-            futures::future::join_all(plan.clusters.iter().map(|c| self.sync_member(&object, c)))
-                .await;
+        // Members whose cache answers alone take no step of their own: most of a new
+        // object's first pass, which looks at every member.
+        let quick: Vec<bool> = plan
+            .clusters
+            .iter()
+            .map(|c| self.holds_nothing(&object, c))
+            .collect();
+        let stepped = futures::future::join_all(
+            plan.clusters
+                .iter()
+                .zip(&quick)
+                .filter(|(_, quick)| !**quick)
+                .map(|(c, _)| self.sync_member(&object, c)),
+        )
+        .await;
+        let mut stepped = stepped.into_iter();
+        let results: Vec<MemberResult> = quick
+            .iter()
+            .map(|quick| match quick {
+                true => MemberResult {
+                    absent: true,
+                    ..MemberResult::default()
+                },
+                // One result per member not answered above.
+                false => stepped.next().unwrap_or_default(),
+            })
+            .collect();
         self.visits
             .record(key, &plan, results.iter().map(|r| r.absent));
         let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
@@ -738,6 +762,33 @@ impl Central {
 
     /// Takes member `cluster`'s step for one object: what it should hold (its copy with
     /// the override policies applied), against what its cache shows.
+    /// Whether `cluster` should hold no copy of `o` and its cache shows none: connected,
+    /// the kind served and listed there, no copy of that name. Its step would be to leave
+    /// things as they are ([`Self::sync_member`] finds the same, at the cost of a task).
+    fn holds_nothing(&self, o: &Object<'_>, cluster: &str) -> bool {
+        // A destination may want a copy; a copy the dependency path writes there is
+        // neither absent nor this path's.
+        if o.dest.iter().any(|t| t.cluster == cluster)
+            || (!o.deleting && o.demanded.contains(cluster))
+        {
+            return false;
+        }
+        let Some(m) = lock(&self.members).get(cluster).cloned() else {
+            return false;
+        };
+        let Some(mk) = lock(&m.kinds).get(o.kind).cloned() else {
+            return false;
+        };
+        let MemberKind::Served { ar, cache } = &*mk else {
+            return false;
+        };
+        let r = match &o.key.namespace {
+            Some(ns) if o.fk.namespaced => ObjectRef::new_with(&o.key.name, ar.clone()).within(ns),
+            _ => ObjectRef::new_with(&o.key.name, ar.clone()),
+        };
+        cache.listed() && cache.store.get(&r).is_none()
+    }
+
     async fn sync_member(&self, o: &Object<'_>, cluster: &str) -> MemberResult {
         let key = o.key;
         let mut want = wanted(o.fed, o.dest, cluster, o.interpreter);
@@ -782,7 +833,7 @@ impl Central {
         };
         let mk = self.member_kind(&m, o.kind).await;
         let (ar, cache) = match &*mk {
-            MemberKind::Served { ar, cache } => (ar.clone(), cache),
+            MemberKind::Served { ar, cache } => (ar, cache),
             MemberKind::NotServed(message) => {
                 return MemberResult {
                     absent: true,
@@ -795,10 +846,6 @@ impl Central {
             _ => ObjectRef::new_with(&key.name, ar.clone()),
         };
         let actual = cache.store.get(&actual_ref).map(|o| o.to_value());
-        let api: Api<DynamicObject> = match &key.namespace {
-            Some(ns) if o.fk.namespaced => Api::namespaced_with(m.client.clone(), ns, &ar),
-            _ => Api::all_with(m.client.clone(), &ar),
-        };
         let step = step(want.as_ref(), actual.as_ref(), o.uid);
         // Whether no copy is left there once the step is taken (as it then is unless it
         // fails): nothing was there and nothing is made, or Meridian's copy goes. Before the
@@ -821,7 +868,7 @@ impl Central {
         } else {
             None
         };
-        let applied = self.apply(&m, &api, key, o.fk.namespaced, step).await;
+        let applied = self.apply(&m, ar, key, o.fk.namespaced, step).await;
         if asks {
             m.answering
                 .set(!matches!(applied, Err((FailReason::Unreachable, _))));
@@ -844,17 +891,24 @@ impl Central {
         }
     }
 
-    /// Takes one member's step; says whether the member still holds a copy, or why the
-    /// step failed.
+    /// Takes one member's step on `key`'s object of kind `ar`; says whether the member still
+    /// holds a copy, or why the step failed.
     async fn apply(
         &self,
         m: &Member,
-        api: &Api<DynamicObject>,
+        ar: &ApiResource,
         key: &CopyKey,
         namespaced: bool,
         step: Step,
     ) -> Result<bool, (FailReason, String)> {
         let timeout = self.settings.sync_timeout;
+        // Made only for a step that asks the member: most steps leave things as they are.
+        let api = || -> Api<DynamicObject> {
+            match &key.namespace {
+                Some(ns) if namespaced => Api::namespaced_with(m.client.clone(), ns, ar),
+                _ => Api::all_with(m.client.clone(), ar),
+            }
+        };
         match step {
             Step::Leave => Ok(false),
             Step::Refuse => Err((
@@ -867,7 +921,7 @@ impl Central {
             Step::Delete => {
                 match tokio::time::timeout(
                     timeout,
-                    api.delete(&key.name, &DeleteParams::background()),
+                    api().delete(&key.name, &DeleteParams::background()),
                 )
                 .await
                 {
@@ -893,7 +947,7 @@ impl Central {
                 }
                 let obj: DynamicObject =
                     serde_json::from_value(v).map_err(|e| (FailReason::Rejected, e.to_string()))?;
-                timed(timeout, api.create(&PostParams::default(), &obj))
+                timed(timeout, api().create(&PostParams::default(), &obj))
                     .await
                     .map(|_| true)
             }
@@ -902,7 +956,7 @@ impl Central {
                     serde_json::from_value(v).map_err(|e| (FailReason::Rejected, e.to_string()))?;
                 timed(
                     timeout,
-                    api.replace(&key.name, &PostParams::default(), &obj),
+                    api().replace(&key.name, &PostParams::default(), &obj),
                 )
                 .await
                 .map(|_| true)
