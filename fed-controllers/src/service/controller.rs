@@ -126,6 +126,8 @@ pub(super) struct Central {
     pub(super) overrides: Overrides,
     /// Each Service's entry in the lb-agent configuration, as last reconciled.
     pub(super) lb_services: Mutex<BTreeMap<ServiceKey, LbService>>,
+    /// The Services by their selectors, as their watch events tell them.
+    pub(super) selecting: Mutex<super::selecting::Selecting>,
     /// What of each Cluster matters here, to skip the cluster controller's routine
     /// status writes (probe times).
     pub(super) cluster_digests: Mutex<HashMap<String, super::inputs::Seen>>,
@@ -193,19 +195,9 @@ impl Central {
         if ignored(namespace) || labels.is_empty() {
             return;
         }
-        for s in self.caches.services.state() {
-            if s.metadata.namespace.as_deref() != Some(namespace) {
-                continue;
-            }
-            let Some(selector) = s.spec.as_ref().and_then(|spec| spec.selector.as_ref()) else {
-                continue;
-            };
-            if labels.iter().any(|l| super::backends::selects(selector, l)) {
-                self.queue.add(CentralKey::Service(ServiceKey::new(
-                    namespace.to_owned(),
-                    s.name_any(),
-                )));
-            }
+        let selecting = lock(&self.selecting).selecting(namespace, labels);
+        for key in selecting {
+            self.queue.add(CentralKey::Service(key));
         }
     }
 
@@ -813,6 +805,7 @@ pub async fn run(
         members: Fleet::default(),
         overrides,
         lb_services: Mutex::default(),
+        selecting: Mutex::default(),
         cluster_digests: Mutex::default(),
         listen_ports: Mutex::default(),
         listen_ports_map: AllocationMap::new(SYSTEM_NAMESPACE, LB_PORTS_CONFIGMAP, port_store),

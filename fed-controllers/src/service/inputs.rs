@@ -67,19 +67,46 @@ impl Seen {
     }
 }
 
+/// A Service's selector (`spec.selector`; none selects nothing).
+fn selector(s: &Service) -> Labels {
+    s.spec
+        .as_ref()
+        .and_then(|spec| spec.selector.clone())
+        .unwrap_or_default()
+}
+
 impl Central {
+    /// Queues a Service, unless its namespace is one Meridian leaves alone.
+    fn push_service(&self, key: ServiceKey) {
+        if !ignored(&key.namespace) {
+            self.queue.add(CentralKey::Service(key));
+        }
+    }
+
     /// Queues what an input concerns.
     pub(super) fn on_input(&self, input: Input) {
         match input {
             Input::Service(ev) => match *ev {
-                Ok(Event::Apply(s) | Event::Delete(s) | Event::InitApply(s)) => {
-                    let ns = s.namespace().unwrap_or_default();
-                    if !ignored(&ns) {
-                        self.queue
-                            .add(CentralKey::Service(ServiceKey::new(ns, s.name_any())));
-                    }
+                Ok(Event::Apply(s) | Event::InitApply(s)) => {
+                    let key = ServiceKey::new(s.namespace().unwrap_or_default(), s.name_any());
+                    lock(&self.selecting).set(key.clone(), selector(&s));
+                    self.push_service(key);
                 }
-                Ok(_) => {}
+                Ok(Event::Delete(s)) => {
+                    let key = ServiceKey::new(s.namespace().unwrap_or_default(), s.name_any());
+                    lock(&self.selecting).remove(&key);
+                    self.push_service(key);
+                }
+                Ok(Event::InitDone) => {
+                    // The relist's Services (the store holds them now): those it no longer
+                    // lists select nothing any more.
+                    let all = self.caches.services.state();
+                    lock(&self.selecting).replace(all.iter().map(|s| {
+                        let key = ServiceKey::new(s.namespace().unwrap_or_default(), s.name_any());
+                        (key, selector(s))
+                    }));
+                }
+                Ok(Event::Init) => {}
                 Err(error) => {
                     tracing::warn!(error = %Report(&error), "federation Service watch failed; retrying")
                 }

@@ -26,6 +26,7 @@ mod inputs;
 pub mod lbconf;
 pub mod member;
 pub mod ports;
+mod selecting;
 pub mod status;
 pub mod traffic;
 mod workloads;
