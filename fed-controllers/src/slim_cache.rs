@@ -86,10 +86,7 @@ impl<V> Inner<V> {
                 }
                 unindex(&mut self.index, (tags.of)(p), &k);
             }
-            for t in (tags.of)(&v) {
-                let names = self.index.entry((k.0.clone(), t)).or_default();
-                names.insert(k.1.clone());
-            }
+            index(&mut self.index, (tags.of)(&v), &k);
         }
         previous
     }
@@ -108,16 +105,22 @@ impl<V> Inner<V> {
         self.index.clear();
         if let Some(tags) = tags {
             for (k, v) in &values {
-                for t in (tags.of)(v) {
-                    let names = self.index.entry((k.0.clone(), t)).or_default();
-                    names.insert(k.1.clone());
-                }
+                index(&mut self.index, (tags.of)(v), k);
             }
         }
         self.values = values;
     }
 }
 
+/// Files `namespace/name` under each of `tags`.
+fn index(index: &mut Index, tags: Vec<String>, (namespace, name): &(String, String)) {
+    for t in tags {
+        let names = index.entry((namespace.clone(), t)).or_default();
+        names.insert(name.clone());
+    }
+}
+
+/// Takes `namespace/name` out from under each of `tags`.
 fn unindex(index: &mut Index, tags: Vec<String>, (namespace, name): &(String, String)) {
     for t in tags {
         let k = (namespace.clone(), t);

@@ -659,13 +659,16 @@ impl Central {
         let mut stepped = stepped.into_iter();
         let results: Vec<MemberResult> = quick
             .iter()
-            .map(|quick| match quick {
-                true => MemberResult {
-                    absent: true,
-                    ..MemberResult::default()
-                },
-                // One result per member not answered above.
-                false => stepped.next().unwrap_or_default(),
+            .map(|quick| {
+                if *quick {
+                    MemberResult {
+                        absent: true,
+                        ..MemberResult::default()
+                    }
+                } else {
+                    // One result per member not answered above.
+                    stepped.next().unwrap_or_default()
+                }
             })
             .collect();
         self.visits
@@ -760,8 +763,6 @@ impl Central {
         })
     }
 
-    /// Takes member `cluster`'s step for one object: what it should hold (its copy with
-    /// the override policies applied), against what its cache shows.
     /// Whether `cluster` should hold no copy of `o` and its cache shows none: connected,
     /// the kind served and listed there, no copy of that name. Its step would be to leave
     /// things as they are ([`Self::sync_member`] finds the same, at the cost of a task).
@@ -789,6 +790,8 @@ impl Central {
         cache.listed() && cache.store.get(&r).is_none()
     }
 
+    /// Takes member `cluster`'s step for one object: what it should hold (its copy with
+    /// the override policies applied), against what its cache shows.
     async fn sync_member(&self, o: &Object<'_>, cluster: &str) -> MemberResult {
         let key = o.key;
         let mut want = wanted(o.fed, o.dest, cluster, o.interpreter);

@@ -145,7 +145,7 @@ impl Central {
                 }
             }
             Input::Cluster(ev) => {
-                // (whether the members follow, whether a pass does)
+                // Whether the member tasks follow the change, and whether a pass does.
                 let (reconnect, changed) = match *ev {
                     Ok(Event::Apply(c)) => {
                         let seen = Seen::of(&c);

@@ -7,12 +7,13 @@ use std::collections::{BTreeSet, HashMap};
 use super::ServiceKey;
 use super::backends::selects;
 use super::inputs::Labels;
+use super::workloads::label_tag;
 
 /// Each Service's selector, and the Services found by one label of it.
 #[derive(Default)]
 pub(super) struct Selecting {
     selectors: HashMap<ServiceKey, Labels>,
-    /// (namespace, `key=value`) → the names of the Services whose selector's first label
+    /// (namespace, [`label_tag`]) → the names of the Services whose selector's first label
     /// that is. A selector picks pods carrying all its labels, so a workload's labels find
     /// every Service that may select it through one of them.
     by_label: HashMap<(String, String), BTreeSet<String>>,
@@ -20,7 +21,7 @@ pub(super) struct Selecting {
 
 fn first_label(namespace: &str, selector: &Labels) -> Option<(String, String)> {
     let (k, v) = selector.iter().next()?;
-    Some((namespace.to_owned(), format!("{k}={v}")))
+    Some((namespace.to_owned(), label_tag(k, v)))
 }
 
 impl Selecting {
@@ -67,7 +68,7 @@ impl Selecting {
         let mut out = BTreeSet::new();
         for l in labels {
             for (k, v) in l.iter() {
-                let label = (namespace.to_owned(), format!("{k}={v}"));
+                let label = (namespace.to_owned(), label_tag(k, v));
                 for name in self.by_label.get(&label).into_iter().flatten() {
                     let key = ServiceKey::new(namespace, name.as_str());
                     if self.selectors.get(&key).is_some_and(|s| selects(s, l)) {

@@ -47,9 +47,14 @@ pub(super) fn label_cache(kind: BackendKind) -> LabelCache {
     SlimCache::with_tags(labels_of(kind), label_tags)
 }
 
-/// Labels as the tags of a [`LabelCache`]: `key=value` each (a label key has no `=`).
+/// Labels as the tags of a [`LabelCache`]: [`label_tag`] each.
 pub(super) fn label_tags(labels: &Labels) -> Vec<String> {
-    labels.iter().map(|(k, v)| format!("{k}={v}")).collect()
+    labels.iter().map(|(k, v)| label_tag(k, v)).collect()
+}
+
+/// One label as a tag: `key=value` (a label key has no `=`).
+pub(super) fn label_tag(key: &str, value: &str) -> String {
+    format!("{key}={value}")
 }
 
 fn api_resource(kind: &BackendKind) -> ApiResource {
