@@ -179,9 +179,30 @@ struct Shape {
 struct Procs {
     /// apiserver, scheduler, controllers, cluster-sim.
     pids: [u32; 4],
+    /// The controllers' metrics port.
+    metrics_port: u16,
 }
 
 impl Procs {
+    /// The controllers' passes over federated workloads so far (each visits every member
+    /// the workload is on).
+    async fn workload_passes(&self) -> f64 {
+        common::scrape(
+            self.metrics_port,
+            "meridian_controllers_workload_reconciles_total",
+        )
+        .await
+    }
+
+    /// Prints the passes since `before`, per workload of the phase.
+    async fn report_passes(&self, before: f64, workloads: usize) {
+        let passes = self.workload_passes().await - before;
+        println!(
+            "  controller passes over the workloads: {passes:.0} ({:.1} per Deployment)",
+            passes / workloads.max(1) as f64
+        );
+    }
+
     fn report_rss(&self, when: &str) {
         let [a, s, c, m] = self.pids.map(rss_mb);
         println!(
@@ -221,6 +242,7 @@ async fn measured(
         }
     }
     let cpu0 = Cpu::sample(procs.pids);
+    let passes0 = procs.workload_passes().await;
     let fw0 = fed_writes(fed).await;
     let ev0 = events_by_subject(fed).await?;
     let start = Instant::now();
@@ -293,6 +315,7 @@ async fn measured(
     settle(fed, start).await;
     let copies = (shape.count * shape.members) as f64;
     Cpu::sample(procs.pids).report(cpu0, shape.label, (copies, "member copy"));
+    procs.report_passes(passes0, shape.count).await;
     workload_writes(&fw0, &fed_writes(fed).await, shape.count);
     report_events(&ev0, &events_by_subject(fed).await?);
     procs.report_rss(&format!("after {}", shape.label));
@@ -387,6 +410,7 @@ async fn sustained(
     let names: Vec<String> = (0..count).map(|i| format!("s-{i}")).collect();
     let base = common::scrape(metrics_port, &member_writes_ok("create")).await;
     let cpu0 = Cpu::sample(procs.pids);
+    let passes0 = procs.workload_passes().await;
     let fw0 = fed_writes(fed).await;
     let ev0 = events_by_subject(fed).await?;
     let sem = Arc::new(Semaphore::new(CONCURRENCY));
@@ -426,6 +450,7 @@ async fn sustained(
     }
     settle(fed, start).await;
     Cpu::sample(procs.pids).report(cpu0, "sustained", (total as f64, "member copy"));
+    procs.report_passes(passes0, count).await;
     workload_writes(&fw0, &fed_writes(fed).await, count);
     report_events(&ev0, &events_by_subject(fed).await?);
     procs.report_rss("after sustained");
@@ -522,6 +547,7 @@ async fn run() -> anyhow::Result<()> {
             controllers.pid(),
             fleet.sim.pid(),
         ],
+        metrics_port,
     };
     procs.report_rss("with every Cluster Ready");
 

@@ -344,9 +344,14 @@ impl MemberShared {
         }
     }
 
+    /// Has the central controller look at every workload this member has an intent for:
+    /// its connection changed, or its caches have just listed. Spaced as its reports are:
+    /// a thousand members listing one after another would otherwise bring a wide
+    /// workload a look per member, each visiting every member and most writing a status.
     fn notify_all(&self) {
-        for k in lock(&self.intents).keys() {
-            self.ctx.central.add(k.clone());
+        let keys: Vec<WorkloadKey> = lock(&self.intents).keys().cloned().collect();
+        for k in keys {
+            self.status_soon(k);
         }
     }
 }
