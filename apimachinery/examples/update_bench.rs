@@ -1,7 +1,8 @@
 //! The field manager's update path on a 3-container Deployment that carries the
 //! `managedFields` of a create, an apply and a status writer: the writes the federation
-//! and its members make most (a scale, an image change, a status update, an unchanged
-//! write-back), per-operation median and mean, against a plain clone of the object.
+//! and its members make most (a create, a scale, an image change, a status update, an
+//! unchanged write-back), per-operation median and mean, against a plain clone of the
+//! object.
 //!
 //! `cargo run --release -p apimachinery --example update_bench [iterations]`
 
@@ -166,6 +167,22 @@ fn main() -> Result<()> {
         black_box(writes[0].2.clone());
     });
     report("clone of the object (floor)", floor, None);
+    // A create: every field is new and its writer's, with no earlier object to compare.
+    let mut created = live.clone();
+    if let Some(meta) = created["metadata"].as_object_mut() {
+        meta.remove("managedFields");
+    }
+    if only.as_deref().is_none_or(|o| "create".starts_with(o)) {
+        report(
+            "create",
+            measure(iterations, |_| {
+                let mut out = created.clone();
+                fm.update(None, &mut out, "fed-controllers", t0);
+                black_box(out);
+            }),
+            Some(floor.0),
+        );
+    }
     for (name, manager, new) in &writes {
         if only.as_deref().is_some_and(|o| !name.starts_with(o)) {
             continue;
