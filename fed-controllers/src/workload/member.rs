@@ -344,8 +344,9 @@ impl MemberShared {
         }
     }
 
-    /// Has the central controller look at every workload this member has an intent for:
-    /// its connection changed, or its caches have just listed. Spaced as its reports are:
+    /// Has the central controller look at every workload this member has an intent for: a
+    /// connection attempt failed, its first look ended, or a watch of a kind has just
+    /// listed. Spaced as its reports are:
     /// a thousand members listing one after another would otherwise bring a wide
     /// workload a look per member, each visiting every member and most writing a status.
     fn notify_all(&self) {
