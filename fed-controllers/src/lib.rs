@@ -20,6 +20,7 @@ pub mod member_client;
 pub mod member_sync;
 pub mod member_watch;
 pub mod metrics;
+pub mod name_index;
 pub mod service;
 pub mod slim_cache;
 pub mod workload;

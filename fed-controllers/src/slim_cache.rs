@@ -5,7 +5,7 @@
 //! may also index what it keeps by tags ([`SlimCache::with_tags`]), to find objects
 //! without a scan of their namespace.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 
 use futures::stream::{BoxStream, StreamExt};
@@ -15,6 +15,8 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
 use meridian_runtime::lean::{self, Lean};
 use tokio::sync::watch;
+
+use crate::name_index::NameIndex;
 
 /// Ordered by (namespace, name): one namespace's objects are one range.
 type Map<V> = BTreeMap<(String, String), Arc<V>>;
@@ -65,7 +67,7 @@ struct Tagging<V> {
 type Tags<V> = Arc<Tagging<V>>;
 
 /// (namespace, tag) → the names of the objects of that namespace holding the tag.
-type Index = HashMap<(String, String), BTreeSet<String>>;
+type Index = NameIndex<(String, String)>;
 
 struct Inner<V> {
     values: Map<V>,
@@ -115,21 +117,14 @@ impl<V> Inner<V> {
 /// Files `namespace/name` under each of `tags`.
 fn index(index: &mut Index, tags: Vec<String>, (namespace, name): &(String, String)) {
     for t in tags {
-        let names = index.entry((namespace.clone(), t)).or_default();
-        names.insert(name.clone());
+        index.add(&(namespace.clone(), t), name);
     }
 }
 
 /// Takes `namespace/name` out from under each of `tags`.
 fn unindex(index: &mut Index, tags: Vec<String>, (namespace, name): &(String, String)) {
     for t in tags {
-        let k = (namespace.clone(), t);
-        if let Some(names) = index.get_mut(&k) {
-            names.remove(name);
-            if names.is_empty() {
-                index.remove(&k);
-            }
-        }
+        index.remove(&(namespace.clone(), t), name);
     }
 }
 
@@ -166,7 +161,7 @@ impl<K: Resource, V> SlimCache<K, V> {
             inner: Arc::new(RwLock::new(Inner {
                 values: BTreeMap::new(),
                 relist: None,
-                index: Index::new(),
+                index: Index::default(),
             })),
             ready: Ready::default(),
             derive: Arc::new(derive),

@@ -285,6 +285,20 @@ fn dynamic_reflector(
     }
 }
 
+/// The cache key of `key`'s object of kind `ar`: in its namespace only when the kind is
+/// namespaced.
+fn object_ref<K: kube::Resource<DynamicType = ApiResource>>(
+    key: &CopyKey,
+    ar: &ApiResource,
+    namespaced: bool,
+) -> ObjectRef<K> {
+    let r = ObjectRef::new_with(&key.name, ar.clone());
+    match &key.namespace {
+        Some(ns) if namespaced => r.within(ns),
+        _ => r,
+    }
+}
+
 impl Central {
     /// The federation's view of `kind`, its watch started on first use.
     async fn fed_kind(self: &Arc<Self>, kind: &Kind) -> Result<Arc<FedKind>, CopyError> {
@@ -522,11 +536,7 @@ impl Central {
             &key.name,
         );
         let placement = self.placements.get(&ObjectRef::new(&pname).within(&pns));
-        let obj_ref = match &key.namespace {
-            Some(ns) if fk.namespaced => ObjectRef::new_with(&key.name, fk.ar.clone()).within(ns),
-            _ => ObjectRef::new_with(&key.name, fk.ar.clone()),
-        };
-        let fed_obj = fk.cache.store.get(&obj_ref);
+        let fed_obj = fk.cache.store.get(&object_ref(key, &fk.ar, fk.namespaced));
         let fed_value = fed_obj.as_deref().map(PackedObject::to_value);
         let uid = fed_obj.as_ref().and_then(|o| o.uid()).unwrap_or_default();
         // The override policies that select the object, in the order they apply.
@@ -783,11 +793,11 @@ impl Central {
         let MemberKind::Served { ar, cache } = &*mk else {
             return false;
         };
-        let r = match &o.key.namespace {
-            Some(ns) if o.fk.namespaced => ObjectRef::new_with(&o.key.name, ar.clone()).within(ns),
-            _ => ObjectRef::new_with(&o.key.name, ar.clone()),
-        };
-        cache.listed() && cache.store.get(&r).is_none()
+        cache.listed()
+            && cache
+                .store
+                .get(&object_ref(o.key, ar, o.fk.namespaced))
+                .is_none()
     }
 
     /// Takes member `cluster`'s step for one object: what it should hold (its copy with
@@ -844,11 +854,10 @@ impl Central {
                 };
             }
         };
-        let actual_ref = match &key.namespace {
-            Some(ns) if o.fk.namespaced => ObjectRef::new_with(&key.name, ar.clone()).within(ns),
-            _ => ObjectRef::new_with(&key.name, ar.clone()),
-        };
-        let actual = cache.store.get(&actual_ref).map(|o| o.to_value());
+        let actual = cache
+            .store
+            .get(&object_ref(key, ar, o.fk.namespaced))
+            .map(|o| o.to_value());
         let step = step(want.as_ref(), actual.as_ref(), o.uid);
         // Whether no copy is left there once the step is taken (as it then is unless it
         // fails): nothing was there and nothing is made, or Meridian's copy goes. Before the

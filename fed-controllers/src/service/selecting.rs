@@ -4,6 +4,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use crate::name_index::NameIndex;
+
 use super::ServiceKey;
 use super::backends::selects;
 use super::inputs::Labels;
@@ -16,7 +18,7 @@ pub(super) struct Selecting {
     /// (namespace, [`label_tag`]) → the names of the Services whose selector's first label
     /// that is. A selector picks pods carrying all its labels, so a workload's labels find
     /// every Service that may select it through one of them.
-    by_label: HashMap<(String, String), BTreeSet<String>>,
+    by_label: NameIndex<(String, String)>,
 }
 
 fn first_label(namespace: &str, selector: &Labels) -> Option<(String, String)> {
@@ -32,10 +34,7 @@ impl Selecting {
         }
         self.remove(&key);
         if let Some(label) = first_label(&key.namespace, &selector) {
-            self.by_label
-                .entry(label)
-                .or_default()
-                .insert(key.name.clone());
+            self.by_label.add(&label, &key.name);
             self.selectors.insert(key, selector);
         }
     }
@@ -45,13 +44,8 @@ impl Selecting {
         let Some(selector) = self.selectors.remove(key) else {
             return;
         };
-        if let Some(label) = first_label(&key.namespace, &selector)
-            && let Some(names) = self.by_label.get_mut(&label)
-        {
-            names.remove(&key.name);
-            if names.is_empty() {
-                self.by_label.remove(&label);
-            }
+        if let Some(label) = first_label(&key.namespace, &selector) {
+            self.by_label.remove(&label, &key.name);
         }
     }
 

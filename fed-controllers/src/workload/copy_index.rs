@@ -8,18 +8,19 @@
 //! member whose watches have not listed yet may hold anything, so it is a candidate for
 //! every workload until they have.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use meridian_runtime::sync::lock;
 
 use super::kinds::WorkloadKey;
+use crate::name_index::NameIndex;
 
 /// The members that may hold each workload's copy.
 #[derive(Default)]
 pub struct CopyIndex {
     /// Members that hold (or held, see the module docs) a copy of each workload.
-    holders: Mutex<HashMap<WorkloadKey, BTreeSet<String>>>,
+    holders: Mutex<NameIndex<WorkloadKey>>,
     /// Members whose watches have not listed yet.
     unlisted: Mutex<BTreeSet<String>>,
 }
@@ -27,21 +28,12 @@ pub struct CopyIndex {
 impl CopyIndex {
     /// `member` holds a copy of `key`.
     pub fn add(&self, key: &WorkloadKey, member: &str) {
-        let mut h = lock(&self.holders);
-        if !h.get(key).is_some_and(|s| s.contains(member)) {
-            h.entry(key.clone()).or_default().insert(member.to_owned());
-        }
+        lock(&self.holders).add(key, member);
     }
 
     /// `member`'s copy of `key` was deleted.
     pub fn remove(&self, key: &WorkloadKey, member: &str) {
-        let mut h = lock(&self.holders);
-        if let Some(s) = h.get_mut(key) {
-            s.remove(member);
-            if s.is_empty() {
-                h.remove(key);
-            }
-        }
+        lock(&self.holders).remove(key, member);
     }
 
     /// `member`'s task started: until its watches list, it may hold any copy.
@@ -100,7 +92,7 @@ mod tests {
         idx.remove(&web, "never-held");
         assert_eq!(names(&idx.candidates(&web, ["a"])), ["a"]);
         assert!(
-            !lock(&idx.holders).contains_key(&web),
+            lock(&idx.holders).get(&web).is_none(),
             "an empty set is dropped"
         );
     }

@@ -24,6 +24,7 @@ use super::deps::{self, Dependencies};
 use super::kinds::DepKind;
 use super::status::CopyStatus;
 use crate::compact::Compact;
+use crate::name_index::NameIndex;
 use crate::slim_cache::Ready;
 
 /// One cached object.
@@ -196,7 +197,7 @@ struct Map {
     entries: HashMap<String, HashSet<ByName>>,
     /// (kind, namespace, name) of a dependency → the names of the entries referencing it:
     /// a ConfigMap's change finds its workloads without a scan of every workload.
-    referrers: HashMap<(DepKind, String, String), HashSet<String>>,
+    referrers: NameIndex<(DepKind, String, String)>,
 }
 
 /// An entry in its namespace's set, found by its name: the entry's own name is the key,
@@ -241,10 +242,7 @@ impl Map {
             }
             for (kind, dep) in &e.deps.refs {
                 let key = (*kind, e.namespace.clone(), dep.clone());
-                self.referrers
-                    .entry(key)
-                    .or_default()
-                    .insert(e.name.clone());
+                self.referrers.add(&key, &e.name);
             }
         }
         old
@@ -266,12 +264,7 @@ impl Map {
     fn unrefer(&mut self, e: &Entry) {
         for (kind, dep) in &e.deps.refs {
             let key = (*kind, e.namespace.clone(), dep.clone());
-            if let Some(names) = self.referrers.get_mut(&key) {
-                names.remove(&e.name);
-                if names.is_empty() {
-                    self.referrers.remove(&key);
-                }
-            }
+            self.referrers.remove(&key, &e.name);
         }
     }
 
