@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use meridian_runtime::batched_writes::BatchedWrites;
 use meridian_store::Storage;
 use rustls::ServerConfig as TlsConfig;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -230,17 +231,19 @@ pub async fn serve(
     }
 }
 
+/// A client's TLS connection. Its records leave in batches: a response and the watch events
+/// it caused, or the events of several watches, share one send (see [`BatchedWrites`]).
+pub type ServerStream = tokio_rustls::server::TlsStream<BatchedWrites<tokio::net::TcpStream>>;
+
 /// Completes a TLS handshake (bounded in time) and reads the client certificate identity.
 pub async fn handshake(
     acceptor: &tokio_rustls::TlsAcceptor,
     tcp: tokio::net::TcpStream,
     peer: SocketAddr,
-) -> Option<(
-    tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
-    Option<crate::auth::UserInfo>,
-)> {
+) -> Option<(ServerStream, Option<crate::auth::UserInfo>)> {
     let _ = tcp.set_nodelay(true);
-    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+    let accept = acceptor.accept(BatchedWrites::new(tcp));
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             tracing::debug!(%peer, error = %e, "TLS handshake failed");
@@ -262,7 +265,7 @@ pub async fn handshake(
 
 /// Serves HTTP/1.1 or HTTP/2 on one TLS connection until it ends or `shutdown` turns true.
 pub async fn serve_connection<F, Fut>(
-    tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    tls: ServerStream,
     handler: F,
     mut shutdown: watch::Receiver<bool>,
 ) where

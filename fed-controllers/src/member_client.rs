@@ -49,6 +49,7 @@ use tokio_rustls::client::TlsStream;
 use tower_service::Service as _;
 
 use crate::credentials::{self, CredentialsError};
+use meridian_runtime::batched_writes::BatchedWrites;
 
 /// Connection tunables shared by every member client of a [`MemberClients`].
 #[derive(Clone, Copy, Debug)]
@@ -313,7 +314,7 @@ impl tower_service::Service<Uri> for Connector {
                 // Requests are small and latency-sensitive (probes).
                 tcp.set_nodelay(true)?;
                 tokio_rustls::TlsConnector::from(c.tls.clone())
-                    .connect(c.server_name.clone(), tcp)
+                    .connect(c.server_name.clone(), BatchedWrites::new(tcp))
                     .await
             };
             match tokio::time::timeout(c.timeout, dial).await {
@@ -328,8 +329,9 @@ impl tower_service::Service<Uri> for Connector {
     }
 }
 
-/// A TLS connection to a member, telling the pool whether it speaks HTTP/2.
-struct MemberStream(TokioIo<TlsStream<TcpStream>>);
+/// A TLS connection to a member, telling the pool whether it speaks HTTP/2. Its TLS
+/// records leave in batches: see [`BatchedWrites`].
+struct MemberStream(TokioIo<TlsStream<BatchedWrites<TcpStream>>>);
 
 impl Connection for MemberStream {
     fn connected(&self) -> Connected {

@@ -9,7 +9,8 @@
 //! managedFields), [`answer`] (writes whose answers are read for their resourceVersion
 //! only) for any kind ([`dynamic`]: `kube::Resource` for run-time kinds), [`kind_retry`] (looking up kinds not served yet again when definitions change),
 //! [`namespace`] (a namespace made sure of before something goes in it),
-//! [`rate`] and [`sync`]; and for components
+//! [`rate`] and [`sync`]; [`batched_writes`] (a connection's writes of one scheduler turn
+//! sent as one, under the TLS of the API servers' and the controllers' connections); and for components
 //! that run as several replicas, [`leader`] (Lease-based leader election and the write
 //! gate their clients go through). Unit tests talk to [`testing`]'s API server stand-in.
 //!
@@ -19,6 +20,7 @@
 
 pub mod answer;
 pub mod args;
+pub mod batched_writes;
 pub mod client;
 pub mod dynamic;
 pub mod endpoints;
