@@ -248,7 +248,15 @@ async fn an_object_both_a_policy_and_a_workload_need_has_one_writer() {
     changed_in_place(&sim2, "settings", &rv, |c| mode(c) == Some("slow")).await;
 
     // A workload leaving sim-1 collects the dependency copies no workload there uses; the
-    // policy's copies are not the workload path's to collect.
+    // policy's copies are not the workload path's to collect. (`lonely` has a pass and a
+    // Placement of its own: nothing above waited for its copy.)
+    eventually(
+        "lonely in sim-1",
+        WITHIN,
+        || async { sim1.get_opt("lonely").await.expect("get") },
+        |c| c.as_ref().and_then(mode) == Some("idle"),
+    )
+    .await;
     let rvs = (
         sim1.get("lonely")
             .await
