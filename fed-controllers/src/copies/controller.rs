@@ -54,6 +54,7 @@ use super::report::{FailReason, Outcome, cluster_entries, propagated};
 use super::status::{MemberCopy, Rule, StatusKind, combined, member_entry};
 use super::template_deps::{TemplateDeps, template_deps};
 use super::visits::Visits;
+use super::written::Written;
 use crate::dep_writers::{DepRef, DepWriters, copy_destinations};
 use crate::dynamic::Decoded;
 use crate::fleet::overrides::Changed;
@@ -193,6 +194,10 @@ pub(super) struct Central {
     /// ([`override_failures`]): shown on the Placements of the interpreted objects
     /// referencing it.
     dep_failures: Mutex<HashMap<DepRef, BTreeMap<String, String>>>,
+    /// The federated objects' statuses this controller wrote last ([`Written`]).
+    pub(super) status_written: Written<CopyKey>,
+    /// The same for their Placements' statuses.
+    pub(super) placement_written: Written<CopyKey>,
 }
 
 /// The key of the object a Placement (in `namespace`, about `r`) of a copy-path kind is
@@ -724,7 +729,7 @@ impl Central {
                     member_entry(rule.as_ref(), copy, e);
                 }
             }
-            self.write_status(p, entries, propagated(&dest, &shown))
+            self.write_status(key, p, entries, propagated(&dest, &shown))
                 .await?;
         }
         if let (Some(rule), Some(fed)) = (&rule, &fed_value)
@@ -758,6 +763,8 @@ impl Central {
         } else {
             lock(&self.outcomes).remove(key);
             self.visits.forget(key);
+            self.status_written.forget(key);
+            self.placement_written.forget(key);
             lock(&self.template_refs).remove(key);
             if let Some(r) = &dep {
                 self.set_dep_failures(r, BTreeMap::new());
@@ -1041,6 +1048,8 @@ pub async fn run(
         writers: writers.clone(),
         template_refs: Mutex::default(),
         dep_failures: Mutex::default(),
+        status_written: Written::default(),
+        placement_written: Written::default(),
     });
     // Workloads asking for a dependency object this path owns in other clusters, or an
     // interpreted object's references that came or went.

@@ -14,12 +14,14 @@ use serde_json::Value;
 
 use super::controller::{Central, CopyError, FedKind, now};
 use super::packed::PackedObject;
+use super::written;
 
 impl Central {
     /// Writes the Placement's `Propagated` condition and per-cluster `entries` when they
     /// changed.
     pub(super) async fn write_status(
         &self,
+        key: &CopyKey,
         p: &Placement,
         entries: Vec<fed_api::placement::ClusterWorkloadStatus>,
         mut cond: fed_api::common::Condition,
@@ -47,6 +49,14 @@ impl Central {
         if same_entries && same_cond {
             return Ok(());
         }
+        let sent = written::digest(&(
+            serde_json::to_string(&strip(&entries)).unwrap_or_default(),
+            (&cond.status, &cond.reason, &cond.message),
+        ));
+        let cached_rv = p.metadata.resource_version.as_deref();
+        if self.placement_written.already(key, sent, cached_rv) {
+            return Ok(());
+        }
         cond.last_transition_time = match old {
             Some(c) if c.status == cond.status => c.last_transition_time.clone(),
             _ => Some(now()),
@@ -59,7 +69,7 @@ impl Central {
             p.namespace().as_deref(),
             &ApiResource::erase::<Placement>(&()),
         );
-        tokio::time::timeout(
+        let answer = tokio::time::timeout(
             self.settings.sync_timeout,
             api.patch_status(
                 &p.name_any(),
@@ -73,6 +83,8 @@ impl Central {
             what: "Placement status",
             source,
         })?;
+        self.placement_written
+            .wrote(key, sent, answer.resource_version());
         Ok(())
     }
 
@@ -93,6 +105,13 @@ impl Central {
         let Some(diff) = apimachinery::merge_patch_diff(&current, &status) else {
             return Ok(());
         };
+        let sent = written::digest(&status.to_string());
+        if self
+            .status_written
+            .already(key, sent, fed["metadata"]["resourceVersion"].as_str())
+        {
+            return Ok(());
+        }
         let ns = key.namespace.as_deref().filter(|_| fk.namespaced);
         let api = answer::api(self.fed.clone(), ns, &fk.ar);
         let patch = serde_json::json!({ "status": diff });
@@ -103,7 +122,11 @@ impl Central {
         .await
         {
             Err(_) => Err(CopyError::Timeout("status")),
-            Ok(Ok(_)) => Ok(()),
+            Ok(Ok(answer)) => {
+                self.status_written
+                    .wrote(key, sent, answer.resource_version());
+                Ok(())
+            }
             // Deleted meanwhile: its watch event brings the cleanup.
             Ok(Err(kube::Error::Api(s))) if s.code == 404 => Ok(()),
             Ok(Err(source)) => Err(CopyError::Federation {

@@ -14,8 +14,9 @@
 //! [`dep_failures`] how their override failures show on its Placement. [`controller`]
 //! applies them from caches of the federation and of each member, looking at the members
 //! `visits` names (an object's destinations and where copies may still be, not the whole
-//! fleet), its federation writes in `fedwrite` and its member requests in `member_io`; its caches
-//! keep objects `packed`.
+//! fleet), its federation writes in `fedwrite` (a status its cache has not seen yet is not
+//! written twice: [`written`]) and its member requests in `member_io`; its caches keep
+//! objects `packed`.
 
 pub mod controller;
 pub mod dep_failures;
@@ -30,3 +31,4 @@ pub mod report;
 pub mod status;
 pub mod template_deps;
 mod visits;
+pub mod written;
