@@ -52,9 +52,9 @@ use super::packed::PackedObject;
 use super::plan::{Finalizer, Step, finalizer, step, wanted};
 use super::report::{FailReason, Outcome, cluster_entries, propagated};
 use super::status::{MemberCopy, Rule, StatusKind, combined, member_entry};
+use super::status_writes::StatusWrites;
 use super::template_deps::{TemplateDeps, template_deps};
 use super::visits::Visits;
-use super::written::Written;
 use crate::dep_writers::{DepRef, DepWriters, copy_destinations};
 use crate::dynamic::Decoded;
 use crate::fleet::overrides::Changed;
@@ -194,10 +194,10 @@ pub(super) struct Central {
     /// ([`override_failures`]): shown on the Placements of the interpreted objects
     /// referencing it.
     dep_failures: Mutex<HashMap<DepRef, BTreeMap<String, String>>>,
-    /// The federated objects' statuses this controller wrote last ([`Written`]).
-    pub(super) status_written: Written<CopyKey>,
+    /// The federated objects' statuses this controller wrote last ([`StatusWrites`]).
+    pub(super) status_written: StatusWrites<CopyKey>,
     /// The same for their Placements' statuses.
-    pub(super) placement_written: Written<CopyKey>,
+    pub(super) placement_written: StatusWrites<CopyKey>,
 }
 
 /// The key of the object a Placement (in `namespace`, about `r`) of a copy-path kind is
@@ -1048,8 +1048,8 @@ pub async fn run(
         writers: writers.clone(),
         template_refs: Mutex::default(),
         dep_failures: Mutex::default(),
-        status_written: Written::default(),
-        placement_written: Written::default(),
+        status_written: StatusWrites::default(),
+        placement_written: StatusWrites::default(),
     });
     // Workloads asking for a dependency object this path owns in other clusters, or an
     // interpreted object's references that came or went.

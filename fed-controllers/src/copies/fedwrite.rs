@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::controller::{Central, CopyError, FedKind, now};
 use super::packed::PackedObject;
-use super::written;
+use super::status_writes;
 
 impl Central {
     /// Writes the Placement's `Propagated` condition and per-cluster `entries` when they
@@ -49,7 +49,7 @@ impl Central {
         if same_entries && same_cond {
             return Ok(());
         }
-        let sent = written::digest(&(
+        let sent = status_writes::digest(&(
             serde_json::to_string(&strip(&entries)).unwrap_or_default(),
             (&cond.status, &cond.reason, &cond.message),
         ));
@@ -105,7 +105,7 @@ impl Central {
         let Some(diff) = apimachinery::merge_patch_diff(&current, &status) else {
             return Ok(());
         };
-        let sent = written::digest(&status.to_string());
+        let sent = status_writes::digest(&status.to_string());
         if self
             .status_written
             .already(key, sent, fed["metadata"]["resourceVersion"].as_str())

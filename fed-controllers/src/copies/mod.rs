@@ -15,7 +15,7 @@
 //! applies them from caches of the federation and of each member, looking at the members
 //! `visits` names (an object's destinations and where copies may still be, not the whole
 //! fleet), its federation writes in `fedwrite` (a status its cache has not seen yet is not
-//! written twice: [`written`]) and its member requests in `member_io`; its caches keep
+//! written twice: [`status_writes`]) and its member requests in `member_io`; its caches keep
 //! objects `packed`.
 
 pub mod controller;
@@ -29,6 +29,6 @@ pub mod plan;
 pub mod record;
 pub mod report;
 pub mod status;
+pub mod status_writes;
 pub mod template_deps;
 mod visits;
-pub mod written;
