@@ -26,6 +26,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// Past this many waiting bytes a write sends them first (and waits on the socket when it
 /// is full), so a busy connection still pushes back on its writers.
 const MAX_WAITING: usize = 64 * 1024;
+/// The room an idle connection keeps for its next batch: a connection lives long, and one
+/// burst (a large LIST answered) should not hold its buffer's size for good.
+const KEPT: usize = 16 * 1024;
 
 /// A byte stream whose writes wait for the next flush, which waits one turn; see the
 /// module documentation.
@@ -62,7 +65,11 @@ impl<T: AsyncWrite + Unpin> BatchedWrites<T> {
                 Poll::Pending => break Poll::Pending,
             }
         };
-        self.waiting.drain(..sent);
+        if sent == self.waiting.len() && self.waiting.capacity() > KEPT {
+            self.waiting = Vec::new();
+        } else {
+            self.waiting.drain(..sent);
+        }
         result
     }
 }
@@ -88,8 +95,13 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for BatchedWrites<T> {
         if self.waiting.len() >= MAX_WAITING {
             ready!(self.poll_send(cx))?;
         }
+        // Up to the cap (the first buffer whatever its size): the caller writes the rest
+        // next, after the send above.
         let mut n = 0;
         for b in bufs {
+            if n > 0 && self.waiting.len() + b.len() > MAX_WAITING {
+                break;
+            }
             self.waiting.extend_from_slice(b);
             n += b.len();
         }
@@ -233,5 +245,39 @@ mod tests {
         io.flush().await.unwrap();
         let sent: usize = rec.writes.lock().unwrap().iter().map(Vec::len).sum();
         assert_eq!(sent, 80 * 1024);
+        // Sent out, the burst's 64 KiB buffer was let go of: what is kept is the room of
+        // the last, smaller batch.
+        assert!(io.waiting.capacity() <= KEPT, "{}", io.waiting.capacity());
+    }
+
+    #[test]
+    fn a_vectored_write_takes_buffers_up_to_the_cap() {
+        let rec = Recorder::default();
+        let mut io = BatchedWrites::new(rec.clone());
+        let wakes = Arc::new(Wakes(AtomicUsize::new(0)));
+        let waker = Waker::from(wakes);
+        let mut cx = Context::from_waker(&waker);
+        let chunk = vec![1u8; 16 * 1024];
+        let bufs: Vec<IoSlice<'_>> = (0..6).map(|_| IoSlice::new(&chunk)).collect();
+        let mut io = Pin::new(&mut io);
+        // Four of the six fit under 64 KiB; the caller writes the rest again.
+        assert!(matches!(
+            io.as_mut().poll_write_vectored(&mut cx, &bufs),
+            Poll::Ready(Ok(n)) if n == 64 * 1024
+        ));
+        assert!(rec.writes.lock().unwrap().is_empty());
+        // The next write sends those first, then takes what is left.
+        assert!(matches!(
+            io.as_mut().poll_write_vectored(&mut cx, &bufs[4..]),
+            Poll::Ready(Ok(n)) if n == 32 * 1024
+        ));
+        assert_eq!(rec.writes.lock().unwrap().len(), 1);
+        // A single buffer larger than the cap is taken whole.
+        let big = vec![2u8; 100 * 1024];
+        let mut io2 = BatchedWrites::new(Recorder::default());
+        assert!(matches!(
+            Pin::new(&mut io2).poll_write_vectored(&mut cx, &[IoSlice::new(&big)]),
+            Poll::Ready(Ok(n)) if n == 100 * 1024
+        ));
     }
 }
