@@ -76,15 +76,11 @@ impl<T: AsyncWrite + Unpin> BatchedWrites<T> {
 
 impl<T: AsyncWrite + Unpin> AsyncWrite for BatchedWrites<T> {
     fn poll_write(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        if self.waiting.len() >= MAX_WAITING {
-            ready!(self.poll_send(cx))?;
-        }
-        self.waiting.extend_from_slice(buf);
-        Poll::Ready(Ok(buf.len()))
+        self.poll_write_vectored(cx, &[IoSlice::new(buf)])
     }
 
     fn poll_write_vectored(

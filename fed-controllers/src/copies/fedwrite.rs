@@ -39,10 +39,11 @@ impl Central {
                 })
                 .collect::<Vec<_>>()
         };
+        let wanted = strip(&entries);
         let same_entries = p
             .status
             .as_ref()
-            .is_some_and(|s| strip(&s.clusters) == strip(&entries));
+            .is_some_and(|s| strip(&s.clusters) == wanted);
         let same_cond = old.is_some_and(|c| {
             c.status == cond.status && c.reason == cond.reason && c.message == cond.message
         });
@@ -50,7 +51,7 @@ impl Central {
             return Ok(());
         }
         let sent = status_writes::digest(&(
-            serde_json::to_string(&strip(&entries)).unwrap_or_default(),
+            serde_json::to_string(&wanted).unwrap_or_default(),
             (&cond.status, &cond.reason, &cond.message),
         ));
         let cached_rv = p.metadata.resource_version.as_deref();
